@@ -1,0 +1,39 @@
+// Element types and the bfloat16 storage type.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace gemmax {
+
+enum class DType : uint8_t { F32, F64, BF16, F16, I32, I64, U8 };
+
+size_t dtype_size(DType t);
+std::string_view dtype_name(DType t);  // "float32", "bfloat16", ...
+// Accepts MaxText / numpy spellings: float32, fp32, f32, bfloat16, bf16, float64, ...
+DType parse_dtype(std::string_view s);
+bool is_float(DType t);
+
+// bfloat16: the upper 16 bits of an IEEE float32. Conversion rounds to nearest even.
+struct bf16 {
+  uint16_t bits = 0;
+  bf16() = default;
+  explicit bf16(float f) : bits(round_bits(f)) {}
+  explicit operator float() const { return std::bit_cast<float>(uint32_t(bits) << 16); }
+
+  static uint16_t round_bits(float f) {
+    uint32_t u = std::bit_cast<uint32_t>(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return uint16_t(u >> 16);
+  }
+};
+
+// IEEE binary16, read only (F16 checkpoints are converted on load).
+float half_to_float(uint16_t h);
+
+}  // namespace gemmax

@@ -1,0 +1,30 @@
+// Deterministic random numbers with a small, saveable state (xoshiro256**, seeded by splitmix64).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace gemmax {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { seed_from(seed); }
+  // An independent stream for (seed, stream): used so that each parameter's initial values do
+  // not depend on the order in which parameters are initialised.
+  Rng(uint64_t seed, uint64_t stream) { seed_from(seed ^ (0x9e3779b97f4a7c15ull * (stream + 1))); }
+
+  uint64_t next_u64();
+  double uniform();                 // [0, 1)
+  uint64_t uniform_int(uint64_t n);  // [0, n)
+  double normal();                  // N(0, 1)
+
+  using State = std::array<uint64_t, 4>;
+  State state() const { return s_; }
+  void set_state(const State& s) { s_ = s; }
+
+ private:
+  void seed_from(uint64_t seed);
+  State s_{};
+};
+
+}  // namespace gemmax

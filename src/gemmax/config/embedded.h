@@ -1,0 +1,12 @@
+// The configs/ folder, compiled into the binary (see cmake/embed_configs.cmake).
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace gemmax {
+
+// Keyed by the path relative to configs/: "base.yml", "models/gemma4-tiny.yml", ...
+const std::map<std::string, std::string>& embedded_configs();
+
+}  // namespace gemmax

@@ -1,0 +1,54 @@
+// The shape of a Gemma-4 text decoder. Field comments give the MaxText config key and the
+// Hugging Face config.json key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gemmax {
+
+struct ModelConfig {
+  std::string name;                     // model_name
+  int64_t vocab_size = 0;               // vocab_size / vocab_size
+  int64_t d_model = 0;                  // base_emb_dim / hidden_size
+  int64_t num_layers = 0;               // base_num_decoder_layers / num_hidden_layers
+  int64_t num_heads = 0;                // base_num_query_heads / num_attention_heads
+  int64_t num_kv_heads = 0;             // base_num_kv_heads / num_key_value_heads (sliding layers)
+  int64_t head_dim = 0;                 // head_dim / head_dim (sliding layers)
+  int64_t global_num_kv_heads = 0;      // global_num_kv_heads / num_global_key_value_heads
+  int64_t global_head_dim = 0;          // global_head_dim / global_head_dim
+  int64_t mlp_dim = 0;                  // base_mlp_dim / intermediate_size (dense GeGLU)
+  int64_t moe_mlp_dim = 0;              // base_moe_mlp_dim / moe_intermediate_size
+  int64_t num_experts = 0;              // num_experts / num_experts
+  int64_t num_experts_per_tok = 0;      // num_experts_per_tok / top_k_experts
+  int64_t sliding_window = 0;           // sliding_window_size / sliding_window
+  int64_t sliding_window_pattern = 6;   // layer l is global iff l % pattern == pattern - 1
+  double local_rope_theta = 1e4;        // local_rope_max_timescale
+  double global_rope_theta = 1e6;       // global_rope_max_timescale
+  double local_rope_proportion = 1.0;   // local_rope_proportion
+  double global_rope_proportion = 0.25;  // global_rope_proportion (HF partial_rotary_factor)
+  bool share_kv_projections = true;     // share_kv_projections / attention_k_eq_v (global layers)
+  double final_logits_soft_cap = 30.0;  // final_logits_soft_cap / final_logit_softcapping (0: off)
+  double norm_eps = 1e-6;               // normalization_layer_epsilon / rms_norm_eps
+  bool norm_topk_prob = true;           // norm_topk_prob
+  double load_balance_loss_weight = 0.001;  // load_balance_loss_weight
+  double initializer_range = 0.02;      // initializer_range (HF): std of the normal init
+
+  bool is_global(int64_t layer) const {
+    return sliding_window_pattern > 0 && layer % sliding_window_pattern == sliding_window_pattern - 1;
+  }
+  int64_t layer_kv_heads(int64_t layer) const {
+    return is_global(layer) ? global_num_kv_heads : num_kv_heads;
+  }
+  int64_t layer_head_dim(int64_t layer) const {
+    return is_global(layer) ? global_head_dim : head_dim;
+  }
+  // Global layers with K = V have no v projection.
+  bool layer_has_v_proj(int64_t layer) const { return !(is_global(layer) && share_kv_projections); }
+  int64_t num_global_layers() const;
+
+  // Throws gemmax::Error naming the first inconsistent field.
+  void validate() const;
+};
+
+}  // namespace gemmax

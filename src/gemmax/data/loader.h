@@ -1,0 +1,40 @@
+// Data loaders: the built-in corpus, token shards and synthetic data, all producing Batches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gemmax/data/batch.h"
+
+namespace gemmax {
+
+struct DataOptions {
+  std::string dataset_type = "builtin";  // builtin | shards | synthetic
+  std::string dataset_path;              // shards: file, folder, or comma-separated list
+  std::string tokenizer_type = "byte";   // byte | sentencepiece
+  std::string tokenizer_path;
+  bool packing = true;
+  int64_t batch = 1;        // rows per batch (per_device_batch_size)
+  int64_t seq = 0;          // max_target_length
+  int64_t vocab_size = 0;   // the model's; every token must be below it
+  uint64_t seed = 0;        // data_shuffle_seed (synthetic data)
+};
+
+class DataLoader {
+ public:
+  virtual ~DataLoader() = default;
+  virtual Batch next() = 0;
+  // Where the loader stands, so that a resumed run reads the same batches.
+  virtual nlohmann::json state() const = 0;
+  virtual void restore(const nlohmann::json& state) = 0;
+  virtual std::string describe() const = 0;  // one line for the run log
+};
+
+// Throws gemmax::Error for a missing/short/corrupt shard, a token id outside the vocabulary, or
+// data that cannot fill one row of `seq` tokens.
+std::unique_ptr<DataLoader> make_data_loader(const DataOptions& options);
+
+}  // namespace gemmax
