@@ -1,0 +1,13 @@
+#include "gemmax/backend/backend.h"
+
+#include "gemmax/backend/reference/reference_backend.h"
+#include "gemmax/base/error.h"
+
+namespace gemmax {
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "reference") return std::make_unique<ReferenceBackend>();
+  fail("unknown backend '", name, "': available backends are: reference");
+}
+
+}  // namespace gemmax

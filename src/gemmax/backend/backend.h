@@ -1,0 +1,177 @@
+// The Backend interface: the coarse ops the model is written against.
+//
+// The model (src/gemmax/model) calls these in order; each backend implements them for its
+// device: `reference` (plain loops, the ground truth every other backend is tested against),
+// later `cpu` (oneDNN, vectorised kernels) and `cuda` (Hopper kernels).
+//
+// Conventions:
+// - Tensors are row-major and contiguous; 2-D shapes are [rows, cols].
+// - Activations use the run's activation dtype; per-row statistics (RMSNorm rstd, attention
+//   log-sum-exp, router probabilities) use `stat_dtype(activation dtype)`.
+// - Integer index tensors (tokens, positions, segment ids, expert ids, sort orders) are int32.
+// - "accumulate" means out += result; otherwise out = result.
+// - Weight-gradient outputs always accumulate, so that several microbatches (or the two uses
+//   of a tied weight) can add into one buffer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gemmax/base/tensor.h"
+
+namespace gemmax {
+
+// fp64 runs (gradient checks) keep fp64 statistics; everything else keeps fp32.
+inline DType stat_dtype(DType activation) {
+  return activation == DType::F64 ? DType::F64 : DType::F32;
+}
+
+struct AttentionShape {
+  int64_t batch = 0, seq = 0;
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t window = 0;  // sliding window: key j is visible from query i iff j > i - window; 0: none
+};
+
+// The sort of a MoE layer's token copies by expert (training.md §3). Token copy t*K + k is the
+// k-th expert choice of token t.
+struct Routing {
+  Tensor order;        // int32 [T*K]: sorted row r holds token copy order[r]
+  Tensor inverse;      // int32 [T*K]: inverse[order[r]] == r
+  Tensor group_sizes;  // int32 [E]: rows of each expert; expert g owns a contiguous row range
+};
+
+struct AdamWStep {
+  double lr = 0, b1 = 0.9, b2 = 0.95, eps = 1e-8, eps_root = 0, weight_decay = 0;
+  double grad_scale = 1;  // global-norm clipping factor applied to the gradient
+  int64_t t = 1;          // 1-based step count for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory ---------------------------------------------------------------------------
+  virtual Tensor alloc(const Shape& shape, DType dtype, MemKind kind) = 0;  // uninitialised
+  Tensor zeros(const Shape& shape, DType dtype, MemKind kind) {
+    Tensor t = alloc(shape, dtype, kind);
+    fill(t, 0.0);
+    return t;
+  }
+  // Host <-> device copies (the same tensor for host backends).
+  virtual Tensor to_device(const Tensor& host, MemKind kind) = 0;
+  virtual Tensor to_host(const Tensor& t) = 0;
+
+  // ---- elementwise and reductions ----------------------------------------------------------
+  virtual void fill(const Tensor& x, double value) = 0;
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;  // converts dtype
+  virtual void add(const Tensor& out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
+  virtual void axpy(const Tensor& y, double alpha, const Tensor& x) = 0;      // y += alpha x
+  virtual void scale(const Tensor& x, double alpha) = 0;                      // x *= alpha
+  virtual double dot(const Tensor& a, const Tensor& b) = 0;                   // sum a*b, fp64
+
+  // ---- matmul: c = op(a) . op(b) (+ c), op(x) = x^T when trans. 2-D, fp32/fp64 accumulation.
+  virtual void matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+                      bool trans_b, bool accumulate) = 0;
+
+  // ---- embedding: x[t] = table[tokens[t]] * scale;  dtable[tokens[t]] += dx[t] * scale
+  virtual void embedding_forward(const Tensor& x, const Tensor& tokens, const Tensor& table,
+                                 double scale) = 0;
+  virtual void embedding_backward(const Tensor& dtable, const Tensor& dx, const Tensor& tokens,
+                                  double scale) = 0;
+
+  // ---- RMSNorm over the last dimension ------------------------------------------------------
+  // y = x * rstd * w * out_scale with rstd = (mean(x^2) + eps)^-1/2 computed and saved per row.
+  // `w` may be undefined (the scale-free norm). The scale is multiplied in fp32 before the one
+  // rounding to y's dtype.
+  virtual void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x,
+                               const Tensor& w, double eps, double out_scale) = 0;
+  // dx (+)= rstd * (g - xhat * mean(g * xhat)), g = dy * w * out_scale; dw += sum_rows dy*xhat*out_scale
+  virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy,
+                                const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                double out_scale, bool accumulate_dx) = 0;
+
+  // ---- RoPE, split-half, in place on x [T, heads, hd] -------------------------------------
+  // Pair (i, i + hd/2) rotates by positions[t] * inv_freq[i] (inv_freq: fp64 [hd/2], zeros for
+  // dimensions that do not rotate). inverse = true rotates back: that is the backward.
+  virtual void rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+                    bool inverse) = 0;
+
+  // ---- attention: causal, GQA, optional sliding window, segment mask, scale 1.0 ------------
+  // q, o [B*S, H, hd]; k, v [B*S, KV, hd]; lse [B, H, S] (stat dtype); segment_ids int32 [B*S].
+  virtual void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q,
+                                 const Tensor& k, const Tensor& v, const Tensor& segment_ids,
+                                 const AttentionShape& shape) = 0;
+  // Writes dq, dk, dv (no accumulation).
+  virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                  const Tensor& dout, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor& o, const Tensor& lse,
+                                  const Tensor& segment_ids, const AttentionShape& shape) = 0;
+
+  // ---- GeGLU on fused rows h = [gate | up] [m, 2F]: a = gelu_tanh(gate) * up [m, F] -----------
+  virtual void geglu_forward(const Tensor& a, const Tensor& h) = 0;
+  virtual void geglu_backward(const Tensor& dh, const Tensor& da, const Tensor& h) = 0;
+
+  // ---- router (training.md §2, §6) -----------------------------------------------------------
+  // probs = softmax(logits) [T, E]; idx [T, K] = top-k of logits (ties: lower id first);
+  // weights [T, K] = probs[idx] (/ their sum if renormalize) * per_expert_scale[idx].
+  virtual void router_forward(const Tensor& probs, const Tensor& idx, const Tensor& weights,
+                              const Tensor& logits, const Tensor& per_expert_scale,
+                              bool renormalize) = 0;
+  // dlogits = softmax backward of dp, where dp comes from dweights through the renormalisation
+  // and the per-expert scale, plus lb_dprobs[b, e] for every token of sequence b (load-balance
+  // gradient; may be undefined). dper_expert_scale accumulates.
+  virtual void router_backward(const Tensor& dlogits, const Tensor& dper_expert_scale,
+                               const Tensor& dweights, const Tensor& probs, const Tensor& idx,
+                               const Tensor& per_expert_scale, bool renormalize,
+                               const Tensor& lb_dprobs, int64_t seq) = 0;
+  // density [B, E] = fraction of sequence b's tokens that chose expert e. Returns
+  // mean_{b,e}(density * mean_s probs) (training.md §7 before the weight * E^2 factor).
+  virtual double load_balance_forward(const Tensor& density, const Tensor& probs,
+                                      const Tensor& idx, int64_t seq) = 0;
+
+  // ---- dispatch (training.md §3, §6) ----------------------------------------------------------
+  // Stable sort of the token copies in idx [T, K] by expert.
+  virtual void route_sort(Routing& routing, const Tensor& idx, int64_t num_experts) = 0;
+  // xs[r] = x[order[r] / k]
+  virtual void permute(const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) = 0;
+  // dx[t] (+)= sum_j dxs[inverse[t*k + j]]
+  virtual void permute_backward(const Tensor& dx, const Tensor& dxs, const Tensor& inverse,
+                                int64_t k, bool accumulate) = 0;
+  // m[t] = sum_j weights[t, j] * y[inverse[t*K + j]], summed in fp32 (fp64 for fp64 runs)
+  virtual void combine_forward(const Tensor& m, const Tensor& y, const Tensor& inverse,
+                               const Tensor& weights) = 0;
+  // dy[r] = weights[order[r]] * dm[order[r] / K];  dweights[order[r]] = dm[order[r] / K] . y[r]
+  virtual void combine_backward(const Tensor& dy, const Tensor& dweights, const Tensor& dm,
+                                const Tensor& y, const Tensor& order, const Tensor& weights) = 0;
+
+  // ---- grouped matmul over contiguous row groups (training.md §4, §5) -----------------------
+  // rhs [G, n, k] is in the Hugging Face [out, in] layout of each expert.
+  // out[r] = lhs[r] . rhs[g(r)]^T   (lhs [m, k], out [m, n])
+  virtual void gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
+                   const Tensor& group_sizes) = 0;
+  // dlhs[r] = dout[r] . rhs[g(r)]   (reads rhs in place; no transposed copy)
+  virtual void gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
+                        const Tensor& group_sizes) = 0;
+  // drhs[g] += dout[rows of g]^T . lhs[rows of g]; a group with no rows adds nothing
+  virtual void gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
+                        const Tensor& group_sizes) = 0;
+
+  // ---- output head loss on a tile of rows ------------------------------------------------
+  // logits [C, V] holds z = y . Emb^T. With c = cap * tanh(z / cap) (cap 0: c = z), returns
+  // sum over rows with mask != 0 of logsumexp(c) - c[target]. On return logits holds c, or, if
+  // write_grad, dz = grad_scale * [mask != 0] * (softmax(c) - onehot(target)) * (1 - (c / cap)^2).
+  virtual double softcap_cross_entropy(const Tensor& logits, const Tensor& targets,
+                                       const Tensor& mask, double cap, double grad_scale,
+                                       bool write_grad) = 0;
+
+  // ---- optimizer on flat buffers ------------------------------------------------------------
+  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                          const Tensor& v, const AdamWStep& step) = 0;
+};
+
+// backend = "reference" (more to come). Throws gemmax::Error naming the known backends.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+}  // namespace gemmax

@@ -1,0 +1,142 @@
+// Memory, elementwise ops, reductions, embedding lookup and the AdamW update.
+#include <cmath>
+#include <cstring>
+
+#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/reference_backend.h"
+
+namespace gemmax {
+using ref::check_same;
+using ref::dispatch_float;
+
+Tensor ReferenceBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
+  return Tensor::empty(shape, dtype, kind);
+}
+
+void ReferenceBackend::fill(const Tensor& x, double value) {
+  if (value == 0.0) {
+    std::memset(x.raw(), 0, x.nbytes());
+    return;
+  }
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) set_from_double(x, i, value);
+}
+
+void ReferenceBackend::copy(const Tensor& dst, const Tensor& src) {
+  GEMMAX_CHECK(dst.numel() == src.numel(), "copy: ", src.str(), " into ", dst.str());
+  if (dst.dtype() == src.dtype()) {
+    std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
+  const int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i) set_from_double(dst, i, get_as_double(src, i));
+}
+
+void ReferenceBackend::add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  check_same(out, a, "add");
+  check_same(a, b, "add");
+  dispatch_float(out, [&]<class T>() {
+    T* o = out.data<T>();
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    const int64_t n = out.numel();
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) o[i] = pa[i] + pb[i];
+  });
+}
+
+void ReferenceBackend::axpy(const Tensor& y, double alpha, const Tensor& x) {
+  check_same(y, x, "axpy");
+  dispatch_float(y, [&]<class T>() {
+    T* py = y.data<T>();
+    const T* px = x.data<T>();
+    const int64_t n = y.numel();
+    const T a = T(alpha);
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) py[i] += a * px[i];
+  });
+}
+
+void ReferenceBackend::scale(const Tensor& x, double alpha) {
+  dispatch_float(x, [&]<class T>() {
+    T* p = x.data<T>();
+    const int64_t n = x.numel();
+    const T a = T(alpha);
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) p[i] *= a;
+  });
+}
+
+double ReferenceBackend::dot(const Tensor& a, const Tensor& b) {
+  check_same(a, b, "dot");
+  double total = 0;
+  dispatch_float(a, [&]<class T>() {
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    const int64_t n = a.numel();
+    double s = 0;
+#pragma omp parallel for simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += double(pa[i]) * double(pb[i]);
+    total = s;
+  });
+  return total;
+}
+
+// ---- embedding -----------------------------------------------------------------------------
+
+void ReferenceBackend::embedding_forward(const Tensor& x, const Tensor& tokens,
+                                         const Tensor& table, double scale) {
+  const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
+  GEMMAX_CHECK(x.numel() == n * d, "embedding_forward: x ", x.str(), " for ", n, " tokens");
+  const int32_t* tok = tokens.data<int32_t>();
+  for (int64_t t = 0; t < n; ++t)  // checked before the parallel loop, which cannot throw
+    GEMMAX_CHECK(tok[t] >= 0 && tok[t] < vocab, "token id ", tok[t], " at position ", t,
+                 " is outside the vocabulary [0, ", vocab, ")");
+  dispatch_float(x, [&]<class T>() {
+    const T* tab = table.data<T>();
+    T* out = x.data<T>();
+#pragma omp parallel for
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < d; ++i) out[t * d + i] = T(double(tab[tok[t] * d + i]) * scale);
+    }
+  });
+}
+
+void ReferenceBackend::embedding_backward(const Tensor& dtable, const Tensor& dx,
+                                          const Tensor& tokens, double scale) {
+  const int64_t n = tokens.numel(), d = dtable.dim(1);
+  const int32_t* tok = tokens.data<int32_t>();
+  dispatch_float(dtable, [&]<class T>() {
+    T* dt = dtable.data<T>();
+    const T* g = dx.data<T>();
+    // Serial over tokens (repeated tokens add into the same row), vectorised over columns.
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < d; ++i) dt[tok[t] * d + i] += T(double(g[t * d + i]) * scale);
+  });
+}
+
+// ---- AdamW (training.md §12: optax adamw, decoupled decay scaled by lr) ----------------------
+
+void ReferenceBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                                  const Tensor& v, const AdamWStep& s) {
+  check_same(param, grad, "adamw_step");
+  check_same(param, m, "adamw_step");
+  check_same(param, v, "adamw_step");
+  const double bc1 = 1.0 - std::pow(s.b1, double(s.t));
+  const double bc2 = 1.0 - std::pow(s.b2, double(s.t));
+  dispatch_float(param, [&]<class T>() {
+    T *p = param.data<T>(), *pm = m.data<T>(), *pv = v.data<T>();
+    const T* g = grad.data<T>();
+    const int64_t n = param.numel();
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = double(g[i]) * s.grad_scale;
+      const double mi = s.b1 * double(pm[i]) + (1.0 - s.b1) * gi;
+      const double vi = s.b2 * double(pv[i]) + (1.0 - s.b2) * gi * gi;
+      pm[i] = T(mi);
+      pv[i] = T(vi);
+      const double update = (mi / bc1) / (std::sqrt(vi / bc2 + s.eps_root) + s.eps);
+      p[i] = T(double(p[i]) - s.lr * (update + s.weight_decay * double(p[i])));
+    }
+  });
+}
+
+}  // namespace gemmax

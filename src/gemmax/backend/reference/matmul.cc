@@ -1,0 +1,139 @@
+// Dense and grouped matmuls. Products are summed in fp64 whatever the element type.
+#include <vector>
+
+#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/reference_backend.h"
+
+namespace gemmax {
+namespace {
+
+// c[M, N] (+)= op(a) . op(b) with a [M, K] or [K, M] (trans_a), b [K, N] or [N, K] (trans_b).
+template <class T>
+void matmul_loops(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t M, int64_t N,
+                  int64_t K, bool accumulate) {
+  if (!trans_a && trans_b) {  // "NT": every output is a dot product of two contiguous rows
+#pragma omp parallel for
+    for (int64_t i = 0; i < M; ++i) {
+      const T* ai = a + i * K;
+      for (int64_t j = 0; j < N; ++j) {
+        const T* bj = b + j * K;
+        double s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t k = 0; k < K; ++k) s += double(ai[k]) * double(bj[k]);
+        c[i * N + j] = T(accumulate ? double(c[i * N + j]) + s : s);
+      }
+    }
+    return;
+  }
+  // "NN", "TN", "TT": build each output row in an fp64 buffer from scaled rows of b.
+#pragma omp parallel
+  {
+    std::vector<double> row(N);
+#pragma omp for
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) row[j] = accumulate ? double(c[i * N + j]) : 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double aik = double(trans_a ? a[k * M + i] : a[i * K + k]);
+        if (aik == 0.0) continue;
+        if (!trans_b) {
+          const T* bk = b + k * N;
+#pragma omp simd
+          for (int64_t j = 0; j < N; ++j) row[j] += aik * double(bk[j]);
+        } else {
+          for (int64_t j = 0; j < N; ++j) row[j] += aik * double(b[j * K + k]);
+        }
+      }
+      for (int64_t j = 0; j < N; ++j) c[i * N + j] = T(row[j]);
+    }
+  }
+}
+
+struct Dims {
+  int64_t M, N, K;
+};
+
+Dims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
+  GEMMAX_CHECK(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "matmul needs 2-D tensors, got ",
+               a.str(), " ", b.str(), " ", c.str());
+  const int64_t M = trans_a ? a.dim(1) : a.dim(0), K = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t Kb = trans_b ? b.dim(1) : b.dim(0), N = trans_b ? b.dim(0) : b.dim(1);
+  GEMMAX_CHECK(K == Kb && c.dim(0) == M && c.dim(1) == N, "matmul shapes: op(", a.str(),
+               trans_a ? ")^T" : ")", " . op(", b.str(), trans_b ? ")^T" : ")", " -> ", c.str());
+  GEMMAX_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "matmul dtypes differ: ",
+               a.str(), " ", b.str(), " ", c.str());
+  return {M, N, K};
+}
+
+// Row ranges of the groups of a grouped matmul: group g owns rows [offs[g], offs[g + 1]).
+std::vector<int64_t> group_offsets(const Tensor& group_sizes, int64_t rows) {
+  const int32_t* sizes = group_sizes.data<int32_t>();
+  std::vector<int64_t> offs(group_sizes.numel() + 1, 0);
+  for (int64_t g = 0; g < group_sizes.numel(); ++g) offs[g + 1] = offs[g] + sizes[g];
+  GEMMAX_CHECK(offs.back() == rows, "group sizes sum to ", offs.back(), " but there are ", rows,
+               " rows");
+  return offs;
+}
+
+}  // namespace
+
+void ReferenceBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+                              bool trans_b, bool accumulate) {
+  const Dims d = matmul_dims(c, a, trans_a, b, trans_b);
+  ref::dispatch_float(c, [&]<class T>() {
+    matmul_loops(c.data<T>(), a.data<T>(), trans_a, b.data<T>(), trans_b, d.M, d.N, d.K,
+                 accumulate);
+  });
+}
+
+// out[r] = lhs[r] . rhs[g]^T : per group an "NT" product on its rows.
+void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
+                           const Tensor& group_sizes) {
+  const int64_t m = lhs.dim(0), k = lhs.dim(1), G = rhs.dim(0), n = rhs.dim(1);
+  GEMMAX_CHECK(rhs.dim(2) == k && out.dim(0) == m && out.dim(1) == n && group_sizes.numel() == G,
+               "gmm shapes: lhs ", lhs.str(), " rhs ", rhs.str(), " out ", out.str());
+  const auto offs = group_offsets(group_sizes, m);
+  ref::dispatch_float(out, [&]<class T>() {
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t rows = offs[g + 1] - offs[g];
+      if (rows == 0) continue;
+      matmul_loops(out.data<T>() + offs[g] * n, lhs.data<T>() + offs[g] * k, false,
+                   rhs.data<T>() + g * n * k, true, rows, n, k, false);
+    }
+  });
+}
+
+// dlhs[r] = dout[r] . rhs[g] : "NN" on rhs as stored ([n, k] per group), no transposed copy.
+void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
+                                const Tensor& group_sizes) {
+  const int64_t m = dout.dim(0), n = dout.dim(1), G = rhs.dim(0), k = rhs.dim(2);
+  GEMMAX_CHECK(rhs.dim(1) == n && dlhs.dim(0) == m && dlhs.dim(1) == k,
+               "gmm_dlhs shapes: dout ", dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
+  const auto offs = group_offsets(group_sizes, m);
+  ref::dispatch_float(dlhs, [&]<class T>() {
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t rows = offs[g + 1] - offs[g];
+      if (rows == 0) continue;
+      matmul_loops(dlhs.data<T>() + offs[g] * k, dout.data<T>() + offs[g] * n, false,
+                   rhs.data<T>() + g * n * k, false, rows, k, n, false);
+    }
+  });
+}
+
+// drhs[g] += dout_g^T . lhs_g : "TN" over the group's rows; empty groups are left untouched.
+void ReferenceBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
+                                const Tensor& group_sizes) {
+  const int64_t m = lhs.dim(0), k = lhs.dim(1), n = dout.dim(1), G = drhs.dim(0);
+  GEMMAX_CHECK(drhs.dim(1) == n && drhs.dim(2) == k && dout.dim(0) == m,
+               "gmm_drhs shapes: lhs ", lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
+  const auto offs = group_offsets(group_sizes, m);
+  ref::dispatch_float(drhs, [&]<class T>() {
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t rows = offs[g + 1] - offs[g];
+      if (rows == 0) continue;
+      matmul_loops(drhs.data<T>() + g * n * k, dout.data<T>() + offs[g] * n, true,
+                   lhs.data<T>() + offs[g] * k, false, n, k, rows, true);
+    }
+  });
+}
+
+}  // namespace gemmax

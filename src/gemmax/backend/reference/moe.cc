@@ -1,0 +1,244 @@
+// MoE routing: router softmax/top-k/renormalisation, load-balance statistics, the sort of
+// token copies by expert, permute and the weighted combine. Each op's backward is beside it.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/reference_backend.h"
+
+namespace gemmax {
+using ref::dispatch_float;
+using ref::stat_t;
+
+void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx,
+                                      const Tensor& weights, const Tensor& logits,
+                                      const Tensor& per_expert_scale, bool renormalize) {
+  const int64_t T_ = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
+  GEMMAX_CHECK(probs.numel() == T_ * E && idx.dim(0) == T_ && weights.numel() == T_ * K &&
+                   per_expert_scale.numel() == E,
+               "router_forward shapes: logits ", logits.str(), " probs ", probs.str(), " idx ",
+               idx.str(), " weights ", weights.str());
+  int32_t* pidx = idx.data<int32_t>();
+  dispatch_float(logits, [&]<class T>() {
+    const T* pl = logits.data<T>();
+    const T* pes = per_expert_scale.data<T>();
+    stat_t<T>* pp = probs.data<stat_t<T>>();
+    stat_t<T>* pw = weights.data<stat_t<T>>();
+#pragma omp parallel
+    {
+      std::vector<int32_t> order(E);
+#pragma omp for
+      for (int64_t t = 0; t < T_; ++t) {
+        const T* lt = pl + t * E;
+        double mx = double(lt[0]);
+        for (int64_t e = 1; e < E; ++e) mx = std::max(mx, double(lt[e]));
+        double sum = 0;
+        for (int64_t e = 0; e < E; ++e) sum += std::exp(double(lt[e]) - mx);
+        for (int64_t e = 0; e < E; ++e) pp[t * E + e] = stat_t<T>(std::exp(double(lt[e]) - mx) / sum);
+        // Top-k of the logits; equal logits keep the lower expert id first.
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
+          return lt[a] > lt[b] || (lt[a] == lt[b] && a < b);
+        });
+        double chosen = 0;
+        for (int64_t j = 0; j < K; ++j) chosen += double(pp[t * E + order[j]]);
+        for (int64_t j = 0; j < K; ++j) {
+          const int32_t e = order[j];
+          pidx[t * K + j] = e;
+          const double n = double(pp[t * E + e]) / (renormalize ? chosen : 1.0);
+          pw[t * K + j] = stat_t<T>(n * double(pes[e]));
+        }
+      }
+    }
+  });
+}
+
+void ReferenceBackend::router_backward(const Tensor& dlogits, const Tensor& dper_expert_scale,
+                                       const Tensor& dweights, const Tensor& probs,
+                                       const Tensor& idx, const Tensor& per_expert_scale,
+                                       bool renormalize, const Tensor& lb_dprobs, int64_t seq) {
+  const int64_t T_ = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
+  const int32_t* pidx = idx.data<int32_t>();
+  dispatch_float(dlogits, [&]<class T>() {
+    const stat_t<T>* pp = probs.data<stat_t<T>>();
+    const stat_t<T>* pdw = dweights.data<stat_t<T>>();
+    const stat_t<T>* plb = lb_dprobs.defined() ? lb_dprobs.data<stat_t<T>>() : nullptr;
+    const T* pes = per_expert_scale.data<T>();
+    T* pdl = dlogits.data<T>();
+    T* pdes = dper_expert_scale.data<T>();
+    // With u = p[idx], sigma = sum u, n = u / sigma, w = n * s:
+    //   ds_k = dw_k n_k;  dn_k = dw_k s_k;  du_k = (dn_k - sum_j dn_j n_j) / sigma.
+    std::vector<double> des(E, 0.0);
+    for (int64_t t = 0; t < T_; ++t) {  // serial: tokens add into the same expert's scale
+      double sigma = 0;
+      for (int64_t j = 0; j < K; ++j) sigma += double(pp[t * E + pidx[t * K + j]]);
+      if (!renormalize) sigma = 1.0;
+      for (int64_t j = 0; j < K; ++j) {
+        const int32_t e = pidx[t * K + j];
+        des[e] += double(pdw[t * K + j]) * double(pp[t * E + e]) / sigma;
+      }
+    }
+    for (int64_t e = 0; e < E; ++e) pdes[e] = T(double(pdes[e]) + des[e]);
+#pragma omp parallel
+    {
+      std::vector<double> dp(E);
+#pragma omp for
+      for (int64_t t = 0; t < T_; ++t) {
+        const stat_t<T>* pt = pp + t * E;
+        for (int64_t e = 0; e < E; ++e) dp[e] = plb ? double(plb[(t / seq) * E + e]) : 0.0;
+        double sigma = 0;
+        for (int64_t j = 0; j < K; ++j) sigma += double(pt[pidx[t * K + j]]);
+        if (renormalize) {
+          double dot_dn_n = 0;
+          for (int64_t j = 0; j < K; ++j) {
+            const int32_t e = pidx[t * K + j];
+            dot_dn_n += double(pdw[t * K + j]) * double(pes[e]) * double(pt[e]) / sigma;
+          }
+          for (int64_t j = 0; j < K; ++j) {
+            const int32_t e = pidx[t * K + j];
+            dp[e] += (double(pdw[t * K + j]) * double(pes[e]) - dot_dn_n) / sigma;
+          }
+        } else {
+          for (int64_t j = 0; j < K; ++j) {
+            const int32_t e = pidx[t * K + j];
+            dp[e] += double(pdw[t * K + j]) * double(pes[e]);
+          }
+        }
+        double dot_dp_p = 0;  // softmax backward: dlogit_e = p_e (dp_e - sum dp p)
+        for (int64_t e = 0; e < E; ++e) dot_dp_p += dp[e] * double(pt[e]);
+        for (int64_t e = 0; e < E; ++e) pdl[t * E + e] = T(double(pt[e]) * (dp[e] - dot_dp_p));
+      }
+    }
+  });
+}
+
+double ReferenceBackend::load_balance_forward(const Tensor& density, const Tensor& probs,
+                                              const Tensor& idx, int64_t seq) {
+  const int64_t T_ = probs.dim(0), E = probs.dim(1), K = idx.dim(1), B = T_ / seq;
+  GEMMAX_CHECK(density.numel() == B * E && T_ % seq == 0, "load_balance_forward: density ",
+               density.str(), " probs ", probs.str(), " seq ", seq);
+  const int32_t* pidx = idx.data<int32_t>();
+  double total = 0;
+  dispatch_float(probs, [&]<class S>() {
+    const S* pp = probs.data<S>();
+    S* pd = density.data<S>();
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<double> hits(E, 0.0), pbar(E, 0.0);
+      for (int64_t s = 0; s < seq; ++s) {
+        const int64_t t = b * seq + s;
+        for (int64_t j = 0; j < K; ++j) hits[pidx[t * K + j]] += 1.0;
+        for (int64_t e = 0; e < E; ++e) pbar[e] += double(pp[t * E + e]);
+      }
+      for (int64_t e = 0; e < E; ++e) {
+        pd[b * E + e] = S(hits[e] / double(seq));
+        total += (hits[e] / double(seq)) * (pbar[e] / double(seq));
+      }
+    }
+  });
+  return total / double(B * E);
+}
+
+void ReferenceBackend::route_sort(Routing& routing, const Tensor& idx, int64_t num_experts) {
+  const int64_t n = idx.numel();
+  const int32_t* pidx = idx.data<int32_t>();
+  routing.order = alloc({n}, DType::I32, MemKind::Activations);
+  routing.inverse = alloc({n}, DType::I32, MemKind::Activations);
+  routing.group_sizes = zeros({num_experts}, DType::I32, MemKind::Activations);
+  int32_t* sizes = routing.group_sizes.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    GEMMAX_CHECK(pidx[i] >= 0 && pidx[i] < num_experts, "expert id ", pidx[i], " out of range");
+    ++sizes[pidx[i]];
+  }
+  // Counting sort: stable, so the copies of one expert keep token order.
+  std::vector<int64_t> next(num_experts, 0);
+  for (int64_t e = 1; e < num_experts; ++e) next[e] = next[e - 1] + sizes[e - 1];
+  int32_t* order = routing.order.data<int32_t>();
+  int32_t* inverse = routing.inverse.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = next[pidx[i]]++;
+    order[r] = int32_t(i);
+    inverse[i] = int32_t(r);
+  }
+}
+
+void ReferenceBackend::permute(const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) {
+  const int64_t rows = order.numel(), d = x.dim(-1);
+  GEMMAX_CHECK(xs.numel() == rows * d, "permute: xs ", xs.str(), " for ", rows, " rows of ", d);
+  const int32_t* po = order.data<int32_t>();
+  dispatch_float(x, [&]<class T>() {
+    const T* px = x.data<T>();
+    T* pxs = xs.data<T>();
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(px + (po[r] / k) * d, d, pxs + r * d);
+  });
+}
+
+void ReferenceBackend::permute_backward(const Tensor& dx, const Tensor& dxs, const Tensor& inverse,
+                                        int64_t k, bool accumulate) {
+  const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
+  GEMMAX_CHECK(inverse.numel() == T_ * k && dxs.numel() == T_ * k * d, "permute_backward: dx ",
+               dx.str(), " dxs ", dxs.str(), " inverse ", inverse.str());
+  const int32_t* inv = inverse.data<int32_t>();
+  dispatch_float(dx, [&]<class T>() {
+    const T* g = dxs.data<T>();
+    T* out = dx.data<T>();
+#pragma omp parallel for
+    for (int64_t t = 0; t < T_; ++t)
+      for (int64_t c = 0; c < d; ++c) {
+        double s = accumulate ? double(out[t * d + c]) : 0.0;
+        for (int64_t j = 0; j < k; ++j) s += double(g[inv[t * k + j] * d + c]);
+        out[t * d + c] = T(s);
+      }
+  });
+}
+
+void ReferenceBackend::combine_forward(const Tensor& m, const Tensor& y, const Tensor& inverse,
+                                       const Tensor& weights) {
+  const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
+  GEMMAX_CHECK(inverse.numel() == T_ * K && y.numel() == T_ * K * d, "combine_forward: m ",
+               m.str(), " y ", y.str(), " weights ", weights.str());
+  const int32_t* inv = inverse.data<int32_t>();
+  dispatch_float(m, [&]<class T>() {
+    const T* py = y.data<T>();
+    const stat_t<T>* pw = weights.data<stat_t<T>>();
+    T* pm = m.data<T>();
+#pragma omp parallel for
+    for (int64_t t = 0; t < T_; ++t)
+      for (int64_t c = 0; c < d; ++c) {
+        double s = 0;
+        for (int64_t j = 0; j < K; ++j) s += double(pw[t * K + j]) * double(py[inv[t * K + j] * d + c]);
+        pm[t * d + c] = T(s);
+      }
+  });
+}
+
+void ReferenceBackend::combine_backward(const Tensor& dy, const Tensor& dweights, const Tensor& dm,
+                                        const Tensor& y, const Tensor& order,
+                                        const Tensor& weights) {
+  const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = order.numel(), K = rows / T_;
+  GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows, "combine_backward: dy ",
+               dy.str(), " dweights ", dweights.str(), " for ", rows, " rows");
+  const int32_t* po = order.data<int32_t>();
+  dispatch_float(dm, [&]<class T>() {
+    const T *pdm = dm.data<T>(), *py = y.data<T>();
+    const stat_t<T>* pw = weights.data<stat_t<T>>();
+    T* pdy = dy.data<T>();
+    stat_t<T>* pdw = dweights.data<stat_t<T>>();
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t tk = po[r], t = tk / K;
+      const double w = double(pw[tk]);
+      double s = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        pdy[r * d + c] = T(w * double(pdm[t * d + c]));
+        s += double(pdm[t * d + c]) * double(py[r * d + c]);
+      }
+      pdw[tk] = stat_t<T>(s);
+    }
+  });
+}
+
+}  // namespace gemmax

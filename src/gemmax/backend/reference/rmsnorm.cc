@@ -1,0 +1,111 @@
+// RMSNorm and RoPE, forward and backward.
+#include <cmath>
+#include <vector>
+
+#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/reference_backend.h"
+
+namespace gemmax {
+using ref::dispatch_float;
+using ref::stat_t;
+
+void ReferenceBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x,
+                                       const Tensor& w, double eps, double out_scale) {
+  const int64_t n = x.dim(-1), rows = x.numel() / n;
+  GEMMAX_CHECK(y.numel() == x.numel() && rstd.numel() == rows && (!w.defined() || w.numel() == n),
+               "rmsnorm_forward shapes: x ", x.str(), " y ", y.str(), " rstd ", rstd.str(),
+               " w ", w.defined() ? w.str() : "none");
+  dispatch_float(x, [&]<class T>() {
+    const T* px = x.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    T* py = y.data<T>();
+    stat_t<T>* pr = rstd.data<stat_t<T>>();
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = px + r * n;
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * double(xr[i]);
+      const double rs = 1.0 / std::sqrt(ss / double(n) + eps);
+      pr[r] = stat_t<T>(rs);
+      for (int64_t i = 0; i < n; ++i)
+        py[r * n + i] = T(double(xr[i]) * rs * (pw ? double(pw[i]) : 1.0) * out_scale);
+    }
+  });
+}
+
+void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy,
+                                        const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                        double out_scale, bool accumulate_dx) {
+  const int64_t n = x.dim(-1), rows = x.numel() / n;
+  GEMMAX_CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && rstd.numel() == rows,
+               "rmsnorm_backward shapes: x ", x.str(), " dx ", dx.str(), " dy ", dy.str());
+  dispatch_float(x, [&]<class T>() {
+    const T *px = x.data<T>(), *pdy = dy.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    const stat_t<T>* pr = rstd.data<stat_t<T>>();
+    T* pdx = dx.data<T>();
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r) {
+      const double rs = double(pr[r]);
+      double mean_gx = 0;  // mean over the row of g * xhat
+      for (int64_t i = 0; i < n; ++i) {
+        const double g = double(pdy[r * n + i]) * (pw ? double(pw[i]) : 1.0) * out_scale;
+        mean_gx += g * double(px[r * n + i]) * rs;
+      }
+      mean_gx /= double(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double g = double(pdy[r * n + i]) * (pw ? double(pw[i]) : 1.0) * out_scale;
+        const double xhat = double(px[r * n + i]) * rs;
+        const double d = rs * (g - xhat * mean_gx);
+        pdx[r * n + i] = T(accumulate_dx ? double(pdx[r * n + i]) + d : d);
+      }
+    }
+    if (!dw.defined()) return;
+    GEMMAX_CHECK(dw.numel() == n, "rmsnorm_backward: dw ", dw.str(), " for rows of ", n);
+    T* pdw = dw.data<T>();
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) {
+      double s = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        s += double(pdy[r * n + i]) * double(px[r * n + i]) * double(pr[r]);
+      pdw[i] = T(double(pdw[i]) + s * out_scale);
+    }
+  });
+}
+
+void ReferenceBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+                            bool inverse) {
+  GEMMAX_CHECK(x.ndim() == 3 && positions.numel() == x.dim(0) &&
+                   inv_freq.numel() * 2 == x.dim(2),
+               "rope shapes: x ", x.str(), " positions ", positions.str(), " inv_freq ",
+               inv_freq.str());
+  const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
+  const int32_t* pos = positions.data<int32_t>();
+  const double* freq = inv_freq.data<double>();
+  const double sign = inverse ? -1.0 : 1.0;
+  dispatch_float(x, [&]<class T>() {
+    T* px = x.data<T>();
+#pragma omp parallel
+    {
+      std::vector<double> cs(half), sn(half);
+#pragma omp for
+      for (int64_t t = 0; t < T_; ++t) {
+        for (int64_t i = 0; i < half; ++i) {
+          const double ang = double(pos[t]) * freq[i];
+          cs[i] = std::cos(ang);
+          sn[i] = sign * std::sin(ang);
+        }
+        for (int64_t h = 0; h < heads; ++h) {
+          T* v = px + (t * heads + h) * hd;
+          for (int64_t i = 0; i < half; ++i) {
+            const double a = double(v[i]), b = double(v[i + half]);
+            v[i] = T(a * cs[i] - b * sn[i]);
+            v[i + half] = T(b * cs[i] + a * sn[i]);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace gemmax

@@ -1,0 +1,30 @@
+// The attention block of a decoder layer (gemma4.md §3, §4.1-4.4):
+//   a = RMSNorm(x; input_layernorm)
+//   q, k, v = projections of a; q, k RMSNorm per head with scale, v without; RoPE on q and k
+//   (on K = V global layers v is the k projection itself, before k's norm and RoPE)
+//   out = Attn(q, k, v) . Wo^T;  returns RMSNorm(out; post_attention_layernorm)
+#pragma once
+
+#include "gemmax/model/context.h"
+#include "gemmax/model/weights.h"
+
+namespace gemmax {
+
+struct AttentionActs {
+  Tensor normed, rstd_in;           // a and its rstd
+  Tensor q_raw, k_raw, v_raw;       // projections [T, heads*hd]; v_raw is k_raw on K = V layers
+  Tensor q, k, v;                   // normed (q, k also rotated) [T, heads, hd]
+  Tensor rstd_q, rstd_k, rstd_v;
+  Tensor attn, lse;                 // attention output [T, H, hd] and its log-sum-exp [B, H, S]
+  Tensor proj, rstd_post;           // attn . Wo^T [T, D] and the post-norm's rstd
+  Tensor out;                       // RMSNorm(proj; post_attention_layernorm) [T, D]
+};
+
+void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                       const Tensor& x, AttentionActs& acts);
+// dx += the gradient through the block; weight gradients accumulate into g.
+void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                        const LayerWeights& g, const Tensor& x, const AttentionActs& acts,
+                        const Tensor& dout, const Tensor& dx);
+
+}  // namespace gemmax

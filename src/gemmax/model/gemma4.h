@@ -1,0 +1,59 @@
+// The whole Gemma-4 text model: embedding, decoder layers, output head and loss, with the
+// backward written out by hand (gemma4.md §2; training.md §8-10).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gemmax/backend/backend.h"
+#include "gemmax/model/context.h"
+#include "gemmax/model/params.h"
+
+namespace gemmax {
+
+// What the forward keeps for the backward (training.md §10).
+enum class RematPolicy {
+  None,  // keep every layer's internals
+  Full,  // keep only each layer's input; re-run the layer's forward inside its backward
+};
+RematPolicy parse_remat_policy(const std::string& name);
+
+struct ModelOptions {
+  DType act = DType::F32;        // activation / compute dtype (`dtype`)
+  RematPolicy remat = RematPolicy::None;
+  int64_t num_vocab_tiling = 1;  // tiles of token rows in the output head
+};
+
+struct LossInfo {
+  double ce_loss = 0;     // masked mean cross-entropy
+  double lb_loss = 0;     // load-balance loss, mean over layers (weight included)
+  double total_loss = 0;  // ce_loss + lb_loss: what the gradients are of
+  int64_t num_targets = 0;
+};
+
+class Gemma4Model {
+ public:
+  Gemma4Model(const ModelConfig& config, Backend& backend, const ModelOptions& options);
+
+  const ModelConfig& config() const { return table_.config(); }
+  const ParamTable& params() const { return table_; }
+  const ModelOptions& options() const { return options_; }
+  Backend& backend() const { return be_; }
+
+  // Loss of one batch and the gradient of total_loss, accumulated into `grads` (a flat buffer
+  // laid out like `weights`; the caller zeroes it).
+  LossInfo forward_backward(const StepInputs& in, const Tensor& weights, const Tensor& grads);
+  // Loss only. If `logits` is given it receives the soft-capped logits [T, V].
+  LossInfo forward(const StepInputs& in, const Tensor& weights, Tensor* logits = nullptr);
+
+ private:
+  LayerContext context(const StepInputs& in) const;
+  Tensor embed(const StepInputs& in, const Tensor& embed_table) const;
+
+  ParamTable table_;
+  Backend& be_;
+  ModelOptions options_;
+  Tensor rope_local_, rope_global_;
+};
+
+}  // namespace gemmax

@@ -1,0 +1,86 @@
+#include "gemmax/model/params.h"
+
+#include "gemmax/base/error.h"
+#include "gemmax/base/rng.h"
+
+namespace gemmax {
+
+ParamTable::ParamTable(const ModelConfig& c) : config_(c) {
+  c.validate();
+  const int64_t D = c.d_model, E = c.num_experts, F = c.moe_mlp_dim;
+  add("embed_tokens.weight", {c.vocab_size, D}, ParamInit::Normal, -1, 1);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const int64_t hd = c.layer_head_dim(l), kv = c.layer_kv_heads(l), H = c.num_heads;
+    add(p + "input_layernorm.weight", {D}, ParamInit::Ones, l, -1);
+    add(p + "self_attn.q_proj.weight", {H * hd, D}, ParamInit::Normal, l, 1);
+    add(p + "self_attn.k_proj.weight", {kv * hd, D}, ParamInit::Normal, l, 1);
+    if (c.layer_has_v_proj(l)) add(p + "self_attn.v_proj.weight", {kv * hd, D}, ParamInit::Normal, l, 1);
+    add(p + "self_attn.o_proj.weight", {D, H * hd}, ParamInit::Normal, l, 0);
+    add(p + "self_attn.q_norm.weight", {hd}, ParamInit::Ones, l, -1);
+    add(p + "self_attn.k_norm.weight", {hd}, ParamInit::Ones, l, -1);
+    add(p + "post_attention_layernorm.weight", {D}, ParamInit::Ones, l, -1);
+    add(p + "pre_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, -1);
+    add(p + "mlp.gate_proj.weight", {c.mlp_dim, D}, ParamInit::Normal, l, 1);  // then up_proj:
+    add(p + "mlp.up_proj.weight", {c.mlp_dim, D}, ParamInit::Normal, l, 1);    // one [2F, D]
+    add(p + "mlp.down_proj.weight", {D, c.mlp_dim}, ParamInit::Normal, l, 0);
+    add(p + "post_feedforward_layernorm_1.weight", {D}, ParamInit::Ones, l, -1);
+    add(p + "router.proj.weight", {E, D}, ParamInit::Normal, l, 1);
+    add(p + "router.scale", {D}, ParamInit::Ones, l, -1);
+    add(p + "router.per_expert_scale", {E}, ParamInit::Ones, l, -1);
+    add(p + "pre_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, -1);
+    add(p + "experts.gate_up_proj", {E, 2 * F, D}, ParamInit::Normal, l, 2, true);
+    add(p + "experts.down_proj", {E, D, F}, ParamInit::Normal, l, 1, true);
+    add(p + "post_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, -1);
+    add(p + "post_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, -1);
+    add(p + "layer_scalar", {1}, ParamInit::Ones, l, -1);
+  }
+  add("norm.weight", {D}, ParamInit::Ones, -1, -1);
+}
+
+void ParamTable::add(std::string name, Shape shape, ParamInit init, int64_t layer, int fsdp_axis,
+                     bool routed_expert) {
+  ParamSpec s{std::move(name), std::move(shape), init, layer, total_, routed_expert, fsdp_axis};
+  total_ += s.numel();
+  index_[s.name] = specs_.size();
+  specs_.push_back(std::move(s));
+}
+
+const ParamSpec* ParamTable::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &specs_[it->second];
+}
+
+const ParamSpec& ParamTable::at(const std::string& name) const {
+  const ParamSpec* s = find(name);
+  if (s == nullptr) fail("model '", config_.name, "' has no parameter '", name, "'");
+  return *s;
+}
+
+int64_t ParamTable::active() const {
+  const ModelConfig& c = config_;
+  int64_t n = 0;
+  for (const ParamSpec& s : specs_)
+    n += s.routed_expert ? s.numel() / c.num_experts * c.num_experts_per_tok : s.numel();
+  return n;
+}
+
+Tensor ParamTable::view(const Tensor& flat, const std::string& name) const {
+  const ParamSpec& s = at(name);
+  return flat.flat_slice(s.offset, s.shape);
+}
+
+void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed) {
+  GEMMAX_CHECK(flat.numel() == table.total(), "init_params: flat buffer ", flat.str(), " for ",
+               table.total(), " parameters");
+  const double std = table.config().initializer_range;
+  for (const ParamSpec& s : table.specs()) {
+    uint64_t stream = 1469598103934665603ull;  // FNV-1a of the name
+    for (char ch : s.name) stream = (stream ^ uint8_t(ch)) * 1099511628211ull;
+    Rng rng(seed, stream);
+    for (int64_t j = 0; j < s.numel(); ++j)
+      set_from_double(flat, s.offset + j, s.init == ParamInit::Ones ? 1.0 : std * rng.normal());
+  }
+}
+
+}  // namespace gemmax

@@ -1,0 +1,64 @@
+// The parameter registry: every parameter of a Gemma-4 model is declared here, once.
+//
+// Checkpoint IO, the optimizer, weight decay, FSDP sharding and parameter counting all read
+// this table; nothing else lists parameters. Parameters live back to back in flat buffers
+// (weights, gradients, Adam moments share the same offsets), in the order declared, so that
+// mlp.gate_proj and mlp.up_proj form one fused [2F, D] matrix, as the experts' gate_up_proj does.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gemmax/base/tensor.h"
+#include "gemmax/config/model_config.h"
+
+namespace gemmax {
+
+enum class ParamInit { Normal, Ones };
+
+struct ParamSpec {
+  std::string name;   // the Hugging Face name without its prefix ("model." or "model.language_model.")
+  Shape shape;
+  ParamInit init = ParamInit::Normal;
+  int64_t layer = -1;           // decoder layer, or -1 (embedding, final norm)
+  int64_t offset = 0;           // elements into the flat buffers
+  bool routed_expert = false;   // only top-k of num_experts of it is active per token
+  int fsdp_axis = -1;           // the dimension FSDP shards; -1: replicated (norm scales)
+
+  int64_t numel() const { return shape_numel(shape); }
+};
+
+class ParamTable {
+ public:
+  explicit ParamTable(const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  // Throws gemmax::Error naming the parameter if it does not exist in this model.
+  const ParamSpec& at(const std::string& name) const;
+  const ParamSpec* find(const std::string& name) const;
+
+  int64_t total() const { return total_; }  // elements in the flat buffer
+  int64_t active() const;                   // per token: top-k of the routed experts
+
+  // A view of one parameter inside a flat buffer (weights, gradients or moments).
+  Tensor view(const Tensor& flat, const std::string& name) const;
+
+ private:
+  void add(std::string name, Shape shape, ParamInit init, int64_t layer, int fsdp_axis,
+           bool routed_expert = false);
+
+  ModelConfig config_;
+  std::vector<ParamSpec> specs_;
+  std::map<std::string, size_t> index_;
+  int64_t total_ = 0;
+};
+
+// Fills a flat weight buffer from scratch: normal(0, initializer_range) for matrices and the
+// embedding, ones for norm scales, router scales and layer_scalar (HF _init_weights). Each
+// parameter draws from its own stream, so values do not depend on declaration order.
+void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed);
+
+}  // namespace gemmax

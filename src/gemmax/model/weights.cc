@@ -1,0 +1,46 @@
+#include "gemmax/model/weights.h"
+
+#include <string>
+
+namespace gemmax {
+
+LayerWeights bind_layer(const ParamTable& table, const Tensor& flat, int64_t layer) {
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  auto v = [&](const std::string& name) { return table.view(flat, p + name); };
+  LayerWeights w;
+  w.input_norm = v("input_layernorm.weight");
+  w.q_proj = v("self_attn.q_proj.weight");
+  w.k_proj = v("self_attn.k_proj.weight");
+  if (table.config().layer_has_v_proj(layer)) w.v_proj = v("self_attn.v_proj.weight");
+  w.o_proj = v("self_attn.o_proj.weight");
+  w.q_norm = v("self_attn.q_norm.weight");
+  w.k_norm = v("self_attn.k_norm.weight");
+  w.post_attn_norm = v("post_attention_layernorm.weight");
+  w.pre_mlp_norm = v("pre_feedforward_layernorm.weight");
+  const ParamSpec& gate = table.at(p + "mlp.gate_proj.weight");
+  const ParamSpec& up = table.at(p + "mlp.up_proj.weight");
+  GEMMAX_CHECK(up.offset == gate.offset + gate.numel(), "mlp.up_proj must follow mlp.gate_proj");
+  w.mlp_gate_up = flat.flat_slice(gate.offset, {2 * gate.shape[0], gate.shape[1]});
+  w.mlp_down = v("mlp.down_proj.weight");
+  w.post_mlp_norm = v("post_feedforward_layernorm_1.weight");
+  w.router_proj = v("router.proj.weight");
+  w.router_scale = v("router.scale");
+  w.router_expert_scale = v("router.per_expert_scale");
+  w.pre_moe_norm = v("pre_feedforward_layernorm_2.weight");
+  w.experts_gate_up = v("experts.gate_up_proj");
+  w.experts_down = v("experts.down_proj");
+  w.post_moe_norm = v("post_feedforward_layernorm_2.weight");
+  w.post_ffw_norm = v("post_feedforward_layernorm.weight");
+  w.layer_scalar = v("layer_scalar");
+  return w;
+}
+
+ModelWeights bind_model(const ParamTable& table, const Tensor& flat) {
+  ModelWeights m;
+  m.embed = table.view(flat, "embed_tokens.weight");
+  m.final_norm = table.view(flat, "norm.weight");
+  for (int64_t l = 0; l < table.config().num_layers; ++l) m.layers.push_back(bind_layer(table, flat, l));
+  return m;
+}
+
+}  // namespace gemmax

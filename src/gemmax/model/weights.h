@@ -1,0 +1,48 @@
+// Named views of one layer's (or the whole model's) parameters inside a flat buffer.
+// The same struct binds the weights, their gradients, or a compute-dtype copy.
+#pragma once
+
+#include <vector>
+
+#include "gemmax/base/tensor.h"
+#include "gemmax/model/params.h"
+
+namespace gemmax {
+
+struct LayerWeights {
+  // attention block
+  Tensor input_norm;      // [D]
+  Tensor q_proj;          // [H*hd, D]
+  Tensor k_proj;          // [KV*hd, D]
+  Tensor v_proj;          // [KV*hd, D]; undefined on K = V layers
+  Tensor o_proj;          // [D, H*hd]
+  Tensor q_norm, k_norm;  // [hd]
+  Tensor post_attn_norm;  // [D]
+  // dense MLP
+  Tensor pre_mlp_norm;    // [D]
+  Tensor mlp_gate_up;     // [2*Fs, D]: gate_proj rows, then up_proj rows (adjacent in the buffer)
+  Tensor mlp_down;        // [D, Fs]
+  Tensor post_mlp_norm;   // [D] post_feedforward_layernorm_1
+  // routed MoE
+  Tensor router_proj;          // [E, D]
+  Tensor router_scale;         // [D]
+  Tensor router_expert_scale;  // [E] per_expert_scale
+  Tensor pre_moe_norm;         // [D] pre_feedforward_layernorm_2
+  Tensor experts_gate_up;      // [E, 2F, D]
+  Tensor experts_down;         // [E, D, F]
+  Tensor post_moe_norm;        // [D] post_feedforward_layernorm_2
+  // output
+  Tensor post_ffw_norm;   // [D] post_feedforward_layernorm (on dense + MoE)
+  Tensor layer_scalar;    // [1]
+};
+
+struct ModelWeights {
+  Tensor embed;       // [V, D], tied with the output head
+  Tensor final_norm;  // [D]
+  std::vector<LayerWeights> layers;
+};
+
+LayerWeights bind_layer(const ParamTable& table, const Tensor& flat, int64_t layer);
+ModelWeights bind_model(const ParamTable& table, const Tensor& flat);
+
+}  // namespace gemmax

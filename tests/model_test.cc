@@ -1,0 +1,205 @@
+// The model's hand-written backward against finite differences (fp64): one sliding layer, one
+// global layer, the whole model; plus routing invariants, masks and remat equivalence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gemmax/backend/reference/reference_backend.h"
+#include "gemmax/model/gemma4.h"
+#include "gemmax/model/layer.h"
+#include "gemmax/model/weights.h"
+#include "test_util.h"
+
+namespace gemmax {
+namespace {
+using testing::expect_grad_matches_fd;
+using testing::inner;
+using testing::make_batch;
+using testing::random_tensor;
+
+// Random weights with non-unit norm scales, router scales and layer scalars.
+Tensor random_weights(const ParamTable& table, uint64_t seed) {
+  Tensor w = Tensor::empty({table.total()}, DType::F64, MemKind::Params);
+  Rng rng(seed);
+  for (const ParamSpec& s : table.specs())
+    for (int64_t i = 0; i < s.numel(); ++i)
+      set_from_double(w, s.offset + i,
+                      s.init == ParamInit::Ones ? 1.0 + 0.3 * rng.normal() : 0.4 * rng.normal());
+  return w;
+}
+
+struct Fixture {
+  ModelConfig cfg = testing::small_test_config(2);
+  ReferenceBackend be;
+  ParamTable table{cfg};
+  Tensor weights = random_weights(table, 7);
+  Batch batch = make_batch(2, 8, cfg.vocab_size, 3, /*split=*/5);
+  StepInputs in = upload_batch(be, batch);
+  Tensor rope_local = rope_inv_freq(cfg.head_dim, cfg.local_rope_theta, cfg.local_rope_proportion);
+  Tensor rope_global =
+      rope_inv_freq(cfg.global_head_dim, cfg.global_rope_theta, cfg.global_rope_proportion);
+  LayerContext ctx{be, cfg, in, DType::F64, rope_local, rope_global, 0.01};
+};
+
+void check_layer_gradients(int64_t layer) {
+  Fixture f;
+  const int64_t T = f.in.tokens_count(), D = f.cfg.d_model;
+  Rng rng(11);
+  Tensor x = random_tensor({T, D}, rng), r = random_tensor({T, D}, rng);
+  Tensor y = Tensor::zeros({T, D}, DType::F64);
+  const LayerWeights w = bind_layer(f.table, f.weights, layer);
+  // The load-balance loss is part of what the backward differentiates: L = <r, y> + share * lb.
+  auto loss = [&] {
+    LayerActs acts;
+    layer_forward(f.ctx, layer, w, x, y, acts);
+    return inner(y, r) + acts.moe.lb_loss * (f.ctx.aux_weight / f.cfg.load_balance_loss_weight);
+  };
+  Tensor grads = Tensor::zeros({f.table.total()}, DType::F64);
+  const LayerWeights g = bind_layer(f.table, grads, layer);
+  Tensor dx = Tensor::zeros({T, D}, DType::F64);
+  LayerActs acts;
+  layer_forward(f.ctx, layer, w, x, y, acts);
+  layer_backward(f.ctx, layer, w, g, x, acts, r, dx);
+
+  expect_grad_matches_fd("layer dx", x, dx, loss, 24);
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  for (const ParamSpec& s : f.table.specs()) {
+    if (s.layer != layer) continue;
+    expect_grad_matches_fd(s.name, f.table.view(f.weights, s.name), f.table.view(grads, s.name),
+                           loss, 6);
+  }
+}
+
+TEST(LayerGradient, SlidingLayerMatchesFiniteDifferences) {
+  ASSERT_FALSE(testing::small_test_config(2).is_global(0));
+  check_layer_gradients(0);
+}
+
+TEST(LayerGradient, GlobalLayerMatchesFiniteDifferences) {
+  const ModelConfig c = testing::small_test_config(2);
+  ASSERT_TRUE(c.is_global(1));
+  ASSERT_FALSE(c.layer_has_v_proj(1));  // K = V: dWk gets both paths
+  check_layer_gradients(1);
+}
+
+TEST(ModelGradient, WholeModelMatchesFiniteDifferences) {
+  Fixture f;
+  Gemma4Model model(f.cfg, f.be, {DType::F64, RematPolicy::None, 1});
+  Tensor grads = Tensor::zeros({f.table.total()}, DType::F64);
+  const LossInfo info = model.forward_backward(f.in, f.weights, grads);
+  EXPECT_GT(info.lb_loss, 0.0);
+  EXPECT_NEAR(info.total_loss, info.ce_loss + info.lb_loss, 1e-15);
+  auto loss = [&] { return model.forward(f.in, f.weights).total_loss; };
+  EXPECT_NEAR(loss(), info.total_loss, 1e-12);
+  for (const ParamSpec& s : f.table.specs())
+    expect_grad_matches_fd(s.name, f.table.view(f.weights, s.name), f.table.view(grads, s.name),
+                           loss, 5);
+}
+
+TEST(ModelGradient, FullRematGivesIdenticalGradients) {
+  Fixture f;
+  for (DType dt : {DType::F64, DType::F32}) {
+    Tensor w = Tensor::empty({f.table.total()}, dt);
+    f.be.copy(w, f.weights);
+    Gemma4Model plain(f.cfg, f.be, {dt, RematPolicy::None, 1});
+    Gemma4Model remat(f.cfg, f.be, {dt, RematPolicy::Full, 1});
+    Tensor g1 = Tensor::zeros({f.table.total()}, dt), g2 = Tensor::zeros({f.table.total()}, dt);
+    const LossInfo a = plain.forward_backward(f.in, w, g1);
+    const LossInfo b = remat.forward_backward(f.in, w, g2);
+    EXPECT_EQ(a.total_loss, b.total_loss);
+    EXPECT_EQ(0, std::memcmp(g1.raw(), g2.raw(), g1.nbytes())) << dtype_name(dt);
+  }
+}
+
+TEST(ModelGradient, ExpertWithNoTokensGetsZeroGradient) {
+  Fixture f;
+  // router.scale = 0 makes every router logit 0: the tie rule then sends every token of layer 0
+  // to experts 0 and 1, and experts 2.. get no rows.
+  f.be.fill(f.table.view(f.weights, "layers.0.router.scale"), 0.0);
+  Gemma4Model model(f.cfg, f.be, {DType::F64, RematPolicy::None, 1});
+  Tensor grads = Tensor::zeros({f.table.total()}, DType::F64);
+  f.be.fill(grads, 0.0);
+  model.forward_backward(f.in, f.weights, grads);
+  for (const char* name : {"layers.0.experts.gate_up_proj", "layers.0.experts.down_proj"}) {
+    const Tensor g = f.table.view(grads, name);
+    const int64_t per_expert = g.numel() / f.cfg.num_experts;
+    for (int64_t e = 0; e < f.cfg.num_experts; ++e) {
+      double norm = 0;
+      for (int64_t i = 0; i < per_expert; ++i) norm += std::abs(get_as_double(g, e * per_expert + i));
+      if (e < f.cfg.num_experts_per_tok) EXPECT_GT(norm, 0.0) << name << " expert " << e;
+      else EXPECT_EQ(norm, 0.0) << name << " expert " << e;
+    }
+  }
+}
+
+// Routing invariants on a real layer's forward.
+TEST(Routing, GroupSizesSumToTokensTimesTopKAndOrderIsStable) {
+  Fixture f;
+  const int64_t T = f.in.tokens_count(), K = f.cfg.num_experts_per_tok, E = f.cfg.num_experts;
+  Rng rng(5);
+  Tensor x = random_tensor({T, f.cfg.d_model}, rng), y = Tensor::zeros({T, f.cfg.d_model}, DType::F64);
+  LayerActs acts;
+  layer_forward(f.ctx, 0, bind_layer(f.table, f.weights, 0), x, y, acts);
+  const Routing& r = acts.moe.routing;
+  int64_t sum = 0;
+  for (int64_t e = 0; e < E; ++e) sum += r.group_sizes.data<int32_t>()[e];
+  EXPECT_EQ(sum, T * K);
+  const int32_t* idx = acts.moe.idx.data<int32_t>();
+  const int32_t* order = r.order.data<int32_t>();
+  int64_t row = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    int32_t prev = -1;
+    for (int32_t n = 0; n < r.group_sizes.data<int32_t>()[e]; ++n, ++row) {
+      EXPECT_EQ(idx[order[row]], e) << "row " << row << " is in expert " << e << "'s group";
+      EXPECT_GT(order[row], prev) << "token order within expert " << e << " is not stable";
+      prev = order[row];
+    }
+  }
+}
+
+// Masks: what a layer's output at position i may depend on.
+class Masks : public ::testing::Test {
+ protected:
+  Fixture f;
+  Tensor out(int64_t layer, const Tensor& x) {
+    Tensor y = Tensor::zeros(x.shape(), DType::F64);
+    LayerActs acts;
+    layer_forward(f.ctx, layer, bind_layer(f.table, f.weights, layer), x, y, acts);
+    return y;
+  }
+  double row_change(int64_t layer, int64_t changed, int64_t observed, uint64_t seed = 9) {
+    Rng rng(seed);
+    const int64_t D = f.cfg.d_model;
+    Tensor x = random_tensor({f.in.tokens_count(), D}, rng);
+    Tensor y0 = out(layer, x);
+    for (int64_t i = 0; i < D; ++i) set_from_double(x, changed * D + i, rng.normal());
+    Tensor y1 = out(layer, x);
+    double diff = 0;
+    for (int64_t i = 0; i < D; ++i)
+      diff = std::max(diff, std::abs(get_as_double(y0, observed * D + i) - get_as_double(y1, observed * D + i)));
+    return diff;
+  }
+};
+
+TEST_F(Masks, SlidingWindowHidesOldTokensGlobalDoesNot) {
+  // Row 0 holds one document of 5 tokens (positions 0-4) then another; window 3.
+  const int64_t W = f.cfg.sliding_window, i = 4;
+  EXPECT_EQ(row_change(0, i - W, i), 0.0) << "sliding layer sees token i - window";
+  EXPECT_EQ(row_change(0, 0, i), 0.0);
+  EXPECT_GT(row_change(0, i - W + 1, i), 1e-6) << "sliding layer ignores token i - window + 1";
+  EXPECT_GT(row_change(1, i - W, i), 1e-6) << "global layer ignores token i - window";
+  EXPECT_GT(row_change(1, 0, i), 1e-6);
+}
+
+TEST_F(Masks, NothingCrossesASegmentBoundary) {
+  // In row 0, tokens 0-4 are segment 1 and 5-7 segment 2.
+  for (int64_t layer : {0, 1}) {
+    EXPECT_EQ(row_change(layer, 4, 5), 0.0) << "layer " << layer;
+    EXPECT_EQ(row_change(layer, 3, 7), 0.0) << "layer " << layer;
+    EXPECT_EQ(row_change(layer, 6, 4), 0.0) << "layer " << layer << " (future token)";
+    EXPECT_GT(row_change(layer, 5, 7), 1e-6) << "layer " << layer;
+  }
+}
+
+}  // namespace
+}  // namespace gemmax

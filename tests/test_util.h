@@ -1,0 +1,103 @@
+// Shared helpers for the test suite: random tensors, small configs and finite differences.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "gemmax/base/rng.h"
+#include "gemmax/base/tensor.h"
+#include "gemmax/config/model_config.h"
+#include "gemmax/data/batch.h"
+
+namespace gemmax::testing {
+
+inline Tensor random_tensor(const Shape& shape, Rng& rng, double scale = 1.0,
+                            DType dtype = DType::F64) {
+  Tensor t = Tensor::empty(shape, dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) set_from_double(t, i, scale * rng.normal());
+  return t;
+}
+
+inline double inner(const Tensor& a, const Tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) s += get_as_double(a, i) * get_as_double(b, i);
+  return s;
+}
+
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::abs(get_as_double(a, i) - get_as_double(b, i)));
+  return m;
+}
+
+// Compares analytic[i] with the central difference of loss() in x[i], for `samples` indices
+// spread over x (all of them if x is small). fp64 throughout.
+inline void expect_grad_matches_fd(const std::string& what, const Tensor& x,
+                                   const Tensor& analytic, const std::function<double()>& loss,
+                                   int samples = 12, double h = 1e-6, double tol = 1e-6) {
+  ASSERT_EQ(x.numel(), analytic.numel()) << what;
+  const int64_t n = x.numel();
+  const int64_t stride = n <= samples ? 1 : n / samples;
+  double worst = 0;
+  for (int64_t i = (stride > 1 ? stride / 2 : 0); i < n; i += stride) {
+    const double x0 = get_as_double(x, i);
+    set_from_double(x, i, x0 + h);
+    const double lp = loss();
+    set_from_double(x, i, x0 - h);
+    const double lm = loss();
+    set_from_double(x, i, x0);
+    const double fd = (lp - lm) / (2 * h);
+    const double a = get_as_double(analytic, i);
+    const double err = std::abs(a - fd) / std::max(1.0, std::abs(fd));
+    worst = std::max(worst, err);
+    EXPECT_LE(err, tol) << what << "[" << i << "]: analytic " << a << " vs finite difference "
+                        << fd;
+  }
+  ::testing::Test::RecordProperty(what + "_worst_rel_err", std::to_string(worst));
+}
+
+// A small Gemma-4 configuration (sliding + global layers, K = V, partial RoPE) for checks.
+inline ModelConfig small_test_config(int64_t layers = 2) {
+  ModelConfig c;
+  c.name = "test";
+  c.vocab_size = 37;
+  c.d_model = 16;
+  c.num_layers = layers;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.global_num_kv_heads = 1;
+  c.global_head_dim = 12;
+  c.mlp_dim = 20;
+  c.moe_mlp_dim = 6;
+  c.num_experts = 5;
+  c.num_experts_per_tok = 2;
+  c.sliding_window = 3;
+  c.sliding_window_pattern = 2;  // layer 1, 3, ... global
+  c.global_rope_proportion = 0.5;
+  return c;
+}
+
+// B rows of S tokens; row b holds two documents split at `split` (0: one document).
+inline Batch make_batch(int64_t B, int64_t S, int64_t vocab, uint64_t seed, int64_t split = 0) {
+  Rng rng(seed);
+  Batch b;
+  b.batch = B;
+  b.seq = S;
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t s = 0; s < S; ++s) {
+      const bool second = split > 0 && s >= split;
+      b.inputs.push_back(int32_t(rng.uniform_int(vocab)));
+      b.targets.push_back(int32_t(rng.uniform_int(vocab)));
+      b.positions.push_back(int32_t(second ? s - split : s));
+      b.segment_ids.push_back(second ? 2 : 1);
+      b.target_segment_ids.push_back(second ? 2 : 1);
+    }
+  return b;
+}
+
+}  // namespace gemmax::testing
