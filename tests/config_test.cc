@@ -1,17 +1,99 @@
+// Configuration: presets, overrides, errors; the parameter registry's counts; FLOPs; schedule.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "gemmax/base/error.h"
 #include "gemmax/config/config.h"
+#include "gemmax/config/run_config.h"
+#include "gemmax/model/params.h"
+#include "gemmax/train/flops.h"
+#include "gemmax/train/schedule.h"
 
 namespace gemmax {
+namespace {
 
-TEST(Config, UnknownKeyNamesNearest) {
+std::string error_of(const std::function<void()>& f) {
   try {
-    Config::defaults({"learning_rat=0.1"});
-    FAIL() << "expected an error";
+    f();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("did you mean 'learning_rate'"), std::string::npos) << e.what();
+    return e.what();
   }
+  return "(no error)";
 }
 
+TEST(Config, UnknownKeyNamesTheNearestValidOne) {
+  const std::string e = error_of([] { Config::defaults({"learning_rat=0.1"}); });
+  EXPECT_NE(e.find("unknown config key 'learning_rat'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'learning_rate'"), std::string::npos) << e;
+}
+
+TEST(Config, WrongTypeNamesKeyExpectedAndGot) {
+  const std::string e = error_of([] { Config::defaults({"steps=ten"}); });
+  EXPECT_NE(e.find("'steps' expects int"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 'ten'"), std::string::npos) << e;
+  EXPECT_NE(error_of([] { Config::defaults({"packing=maybe"}); }).find("expects bool"), std::string::npos);
+  EXPECT_NE(error_of([] { Config::defaults({"steps=1.5"}); }).find("expects int"), std::string::npos);
+}
+
+TEST(Config, UnknownPresetListsThePresets) {
+  const std::string e = error_of([] { Config::defaults({"model_name=gemma5"}); });
+  EXPECT_NE(e.find("unknown model_name 'gemma5'"), std::string::npos) << e;
+  EXPECT_NE(e.find("gemma4-tiny"), std::string::npos) << e;
+}
+
+TEST(Config, PresetFillsModelKeysButUserOverridesWin) {
+  const Config c = Config::defaults({"model_name=gemma4-small", "base_num_decoder_layers=2",
+                                     "learning_rate=1"});
+  EXPECT_EQ(c.get_int("base_emb_dim"), 512);
+  EXPECT_EQ(c.get_int("base_num_decoder_layers"), 2);
+  EXPECT_EQ(c.get_int("max_target_length"), 1024);
+  EXPECT_DOUBLE_EQ(c.get_double("learning_rate"), 1.0);  // an int accepted for a float key
+}
+
+TEST(Config, YamlFileThenOverrides) {
+  const std::string path = ::testing::TempDir() + "/gemmax_cfg_test.yml";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs("steps: 7\nrun_name: \"from_file\"\n", f);
+  std::fclose(f);
+  const Config c = Config::load(path, {"steps=9"});
+  EXPECT_EQ(c.get_int("steps"), 9);
+  EXPECT_EQ(c.get_string("run_name"), "from_file");
+  EXPECT_NE(error_of([] { Config::load("/nonexistent/x.yml", {}); }).find("cannot read"), std::string::npos);
+}
+
+TEST(ParamTable, Gemma4_26B_A4B_Counts) {
+  const ModelConfig c = model_config_from(Config::defaults({"model_name=gemma4-26b-a4b"}));
+  const ParamTable table(c);
+  EXPECT_EQ(table.total(), 25233141790);
+  EXPECT_EQ(table.active(), 3822530590);
+  // No v_proj on the 5 global layers (K = V).
+  EXPECT_EQ(table.find("layers.5.self_attn.v_proj.weight"), nullptr);
+  EXPECT_NE(table.find("layers.4.self_attn.v_proj.weight"), nullptr);
+  EXPECT_EQ(table.at("layers.5.self_attn.q_proj.weight").shape, (Shape{8192, 2816}));
+  EXPECT_EQ(table.at("layers.0.experts.gate_up_proj").shape, (Shape{128, 1408, 2816}));
+  EXPECT_EQ(table.at("layers.0.experts.down_proj").shape, (Shape{128, 2816, 704}));
+}
+
+TEST(Flops, MatchesMaxTextWorkedValues) {
+  const ModelConfig c = model_config_from(Config::defaults({"model_name=gemma4-26b-a4b"}));
+  const StepFlops f = training_flops(c, 1, 4096);
+  EXPECT_NEAR(f.learnable / 1e12 * 3, 93.93, 0.01);
+  EXPECT_NEAR(f.attention / 1e12 * 3, 8.63, 0.01);
+  EXPECT_NEAR(f.total() / 1e12, 102.56, 0.01);
+  EXPECT_NEAR(f.total() / 4096 / 1e9, 25.04, 0.01);
+  EXPECT_NEAR(training_flops(c, 1, 2048).total() / 2048 / 1e9, 24.38, 0.01);
+}
+
+TEST(Schedule, WarmupThenCosineToFinalFraction) {
+  LrSchedule s{1.0, 100, 0.1, 0.1};
+  EXPECT_EQ(s.at(0), 0.0);
+  EXPECT_DOUBLE_EQ(s.at(5), 0.5);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);
+  EXPECT_NEAR(s.at(99), 0.1, 1e-12);
+  EXPECT_EQ(s.at(100), 0.0);
+  EXPECT_NEAR(s.at(10 + 89 / 2.0), 0.55, 0.01);
+}
+
+}  // namespace
 }  // namespace gemmax

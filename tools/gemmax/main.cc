@@ -1,2 +1,51 @@
+// gemmax: train and inspect Gemma-4 MoE models.
 #include <cstdio>
-int main() { std::puts("gemmax"); }
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "commands.h"
+#include "gemmax/base/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"train", gemmax::cmd_train, "train a model: gemmax train [config.yml] [key=value ...]"},
+    {"info", gemmax::cmd_info, "print a model's parameters and FLOPs: gemmax info [config.yml] [key=value ...]"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: gemmax <command> [args]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-9s %s\n", c.name, c.help);
+  std::fprintf(out, "\n`gemmax <command> --help` describes each command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const Command& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(argc - 2, argv + 2);
+    } catch (const gemmax::Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "gemmax: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,36 @@
+#include "gemmax/config/run_config.h"
+
+namespace gemmax {
+
+ModelConfig model_config_from(const Config& c) {
+  ModelConfig m;
+  m.name = c.get_string("model_name");
+  m.vocab_size = c.get_int("vocab_size");
+  m.d_model = c.get_int("base_emb_dim");
+  m.num_layers = c.get_int("base_num_decoder_layers");
+  m.num_heads = c.get_int("base_num_query_heads");
+  m.num_kv_heads = c.get_int("base_num_kv_heads");
+  m.head_dim = c.get_int("head_dim");
+  m.global_num_kv_heads = c.get_int("global_num_kv_heads");
+  m.global_head_dim = c.get_int("global_head_dim");
+  m.mlp_dim = c.get_int("base_mlp_dim");
+  m.moe_mlp_dim = c.get_int("base_moe_mlp_dim");
+  m.num_experts = c.get_int("num_experts");
+  m.num_experts_per_tok = c.get_int("num_experts_per_tok");
+  m.sliding_window = c.get_int("sliding_window_size");
+  m.sliding_window_pattern = c.get_int("sliding_window_pattern");
+  m.local_rope_theta = c.get_double("local_rope_max_timescale");
+  m.global_rope_theta = c.get_double("global_rope_max_timescale");
+  m.local_rope_proportion = c.get_double("local_rope_proportion");
+  m.global_rope_proportion = c.get_double("global_rope_proportion");
+  m.share_kv_projections = c.get_bool("share_kv_projections");
+  m.final_logits_soft_cap = c.get_double("final_logits_soft_cap");
+  m.norm_eps = c.get_double("normalization_layer_epsilon");
+  m.norm_topk_prob = c.get_bool("norm_topk_prob");
+  m.load_balance_loss_weight = c.get_double("load_balance_loss_weight");
+  m.initializer_range = c.get_double("initializer_range");
+  m.validate();
+  return m;
+}
+
+}  // namespace gemmax

@@ -1,0 +1,12 @@
+// Typed views of a Config for the parts of a run.
+#pragma once
+
+#include "gemmax/config/config.h"
+#include "gemmax/config/model_config.h"
+
+namespace gemmax {
+
+// The model keys of `config` (filled from the preset unless overridden). Validated.
+ModelConfig model_config_from(const Config& config);
+
+}  // namespace gemmax

@@ -1,0 +1,21 @@
+// Training FLOPs per device and step, counted as MaxText counts them for Gemma 4
+// (training.md §13, `calculate_tflops_training_per_device`): learnable-weight matmuls and
+// attention, x3 for forward + backward; remat, routing, norms and softmax are not counted.
+#pragma once
+
+#include <cstdint>
+
+#include "gemmax/config/model_config.h"
+
+namespace gemmax {
+
+struct StepFlops {
+  double learnable = 0;  // weight matmuls, forward only
+  double attention = 0;  // q.k and p.v, forward only
+  double total() const { return 3.0 * (learnable + attention); }  // per step, fwd + bwd
+};
+
+// batch = per_device_batch_size, seq = max_target_length (the padded length).
+StepFlops training_flops(const ModelConfig& cfg, int64_t batch, int64_t seq);
+
+}  // namespace gemmax

@@ -1,0 +1,41 @@
+// gemmax info [config.yml] [key=value ...]: a model's size and per-step FLOPs, without
+// allocating it (works for the full 26B-A4B on a laptop).
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+
+#include "commands.h"
+#include "gemmax/config/run_config.h"
+#include "gemmax/model/params.h"
+#include "gemmax/train/flops.h"
+
+namespace gemmax {
+
+int cmd_info(int argc, char** argv) {
+  if (argc > 0 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
+    std::cout << "usage: gemmax info [config.yml] [key=value ...]\n"
+                 "Prints the parameter counts and the training FLOPs per step of a model.\n"
+                 "Example: gemmax info model_name=gemma4-26b-a4b per_device_batch_size=1 "
+                 "max_target_length=4096\n";
+    return 0;
+  }
+  const Config config = config_from_args(argc, argv);
+  const ModelConfig mc = model_config_from(config);
+  const ParamTable table(mc);
+  const int64_t B = config.get_int("per_device_batch_size"), S = config.get_int("max_target_length");
+  const StepFlops f = training_flops(mc, B, S);
+  std::cout << std::fixed;
+  std::cout << "model:               " << mc.name << "\n";
+  std::cout << "parameters:          " << table.total() << " total\n";
+  std::cout << "active per token:    " << table.active() << "\n";
+  std::cout << "parameter tensors:   " << table.specs().size() << "\n";
+  std::cout << std::setprecision(3);
+  std::cout << "per step (" << B << " x " << S << " tokens): " << f.total() / 1e12
+            << " TFLOP = 3 x (learnable " << f.learnable / 1e12 << " + attention "
+            << f.attention / 1e12 << ")\n";
+  std::cout << std::setprecision(2) << "per token:           " << f.total() / double(B * S) / 1e9
+            << " GFLOP\n";
+  return 0;
+}
+
+}  // namespace gemmax

@@ -1,0 +1,44 @@
+// gemmax train [config.yml] [key=value ...]
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "commands.h"
+#include "gemmax/train/trainer.h"
+
+namespace gemmax {
+
+Config config_from_args(int argc, char** argv) {
+  std::string file;
+  std::vector<std::string> overrides;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.find('=') != std::string::npos) {
+      overrides.push_back(a);
+    } else if (file.empty() && overrides.empty() &&
+               (a.ends_with(".yml") || a.ends_with(".yaml"))) {
+      file = a;
+    } else {
+      fail("unexpected argument '", a, "': expected [config.yml] then key=value overrides");
+    }
+  }
+  return Config::load(file, overrides);
+}
+
+int cmd_train(int argc, char** argv) {
+  if (argc > 0 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
+    std::cout << "usage: gemmax train [config.yml] [key=value ...]\n\n"
+                 "Trains a Gemma-4 MoE model. Keys and defaults: configs/base.yml (built in).\n"
+                 "With no arguments, trains the gemma4-tiny preset on the built-in corpus.\n"
+                 "Examples:\n"
+                 "  gemmax train steps=100 learning_rate=1e-3\n"
+                 "  gemmax train model_name=gemma4-small dataset_type=synthetic steps=5\n"
+                 "  gemmax train run.yml run_name=exp1\n";
+    return 0;
+  }
+  Trainer trainer(config_from_args(argc, argv));
+  trainer.run(std::cout);
+  return 0;
+}
+
+}  // namespace gemmax
