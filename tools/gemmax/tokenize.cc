@@ -82,8 +82,9 @@ int cmd_tokenize(int argc, char** argv) {
     if (o.out.empty()) fail("tokenize: --out FILE.bin is required (see gemmax tokenize --help)");
     if (o.inputs.empty()) fail("tokenize: give at least one input file (see gemmax tokenize --help)");
     const TokenizeResult r = tokenize_files(o);
-    std::printf("wrote %s: %llu documents, %llu tokens, tokenizer %s\n", o.out.c_str(),
-                (unsigned long long)r.documents, (unsigned long long)r.tokens, r.tokenizer.c_str());
+    std::printf("wrote %s: %llu document%s, %llu tokens, tokenizer %s\n", o.out.c_str(),
+                (unsigned long long)r.documents, r.documents == 1 ? "" : "s", (unsigned long long)r.tokens,
+                r.tokenizer.c_str());
     if (r.skipped_empty) std::printf("skipped %llu empty documents\n", (unsigned long long)r.skipped_empty);
     return 0;
   } catch (const Error& e) {
