@@ -17,6 +17,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"train", gemmax::cmd_train, "train a model: gemmax train [config.yml] [key=value ...]"},
+    {"tokenize", gemmax::cmd_tokenize, "write a token shard from text files: gemmax tokenize --out FILE.bin INPUT..."},
     {"info", gemmax::cmd_info, "print a model's parameters and FLOPs: gemmax info [config.yml] [key=value ...]"},
 };
 

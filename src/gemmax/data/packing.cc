@@ -1,0 +1,78 @@
+#include "gemmax/data/packing.h"
+
+#include <algorithm>
+
+#include "gemmax/base/error.h"
+
+namespace gemmax {
+
+void Documents::add(std::span<const uint32_t> tokens, uint32_t eos_id, std::shared_ptr<const void> owner) {
+  if (tokens.empty()) return;
+  parts_.push_back({tokens, starts_.size(), std::move(owner)});
+  uint64_t start = 0;
+  for (uint64_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] == eos_id) {
+      starts_.push_back(start);
+      start = i + 1;
+    }
+  }
+  if (start < tokens.size()) starts_.push_back(start);
+  num_tokens_ += tokens.size();
+}
+
+std::span<const uint32_t> Documents::operator[](uint64_t doc) const {
+  GEMMAX_CHECK(doc < starts_.size(), "document ", doc, " of ", starts_.size());
+  // The part holding `doc`: the last one whose first_doc <= doc.
+  auto it = std::upper_bound(parts_.begin(), parts_.end(), doc,
+                             [](uint64_t d, const Part& p) { return d < p.first_doc; });
+  const Part& part = *(it - 1);
+  const bool last_in_part = (it == parts_.end()) ? doc + 1 == starts_.size() : doc + 1 == it->first_doc;
+  const uint64_t end = last_in_part ? part.tokens.size() : starts_[doc + 1];
+  return part.tokens.subspan(starts_[doc], end - starts_[doc]);
+}
+
+void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b, int64_t row) {
+  GEMMAX_CHECK(docs.size() > 0, "pack_row: no documents");
+  const int64_t S = b.seq;
+  int32_t* in = b.inputs.data() + row * S;
+  int32_t* pos = b.positions.data() + row * S;
+  int32_t* seg = b.segment_ids.data() + row * S;
+  int64_t col = 0;
+  int32_t segment = 0;
+  while (col < S) {
+    const auto doc = docs[cur.doc];
+    const int64_t piece = std::min<int64_t>(int64_t(doc.size() - cur.offset), S);
+    if (col + piece > S || (!packing && col > 0)) break;  // starts the next row
+    ++segment;
+    for (int64_t i = 0; i < piece; ++i) {
+      in[col + i] = int32_t(doc[cur.offset + i]);
+      pos[col + i] = int32_t(i);
+      seg[col + i] = segment;
+    }
+    col += piece;
+    cur.offset += uint64_t(piece);
+    if (cur.offset == doc.size()) {
+      cur.offset = 0;
+      if (++cur.doc == docs.size()) cur.doc = 0, ++cur.epoch;
+    }
+  }
+  for (; col < S; ++col) in[col] = pad_fill, pos[col] = 0, seg[col] = 0;
+}
+
+void make_targets(Batch& b, int32_t pad_fill, int32_t pad_id) {
+  const int64_t S = b.seq;
+  b.targets.resize(size_t(b.batch * S));
+  b.target_segment_ids.resize(size_t(b.batch * S));
+  for (int64_t r = 0; r < b.batch; ++r) {
+    const int64_t o = r * S;
+    for (int64_t c = 0; c < S; ++c) {
+      const bool last = c + 1 == S;
+      const int32_t t = last ? pad_fill : b.inputs[o + c + 1];
+      const int32_t ts = last ? 0 : b.segment_ids[o + c + 1];
+      b.targets[o + c] = t;
+      b.target_segment_ids[o + c] = (pad_id >= 0 && t == pad_id) ? 0 : ts;
+    }
+  }
+}
+
+}  // namespace gemmax

@@ -1,0 +1,94 @@
+#include "gemmax/data/tokenize_files.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "gemmax/base/error.h"
+#include "gemmax/data/token_shard.h"
+#include "gemmax/data/tokenizer.h"
+
+namespace gemmax {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read input '", path, "': no such file, or not readable");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("error reading input '", path, "'");
+  return ss.str();
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Calls f(line_number, line) for each line, without its "\n" or "\r\n".
+template <class F>
+void for_each_line(const std::string& text, F f) {
+  size_t begin = 0, number = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    size_t stop = end;
+    if (stop > begin && text[stop - 1] == '\r') --stop;
+    f(++number, std::string_view(text).substr(begin, stop - begin));
+    begin = end + 1;
+  }
+}
+
+bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+
+}  // namespace
+
+TokenizeResult tokenize_files(const TokenizeOptions& o) {
+  if (o.out.empty()) fail("tokenize: no output shard given (--out FILE.bin)");
+  if (o.inputs.empty()) fail("tokenize: no input files given");
+  auto tok = make_tokenizer(o.tokenizer_type, o.tokenizer_path);
+  ShardWriter writer(o.out, tok->vocab_size(), tok->eos_id(), tok->bos_id(), tok->pad_id());
+  TokenizeResult r;
+  r.tokenizer = tok->describe();
+  auto add = [&](std::string_view text) {
+    if (text.empty()) {
+      ++r.skipped_empty;
+      return;
+    }
+    writer.add_document(tok->encode(text), o.add_bos);
+  };
+  for (const std::string& path : o.inputs) {
+    const std::string text = read_file(path);
+    if (ends_with(path, ".jsonl")) {
+      for_each_line(text, [&](size_t n, std::string_view line) {
+        if (blank(line)) return;
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception& e) {
+          fail(path, ":", n, ": not valid JSON (", e.what(), "); a .jsonl input needs one JSON object per line");
+        }
+        if (!j.is_object() || !j.contains(o.text_key))
+          fail(path, ":", n, ": expected a JSON object with a \"", o.text_key, "\" field (set another field with "
+               "--text_key)");
+        if (!j[o.text_key].is_string())
+          fail(path, ":", n, ": field \"", o.text_key, "\" is ", j[o.text_key].type_name(), ", expected a string");
+        add(j[o.text_key].get_ref<const std::string&>());
+      });
+    } else if (o.lines) {
+      for_each_line(text, [&](size_t, std::string_view line) {
+        if (!blank(line)) add(line);
+      });
+    } else {
+      add(text);
+    }
+  }
+  if (writer.num_documents() == 0)
+    fail("tokenize: the inputs hold no documents (", r.skipped_empty, " empty); nothing written to '", o.out, "'");
+  writer.finish();
+  r.documents = writer.num_documents();
+  r.tokens = writer.num_tokens();
+  return r;
+}
+
+}  // namespace gemmax
