@@ -252,7 +252,7 @@ TEST(ShardsLoader, Errors) {
   expect_error([&] { make_data_loader(shard_options(dir.file("empty"), 1, 4)); }, {"empty", "no *.bin"});
   const std::string big = write_shard(dir, "big.bin", {{10, 11}, {12, 300, 13}}, 1000);
   expect_error([&] { make_data_loader(shard_options(big, 1, 4)); },
-               {"big.bin", "token 6", "id 300", "vocab_size 259", "re-tokenize"});
+               {"big.bin", "token 6", "id 300", "vocab_size 259", "vocabulary size 1000", "re-tokenize"});
   const std::string other = dir.file("other.bin");
   {
     ShardWriter w(other, 259, 1, -1, -1);
@@ -262,8 +262,13 @@ TEST(ShardsLoader, Errors) {
   }
   expect_error([&] { make_data_loader(shard_options(small + "," + other, 1, 4)); }, {"different tokenizers"});
   DataOptions o = shard_options(small, 1, 4);
+  o.dataset_type = "builtin";
+  expect_error([&] { make_data_loader(o); }, {"dataset_path", "dataset_type=shards"});
   o.dataset_type = "tfds";
+  o.dataset_path = "";
   expect_error([&] { make_data_loader(o); }, {"dataset_type 'tfds'", "builtin, shards or synthetic"});
+  const std::string empty = write_shard(dir, "empty.bin", {});
+  expect_error([&] { make_data_loader(shard_options(empty, 1, 4)); }, {"empty.bin", "no documents"});
   o = shard_options(small, 1, 0);
   expect_error([&] { make_data_loader(o); }, {"max_target_length"});
 }

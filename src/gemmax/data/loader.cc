@@ -247,6 +247,9 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
   if (o.seq <= 0) fail("max_target_length must be positive, got ", o.seq);
   if (o.batch <= 0) fail("per_device_batch_size must give at least one row per batch, got ", o.batch);
   if (o.vocab_size <= 0) fail("vocab_size must be positive, got ", o.vocab_size);
+  if (o.dataset_type != "shards" && !o.dataset_path.empty())
+    fail("dataset_path '", o.dataset_path, "' is set but dataset_type is '", o.dataset_type,
+         "', which reads no files; set dataset_type=shards to train on it, or clear dataset_path");
   if (o.dataset_type == "builtin") return builtin_loader(o);
   if (o.dataset_type == "shards") return shards_loader(o);
   if (o.dataset_type == "synthetic") return std::make_unique<SyntheticLoader>(o);

@@ -178,6 +178,16 @@ TokenShard::TokenShard(std::string path) : path_(std::move(path)) {
     map_ = nullptr;
     fail("cannot map token shard '", path_, "': ", std::strerror(map_err));
   }
+  try {
+    validate_header(file_bytes);
+  } catch (...) {
+    ::munmap(map_, map_bytes_);  // the destructor does not run for a throwing constructor
+    map_ = nullptr;
+    throw;
+  }
+}
+
+void TokenShard::validate_header(uint64_t file_bytes) {
   const auto* bytes = static_cast<const unsigned char*>(map_);
   const std::string where = "token shard '" + path_ + "'";
   if (std::memcmp(bytes, kShardMagic, 8) != 0)
@@ -246,8 +256,8 @@ void check_token_ids(std::string_view what, std::span<const uint32_t> ids, int64
   std::string writer;
   if (writer_vocab > 0) writer = str_cat(" (its tokenizer has vocabulary size ", writer_vocab, ")");
   fail(what, ": token ", i, " has id ", ids[i], ", outside the model's vocabulary (vocab_size ", vocab_size,
-       ")", writer, ": the data was tokenized with a tokenizer that does not match the model; "
-       "re-tokenize it with the model's tokenizer, or use a model whose vocab_size covers it");
+       ")", writer, ": the tokenizer does not match the model; use the model's tokenizer (re-tokenize "
+       "shards with it), or a model whose vocab_size covers the tokenizer's");
 }
 
 }  // namespace gemmax

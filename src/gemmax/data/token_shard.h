@@ -68,6 +68,7 @@ class TokenShard {
   void validate_tokens(int64_t model_vocab_size) const;
 
  private:
+  void validate_header(uint64_t file_bytes);
   std::string path_;
   ShardHeader header_;
   void* map_ = nullptr;
