@@ -25,7 +25,8 @@ V row_of(const std::vector<int32_t>& v, const Batch& b, int64_t r) {
 // MaxText's packed-batch rules, checked on any batch.
 void check_invariants(const Batch& b, int32_t pad) {
   ASSERT_EQ(b.inputs.size(), size_t(b.batch * b.seq));
-  for (auto* v : {&b.targets, &b.positions, &b.segment_ids, &b.target_segment_ids}) ASSERT_EQ(v->size(), b.inputs.size());
+  for (auto* v : {&b.targets, &b.positions, &b.segment_ids, &b.target_segment_ids})
+    ASSERT_EQ(v->size(), b.inputs.size());
   for (int64_t r = 0; r < b.batch; ++r) {
     for (int64_t c = 0; c < b.seq; ++c) {
       const int64_t i = r * b.seq + c;
@@ -168,8 +169,8 @@ TEST(Packing, PadTokenInsideTextIsNotCountedOnlyWhenTheTokenizerHasAPad) {
 
 // ---- loaders ----------------------------------------------------------------------------------
 
-std::string write_shard(const TempDir& dir, const std::string& name, const std::vector<std::vector<int32_t>>& docs,
-                        int64_t vocab = 259) {
+std::string write_shard(const TempDir& dir, const std::string& name,
+                        const std::vector<std::vector<int32_t>>& docs, int64_t vocab = 259) {
   const std::string path = dir.file(name);
   ShardWriter w(path, vocab, kEos, kBos, kPad);
   for (const auto& d : docs) w.add_document(d, true);
@@ -210,7 +211,8 @@ void expect_same_batch(const Batch& a, const Batch& b) {
 
 TEST(ShardsLoader, PacksTheShardInOrder) {
   TempDir dir;
-  const std::string path = write_shard(dir, "a.bin", {{10, 11}, {20}, {30, 31, 32, 33, 34, 35, 36, 37, 38}});
+  const std::string path =
+      write_shard(dir, "a.bin", {{10, 11}, {20}, {30, 31, 32, 33, 34, 35, 36, 37, 38}});
   auto l = make_data_loader(shard_options(path, 2, 8));
   const Batch b = l->next();
   check_invariants(b, kPad);
@@ -247,12 +249,15 @@ TEST(ShardsLoader, Errors) {
                {"small.bin", "5 tokens", "max_target_length + 1 = 6", "lower max_target_length"});
   EXPECT_NO_THROW(make_data_loader(shard_options(small, 1, 4)));
   expect_error([&] { make_data_loader(shard_options("", 1, 4)); }, {"dataset_path"});
-  expect_error([&] { make_data_loader(shard_options(dir.file("none.bin"), 1, 4)); }, {"none.bin", "does not exist"});
+  expect_error([&] { make_data_loader(shard_options(dir.file("none.bin"), 1, 4)); },
+               {"none.bin", "does not exist"});
   std::filesystem::create_directory(dir.path / "empty");
-  expect_error([&] { make_data_loader(shard_options(dir.file("empty"), 1, 4)); }, {"empty", "no *.bin"});
+  expect_error([&] { make_data_loader(shard_options(dir.file("empty"), 1, 4)); },
+               {"empty", "no *.bin"});
   const std::string big = write_shard(dir, "big.bin", {{10, 11}, {12, 300, 13}}, 1000);
-  expect_error([&] { make_data_loader(shard_options(big, 1, 4)); },
-               {"big.bin", "token 6", "id 300", "vocab_size 259", "re-tokenize"});
+  expect_error(
+      [&] { make_data_loader(shard_options(big, 1, 4)); },
+      {"big.bin", "token 6", "id 300", "vocab_size 259", "vocabulary size 1000", "re-tokenize"});
   const std::string other = dir.file("other.bin");
   {
     ShardWriter w(other, 259, 1, -1, -1);
@@ -260,10 +265,18 @@ TEST(ShardsLoader, Errors) {
     w.add_document(d, true);
     w.finish();
   }
-  expect_error([&] { make_data_loader(shard_options(small + "," + other, 1, 4)); }, {"different tokenizers"});
+  expect_error([&] { make_data_loader(shard_options(small + "," + other, 1, 4)); },
+               {"different tokenizers"});
   DataOptions o = shard_options(small, 1, 4);
+  o.dataset_type = "builtin";
+  expect_error([&] { make_data_loader(o); }, {"dataset_path", "dataset_type=shards"});
   o.dataset_type = "tfds";
-  expect_error([&] { make_data_loader(o); }, {"dataset_type 'tfds'", "builtin, shards or synthetic"});
+  o.dataset_path = "";
+  expect_error([&] { make_data_loader(o); },
+               {"dataset_type 'tfds'", "builtin, shards or synthetic"});
+  const std::string empty = write_shard(dir, "empty.bin", {});
+  expect_error([&] { make_data_loader(shard_options(empty, 1, 4)); },
+               {"empty.bin", "no documents"});
   o = shard_options(small, 1, 0);
   expect_error([&] { make_data_loader(o); }, {"max_target_length"});
 }
@@ -284,7 +297,8 @@ void check_resume(const DataOptions& o, int before, int after) {
 
 TEST(Loader, StateRestoreMidEpochAndAcrossWrap) {
   TempDir dir;
-  const std::string path = write_shard(dir, "a.bin", numbered_docs(12, 3));  // ~190 tokens, docs up to 26
+  const std::string path =
+      write_shard(dir, "a.bin", numbered_docs(12, 3));  // ~190 tokens, docs up to 26
   for (bool packing : {true, false}) {
     DataOptions o = shard_options(path, 2, 16);
     o.packing = packing;
@@ -307,7 +321,11 @@ TEST(Loader, RestoreRejectsOtherData) {
   s.vocab_size = 259;
   auto syn = make_data_loader(s);
   expect_error([&] { syn->restore(a->state()); }, {"type", "synthetic"});
-  expect_error([&] { a->restore(nlohmann::json{{"type", "shards"}}); }, {"num_documents", "missing"});
+  expect_error(
+      [&] {
+        a->restore(nlohmann::json{{"type", "shards"}});
+      },
+      {"num_documents", "missing"});
 }
 
 TEST(Loader, SyntheticIsTheSameBatchEveryStep) {
@@ -360,8 +378,8 @@ TEST(BuiltinCorpus, DeterministicVariedAndSized) {
   EXPECT_GT(a.size(), 1000u);
   EXPECT_GT(shorter, a.size() / 4);
   EXPECT_GT(longer, a.size() / 20);
-  for (const char* s : {"Once upon a time", " plus ", " = ", "Shopping list:", "Q: ", "Count", "\"Hello, ",
-                        "Dear diary", " says ", "The opposite of"})
+  for (const char* s : {"Once upon a time", " plus ", " = ", "Shopping list:", "Q: ", "Count",
+                        "\"Hello, ", "Dear diary", " says ", "The opposite of"})
     EXPECT_NE(all.find(s), std::string::npos) << s;
   EXPECT_EQ(builtin_corpus(3, 1000).size(), builtin_corpus(3, 1000).size());
 }

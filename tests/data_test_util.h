@@ -17,7 +17,8 @@ namespace gemmax::testing {
 struct TempDir {
   std::filesystem::path path;
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "gemmax_data_test_XXXXXX").string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "gemmax_data_test_XXXXXX").string();
     if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
     path = tmpl;
   }
@@ -45,7 +46,8 @@ std::string expect_error(F&& f, std::initializer_list<std::string> parts) {
     f();
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
     return msg;
   }
   ADD_FAILURE() << "expected a gemmax::Error";

@@ -1,3 +1,5 @@
+#include "gemmax/data/token_shard.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -5,7 +7,6 @@
 #include <vector>
 
 #include "data_test_util.h"
-#include "gemmax/data/token_shard.h"
 
 namespace gemmax {
 namespace {
@@ -58,8 +59,16 @@ TEST(TokenShard, HeaderBytesAreLittleEndianAtDocumentedOffsets) {
   const std::string b = testing::read_bytes(write_small_shard(dir));
   ASSERT_GE(b.size(), kShardHeaderBytes);
   EXPECT_EQ(b.substr(0, 8), "GMXTOKEN");
-  auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, b.data() + at, 4); return v; };
-  auto u64 = [&](size_t at) { uint64_t v; std::memcpy(&v, b.data() + at, 8); return v; };
+  auto u32 = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, b.data() + at, 4);
+    return v;
+  };
+  auto u64 = [&](size_t at) {
+    uint64_t v;
+    std::memcpy(&v, b.data() + at, 8);
+    return v;
+  };
   EXPECT_EQ(u32(8), 1u);
   EXPECT_EQ(u32(12), 1u);
   EXPECT_EQ(u64(16), 9u);
@@ -90,13 +99,15 @@ TEST(TokenShard, WriterRejectsBadIdsAndLeavesNothingBehind) {
   {
     ShardWriter w(dir.file("x.bin"), 259, 1, 2, 0);
     std::vector<int32_t> bad = {3, 259};
-    expect_error([&] { w.add_document(bad, true); }, {"x.bin", "259", "outside the tokenizer's vocabulary"});
+    expect_error([&] { w.add_document(bad, true); },
+                 {"x.bin", "259", "outside the tokenizer's vocabulary"});
     std::vector<int32_t> with_eos = {3, 1, 4};
     expect_error([&] { w.add_document(with_eos, true); }, {"eos"});
   }  // abandoned without finish(): the temporary file is removed
   EXPECT_TRUE(std::filesystem::is_empty(dir.path));
   expect_error([&] { ShardWriter w(dir.file("y.bin"), 259, -1, 2, 0); }, {"eos"});
-  expect_error([&] { ShardWriter w(dir.file("no/such/dir/z.bin"), 259, 1, 2, 0); }, {"cannot create"});
+  expect_error([&] { ShardWriter w(dir.file("no/such/dir/z.bin"), 259, 1, 2, 0); },
+               {"cannot create"});
 }
 
 TEST(TokenShard, MissingFile) {
@@ -110,7 +121,8 @@ TEST(TokenShard, WrongMagic) {
   std::string b = testing::read_bytes(path);
   std::memcpy(b.data(), "NOTTOKEN", 8);
   testing::write_file(path, b);
-  expect_error([&] { TokenShard s(path); }, {path, "magic", "GMXTOKEN", "NOTTOKEN", "gemmax tokenize"});
+  expect_error([&] { TokenShard s(path); },
+               {path, "magic", "GMXTOKEN", "NOTTOKEN", "gemmax tokenize"});
 }
 
 TEST(TokenShard, UnknownVersionAndDtype) {
@@ -138,15 +150,16 @@ TEST(TokenShard, Truncated) {
   std::string b = testing::read_bytes(path);
   b.resize(b.size() - 6);
   testing::write_file(path, b);
-  expect_error([&] { TokenShard s(path); }, {path, "truncated", "num_tokens", "9 tokens", "expected 100 bytes",
-                                             "got 94"});
+  expect_error([&] { TokenShard s(path); },
+               {path, "truncated", "num_tokens", "9 tokens", "expected 100 bytes", "got 94"});
 }
 
 TEST(TokenShard, CountMismatch) {
   TempDir dir;
   const std::string path = write_small_shard(dir);
   testing::write_file(path, testing::read_bytes(path) + std::string(8, '\0'));
-  expect_error([&] { TokenShard s(path); }, {path, "count mismatch", "num_tokens", "expected 100 bytes", "got 108"});
+  expect_error([&] { TokenShard s(path); },
+               {path, "count mismatch", "num_tokens", "expected 100 bytes", "got 108"});
   // Documents: the header's count must match the eos tokens.
   const std::string p2 = write_small_shard(dir, "b.bin");
   patch_u32(p2, 24, 4);

@@ -32,14 +32,16 @@ TEST(TokenizeCli, WritesAShardAndReportsErrors) {
   testing::write_file(dir.file("a.txt"), "first line\n\nsecond line\n");
   const std::string shard = dir.file("out.bin");
   std::string out;
-  ASSERT_EQ(run(bin + " tokenize --out " + shard + " --lines " + dir.file("a.txt"), &out), 0) << out;
+  ASSERT_EQ(run(bin + " tokenize --out " + shard + " --lines " + dir.file("a.txt"), &out), 0)
+      << out;
   EXPECT_NE(out.find("2 documents"), std::string::npos) << out;
   TokenShard s(shard);
   EXPECT_EQ(s.header().num_documents, 2u);
   EXPECT_EQ(s.header().num_tokens, 2u + 10 + 11 + 2);
 
   out.clear();
-  EXPECT_NE(run(bin + " tokenize --out " + dir.file("x.bin") + " " + dir.file("missing.txt"), &out), 0);
+  EXPECT_NE(run(bin + " tokenize --out " + dir.file("x.bin") + " " + dir.file("missing.txt"), &out),
+            0);
   EXPECT_NE(out.find("missing.txt"), std::string::npos) << out;
   out.clear();
   EXPECT_NE(run(bin + " tokenize " + dir.file("a.txt"), &out), 0);

@@ -1,3 +1,5 @@
+#include "gemmax/data/tokenizer.h"
+
 #include <gtest/gtest.h>
 #include <sentencepiece_trainer.h>
 
@@ -9,7 +11,6 @@
 #include "gemmax/data/loader.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenize_files.h"
-#include "gemmax/data/tokenizer.h"
 
 namespace gemmax {
 namespace {
@@ -30,7 +31,8 @@ TEST(ByteTokenizer, Ids) {
 
 TEST(ByteTokenizer, RoundTripUtf8) {
   auto t = make_byte_tokenizer();
-  const std::string text = "Hello, w\xc3\xb6rld! \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 tab\tnl\n\x01\x7f\xff";
+  const std::string text =
+      "Hello, w\xc3\xb6rld! \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 tab\tnl\n\x01\x7f\xff";
   const auto ids = t->encode(text);
   EXPECT_EQ(ids.size(), text.size());
   for (int32_t id : ids) EXPECT_TRUE(id >= 3 && id < 259);
@@ -45,14 +47,17 @@ TEST(ByteTokenizer, DecodeSkipsSpecialsAndMarksUnknown) {
 
 TEST(Tokenizer, FactoryErrors) {
   TempDir dir;
-  expect_error([] { make_tokenizer("bpe", ""); }, {"tokenizer_type 'bpe'", "byte or sentencepiece"});
+  expect_error([] { make_tokenizer("bpe", ""); },
+               {"tokenizer_type 'bpe'", "byte or sentencepiece"});
   expect_error([] { make_tokenizer("byte", "tok.model"); }, {"tok.model", "byte"});
   expect_error([] { make_tokenizer("sentencepiece", ""); }, {"tokenizer_path"});
-  expect_error([&] { make_tokenizer("sentencepiece", dir.file("none.model")); }, {"none.model", "no such file"});
+  expect_error([&] { make_tokenizer("sentencepiece", dir.file("none.model")); },
+               {"none.model", "no such file"});
   expect_error([&] { make_tokenizer("sentencepiece", dir.path.string()); }, {"is a folder"});
   const std::string junk = dir.file("tokenizer.json");
   testing::write_file(junk, "{\"version\": \"1.0\", \"model\": {}}");
-  expect_error([&] { make_tokenizer("sentencepiece", junk); }, {"tokenizer.json", "not a SentencePiece model"});
+  expect_error([&] { make_tokenizer("sentencepiece", junk); },
+               {"tokenizer.json", "not a SentencePiece model"});
 }
 
 // A tiny SentencePiece model trained once on the built-in corpus, with Gemma's special-id
@@ -107,7 +112,8 @@ TEST_F(SentencePieceTest, RoundTrip) {
   framed.insert(framed.end(), ids.begin(), ids.end());
   framed.push_back(1);
   EXPECT_EQ(t->decode(framed), text);
-  EXPECT_EQ(t->decode(std::vector<int32_t>{ids[0], 5000}), t->decode(std::vector<int32_t>{ids[0]}) + "\xEF\xBF\xBD");
+  EXPECT_EQ(t->decode(std::vector<int32_t>{ids[0], 5000}),
+            t->decode(std::vector<int32_t>{ids[0]}) + "\xEF\xBF\xBD");
 }
 
 TEST_F(SentencePieceTest, TokenizeFilesIntoShardAndLoad) {
@@ -161,14 +167,16 @@ TEST_F(SentencePieceTest, TokenizeFilesIntoShardAndLoad) {
   EXPECT_EQ(b.inputs[0], 2);  // the first document's bos
   // The same shard with a model vocabulary smaller than the tokenizer's is caught.
   opt.vocab_size = 10;
-  expect_error([&] { make_data_loader(opt); }, {"sp.bin", "outside the model's vocabulary", "vocab_size 10",
-                                                "vocabulary size 300"});
+  expect_error([&] { make_data_loader(opt); }, {"sp.bin", "outside the model's vocabulary",
+                                                "vocab_size 10", "vocabulary size 300"});
 }
 
 TEST(TokenizeFiles, JsonlTextAndErrors) {
   TempDir dir;
   const std::string jl = dir.file("a.jsonl"), txt = dir.file("b.txt");
-  testing::write_file(jl, "{\"text\": \"first doc\", \"id\": 1}\n\n{\"text\": \"\"}\n{\"text\": \"second\\nline\"}\n");
+  testing::write_file(
+      jl,
+      "{\"text\": \"first doc\", \"id\": 1}\n\n{\"text\": \"\"}\n{\"text\": \"second\\nline\"}\n");
   testing::write_file(txt, "whole file\nis one document\n");
   TokenizeOptions o;
   o.inputs = {jl, txt};

@@ -34,7 +34,8 @@ const char* kUsage =
     "Example:\n"
     "  gemmax tokenize --out data/train.bin --tokenizer sentencepiece \\\n"
     "      --tokenizer_path tokenizer.model corpus.jsonl\n"
-    "  gemmax train dataset_type=shards dataset_path=data/train.bin tokenizer_type=sentencepiece \\\n"
+    "  gemmax train dataset_type=shards dataset_path=data/train.bin tokenizer_type=sentencepiece "
+    "\\\n"
     "      tokenizer_path=tokenizer.model\n";
 
 }  // namespace
@@ -65,8 +66,10 @@ int cmd_tokenize(int argc, char** argv) {
       };
       if (key == "--no-bos" || key == "--lines") {
         if (has_value) fail("tokenize: ", key, " takes no value");
-        if (key == "--no-bos") o.add_bos = false;
-        else o.lines = true;
+        if (key == "--no-bos")
+          o.add_bos = false;
+        else
+          o.lines = true;
       } else if (key == "--out") {
         o.out = take();
       } else if (key == "--tokenizer" || key == "--tokenizer_type") {
@@ -80,12 +83,14 @@ int cmd_tokenize(int argc, char** argv) {
       }
     }
     if (o.out.empty()) fail("tokenize: --out FILE.bin is required (see gemmax tokenize --help)");
-    if (o.inputs.empty()) fail("tokenize: give at least one input file (see gemmax tokenize --help)");
+    if (o.inputs.empty())
+      fail("tokenize: give at least one input file (see gemmax tokenize --help)");
     const TokenizeResult r = tokenize_files(o);
     std::printf("wrote %s: %llu document%s, %llu tokens, tokenizer %s\n", o.out.c_str(),
-                (unsigned long long)r.documents, r.documents == 1 ? "" : "s", (unsigned long long)r.tokens,
-                r.tokenizer.c_str());
-    if (r.skipped_empty) std::printf("skipped %llu empty documents\n", (unsigned long long)r.skipped_empty);
+                (unsigned long long)r.documents, r.documents == 1 ? "" : "s",
+                (unsigned long long)r.tokens, r.tokenizer.c_str());
+    if (r.skipped_empty)
+      std::printf("skipped %llu empty documents\n", (unsigned long long)r.skipped_empty);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -8,15 +8,18 @@ class ByteTokenizer final : public Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text) const override {
     std::vector<int32_t> ids(text.size());
-    for (size_t i = 0; i < text.size(); ++i) ids[i] = int32_t(uint8_t(text[i])) + kByteTokenizerOffset;
+    for (size_t i = 0; i < text.size(); ++i)
+      ids[i] = int32_t(uint8_t(text[i])) + kByteTokenizerOffset;
     return ids;
   }
   std::string decode(std::span<const int32_t> ids) const override {
     std::string out;
     out.reserve(ids.size());
     for (int32_t id : ids) {
-      if (id >= kByteTokenizerOffset && id < kByteVocabSize) out += char(uint8_t(id - kByteTokenizerOffset));
-      else if (id < 0 || id >= kByteVocabSize) out += "\xEF\xBF\xBD";  // U+FFFD
+      if (id >= kByteTokenizerOffset && id < kByteVocabSize)
+        out += char(uint8_t(id - kByteTokenizerOffset));
+      else if (id < 0 || id >= kByteVocabSize)
+        out += "\xEF\xBF\xBD";  // U+FFFD
     }
     return out;
   }

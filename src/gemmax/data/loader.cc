@@ -19,12 +19,14 @@ namespace fs = std::filesystem;
 template <class T>
 T state_value(const nlohmann::json& s, const char* key) {
   if (!s.is_object() || !s.contains(key))
-    fail("data loader state: key '", key, "' is missing (state: ", s.dump(), "); the checkpoint's data "
+    fail("data loader state: key '", key, "' is missing (state: ", s.dump(),
+         "); the checkpoint's data "
          "state is from another gemmax version or corrupt");
   try {
     return s.at(key).get<T>();
   } catch (const nlohmann::json::exception& e) {
-    fail("data loader state: key '", key, "' has the wrong type (", s.at(key).dump(), "): ", e.what());
+    fail("data loader state: key '", key, "' has the wrong type (", s.at(key).dump(),
+         "): ", e.what());
   }
 }
 
@@ -32,26 +34,32 @@ template <class T>
 void expect_same(const nlohmann::json& s, const char* key, const T& ours, const std::string& fix) {
   const T saved = state_value<T>(s, key);
   if (saved != ours)
-    fail("data loader state: ", key, " is ", nlohmann::json(saved).dump(), " in the saved state but ",
-         nlohmann::json(ours).dump(), " now: ", fix);
+    fail("data loader state: ", key, " is ", nlohmann::json(saved).dump(),
+         " in the saved state but ", nlohmann::json(ours).dump(), " now: ", fix);
 }
 
 std::string packing_text(const DataOptions& o) {
-  return str_cat(o.packing ? "packed" : "unpacked", ", ", o.batch, " x ", o.seq, " tokens per batch");
+  return str_cat(o.packing ? "packed" : "unpacked", ", ", o.batch, " x ", o.seq,
+                 " tokens per batch");
 }
 
 // Documents packed into rows; the built-in corpus and token shards.
 class PackedLoader final : public DataLoader {
  public:
-  PackedLoader(const DataOptions& o, Documents docs, std::string what, std::string detail, int32_t pad_fill,
-               int32_t pad_id)
-      : o_(o), docs_(std::move(docs)), what_(std::move(what)), detail_(std::move(detail)),
-        pad_fill_(pad_fill), pad_id_(pad_id) {
+  PackedLoader(const DataOptions& o, Documents docs, std::string what, std::string detail,
+               int32_t pad_fill, int32_t pad_id)
+      : o_(o),
+        docs_(std::move(docs)),
+        what_(std::move(what)),
+        detail_(std::move(detail)),
+        pad_fill_(pad_fill),
+        pad_id_(pad_id) {
     if (docs_.size() == 0) fail(what_, " holds no documents");
     // One epoch must fill at least one row and the target after it; below that every row would
     // repeat the same few tokens (and, unpacked, be mostly padding).
     if (docs_.num_tokens() < uint64_t(o_.seq) + 1)
-      fail(what_, " holds ", docs_.num_tokens(), " tokens, fewer than max_target_length + 1 = ", o_.seq + 1,
+      fail(what_, " holds ", docs_.num_tokens(),
+           " tokens, fewer than max_target_length + 1 = ", o_.seq + 1,
            ": it cannot fill one row of ", o_.seq, " tokens; lower max_target_length or add data");
   }
 
@@ -70,14 +78,19 @@ class PackedLoader final : public DataLoader {
   }
 
   nlohmann::json state() const override {
-    return {{"type", o_.dataset_type}, {"document", cur_.doc}, {"offset", cur_.offset},
-            {"epoch", cur_.epoch},     {"batches", batches_},  {"num_documents", docs_.size()},
+    return {{"type", o_.dataset_type},
+            {"document", cur_.doc},
+            {"offset", cur_.offset},
+            {"epoch", cur_.epoch},
+            {"batches", batches_},
+            {"num_documents", docs_.size()},
             {"num_tokens", docs_.num_tokens()}};
   }
 
   void restore(const nlohmann::json& s) override {
-    const std::string fix = "resume with the data settings (dataset_type, dataset_path, tokenizer, "
-                            "data_shuffle_seed) of the saved run, or start a new run";
+    const std::string fix =
+        "resume with the data settings (dataset_type, dataset_path, tokenizer, "
+        "data_shuffle_seed) of the saved run, or start a new run";
     expect_same(s, "type", o_.dataset_type, fix);
     expect_same(s, "num_documents", docs_.size(), fix);
     expect_same(s, "num_tokens", docs_.num_tokens(), fix);
@@ -91,8 +104,8 @@ class PackedLoader final : public DataLoader {
   }
 
   std::string describe() const override {
-    return str_cat(what_, ": ", docs_.size(), " documents, ", docs_.num_tokens(), " tokens", detail_, "; ",
-                   packing_text(o_));
+    return str_cat(what_, ": ", docs_.size(), " documents, ", docs_.num_tokens(), " tokens",
+                   detail_, "; ", packing_text(o_));
   }
 
  private:
@@ -113,7 +126,8 @@ class SyntheticLoader final : public DataLoader {
     const int64_t S = o.seq;
     b_.batch = o.batch;
     b_.seq = S;
-    for (auto* v : {&b_.inputs, &b_.targets, &b_.positions, &b_.segment_ids, &b_.target_segment_ids})
+    for (auto* v :
+         {&b_.inputs, &b_.targets, &b_.positions, &b_.segment_ids, &b_.target_segment_ids})
       v->resize(size_t(o.batch * S));
     std::vector<int32_t> ids(size_t(S + 1));
     for (int64_t r = 0; r < o.batch; ++r) {
@@ -137,7 +151,8 @@ class SyntheticLoader final : public DataLoader {
     return {{"type", "synthetic"}, {"seed", o_.seed}, {"batches", batches_}};
   }
   void restore(const nlohmann::json& s) override {
-    const std::string fix = "resume with the saved run's dataset_type and data_shuffle_seed, or start a new run";
+    const std::string fix =
+        "resume with the saved run's dataset_type and data_shuffle_seed, or start a new run";
     expect_same(s, "type", std::string("synthetic"), fix);
     expect_same(s, "seed", o_.seed, fix);
     batches_ = state_value<uint64_t>(s, "batches");
@@ -165,7 +180,8 @@ std::unique_ptr<DataLoader> builtin_loader(const DataOptions& o) {
     tokens->push_back(eos);
   }
   const std::string what = str_cat("the built-in corpus (seed ", o.seed, ")");
-  check_token_ids(what + " tokenized with " + tok->describe(), *tokens, o.vocab_size, tok->vocab_size());
+  check_token_ids(what + " tokenized with " + tok->describe(), *tokens, o.vocab_size,
+                  tok->vocab_size());
   Documents docs;
   docs.add(*tokens, eos, tokens);
   const int32_t pad = tok->pad_id();
@@ -176,8 +192,10 @@ std::unique_ptr<DataLoader> builtin_loader(const DataOptions& o) {
 // dataset_path: a shard, a folder of *.bin shards (sorted by name), or a comma-separated list.
 std::vector<std::string> shard_paths(const std::string& spec) {
   if (spec.empty())
-    fail("dataset_type shards needs dataset_path: a .bin shard made by `gemmax tokenize`, a folder of "
-         "them, or a comma-separated list");
+    fail(
+        "dataset_type shards needs dataset_path: a .bin shard made by `gemmax tokenize`, a folder "
+        "of "
+        "them, or a comma-separated list");
   std::vector<std::string> out;
   size_t begin = 0;
   while (begin <= spec.size()) {
@@ -192,16 +210,19 @@ std::vector<std::string> shard_paths(const std::string& spec) {
     if (fs::is_directory(entry, ec)) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(entry, ec))
-        if (e.path().extension() == ".bin" && e.is_regular_file(ec)) found.push_back(e.path().string());
+        if (e.path().extension() == ".bin" && e.is_regular_file(ec))
+          found.push_back(e.path().string());
       if (ec) fail("dataset_path: cannot list folder '", entry, "': ", ec.message());
       if (found.empty())
-        fail("dataset_path: folder '", entry, "' holds no *.bin token shards (make them with `gemmax tokenize`)");
+        fail("dataset_path: folder '", entry,
+             "' holds no *.bin token shards (make them with `gemmax tokenize`)");
       std::sort(found.begin(), found.end());
       out.insert(out.end(), found.begin(), found.end());
     } else if (fs::exists(entry, ec)) {
       out.push_back(entry);
     } else {
-      fail("dataset_path: '", entry, "' does not exist (expected a .bin token shard or a folder of them)");
+      fail("dataset_path: '", entry,
+           "' does not exist (expected a .bin token shard or a folder of them)");
     }
   }
   if (out.empty()) fail("dataset_path '", spec, "' names no token shards");
@@ -215,12 +236,14 @@ std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
   for (const std::string& p : paths) {
     auto shard = std::make_shared<const TokenShard>(p);
     shard->validate_tokens(o.vocab_size);
-    const ShardHeader &h = shard->header();
+    const ShardHeader& h = shard->header();
     if (first) {
       const ShardHeader& f = first->header();
-      if (h.vocab_size != f.vocab_size || h.eos_id != f.eos_id || h.bos_id != f.bos_id || h.pad_id != f.pad_id)
-        fail("token shards '", first->path(), "' and '", p, "' were written by different tokenizers (vocab ",
-             f.vocab_size, " vs ", h.vocab_size, ", eos ", f.eos_id, " vs ", h.eos_id,
+      if (h.vocab_size != f.vocab_size || h.eos_id != f.eos_id || h.bos_id != f.bos_id ||
+          h.pad_id != f.pad_id)
+        fail("token shards '", first->path(), "' and '", p,
+             "' were written by different tokenizers (vocab ", f.vocab_size, " vs ", h.vocab_size,
+             ", eos ", f.eos_id, " vs ", h.eos_id,
              "); tokenize all shards of a dataset with the same tokenizer");
     } else {
       first = shard;
@@ -231,11 +254,12 @@ std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
   const bool has_pad = h.pad_id != kShardNoId;
   const int32_t pad_fill = has_pad ? int32_t(h.pad_id) : 0;
   if (pad_fill >= o.vocab_size)
-    fail("token shard '", first->path(), "': its pad id ", pad_fill, " is outside the model's vocabulary (vocab_size ",
-         o.vocab_size, "): the shards' tokenizer does not match the model");
+    fail("token shard '", first->path(), "': its pad id ", pad_fill,
+         " is outside the model's vocabulary (vocab_size ", o.vocab_size,
+         "): the shards' tokenizer does not match the model");
   std::string what = paths.size() == 1 ? str_cat("token shard '", paths[0], "'")
-                                       : str_cat(paths.size(), " token shards ('", paths.front(), "' .. '",
-                                                 paths.back(), "')");
+                                       : str_cat(paths.size(), " token shards ('", paths.front(),
+                                                 "' .. '", paths.back(), "')");
   return std::make_unique<PackedLoader>(o, std::move(docs), what,
                                         str_cat(", tokenizer vocab ", h.vocab_size), pad_fill,
                                         has_pad ? pad_fill : -1);
@@ -245,8 +269,12 @@ std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
 
 std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
   if (o.seq <= 0) fail("max_target_length must be positive, got ", o.seq);
-  if (o.batch <= 0) fail("per_device_batch_size must give at least one row per batch, got ", o.batch);
+  if (o.batch <= 0)
+    fail("per_device_batch_size must give at least one row per batch, got ", o.batch);
   if (o.vocab_size <= 0) fail("vocab_size must be positive, got ", o.vocab_size);
+  if (o.dataset_type != "shards" && !o.dataset_path.empty())
+    fail("dataset_path '", o.dataset_path, "' is set but dataset_type is '", o.dataset_type,
+         "', which reads no files; set dataset_type=shards to train on it, or clear dataset_path");
   if (o.dataset_type == "builtin") return builtin_loader(o);
   if (o.dataset_type == "shards") return shards_loader(o);
   if (o.dataset_type == "synthetic") return std::make_unique<SyntheticLoader>(o);

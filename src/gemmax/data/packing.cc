@@ -6,7 +6,8 @@
 
 namespace gemmax {
 
-void Documents::add(std::span<const uint32_t> tokens, uint32_t eos_id, std::shared_ptr<const void> owner) {
+void Documents::add(std::span<const uint32_t> tokens, uint32_t eos_id,
+                    std::shared_ptr<const void> owner) {
   if (tokens.empty()) return;
   parts_.push_back({tokens, starts_.size(), std::move(owner)});
   uint64_t start = 0;
@@ -26,12 +27,14 @@ std::span<const uint32_t> Documents::operator[](uint64_t doc) const {
   auto it = std::upper_bound(parts_.begin(), parts_.end(), doc,
                              [](uint64_t d, const Part& p) { return d < p.first_doc; });
   const Part& part = *(it - 1);
-  const bool last_in_part = (it == parts_.end()) ? doc + 1 == starts_.size() : doc + 1 == it->first_doc;
+  const bool last_in_part =
+      (it == parts_.end()) ? doc + 1 == starts_.size() : doc + 1 == it->first_doc;
   const uint64_t end = last_in_part ? part.tokens.size() : starts_[doc + 1];
   return part.tokens.subspan(starts_[doc], end - starts_[doc]);
 }
 
-void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b, int64_t row) {
+void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b,
+              int64_t row) {
   GEMMAX_CHECK(docs.size() > 0, "pack_row: no documents");
   const int64_t S = b.seq;
   int32_t* in = b.inputs.data() + row * S;

@@ -16,7 +16,8 @@ class Documents {
  public:
   // `owner` keeps the memory behind `tokens` alive (a mapped shard, a vector). Tokens after
   // the last eos form one more document.
-  void add(std::span<const uint32_t> tokens, uint32_t eos_id, std::shared_ptr<const void> owner = nullptr);
+  void add(std::span<const uint32_t> tokens, uint32_t eos_id,
+           std::shared_ptr<const void> owner = nullptr);
   uint64_t size() const { return starts_.size(); }  // documents
   uint64_t num_tokens() const { return num_tokens_; }
   std::span<const uint32_t> operator[](uint64_t doc) const;
@@ -42,7 +43,8 @@ struct PackCursor {
 // on and advances it; wraps to document 0 (epoch + 1) at the end. A document longer than the
 // row is cut into pieces of at most b.seq tokens, each its own segment; a piece that does not
 // fit the rest of the row starts the next row. packing=false: one piece per row.
-void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b, int64_t row);
+void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b,
+              int64_t row);
 
 // targets = inputs shifted left within the row (last column: pad_fill); target_segment_ids the
 // same shift of segment_ids, zeroed where the target is padding or the token pad_id (as MaxText

@@ -13,18 +13,21 @@ class SentencePieceTokenizer final : public Tokenizer {
   explicit SentencePieceTokenizer(const std::string& path) : path_(path) {
     std::error_code ec;
     if (path.empty())
-      fail("tokenizer_type sentencepiece needs tokenizer_path: the SentencePiece .model file "
-           "(for Gemma: the model's tokenizer.model)");
+      fail(
+          "tokenizer_type sentencepiece needs tokenizer_path: the SentencePiece .model file "
+          "(for Gemma: the model's tokenizer.model)");
     if (!std::filesystem::exists(path, ec))
       fail("tokenizer_path '", path, "': no such file (expected a SentencePiece .model file)");
     if (std::filesystem::is_directory(path, ec))
-      fail("tokenizer_path '", path, "' is a folder; give the SentencePiece .model file in it "
+      fail("tokenizer_path '", path,
+           "' is a folder; give the SentencePiece .model file in it "
            "(for Gemma: tokenizer.model)");
     const auto status = sp_.Load(path);
     if (!status.ok())
       fail("tokenizer_path '", path, "' is not a SentencePiece model (", status.ToString(),
            "); give a .model file such as Gemma's tokenizer.model, not tokenizer.json");
-    if (sp_.GetPieceSize() <= 0) fail("tokenizer_path '", path, "': the SentencePiece model is empty");
+    if (sp_.GetPieceSize() <= 0)
+      fail("tokenizer_path '", path, "': the SentencePiece model is empty");
   }
 
   std::vector<int32_t> encode(std::string_view text) const override {
@@ -79,7 +82,8 @@ std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::string& path) {
   if (type == "byte") {
     if (!path.empty())
-      fail("tokenizer_path '", path, "' is set but tokenizer_type is byte, which needs no file; "
+      fail("tokenizer_path '", path,
+           "' is set but tokenizer_type is byte, which needs no file; "
            "set tokenizer_type=sentencepiece to use it, or clear tokenizer_path");
     return make_byte_tokenizer();
   }

@@ -15,12 +15,15 @@
 namespace gemmax {
 
 // The format is little-endian; on such a host the mapped tokens are used in place.
-static_assert(std::endian::native == std::endian::little, "token shards assume a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "token shards assume a little-endian host");
 
 namespace {
 
 template <class T>
-void put(unsigned char* buf, size_t at, T v) { std::memcpy(buf + at, &v, sizeof v); }
+void put(unsigned char* buf, size_t at, T v) {
+  std::memcpy(buf + at, &v, sizeof v);
+}
 template <class T>
 T get(const unsigned char* buf, size_t at) {
   T v;
@@ -80,8 +83,8 @@ ShardWriter::ShardWriter(std::string path, int64_t vocab_size, int32_t eos_id, i
   if (vocab_size <= 0 || vocab_size > int64_t(kShardNoId))
     fail("token shard '", path_, "': tokenizer vocab size ", vocab_size, " is not in [1, 2^32-1)");
   if (eos_id < 0 || eos_id >= vocab_size)
-    fail("token shard '", path_, "': the tokenizer's eos id ", eos_id, " is not in [0, ", vocab_size,
-         "); shards separate documents by eos, so the tokenizer needs one");
+    fail("token shard '", path_, "': the tokenizer's eos id ", eos_id, " is not in [0, ",
+         vocab_size, "); shards separate documents by eos, so the tokenizer needs one");
   header_.vocab_size = uint32_t(vocab_size);
   header_.eos_id = uint32_t(eos_id);
   header_.bos_id = id_field(bos_id);
@@ -115,11 +118,12 @@ void ShardWriter::add_document(std::span<const int32_t> ids, bool add_bos) {
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
     if (id < 0 || int64_t(id) >= int64_t(header_.vocab_size))
-      fail("token shard '", path_, "': document ", header_.num_documents, ", token ", i, ": id ", id,
-           " is outside the tokenizer's vocabulary [0, ", header_.vocab_size, ")");
+      fail("token shard '", path_, "': document ", header_.num_documents, ", token ", i, ": id ",
+           id, " is outside the tokenizer's vocabulary [0, ", header_.vocab_size, ")");
     if (uint32_t(id) == header_.eos_id)
       fail("token shard '", path_, "': document ", header_.num_documents, ", token ", i,
-           " is the eos id ", id, "; documents are separated by eos, so a document may not contain it");
+           " is the eos id ", id,
+           "; documents are separated by eos, so a document may not contain it");
     buf.push_back(uint32_t(id));
   }
   buf.push_back(header_.eos_id);
@@ -132,7 +136,8 @@ void ShardWriter::finish() {
   GEMMAX_CHECK(file_, "token shard '", path_, "': finish called twice");
   unsigned char buf[kShardHeaderBytes];
   encode_header(header_, buf);
-  if (std::fseek(file_, 0, SEEK_SET) != 0) fail("seeking in '", tmp_path_, "': ", std::strerror(errno));
+  if (std::fseek(file_, 0, SEEK_SET) != 0)
+    fail("seeking in '", tmp_path_, "': ", std::strerror(errno));
   write_raw(buf, sizeof buf);
   if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0)
     fail("writing token shard '", tmp_path_, "': ", std::strerror(errno), " (disk full?)");
@@ -167,7 +172,8 @@ TokenShard::TokenShard(std::string path) : path_(std::move(path)) {
   }
   if (file_bytes < kShardHeaderBytes) {
     ::close(fd);
-    fail("token shard '", path_, "' is ", file_bytes, " bytes, shorter than the ", kShardHeaderBytes,
+    fail("token shard '", path_, "' is ", file_bytes, " bytes, shorter than the ",
+         kShardHeaderBytes,
          "-byte header: truncated, or not a gemmax token shard (make one with `gemmax tokenize`)");
   }
   map_bytes_ = size_t(file_bytes);
@@ -178,6 +184,16 @@ TokenShard::TokenShard(std::string path) : path_(std::move(path)) {
     map_ = nullptr;
     fail("cannot map token shard '", path_, "': ", std::strerror(map_err));
   }
+  try {
+    validate_header(file_bytes);
+  } catch (...) {
+    ::munmap(map_, map_bytes_);  // the destructor does not run for a throwing constructor
+    map_ = nullptr;
+    throw;
+  }
+}
+
+void TokenShard::validate_header(uint64_t file_bytes) {
   const auto* bytes = static_cast<const unsigned char*>(map_);
   const std::string where = "token shard '" + path_ + "'";
   if (std::memcmp(bytes, kShardMagic, 8) != 0)
@@ -188,29 +204,29 @@ TokenShard::TokenShard(std::string path) : path_(std::move(path)) {
     fail(where, ": field version: expected ", kShardVersion, ", got ", header_.version,
          ": written by another gemmax version; re-tokenize it with this one");
   if (header_.dtype != kShardDtypeUint32)
-    fail(where, ": field dtype: expected ", kShardDtypeUint32, " (uint32 tokens), got ", header_.dtype,
-         ": unknown token type; re-tokenize it with this gemmax");
+    fail(where, ": field dtype: expected ", kShardDtypeUint32, " (uint32 tokens), got ",
+         header_.dtype, ": unknown token type; re-tokenize it with this gemmax");
   if (header_.vocab_size == 0 || header_.vocab_size == kShardNoId)
     fail(where, ": field vocab_size: expected a value in [1, 2^32-1), got ", header_.vocab_size,
          ": corrupt header");
   if (header_.eos_id >= header_.vocab_size)
-    fail(where, ": field eos_id: expected < vocab_size ", header_.vocab_size, ", got ", header_.eos_id,
-         ": corrupt header");
+    fail(where, ": field eos_id: expected < vocab_size ", header_.vocab_size, ", got ",
+         header_.eos_id, ": corrupt header");
   for (auto [name, id] : {std::pair{"bos_id", header_.bos_id}, std::pair{"pad_id", header_.pad_id}})
     if (id != kShardNoId && id >= header_.vocab_size)
-      fail(where, ": field ", name, ": expected < vocab_size ", header_.vocab_size, " or 0xFFFFFFFF (none), got ",
-           id, ": corrupt header");
+      fail(where, ": field ", name, ": expected < vocab_size ", header_.vocab_size,
+           " or 0xFFFFFFFF (none), got ", id, ": corrupt header");
   const uint64_t max_tokens = (UINT64_MAX - kShardHeaderBytes) / 4;
   if (header_.num_tokens > max_tokens)
     fail(where, ": field num_tokens: ", header_.num_tokens, " is impossibly large: corrupt header");
   const uint64_t expected = kShardHeaderBytes + 4 * header_.num_tokens;
   if (file_bytes < expected)
-    fail(where, " is truncated: field num_tokens says ", header_.num_tokens, " tokens, so expected ", expected,
-         " bytes, got ", file_bytes, " (", (file_bytes - kShardHeaderBytes) / 4,
-         " tokens); the write was cut short: re-tokenize it");
+    fail(where, " is truncated: field num_tokens says ", header_.num_tokens,
+         " tokens, so expected ", expected, " bytes, got ", file_bytes, " (",
+         (file_bytes - kShardHeaderBytes) / 4, " tokens); the write was cut short: re-tokenize it");
   if (file_bytes > expected)
-    fail(where, ": token count mismatch: field num_tokens says ", header_.num_tokens, " tokens, so expected ",
-         expected, " bytes, got ", file_bytes, " (", file_bytes - expected,
+    fail(where, ": token count mismatch: field num_tokens says ", header_.num_tokens,
+         " tokens, so expected ", expected, " bytes, got ", file_bytes, " (", file_bytes - expected,
          " bytes too many): corrupt shard; re-tokenize it");
   if (header_.num_documents > header_.num_tokens)
     fail(where, ": field num_documents: expected at most num_tokens ", header_.num_tokens, ", got ",
@@ -229,10 +245,11 @@ void TokenShard::validate_tokens(int64_t model_vocab_size) const {
   for (uint32_t t : tokens()) eos += (t == header_.eos_id);
   if (eos != header_.num_documents)
     fail(where, ": document count mismatch: field num_documents says ", header_.num_documents,
-         ", but the tokens hold ", eos, " eos (id ", header_.eos_id, ") tokens: corrupt shard; re-tokenize it");
+         ", but the tokens hold ", eos, " eos (id ", header_.eos_id,
+         ") tokens: corrupt shard; re-tokenize it");
   if (header_.num_tokens > 0 && tokens_[header_.num_tokens - 1] != header_.eos_id)
-    fail(where, ": the last token is ", tokens_[header_.num_tokens - 1], ", not eos (id ", header_.eos_id,
-         "): the last document is cut off; re-tokenize it");
+    fail(where, ": the last token is ", tokens_[header_.num_tokens - 1], ", not eos (id ",
+         header_.eos_id, "): the last document is cut off; re-tokenize it");
 }
 
 void check_token_ids(std::string_view what, std::span<const uint32_t> ids, int64_t vocab_size,
@@ -245,9 +262,10 @@ void check_token_ids(std::string_view what, std::span<const uint32_t> ids, int64
   while (int64_t(ids[i]) < vocab_size) ++i;
   std::string writer;
   if (writer_vocab > 0) writer = str_cat(" (its tokenizer has vocabulary size ", writer_vocab, ")");
-  fail(what, ": token ", i, " has id ", ids[i], ", outside the model's vocabulary (vocab_size ", vocab_size,
-       ")", writer, ": the data was tokenized with a tokenizer that does not match the model; "
-       "re-tokenize it with the model's tokenizer, or use a model whose vocab_size covers it");
+  fail(what, ": token ", i, " has id ", ids[i], ", outside the model's vocabulary (vocab_size ",
+       vocab_size, ")", writer,
+       ": the tokenizer does not match the model; use the model's tokenizer (re-tokenize "
+       "shards with it), or a model whose vocab_size covers the tokenizer's");
 }
 
 }  // namespace gemmax

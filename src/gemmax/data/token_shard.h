@@ -11,7 +11,7 @@ namespace gemmax {
 
 inline constexpr char kShardMagic[8] = {'G', 'M', 'X', 'T', 'O', 'K', 'E', 'N'};
 inline constexpr uint32_t kShardVersion = 1;
-inline constexpr uint32_t kShardDtypeUint32 = 1;  // the only token dtype so far
+inline constexpr uint32_t kShardDtypeUint32 = 1;     // the only token dtype so far
 inline constexpr uint32_t kShardNoId = 0xFFFFFFFFu;  // bos/pad field when the tokenizer has none
 inline constexpr size_t kShardHeaderBytes = 64;
 
@@ -68,6 +68,7 @@ class TokenShard {
   void validate_tokens(int64_t model_vocab_size) const;
 
  private:
+  void validate_header(uint64_t file_bytes);
   std::string path_;
   ShardHeader header_;
   void* map_ = nullptr;

@@ -1,9 +1,8 @@
 #include "gemmax/data/tokenize_files.h"
 
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gemmax/base/error.h"
 #include "gemmax/data/token_shard.h"
@@ -66,13 +65,16 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
         try {
           j = nlohmann::json::parse(line);
         } catch (const nlohmann::json::exception& e) {
-          fail(path, ":", n, ": not valid JSON (", e.what(), "); a .jsonl input needs one JSON object per line");
+          fail(path, ":", n, ": not valid JSON (", e.what(),
+               "); a .jsonl input needs one JSON object per line");
         }
         if (!j.is_object() || !j.contains(o.text_key))
-          fail(path, ":", n, ": expected a JSON object with a \"", o.text_key, "\" field (set another field with "
+          fail(path, ":", n, ": expected a JSON object with a \"", o.text_key,
+               "\" field (set another field with "
                "--text_key)");
         if (!j[o.text_key].is_string())
-          fail(path, ":", n, ": field \"", o.text_key, "\" is ", j[o.text_key].type_name(), ", expected a string");
+          fail(path, ":", n, ": field \"", o.text_key, "\" is ", j[o.text_key].type_name(),
+               ", expected a string");
         add(j[o.text_key].get_ref<const std::string&>());
       });
     } else if (o.lines) {
@@ -84,7 +86,8 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
     }
   }
   if (writer.num_documents() == 0)
-    fail("tokenize: the inputs hold no documents (", r.skipped_empty, " empty); nothing written to '", o.out, "'");
+    fail("tokenize: the inputs hold no documents (", r.skipped_empty,
+         " empty); nothing written to '", o.out, "'");
   writer.finish();
   r.documents = writer.num_documents();
   r.tokens = writer.num_tokens();

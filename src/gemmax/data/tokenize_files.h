@@ -13,9 +13,9 @@ struct TokenizeOptions {
   std::string out;                  // the shard to write
   std::string tokenizer_type = "byte";
   std::string tokenizer_path;
-  bool add_bos = true;              // documents are written as [bos] tokens eos
-  bool lines = false;               // plain text: one document per non-empty line, not per file
-  std::string text_key = "text";    // *.jsonl: the field holding the document's text
+  bool add_bos = true;            // documents are written as [bos] tokens eos
+  bool lines = false;             // plain text: one document per non-empty line, not per file
+  std::string text_key = "text";  // *.jsonl: the field holding the document's text
 };
 
 struct TokenizeResult {

@@ -21,7 +21,7 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   virtual int32_t bos_id() const = 0;  // -1: the tokenizer has none
   virtual int32_t eos_id() const = 0;
-  virtual int32_t pad_id() const = 0;  // -1: the tokenizer has none
+  virtual int32_t pad_id() const = 0;        // -1: the tokenizer has none
   virtual std::string describe() const = 0;  // e.g. "byte (vocab 259)"
 };
 
