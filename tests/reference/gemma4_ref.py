@@ -420,7 +420,10 @@ def main(argv=None):
     ap.add_argument("--logits", help="also write logits [B,S,V] here (safetensors, key 'logits')")
     ap.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     ap.add_argument("--lb-weight", type=float, default=DEFAULT_LB_WEIGHT)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (1 is fastest for test-sized models)")
     a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
     dtype = getattr(torch, a.dtype)
     r = run(a.model, read_tokens(a.tokens, a.batch), dtype, a.lb_weight)
     safetensors_np.save_file({n: g.numpy() for n, g in r["grads"].items()}, a.out)

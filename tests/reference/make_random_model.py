@@ -244,6 +244,7 @@ def main(argv=None):
         else:
             ap.add_argument(flag, type=type(v), default=None)
     a = ap.parse_args(argv)
+    torch.set_num_threads(1)
     if a.list:
         for n, p in PRESETS.items():
             print(n, json.dumps(dict(BASE, **p)))
