@@ -74,7 +74,8 @@ class Config:
         if lt is None:  # HF default pattern: every 6th layer global
             lt = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(self.L)]
         if len(lt) != self.L or any(t not in ("sliding_attention", "full_attention") for t in lt):
-            raise ValueError("layer_types must list %d of sliding_attention/full_attention" % self.L)
+            raise ValueError("layer_types must list %d sliding_attention/full_attention"
+                             % self.L)
         self.layer_types = list(lt)
         self.rope = g("rope_parameters") or _HF_DEFAULT_ROPE
         self._check_supported(g)
@@ -86,7 +87,7 @@ class Config:
             (g("num_kv_shared_layers") != 0, "num_kv_shared_layers > 0"),
             (bool(g("use_double_wide_mlp")), "use_double_wide_mlp"),
             (bool(g("attention_bias")), "attention_bias"),
-            (g("hidden_activation") != "gelu_pytorch_tanh", "hidden_activation other than tanh GELU"),
+            (g("hidden_activation") != "gelu_pytorch_tanh", "activations other than tanh GELU"),
             (g("use_bidirectional_attention") == "all", "use_bidirectional_attention='all'"),
             (not g("tie_word_embeddings"), "untied embeddings"),
         ]

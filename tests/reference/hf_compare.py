@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,7 +44,9 @@ def hf_forward(model_dir, tokens):
         # HF shifts labels itself: logits at s predict ids[s+1]; the logits of the last input
         # position have no label and are dropped. Causality keeps logits[:, :S] unchanged.
         out = model(input_ids=ids, labels=ids)
-    tc = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    tc = model.config
+    if hasattr(tc, "get_text_config"):
+        tc = tc.get_text_config()
     return (out.logits[:, :-1].double(), float(out.loss), list(tc.layer_types),
             type(model).__name__, transformers.__version__)
 
@@ -72,7 +73,8 @@ def compare_one(name, model_dir, tokens, batch, gemmax=None):
     good = le <= LOGIT_TOL and ce <= LOSS_TOL
     ok &= good
     lines.append("%-13s HF(%s %s) vs reference: logits %.2e, ce_loss %.2e (HF %.9f ref %.9f) %s%s"
-                 % (name, cls, ver, le, ce, hf_loss, ref["ce_loss"], "ok" if good else "FAIL", note))
+                 % (name, cls, ver, le, ce, hf_loss, ref["ce_loss"], "ok" if good else "FAIL",
+                    note))
     if gemmax:
         if note:
             lines.append("%-13s gemmax vs HF: skipped (HF does not run this layer_types)" % name)

@@ -62,7 +62,8 @@ MIN_MARGIN = 1e-3
 def text_config(o):
     L = o["layers"]
     pat = o["pattern"]
-    types = ["full_attention" if pat[i % len(pat)] == "G" else "sliding_attention" for i in range(L)]
+    types = ["full_attention" if pat[i % len(pat)] == "G" else "sliding_attention"
+             for i in range(L)]
     return {
         "architectures": ["Gemma4ForCausalLM"],
         "model_type": "gemma4_text",

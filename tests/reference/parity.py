@@ -165,7 +165,8 @@ def self_test():
             v.update(kw)
             return v
         bad = {
-            "grad x(1+1e-3)": variant(grads=dict(base["grads"], **{name: ref["grads"][name] * 1.001})),
+            "grad x(1+1e-3)": variant(grads=dict(base["grads"],
+                                                 **{name: ref["grads"][name] * 1.001})),
             "grad missing": variant(grads={n: g for n, g in base["grads"].items() if n != name}),
             "grad extra": variant(grads=dict(base["grads"], **{"lm_head.weight": np.zeros(3)})),
             "grad NaN": variant(grads=dict(base["grads"], **{name: ref["grads"][name] * np.nan})),
