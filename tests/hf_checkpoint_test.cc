@@ -71,10 +71,9 @@ TEST(HfCheckpoint, ShardedWithIndex) {
   for (const auto& e : std::filesystem::directory_iterator(root))
     files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, (std::vector<std::string>{"model-00001-of-00003.safetensors",
-                                             "model-00002-of-00003.safetensors",
-                                             "model-00003-of-00003.safetensors",
-                                             "model.safetensors.index.json"}));
+  EXPECT_EQ(files, (std::vector<std::string>{
+                       "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                       "model-00003-of-00003.safetensors", "model.safetensors.index.json"}));
   const auto index = nlohmann::json::parse(read_file(root + "/model.safetensors.index.json"));
   EXPECT_EQ(index["metadata"]["total_size"], 2400);
   EXPECT_EQ(index["weight_map"]["model.embed_tokens.weight"], "model-00001-of-00003.safetensors");
@@ -96,7 +95,7 @@ TEST(HfCheckpoint, ShardedWithIndex) {
 TEST(HfCheckpoint, RewritingRemovesStaleFiles) {
   TempDir dir;
   NamedTensors ts = sample();
-  write_hf_checkpoint(dir.str(), ts, 800);  // 3 shards
+  write_hf_checkpoint(dir.str(), ts, 800);   // 3 shards
   write_hf_checkpoint(dir.str(), ts, 1200);  // 400+400+400 | 200+1000: 2 shards
   EXPECT_EQ(dir.list(), (std::vector<std::string>{"model-00001-of-00002.safetensors",
                                                   "model-00002-of-00002.safetensors",

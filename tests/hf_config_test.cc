@@ -233,7 +233,9 @@ TEST(HfConfig, PerLayerConfigForm) {
   t.erase("num_global_key_value_heads");
   t.erase("layer_types");
   json plc = json::object();
-  for (int l = 5; l < 30; l += 6) plc[l < 10 ? "0" + std::to_string(l) : std::to_string(l)] = {{"head_dim", 512}, {"num_key_value_heads", 2}};
+  for (int l = 5; l < 30; l += 6)
+    plc[l < 10 ? "0" + std::to_string(l) : std::to_string(l)] = {{"head_dim", 512},
+                                                                 {"num_key_value_heads", 2}};
   t["per_layer_config"] = plc;
   expect_26b(parse(t));
 
@@ -360,7 +362,8 @@ TEST(HfConfig, UnsupportedFeaturesAreNamed) {
 TEST(HfConfig, LayerTypesMustBeThePeriodicPattern) {
   json t = text_only_26b();
   t["layer_types"][11] = "sliding_attention";
-  expect_error([&] { parse(t); }, {"layer_types[11]", "global iff l % 6 == 5", "\"full_attention\""});
+  expect_error([&] { parse(t); },
+               {"layer_types[11]", "global iff l % 6 == 5", "\"full_attention\""});
   t = text_only_26b();
   t["layer_types"][8] = "full_attention";
   expect_error([&] { parse(t); }, {"layer_types[8]", "\"sliding_attention\""});
@@ -408,6 +411,8 @@ TEST(HfConfig, RopeParameters) {
   t = text_only_26b();
   t["final_logit_softcapping"] = nullptr;
   EXPECT_EQ(parse(t).final_logits_soft_cap, 0.0);
+  t["final_logit_softcapping"] = 0.0;
+  expect_error([&] { parse(t); }, {"final_logit_softcapping must be positive, or null"});
 }
 
 }  // namespace

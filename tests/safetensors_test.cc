@@ -45,8 +45,10 @@ TEST(Safetensors, RoundTripEveryDtypeBitExact) {
   NamedTensors ts;
   uint32_t seed = 1;
   for (DType d : all) {
-    ts.emplace_back(std::string("t.") + std::string(dtype_name(d)), random_tensor({3, 5}, d, seed++));
-    ts.emplace_back(std::string("odd.") + std::string(dtype_name(d)), random_tensor({7}, d, seed++));
+    ts.emplace_back(std::string("t.") + std::string(dtype_name(d)),
+                    random_tensor({3, 5}, d, seed++));
+    ts.emplace_back(std::string("odd.") + std::string(dtype_name(d)),
+                    random_tensor({7}, d, seed++));
   }
   ts.emplace_back("scalar", random_tensor({}, DType::F32, 99));
   ts.emplace_back("empty", Tensor::empty({0, 4}, DType::BF16));
@@ -99,8 +101,7 @@ TEST(Safetensors, MatchesLibraryBytes) {
   Tensor t = Tensor::empty({1, 2, 3}, DType::F32);
   for (int i = 0; i < 6; ++i) t.data<float>()[i] = float(i);
   write_safetensors(dir / "a", {{"attn.0", t}});
-  const std::string header =
-      R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})";
+  const std::string header = R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})";
   ASSERT_EQ(header.size(), 64u);  // already a multiple of 8: no padding
   std::string data(24, '\0');
   std::memcpy(data.data(), t.raw(), 24);
@@ -114,28 +115,31 @@ TEST(Safetensors, MatchesLibraryBytes) {
 
 TEST(Safetensors, HeaderOrderAndPaddingFollowLibrary) {
   TempDir dir;
-  NamedTensors ts = {{"b_u8", random_tensor({3}, DType::U8, 1)},
-                     {"a_bf16", random_tensor({3}, DType::BF16, 2)},
-                     {"z_f32", random_tensor({1}, DType::F32, 3)},
-                     {"y_f32", random_tensor({1}, DType::F32, 4)},
-                     {"c_i64", random_tensor({1}, DType::I64, 5)},
-                     {"d_f64", random_tensor({1}, DType::F64, 6)}};
+  NamedTensors ts = {
+      {"b_u8", random_tensor({3}, DType::U8, 1)},   {"a_bf16", random_tensor({3}, DType::BF16, 2)},
+      {"z_f32", random_tensor({1}, DType::F32, 3)}, {"y_f32", random_tensor({1}, DType::F32, 4)},
+      {"c_i64", random_tensor({1}, DType::I64, 5)}, {"d_f64", random_tensor({1}, DType::F64, 6)}};
   std::vector<size_t> order;
   const std::string h = safetensors_header(ts, {{"k", "v"}}, &order);
   EXPECT_EQ(h.size() % 8, 0u);
   // Largest alignment first (I64, F64, F32, BF16, U8), then by name.
   std::vector<std::string> names;
   for (size_t i : order) names.push_back(ts[i].first);
-  EXPECT_EQ(names, (std::vector<std::string>{"c_i64", "d_f64", "y_f32", "z_f32", "a_bf16", "b_u8"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"c_i64", "d_f64", "y_f32", "z_f32", "a_bf16", "b_u8"}));
   EXPECT_EQ(h.rfind(R"({"__metadata__":{"k":"v"},"c_i64":{"dtype":"I64","shape":[1],)"
-                    R"("data_offsets":[0,8]},"d_f64":)", 0), 0u) << h;
+                    R"("data_offsets":[0,8]},"d_f64":)",
+                    0),
+            0u)
+      << h;
   const std::string path = dir / "o.safetensors";
   write_safetensors(path, ts, {{"k", "v"}});
   SafetensorsFile f = SafetensorsFile::open(path);
   EXPECT_EQ(f.data_offset(), 8 + h.size());
   names.clear();
   for (const auto& e : f.entries()) names.push_back(e.name);  // data order
-  EXPECT_EQ(names, (std::vector<std::string>{"c_i64", "d_f64", "y_f32", "z_f32", "a_bf16", "b_u8"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"c_i64", "d_f64", "y_f32", "z_f32", "a_bf16", "b_u8"}));
 }
 
 TEST(Safetensors, WriterRejectsBadInput) {
@@ -153,8 +157,11 @@ TEST(Safetensors, DiskFullLeavesPreviousFileIntact) {
   write_safetensors(path, {{"a", random_tensor({16}, DType::F32, 1)}});
   const std::string before = read_file(path);
   inject_write_failure_after_bytes_for_testing(100);
-  expect_error([&] { write_safetensors(path, {{"a", random_tensor({1024}, DType::F32, 2)}}); },
-               {path, "No space left on device"});
+  expect_error(
+      [&] {
+        write_safetensors(path, {{"a", random_tensor({1024}, DType::F32, 2)}});
+      },
+      {path, "No space left on device"});
   EXPECT_EQ(read_file(path), before);
   EXPECT_EQ(dir.list(), std::vector<std::string>{"model.safetensors"});
   SafetensorsFile::open(path);  // still valid
@@ -201,7 +208,8 @@ TEST_F(BadFile, UnknownDtype) {
 
 TEST_F(BadFile, UnsupportedDtypeIsListedButNotReadable) {
   const std::string path = dir_ / "bool.safetensors";
-  write_file(path, raw_file(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\1\0\1", 3)));
+  write_file(path, raw_file(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})",
+                            std::string("\1\0\1", 3)));
   SafetensorsFile f = SafetensorsFile::open(path);
   EXPECT_EQ(f.entry("m").st_dtype, "BOOL");
   EXPECT_FALSE(f.entry("m").supported);
@@ -214,28 +222,27 @@ TEST_F(BadFile, TruncatedData) {
   write_safetensors(good, {{"w", random_tensor({8}, DType::F32, 3)}});
   std::string bytes = read_file(good);
   bytes.resize(bytes.size() - 5);
-  expect_open_error(bytes, {"tensor 'w'", "data_offsets [0, 32]", "past the data section (27 bytes)",
-                            "truncated"});
+  expect_open_error(bytes, {"tensor 'w'", "data_offsets [0, 32]",
+                            "past the data section (27 bytes)", "truncated"});
 }
 
 TEST_F(BadFile, OffsetsMismatchShape) {
-  expect_open_error(raw_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,12]}})",
-                             std::string(16, 'x')),
-                    {"tensor 'w'", "span 12 bytes", "F32[4] needs 16 bytes"});
+  expect_open_error(
+      raw_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,12]}})", std::string(16, 'x')),
+      {"tensor 'w'", "span 12 bytes", "F32[4] needs 16 bytes"});
 }
 
 TEST_F(BadFile, OffsetsReversed) {
-  expect_open_error(raw_file(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}})",
-                             std::string(16, 'x')),
-                    {"tensor 'w'", "begin > end"});
+  expect_open_error(
+      raw_file(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}})", std::string(16, 'x')),
+      {"tensor 'w'", "begin > end"});
 }
 
 TEST_F(BadFile, OverlappingTensors) {
-  expect_open_error(
-      raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-               R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
-               std::string(24, 'x')),
-      {"tensor 'b'", "overlaps tensor 'a'"});
+  expect_open_error(raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                             R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+                             std::string(24, 'x')),
+                    {"tensor 'b'", "overlaps tensor 'a'"});
 }
 
 TEST_F(BadFile, BadShapes) {

@@ -15,8 +15,10 @@ uint16_t double_to_bf16_bits(double d) {
   if (double(f) != d) {
     uint32_t u = std::bit_cast<uint32_t>(f);
     if ((u & 1u) == 0) {  // take the odd neighbour, on d's side of f
-      if (std::fabs(d) > std::fabs(double(f))) ++u;
-      else --u;
+      if (std::fabs(d) > std::fabs(double(f)))
+        ++u;
+      else
+        --u;
     }
     f = std::bit_cast<float>(u);
   }
@@ -28,9 +30,12 @@ namespace {
 // Reads element i of a float tensor as double (exact for every float source dtype).
 template <class Src>
 double load(const Src* p, int64_t i) {
-  if constexpr (std::is_same_v<Src, bf16>) return double(float(p[i]));
-  else if constexpr (std::is_same_v<Src, uint16_t>) return double(half_to_float(p[i]));
-  else return double(p[i]);
+  if constexpr (std::is_same_v<Src, bf16>)
+    return double(float(p[i]));
+  else if constexpr (std::is_same_v<Src, uint16_t>)
+    return double(half_to_float(p[i]));
+  else
+    return double(p[i]);
 }
 
 template <class Src>
@@ -82,11 +87,12 @@ Tensor convert_dtype(const Tensor& src, DType dst, MemKind kind) {
   }
   if (dst == DType::F16) return refuse("float16 is supported as a source only");
   const bool float_to_float = is_float(from) && is_float(dst);
-  const bool int_to_int = (from == DType::I32 || from == DType::I64) &&
-                          (dst == DType::I32 || dst == DType::I64);
+  const bool int_to_int =
+      (from == DType::I32 || from == DType::I64) && (dst == DType::I32 || dst == DType::I64);
   if (!float_to_float && !int_to_int)
-    return refuse("supported are float32/float64/bfloat16(/float16 source) among themselves, "
-                  "and int32 <-> int64");
+    return refuse(
+        "supported are float32/float64/bfloat16(/float16 source) among themselves, "
+        "and int32 <-> int64");
 
   Tensor out = Tensor::empty(src.shape(), dst, kind);
   if (n == 0) return out;
@@ -105,7 +111,8 @@ Tensor convert_dtype(const Tensor& src, DType dst, MemKind kind) {
       const int64_t* in = src.data<int64_t>();
       int32_t* o = out.data<int32_t>();
       for (int64_t i = 0; i < n; ++i) {
-        if (in[i] < std::numeric_limits<int32_t>::min() || in[i] > std::numeric_limits<int32_t>::max())
+        if (in[i] < std::numeric_limits<int32_t>::min() ||
+            in[i] > std::numeric_limits<int32_t>::max())
           fail("convert_dtype: element ", i, " of ", src.str(), " is ", in[i],
                ", which does not fit in int32; keep the tensor as int64");
         o[i] = int32_t(in[i]);

@@ -29,7 +29,8 @@ std::string read_text_file(const std::string& path) {
 std::string describe_folder(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) names.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   if (names.empty()) return "the folder is empty";
   std::string s = "found: ";
@@ -66,8 +67,7 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir) {
   HfCheckpoint c;
   c.dir_ = dir;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    fail("Hugging Face checkpoint '", dir, "' is not a directory");
+  if (!fs::is_directory(dir, ec)) fail("Hugging Face checkpoint '", dir, "' is not a directory");
   const fs::path index_path = fs::path(dir) / kHfIndexFile;
   const fs::path single_path = fs::path(dir) / kHfWeightsFile;
   const bool has_index = fs::exists(index_path, ec);
@@ -101,7 +101,8 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir) {
   std::set<std::string> files;
   for (const auto& [name, file] : index["weight_map"].items()) {
     if (!file.is_string())
-      fail("'", ipath, "': weight_map[\"", name, "\"] must be a file name string, got ", file.dump());
+      fail("'", ipath, "': weight_map[\"", name, "\"] must be a file name string, got ",
+           file.dump());
     const std::string f = file.get<std::string>();
     if (!is_plain_file_name(f))
       fail("'", ipath, "': weight_map[\"", name, "\"] = \"", f,
@@ -114,9 +115,12 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir) {
     if (!fs::exists(p, ec)) {
       std::string example;
       for (const auto& [name, file] : map)
-        if (file == f) { example = name; break; }
-      fail("'", ipath, "' lists shard '", f, "' (for tensor '", example,
-           "' and others) but '", p.string(), "' does not exist; the checkpoint is incomplete");
+        if (file == f) {
+          example = name;
+          break;
+        }
+      fail("'", ipath, "' lists shard '", f, "' (for tensor '", example, "' and others) but '",
+           p.string(), "' does not exist; the checkpoint is incomplete");
     }
     c.shard_names_.push_back(f);
     c.shards_.push_back(SafetensorsFile::open(p.string()));
@@ -166,7 +170,8 @@ void write_hf_checkpoint(const std::string& dir, const NamedTensors& tensors,
   if (max_shard_bytes == 0) fail("write_hf_checkpoint: max_shard_bytes must be positive");
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors)
-    if (!seen.insert(name).second) fail("write_hf_checkpoint: tensor name '", name, "' appears twice");
+    if (!seen.insert(name).second)
+      fail("write_hf_checkpoint: tensor name '", name, "' appears twice");
 
   // Shards in the given order, as huggingface_hub's split_torch_state_dict_into_shards does.
   std::vector<NamedTensors> shards(1);
@@ -188,7 +193,8 @@ void write_hf_checkpoint(const std::string& dir, const NamedTensors& tensors,
 
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) fail("cannot create checkpoint folder '", dir, "': ", ec.message());
+  if (ec || !fs::is_directory(dir))
+    fail("cannot create checkpoint folder '", dir, "': ", ec.message());
   const fs::path root(dir);
 
   // First hide the previous checkpoint: without its index (or single file) a half-written

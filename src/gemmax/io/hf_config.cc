@@ -89,7 +89,8 @@ int64_t pattern_from_layer_types(const std::vector<std::string>& types, const Ke
     if ((types[size_t(l)] == kFull) != global)
       fail(k.where, ": layer_types[", l, "] is \"", types[size_t(l)], "\", but the first ",
            "full_attention layer is ", first_full, ", so the periodic pattern gemmax supports ",
-           "(global iff l % ", p, " == ", p - 1, ") needs \"", global ? kFull : kSliding, "\" there");
+           "(global iff l % ", p, " == ", p - 1, ") needs \"", global ? kFull : kSliding,
+           "\" there");
   }
   return p;
 }
@@ -117,7 +118,8 @@ Rope read_rope(const json& j, const std::string& type, const Keys& k) {
   out.theta = r.num("rope_theta", 0);
   if (!(out.theta > 0)) fail(k.where, ": ", key, ".rope_theta must be positive, got ", out.theta);
   const double factor = r.num("factor", 1.0);
-  if (factor != 1.0) k.unsupported(key + ".factor", snippet(j["factor"]), "RoPE scaling is not implemented");
+  if (factor != 1.0)
+    k.unsupported(key + ".factor", snippet(j["factor"]), "RoPE scaling is not implemented");
   const double prf = r.num("partial_rotary_factor", 1.0);
   if (rtype == "default") {
     if (prf != 1.0)
@@ -130,7 +132,8 @@ Rope read_rope(const json& j, const std::string& type, const Keys& k) {
       fail(k.where, ": ", key, ".partial_rotary_factor must lie in [0, 1], got ", prf);
     out.proportion = prf;
   } else {
-    k.unsupported(key + ".rope_type", "\"" + rtype + "\"", "expected \"default\" or \"proportional\"");
+    k.unsupported(key + ".rope_type", "\"" + rtype + "\"",
+                  "expected \"default\" or \"proportional\"");
   }
   return out;
 }
@@ -167,7 +170,8 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
     inf.weight_prefix = "model.language_model.";
     // Gemma4Config ties the output head to the embedding through its own flag.
     if (!tk.boolean("tie_word_embeddings", true))
-      tk.unsupported("tie_word_embeddings", "false", "gemmax ties the output head to the embedding");
+      tk.unsupported("tie_word_embeddings", "false",
+                     "gemmax ties the output head to the embedding");
   } else if (model_type == "gemma4_text") {
     inf.weight_prefix = "model.";
   } else if (model_type.empty()) {
@@ -220,8 +224,10 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
   else if (!v->is_null() && k.to_int("hidden_size_per_layer_input", *v) != 0)
     k.unsupported("hidden_size_per_layer_input", snippet(*v),
                   "per-layer input embeddings are not implemented");
-  if (const json* v = k.find("num_kv_shared_layers"); v && k.to_int("num_kv_shared_layers", *v) != 0)
-    k.unsupported("num_kv_shared_layers", snippet(*v), "KV sharing across layers is not implemented");
+  if (const json* v = k.find("num_kv_shared_layers");
+      v && k.to_int("num_kv_shared_layers", *v) != 0)
+    k.unsupported("num_kv_shared_layers", snippet(*v),
+                  "KV sharing across layers is not implemented");
   if (k.boolean("attention_bias", false))
     k.unsupported("attention_bias", "true", "attention projections have no bias in gemmax");
   if (const double d = k.num("attention_dropout", 0.0); d != 0.0)
@@ -294,9 +300,9 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
       if (c.is_global(l)) {
         if (global.first < 0) global = got;
         if (got != global)
-          fail(where, ": per_layer_config gives global layer ", l, " head_dim ", got.first,
-               " and ", got.second, " KV heads, unlike the first global layer (", global.first,
-               ", ", global.second, "); gemmax needs all global layers alike");
+          fail(where, ": per_layer_config gives global layer ", l, " head_dim ", got.first, " and ",
+               got.second, " KV heads, unlike the first global layer (", global.first, ", ",
+               global.second, "); gemmax needs all global layers alike");
       } else if (got != base) {
         fail(where, ": per_layer_config overrides sliding layer ", l,
              "; gemmax supports overrides on full_attention layers only");
@@ -304,8 +310,8 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
     }
     c.global_head_dim = global.first;
     c.global_num_kv_heads = global.second;
-    if (const json* g = k.find("global_head_dim"); g && !g->is_null() &&
-                                                   k.to_int("global_head_dim", *g) != c.global_head_dim)
+    if (const json* g = k.find("global_head_dim");
+        g && !g->is_null() && k.to_int("global_head_dim", *g) != c.global_head_dim)
       fail(where, ": global_head_dim ", snippet(*g), " disagrees with per_layer_config (",
            c.global_head_dim, ")");
   } else {
@@ -317,8 +323,10 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
 
   // RoPE per layer type; transformers' default when absent.
   json rope = {{kSliding, {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
-               {kFull, {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25},
-                        {"rope_theta", 1000000.0}}}};
+               {kFull,
+                {{"rope_type", "proportional"},
+                 {"partial_rotary_factor", 0.25},
+                 {"rope_theta", 1000000.0}}}};
   if (const json* v = k.find("rope_parameters"); v && !v->is_null()) {
     if (!v->is_object()) k.bad("rope_parameters", *v, "an object keyed by layer type");
     for (const auto& [name, x] : v->items())
@@ -352,8 +360,9 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
   if (const json* v = k.find("final_logit_softcapping"); v && !v->is_null()) {
     if (!v->is_number()) k.bad("final_logit_softcapping", *v, "a number or null");
     c.final_logits_soft_cap = v->get<double>();
-    if (c.final_logits_soft_cap < 0)
-      fail(where, ": final_logit_softcapping must be >= 0 or null, got ", c.final_logits_soft_cap);
+    if (!(c.final_logits_soft_cap > 0))  // transformers divides by it whenever it is not null
+      fail(where, ": final_logit_softcapping must be positive, or null for no soft-cap; got ",
+           snippet(*v));
   } else {
     c.final_logits_soft_cap = 0.0;  // null: no soft-cap
   }
@@ -389,7 +398,8 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   const int64_t p = c.sliding_window_pattern;
   if (p <= 0 || c.num_layers % p != 0)
     fail(who, "transformers forces the last layer to full attention, so base_num_decoder_layers (",
-         c.num_layers, ") must be a multiple of sliding_window_pattern (", p, ") and the pattern > 0");
+         c.num_layers, ") must be a multiple of sliding_window_pattern (", p,
+         ") and the pattern > 0");
   if (!c.share_kv_projections && c.global_num_kv_heads != c.num_kv_heads)
     fail(who, "without K = V (share_kv_projections false) transformers gives global layers ",
          "num_key_value_heads (", c.num_kv_heads, ") KV heads, not global_num_kv_heads (",
@@ -434,8 +444,10 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   j["layer_types"] = types;
   j["rope_parameters"] = {{kSliding, rope(c.local_rope_theta, c.local_rope_proportion, false)},
                           {kFull, rope(c.global_rope_theta, c.global_rope_proportion, true)}};
-  if (c.final_logits_soft_cap > 0) j["final_logit_softcapping"] = c.final_logits_soft_cap;
-  else j["final_logit_softcapping"] = nullptr;
+  if (c.final_logits_soft_cap > 0)
+    j["final_logit_softcapping"] = c.final_logits_soft_cap;
+  else
+    j["final_logit_softcapping"] = nullptr;
   j["rms_norm_eps"] = c.norm_eps;
   j["initializer_range"] = c.initializer_range;
   j["tie_word_embeddings"] = true;

@@ -18,9 +18,9 @@ namespace gemmax {
 
 // What a config.json says besides the model shape.
 struct HfConfigInfo {
-  bool multimodal = false;     // model_type "gemma4": weights live under model.language_model.
-  std::string weight_prefix;   // "model.language_model." or "model."
-  bool has_dtype = false;      // "dtype" / "torch_dtype" present and known
+  bool multimodal = false;    // model_type "gemma4": weights live under model.language_model.
+  std::string weight_prefix;  // "model.language_model." or "model."
+  bool has_dtype = false;     // "dtype" / "torch_dtype" present and known
   DType dtype = DType::F32;
 };
 

@@ -78,8 +78,10 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& what)
   std::vector<std::set<std::string>> seen;
   auto cb = [&](int /*depth*/, nlohmann::json::parse_event_t ev, nlohmann::json& j) {
     using E = nlohmann::json::parse_event_t;
-    if (ev == E::object_start) seen.emplace_back();
-    else if (ev == E::object_end) seen.pop_back();
+    if (ev == E::object_start)
+      seen.emplace_back();
+    else if (ev == E::object_end)
+      seen.pop_back();
     else if (ev == E::key && !seen.back().insert(j.get<std::string>()).second)
       fail(what, ": duplicate key \"", j.get<std::string>(), "\" in the JSON header");
     return true;
@@ -96,7 +98,9 @@ std::string json_snippet(const nlohmann::json& j) {
   return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
 
-bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
 
 }  // namespace
 
@@ -209,8 +213,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
            json_snippet(jo));
     e.begin = jo[0].get<uint64_t>();
     e.end = jo[1].get<uint64_t>();
-    if (e.begin > e.end)
-      fail(where, ": data_offsets [", e.begin, ", ", e.end, "] has begin > end");
+    if (e.begin > e.end) fail(where, ": data_offsets [", e.begin, ", ", e.end, "] has begin > end");
     if (e.end > data_size)
       fail(where, ": data_offsets [", e.begin, ", ", e.end, "] end past the data section (",
            data_size, " bytes); the file is truncated or the header is wrong");
@@ -228,9 +231,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   for (const SafetensorsEntry& e : f.entries_) {
     if (e.nbytes() == 0) continue;
     if (last != nullptr && e.begin < last->end)
-      fail("'", path, "': tensor '", e.name, "' at [", e.begin, ", ", e.end,
-           ") overlaps tensor '", last->name, "' at [", last->begin, ", ", last->end,
-           "); the header is corrupt");
+      fail("'", path, "': tensor '", e.name, "' at [", e.begin, ", ", e.end, ") overlaps tensor '",
+           last->name, "' at [", last->begin, ", ", last->end, "); the header is corrupt");
     if (last == nullptr || e.end > last->end) last = &e;
   }
   for (size_t i = 0; i < f.entries_.size(); ++i) f.index_[f.entries_[i].name] = i;
@@ -279,7 +281,8 @@ std::string safetensors_header(const NamedTensors& tensors, const StringMap& met
   });
   std::set<std::string> names;
   for (const auto& [name, t] : tensors)
-    if (!names.insert(name).second) fail("write_safetensors: tensor name '", name, "' appears twice");
+    if (!names.insert(name).second)
+      fail("write_safetensors: tensor name '", name, "' appears twice");
 
   // ordered_json keeps insertion order: "__metadata__" first, then the data order, and the
   // fields of each entry in the library's order (dtype, shape, data_offsets).
