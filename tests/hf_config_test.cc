@@ -253,6 +253,69 @@ TEST(HfConfig, PerLayerConfigForm) {
   expect_error([&] { parse(bad); }, {"global_head_dim 128 disagrees"});
 }
 
+// Verbatim from transformers 5.24.0: Gemma4ForCausalLM.save_pretrained of the model it built
+// from the config.json that write_hf_config wrote for a small K = V model (global layers 2 and
+// 5 with head_dim 48 and one KV head). It moves the global shape into per_layer_config.
+constexpr const char* kSavedByTransformers = R"({
+  "architectures": ["Gemma4ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "attention_k_eq_v": true,
+  "bos_token_id": 2,
+  "dtype": "float32",
+  "enable_moe_block": true,
+  "eos_token_id": 1,
+  "final_logit_softcapping": 20.0,
+  "head_dim": 24,
+  "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 96,
+  "hidden_size_per_layer_input": 0,
+  "initializer_range": 0.013,
+  "intermediate_size": 160,
+  "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
+                  "sliding_attention", "sliding_attention", "full_attention"],
+  "max_position_embeddings": 262144,
+  "model_type": "gemma4_text",
+  "moe_intermediate_size": 40,
+  "num_attention_heads": 4,
+  "num_experts": 6,
+  "num_hidden_layers": 6,
+  "num_key_value_heads": 2,
+  "num_kv_shared_layers": 0,
+  "pad_token_id": 0,
+  "per_layer_config": {
+    "2": {"head_dim": 48, "num_key_value_heads": 1},
+    "5": {"head_dim": 48, "num_key_value_heads": 1}
+  },
+  "rms_norm_eps": 1e-05,
+  "rope_parameters": {
+    "full_attention": {"partial_rotary_factor": 0.5, "rope_theta": 123456.0, "rope_type": "proportional"},
+    "sliding_attention": {"rope_theta": 5000.5, "rope_type": "default"}
+  },
+  "sliding_window": 33,
+  "tie_word_embeddings": true,
+  "top_k_experts": 3,
+  "transformers_version": "5.24.0",
+  "use_bidirectional_attention": null,
+  "use_cache": true,
+  "use_double_wide_mlp": false,
+  "vocab_size": 259,
+  "vocab_size_per_layer_input": 259
+})";
+
+TEST(HfConfig, ReadsWhatTransformersSaves) {
+  ModelConfig want = small_config();
+  want.name = "";
+  want.global_num_kv_heads = 1;
+  want.local_rope_proportion = 1.0;
+  want.global_rope_proportion = 0.5;
+  want.share_kv_projections = true;
+  want.final_logits_soft_cap = 20.0;
+  HfConfigInfo info;
+  expect_same(parse_hf_config(kSavedByTransformers, "saved", &info), want);
+  EXPECT_EQ(info.dtype, DType::F32);
+}
+
 TEST(HfConfig, WriteReadRoundTrip) {
   TempDir dir;
   ModelConfig big = parse(text_only_26b());
