@@ -38,9 +38,9 @@ BASE = dict(seed=0, layers=6, pattern="SSSSSG", d_model=32, heads=4, kv_heads=2,
 # and off; the multimodal folder form.
 PRESETS = {
     "base": dict(),
-    "sliding_only": dict(seed=1, layers=2, pattern="S", d_model=24, heads=2, kv_heads=1,
-                         head_dim=8, global_head_dim=8, mlp_dim=40, experts=4, top_k=1,
-                         expert_dim=10, vocab=97, window=4, seq=12, k_eq_v=False),
+    "top1": dict(seed=1, layers=3, pattern="SSG", d_model=24, heads=2, kv_heads=1,
+                 head_dim=8, global_head_dim=8, mlp_dim=40, experts=4, top_k=1,
+                 expert_dim=10, vocab=97, window=4, seq=12, k_eq_v=False),
     "odd_sizes": dict(seed=2, layers=3, pattern="SSG", d_model=33, heads=3, kv_heads=1,
                       global_kv_heads=3, head_dim=6, global_head_dim=10, mlp_dim=45, experts=6,
                       top_k=3, expert_dim=13, vocab=203, window=7, seq=20, batch=3),

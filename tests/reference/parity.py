@@ -71,6 +71,7 @@ def compare(ref, got, noise=None):
         fails.append("gradient not a parameter: " + n)
     whole = math.sqrt(sum(float(np.sum(np.asarray(g, np.float64) ** 2)) for g in rg.values()))
     worst_name, worst, allowed = None, -1.0, []
+    strict_name, strict = None, -1.0  # the plain 1e-4 criterion, allowance ignored
     for n in sorted(set(rg) & set(gg)):
         b, a = np.asarray(rg[n], np.float64), np.asarray(gg[n], np.float64)
         if a.shape != b.shape:
@@ -85,11 +86,14 @@ def compare(ref, got, noise=None):
             fails.append("gradient %s: rel err %.2e > %.1e" % (n, e, tol))
         if not e / tol <= worst:
             worst_name, worst = n, e / tol
+        if not e <= strict:
+            strict_name, strict = n, e
     summary = ("losses ce %.2e lb %.2e total %.2e | logits %.2e | worst grad %s at %.2f of its "
                "tolerance" % (*[abs(got.get(k, float("nan")) - ref[k]) / max(abs(ref[k]), 1e-30)
                                 for k in LOSSES], logit_err, worst_name, worst))
     if allowed:
         summary += " | fp32 allowance: " + ", ".join(allowed)
+        summary += " | largest plain error: %s %.2e" % (strict_name, strict)
     return not fails, fails, summary
 
 
@@ -125,7 +129,8 @@ def run_candidate(cmd, model_dir, tok_file, batch, work):
     return got
 
 
-def check_presets(cmd, presets, keep=None):
+def check_presets(cmd, presets, keep=None, strict=False):
+    """strict: no float32 allowance (for a candidate that computes in float64)."""
     all_ok = True
     with tempfile.TemporaryDirectory() as td:
         root = keep or td
@@ -137,7 +142,7 @@ def check_presets(cmd, presets, keep=None):
                 work = tempfile.mkdtemp(dir=td)
                 got = run_candidate(cmd, d, tok_file, meta["batch"], work)
                 ref, noise = reference(d, meta["tokens"])
-                ok, fails, summary = compare(ref, got, noise)
+                ok, fails, summary = compare(ref, got, None if strict else noise)
             except Exception as e:
                 ok, fails, summary = False, ["%s: %s" % (type(e).__name__, e)], "error"
             all_ok &= ok
@@ -189,6 +194,8 @@ def self_test():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gemmax", help="the gemmax binary")
+    ap.add_argument("--gemmax-dtype", default="float32", choices=["float32", "float64"],
+                    help="gemmax's compute dtype; float64 is checked without the float32 allowance")
     ap.add_argument("--preset", action="append", help="preset(s) to run (default: all)")
     ap.add_argument("--keep", help="write the model folders here instead of a temp dir")
     ap.add_argument("--self-test", action="store_true", help="test this script's comparisons")
@@ -199,7 +206,8 @@ def main(argv=None):
     if not a.gemmax:
         ap.error("--gemmax PATH (or --self-test) is required")
     presets = a.preset or list(make_random_model.PRESETS)
-    ok = check_presets([os.path.abspath(a.gemmax), "grad"], presets, a.keep)
+    cmd = [os.path.abspath(a.gemmax), "grad", "--dtype", a.gemmax_dtype]
+    ok = check_presets(cmd, presets, a.keep, strict=a.gemmax_dtype == "float64")
     print("parity: %s" % ("all passed" if ok else "FAILURES"))
     return 0 if ok else 1
 

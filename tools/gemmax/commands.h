@@ -11,6 +11,7 @@ namespace gemmax {
 // Each takes the arguments after the subcommand name and returns the process exit code.
 int cmd_train(int argc, char** argv);
 int cmd_info(int argc, char** argv);
+int cmd_grad(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 
 // `[config.yml] [key=value ...]`, MaxText's command-line form, into a Config.

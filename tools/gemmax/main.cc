@@ -18,6 +18,7 @@ struct Command {
 const Command kCommands[] = {
     {"train", gemmax::cmd_train, "train a model: gemmax train [config.yml] [key=value ...]"},
     {"tokenize", gemmax::cmd_tokenize, "write a token shard from text files: gemmax tokenize --out FILE.bin INPUT..."},
+    {"grad", gemmax::cmd_grad, "loss and gradients of a Hugging Face Gemma-4 folder on one batch"},
     {"info", gemmax::cmd_info, "print a model's parameters and FLOPs: gemmax info [config.yml] [key=value ...]"},
 };
 

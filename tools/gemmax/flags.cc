@@ -1,0 +1,105 @@
+#include "flags.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include "gemmax/base/error.h"
+
+namespace gemmax {
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+Flags::Flags(const char* command, int argc, char** argv, const std::vector<FlagSpec>& specs,
+             bool allow_positional)
+    : command_(command) {
+  auto find = [&](const std::string& name) -> const FlagSpec* {
+    for (const FlagSpec& s : specs)
+      if (name == s.name) return &s;
+    return nullptr;
+  };
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      help_ = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      if (!allow_positional)
+        fail("gemmax ", command_, ": unexpected argument '", arg, "' (see --help)");
+      positional_.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    const size_t eq = name.find('=');
+    const bool inline_value = eq != std::string::npos;
+    if (inline_value) value = name.substr(eq + 1), name = name.substr(0, eq);
+    const FlagSpec* spec = find(name);
+    if (!spec) {
+      std::string nearest;
+      size_t best = SIZE_MAX;
+      for (const FlagSpec& s : specs)
+        if (size_t d = edit_distance(name, s.name); d < best) best = d, nearest = s.name;
+      fail("gemmax ", command_, ": unknown flag --", name,
+           nearest.empty() ? std::string() : "; did you mean --" + nearest + "?");
+    }
+    if (spec->takes_value && !inline_value) {
+      if (i + 1 >= argc) fail("gemmax ", command_, ": --", name, " needs a value");
+      value = argv[++i];
+    }
+    if (!spec->takes_value && inline_value)
+      fail("gemmax ", command_, ": --", name, " takes no value");
+    values_[name] = value;
+  }
+}
+
+const std::string& Flags::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) fail("gemmax ", command_, ": missing --", name, " (see --help)");
+  return it->second;
+}
+
+std::string Flags::get(const std::string& name, const std::string& fallback) const {
+  return has(name) ? get(name) : fallback;
+}
+
+int64_t Flags::get_int(const std::string& name) const {
+  const std::string& v = get(name);
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || p != v.data() + v.size())
+    fail("gemmax ", command_, ": --", name, " expects an integer, got '", v, "'");
+  return out;
+}
+
+int64_t Flags::get_int(const std::string& name, int64_t fallback) const {
+  return has(name) ? get_int(name) : fallback;
+}
+
+double Flags::get_double(const std::string& name, double fallback) const {
+  if (!has(name)) return fallback;
+  const std::string& v = get(name);
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size())
+    fail("gemmax ", command_, ": --", name, " expects a number, got '", v, "'");
+  return d;
+}
+
+}  // namespace gemmax
