@@ -1,15 +1,15 @@
 #include <gtest/gtest.h>
 
 #include "gemmax/io/atomic_file.h"
-#include "io_test_util.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
 
-using testing_io::expect_error;
-using testing_io::read_file;
-using testing_io::TempDir;
-using testing_io::write_file;
+using testing::expect_error;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
 
 TEST(AtomicFile, CommitReplacesAndLeavesNoTemporary) {
   TempDir dir;

@@ -5,12 +5,12 @@
 #include <limits>
 
 #include "gemmax/base/convert.h"
-#include "io_test_util.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
 
-using testing_io::expect_error;
+using testing::expect_error;
 
 TEST(Convert, FloatRoundTripsAreExactWhereRepresentable) {
   Tensor b = Tensor::empty({5}, DType::BF16);

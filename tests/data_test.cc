@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "data_test_util.h"
+#include "test_util.h"
 #include "gemmax/data/builtin_corpus.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/data/packing.h"

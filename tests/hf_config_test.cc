@@ -3,16 +3,16 @@
 #include <nlohmann/json.hpp>
 
 #include "gemmax/io/hf_config.h"
-#include "io_test_util.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
 
 using json = nlohmann::json;
-using testing_io::expect_error;
-using testing_io::read_file;
-using testing_io::TempDir;
-using testing_io::write_file;
+using testing::expect_error;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
 
 // The released google/gemma-4-26b-a4b config.json, as reproduced in MaxText
 // src/maxtext/checkpoint_conversion/utils/hf_model_configs.py (gemma4_26b_dict).

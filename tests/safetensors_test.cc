@@ -7,15 +7,15 @@
 #include "gemmax/base/convert.h"
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/safetensors.h"
-#include "io_test_util.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
 
-using testing_io::expect_error;
-using testing_io::read_file;
-using testing_io::TempDir;
-using testing_io::write_file;
+using testing::expect_error;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
 
 Tensor random_tensor(const Shape& shape, DType dtype, uint32_t seed) {
   Tensor t = Tensor::empty(shape, dtype);

@@ -2,17 +2,104 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <initializer_list>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "gemmax/base/error.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/base/tensor.h"
 #include "gemmax/config/model_config.h"
 #include "gemmax/data/batch.h"
 
 namespace gemmax::testing {
+
+// ---- files and processes ---------------------------------------------------------------------
+
+// A new empty folder under GoogleTest's temp dir, removed with its contents at scope end.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = "gemmax_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+    if (info != nullptr) name += std::string("_") + info->name();
+    path = std::filesystem::path(::testing::TempDir()) / name;
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::string operator/(const std::string& name) const { return file(name); }
+  std::string str() const { return path.string(); }
+  // Names of the entries in the folder, sorted.
+  std::vector<std::string> list() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::filesystem::path path;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// Runs f, expects a gemmax::Error whose message holds every one of `parts`; returns the message.
+template <class F>
+std::string expect_error(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
+    return msg;
+  }
+  ADD_FAILURE() << "expected a gemmax::Error containing '" << (parts.empty() ? "" : parts[0])
+                << "'";
+  return "";
+}
+
+// Runs a shell command; returns its exit status, with stdout and stderr in *out.
+inline int run_command(const std::string& cmd, std::string* out) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// ---- numbers ---------------------------------------------------------------------------------
 
 inline Tensor random_tensor(const Shape& shape, Rng& rng, double scale = 1.0,
                             DType dtype = DType::F64) {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "data_test_util.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
@@ -27,7 +27,7 @@ std::string write_small_shard(const TempDir& dir, const std::string& name = "a.b
 }
 
 void patch_u32(const std::string& path, size_t at, uint32_t v) {
-  std::string b = testing::read_bytes(path);
+  std::string b = testing::read_file(path);
   std::memcpy(b.data() + at, &v, 4);
   testing::write_file(path, b);
 }
@@ -56,7 +56,7 @@ TEST(TokenShard, RoundTrip) {
 
 TEST(TokenShard, HeaderBytesAreLittleEndianAtDocumentedOffsets) {
   TempDir dir;
-  const std::string b = testing::read_bytes(write_small_shard(dir));
+  const std::string b = testing::read_file(write_small_shard(dir));
   ASSERT_GE(b.size(), kShardHeaderBytes);
   EXPECT_EQ(b.substr(0, 8), "GMXTOKEN");
   auto u32 = [&](size_t at) {
@@ -118,7 +118,7 @@ TEST(TokenShard, MissingFile) {
 TEST(TokenShard, WrongMagic) {
   TempDir dir;
   const std::string path = write_small_shard(dir);
-  std::string b = testing::read_bytes(path);
+  std::string b = testing::read_file(path);
   std::memcpy(b.data(), "NOTTOKEN", 8);
   testing::write_file(path, b);
   expect_error([&] { TokenShard s(path); },
@@ -147,7 +147,7 @@ TEST(TokenShard, ShorterThanHeader) {
 TEST(TokenShard, Truncated) {
   TempDir dir;
   const std::string path = write_small_shard(dir);
-  std::string b = testing::read_bytes(path);
+  std::string b = testing::read_file(path);
   b.resize(b.size() - 6);
   testing::write_file(path, b);
   expect_error([&] { TokenShard s(path); },
@@ -157,7 +157,7 @@ TEST(TokenShard, Truncated) {
 TEST(TokenShard, CountMismatch) {
   TempDir dir;
   const std::string path = write_small_shard(dir);
-  testing::write_file(path, testing::read_bytes(path) + std::string(8, '\0'));
+  testing::write_file(path, testing::read_file(path) + std::string(8, '\0'));
   expect_error([&] { TokenShard s(path); },
                {path, "count mismatch", "num_tokens", "expected 100 bytes", "got 108"});
   // Documents: the header's count must match the eos tokens.

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "data_test_util.h"
+#include "test_util.h"
 #include "gemmax/data/builtin_corpus.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/data/token_shard.h"

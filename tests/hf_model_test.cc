@@ -1,0 +1,123 @@
+// Hugging Face model folders <-> the parameter registry: round trip and every bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "gemmax/io/hf_checkpoint.h"
+#include "gemmax/io/hf_model.h"
+#include "test_util.h"
+
+namespace gemmax {
+namespace {
+using testing::expect_error;
+using testing::TempDir;
+
+struct Folder {
+  ModelConfig cfg = testing::small_test_config(2);
+  ParamTable table{cfg};
+  Tensor weights = Tensor::empty({table.total()}, DType::F32);
+  TempDir dir;
+
+  Folder() { init_params(table, weights, 3); }
+  // Writes config.json and the weights, optionally edited.
+  void write(const std::function<void(NamedTensors&)>& edit = {},
+             const std::string& prefix = "model.", DType dtype = DType::F32) {
+    NamedTensors t = hf_named_tensors(table, weights, prefix, dtype);
+    if (edit) edit(t);
+    write_hf_checkpoint(dir.str(), t, 1 << 30);
+    write_hf_config(cfg, dtype, dir / "config.json");
+  }
+  Tensor load(std::ostream* log = nullptr) {
+    const HfModelFolder f = read_hf_model_folder(dir.str());
+    const ParamTable t(f.config);
+    Tensor w = Tensor::zeros({t.total()}, DType::F32);
+    load_hf_weights(t, f, w, log);
+    return w;
+  }
+};
+
+TEST(HfModel, RoundTripIsBitExact) {
+  Folder f;
+  f.write();
+  const Tensor w = f.load();
+  EXPECT_EQ(0, std::memcmp(w.raw(), f.weights.raw(), w.nbytes()));
+  // The config read back describes the same model.
+  const ModelConfig back = read_hf_model_folder(f.dir.str()).config;
+  EXPECT_EQ(ParamTable(back).total(), f.table.total());
+  EXPECT_TRUE(back.is_global(1));
+  EXPECT_FALSE(back.layer_has_v_proj(1));
+}
+
+TEST(HfModel, Bfloat16ShardsAreConvertedOnLoad) {
+  Folder f;
+  f.write({}, "model.", DType::BF16);
+  const Tensor w = f.load();
+  for (int64_t i = 0; i < w.numel(); i += 97)
+    EXPECT_EQ(get_as_double(w, i), double(float(bf16(float(get_as_double(f.weights, i))))));
+}
+
+TEST(HfModel, MultimodalPrefixAndVisionTowerSkippedWithOneLine) {
+  Folder f;
+  NamedTensors t = hf_named_tensors(f.table, f.weights, "model.language_model.", DType::F32);
+  t.emplace_back("model.vision_tower.patch.weight", Tensor::zeros({4, 4}, DType::F32));
+  t.emplace_back("model.embed_vision.proj.weight", Tensor::zeros({2}, DType::F32));
+  write_hf_checkpoint(f.dir.str(), t, 1 << 30);
+  // The released multimodal form nests the decoder's keys under text_config.
+  nlohmann::json text = nlohmann::json::parse(hf_config_json(f.cfg, DType::F32));
+  nlohmann::json top = {{"model_type", "gemma4"},
+                        {"architectures", {"Gemma4ForConditionalGeneration"}},
+                        {"text_config", text}};
+  testing::write_file(f.dir / "config.json", top.dump());
+  std::ostringstream log;
+  const Tensor w = f.load(&log);
+  EXPECT_EQ(0, std::memcmp(w.raw(), f.weights.raw(), w.nbytes()));
+  EXPECT_NE(log.str().find("skipped 2 tensors outside the text decoder"), std::string::npos)
+      << log.str();
+}
+
+TEST(HfModel, MissingTensorIsNamed) {
+  Folder f;
+  f.write([](NamedTensors& t) {
+    std::erase_if(t, [](auto& p) { return p.first == "model.layers.1.router.scale"; });
+  });
+  expect_error([&] { f.load(); }, {"missing tensor 'model.layers.1.router.scale'", "[16]"});
+}
+
+TEST(HfModel, ExtraTensorIsNamed) {
+  Folder f;
+  f.write([](NamedTensors& t) {
+    t.emplace_back("model.layers.1.self_attn.v_proj.weight", Tensor::zeros({12, 16}, DType::F32));
+  });
+  expect_error([&] { f.load(); }, {"'model.layers.1.self_attn.v_proj.weight'", "does not have"});
+}
+
+TEST(HfModel, WrongShapeNamesExpectedAndActual) {
+  Folder f;
+  f.write([](NamedTensors& t) {
+    for (auto& [name, tensor] : t)
+      if (name == "model.layers.0.experts.down_proj") tensor = Tensor::zeros({5, 16, 7}, DType::F32);
+  });
+  expect_error([&] { f.load(); },
+               {"'model.layers.0.experts.down_proj'", "[5, 16, 7]", "[5, 16, 6]"});
+}
+
+TEST(HfModel, ConfigThatDoesNotMatchTheTensors) {
+  Folder f;
+  f.write();
+  ModelConfig fewer = f.cfg;  // config.json says fewer experts than the tensors hold
+  fewer.num_experts = 4;
+  write_hf_config(fewer, DType::F32, f.dir / "config.json");
+  expect_error([&] { f.load(); }, {"'model.layers.0.router.proj.weight'", "[5, 16]", "[4, 16]"});
+}
+
+TEST(HfModel, MissingFolderOrConfig) {
+  expect_error([] { read_hf_model_folder("/nonexistent/gemma"); }, {"does not exist"});
+  TempDir d;
+  expect_error([&] { read_hf_model_folder(d.str()); }, {"has no config.json"});
+}
+
+}  // namespace
+}  // namespace gemmax
