@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs what gemmax needs to build and test on Debian 12 (bookworm) or newer.
+# Everything comes from Debian's archive; nothing is downloaded at run time.
+set -e
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+PACKAGES="g++ cmake make pkg-config libgtest-dev nlohmann-json3-dev libyaml-cpp-dev \
+libsentencepiece-dev sentencepiece python3-torch python3-numpy"
+# Skip apt when everything is already there (re-runs, CI caches).
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
