@@ -12,6 +12,7 @@ namespace gemmax {
 int cmd_train(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_grad(int argc, char** argv);
+int cmd_export(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 
 // `[config.yml] [key=value ...]`, MaxText's command-line form, into a Config.

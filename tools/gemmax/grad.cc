@@ -86,7 +86,8 @@ int cmd_grad(int argc, char** argv) {
   Gemma4Model model(folder.config, *backend, {dtype, RematPolicy::None, 1});
   const ParamTable& table = model.params();
   Tensor weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
-  load_hf_weights(table, folder, weights, &std::cerr);
+  if (const std::string note = load_hf_weights(table, folder, weights); !note.empty())
+    std::cerr << "gemmax: " << note << "\n";
   Tensor grads = Tensor::zeros({table.total()}, dtype, MemKind::Grads);
   const StepInputs in = upload_batch(*backend, batch);
   const LossInfo loss = model.forward_backward(in, weights, grads);

@@ -130,6 +130,16 @@ Config Config::load(const std::string& file, const std::vector<std::string>& ove
 
 Config Config::defaults(const std::vector<std::string>& overrides) { return load("", overrides); }
 
+Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object()) fail(origin, ": expected a JSON object of config keys");
+  Config c;
+  c.values_ = base_values();
+  for (const auto& [key, value] : j.items())
+    c.set(key, value.is_string() ? value.get<std::string>() : value.dump(), origin);
+  c.apply_preset();
+  return c;
+}
+
 void Config::apply_yaml(const std::string& text, const std::string& origin, bool user) {
   YAML::Node root;
   try {

@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace gemmax {
 
@@ -25,6 +25,8 @@ class Config {
   static Config load(const std::string& file, const std::vector<std::string>& overrides);
   // base.yml and the preset only: what tests and tools start from.
   static Config defaults(const std::vector<std::string>& overrides = {});
+  // A resolved config saved by to_json() (checkpoints, run folders); `origin` names it in errors.
+  static Config from_json(const nlohmann::json& j, const std::string& origin);
 
   bool get_bool(const std::string& key) const;
   int64_t get_int(const std::string& key) const;

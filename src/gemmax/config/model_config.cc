@@ -47,4 +47,35 @@ void ModelConfig::validate() const {
       fail("model '", name, "': rope proportions must lie in [0, 1], got ", p);
 }
 
+std::string ModelConfig::shape_difference(const ModelConfig& o) const {
+  auto diff = [](const char* key, auto a, auto b) -> std::string {
+    return a == b ? std::string() : str_cat(key, ": ", a, " vs ", b);
+  };
+  for (const std::string& d : {
+           diff("vocab_size", vocab_size, o.vocab_size),
+           diff("base_emb_dim", d_model, o.d_model),
+           diff("base_num_decoder_layers", num_layers, o.num_layers),
+           diff("base_num_query_heads", num_heads, o.num_heads),
+           diff("base_num_kv_heads", num_kv_heads, o.num_kv_heads),
+           diff("head_dim", head_dim, o.head_dim),
+           diff("global_num_kv_heads", global_num_kv_heads, o.global_num_kv_heads),
+           diff("global_head_dim", global_head_dim, o.global_head_dim),
+           diff("base_mlp_dim", mlp_dim, o.mlp_dim),
+           diff("base_moe_mlp_dim", moe_mlp_dim, o.moe_mlp_dim),
+           diff("num_experts", num_experts, o.num_experts),
+           diff("num_experts_per_tok", num_experts_per_tok, o.num_experts_per_tok),
+           diff("sliding_window_size", sliding_window, o.sliding_window),
+           diff("sliding_window_pattern", sliding_window_pattern, o.sliding_window_pattern),
+           diff("local_rope_max_timescale", local_rope_theta, o.local_rope_theta),
+           diff("global_rope_max_timescale", global_rope_theta, o.global_rope_theta),
+           diff("local_rope_proportion", local_rope_proportion, o.local_rope_proportion),
+           diff("global_rope_proportion", global_rope_proportion, o.global_rope_proportion),
+           diff("share_kv_projections", share_kv_projections, o.share_kv_projections),
+           diff("final_logits_soft_cap", final_logits_soft_cap, o.final_logits_soft_cap),
+           diff("normalization_layer_epsilon", norm_eps, o.norm_eps),
+           diff("norm_topk_prob", norm_topk_prob, o.norm_topk_prob)})
+    if (!d.empty()) return d;
+  return "";
+}
+
 }  // namespace gemmax

@@ -49,6 +49,9 @@ struct ModelConfig {
 
   // Throws gemmax::Error naming the first inconsistent field.
   void validate() const;
+  // "" if both describe the same network; else the first differing field, both values, named
+  // by its MaxText key ("base_emb_dim: 128 vs 256"). The name and the loss weights are ignored.
+  std::string shape_difference(const ModelConfig& other) const;
 };
 
 }  // namespace gemmax

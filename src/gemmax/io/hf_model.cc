@@ -1,7 +1,6 @@
 #include "gemmax/io/hf_model.h"
 
 #include <filesystem>
-#include <ostream>
 #include <cstring>
 #include <set>
 
@@ -23,8 +22,8 @@ HfModelFolder read_hf_model_folder(const std::string& dir) {
   return f;
 }
 
-void load_hf_weights(const ParamTable& table, const HfModelFolder& folder, const Tensor& flat,
-                     std::ostream* log) {
+std::string load_hf_weights(const ParamTable& table, const HfModelFolder& folder,
+                            const Tensor& flat) {
   GEMMAX_CHECK(flat.numel() == table.total(), "load_hf_weights: buffer ", flat.str(), " for ",
                table.total(), " parameters");
   const HfCheckpoint ckpt = HfCheckpoint::open(folder.dir);
@@ -56,9 +55,9 @@ void load_hf_weights(const ParamTable& table, const HfModelFolder& folder, const
     const Tensor src = ckpt.read_as(name, flat.dtype());
     std::memcpy(flat.flat_slice(s.offset, s.shape).raw(), src.raw(), src.nbytes());
   }
-  if (skipped > 0 && log)
-    *log << "gemmax: skipped " << skipped << " tensors outside the text decoder (e.g. '"
-         << skipped_example << "')\n";
+  if (skipped == 0) return "";
+  return str_cat("skipped ", skipped, " tensors outside the text decoder (e.g. '",
+                 skipped_example, "')");
 }
 
 NamedTensors hf_named_tensors(const ParamTable& table, const Tensor& flat,

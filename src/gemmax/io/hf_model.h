@@ -5,7 +5,6 @@
 // is stored exactly as HF stores it, so loading and saving copy bytes (and convert dtypes).
 #pragma once
 
-#include <iosfwd>
 #include <string>
 
 #include "gemmax/io/hf_config.h"
@@ -26,9 +25,10 @@ HfModelFolder read_hf_model_folder(const std::string& dir);
 // Fills `flat` (laid out by `table`) from the folder's tensors, converting dtypes. Every
 // parameter must be present with its exact shape; a tensor under the decoder prefix that the
 // registry does not know is an error (never silently dropped). Tensors outside the prefix
-// (vision / audio towers of a multimodal checkpoint) are skipped with one line on `log`.
-void load_hf_weights(const ParamTable& table, const HfModelFolder& folder, const Tensor& flat,
-                     std::ostream* log);
+// (vision / audio towers of a multimodal checkpoint) are skipped; the returned note says so
+// ("" when nothing was skipped).
+std::string load_hf_weights(const ParamTable& table, const HfModelFolder& folder,
+                            const Tensor& flat);
 
 // Each parameter of `flat` as (prefix + name, tensor converted to `dtype`), in registry order.
 NamedTensors hf_named_tensors(const ParamTable& table, const Tensor& flat,

@@ -1,6 +1,7 @@
 #include "gemmax/train/optimizer.h"
 
 #include <cmath>
+#include <regex>
 
 namespace gemmax {
 
@@ -17,21 +18,74 @@ AdamWConfig AdamWConfig::from(const Config& c) {
   return a;
 }
 
-AdamW::AdamW(Backend& be, int64_t num_params, DType dtype, const AdamWConfig& config)
-    : be_(be), cfg_(config) {
-  m_ = be.zeros({num_params}, dtype, MemKind::OptState);
-  v_ = be.zeros({num_params}, dtype, MemKind::OptState);
+std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze) {
+  std::vector<bool> trainable(table.specs().size(), true);
+  if (freeze.empty()) return trainable;
+  std::regex re;
+  try {
+    re = std::regex(freeze, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    fail("freeze='", freeze, "' is not a valid regular expression: ", e.what());
+  }
+  int64_t frozen = 0;
+  for (size_t i = 0; i < trainable.size(); ++i)
+    if (std::regex_search("model." + table.specs()[i].name, re)) trainable[i] = false, ++frozen;
+  if (frozen == 0)
+    fail("freeze='", freeze, "' matches no parameter (names look like "
+         "'model.layers.0.self_attn.q_proj.weight')");
+  if (frozen == int64_t(trainable.size()))
+    fail("freeze='", freeze, "' matches every parameter: nothing would be trained");
+  return trainable;
+}
+
+AdamW::AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trainable,
+             DType dtype, const AdamWConfig& config)
+    : be_(be), table_(table), trainable_(trainable), cfg_(config) {
+  GEMMAX_CHECK(trainable.size() == table.specs().size(), "one trainable flag per parameter");
+  int64_t state = 0;
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    if (!trainable[i]) continue;
+    const ParamSpec& s = table.specs()[i];
+    if (!segments_.empty() && segments_.back().begin + segments_.back().count == s.offset)
+      segments_.back().count += s.numel();
+    else
+      segments_.push_back({s.offset, s.numel(), state});
+    state += s.numel();
+  }
+  m_ = be.zeros({state}, dtype, MemKind::OptState);
+  v_ = be.zeros({state}, dtype, MemKind::OptState);
 }
 
 GradNorms AdamW::step(const Tensor& weights, const Tensor& grads, double lr, int64_t t) {
+  double sum_sq = 0;
+  for (const Segment& s : segments_) {
+    const Tensor g = grads.flat_slice(s.begin, {s.count});
+    sum_sq += be_.dot(g, g);
+  }
   GradNorms norms;
-  norms.raw = std::sqrt(be_.dot(grads, grads));
+  norms.raw = std::sqrt(sum_sq);
   const double scale =
       cfg_.clip_norm > 0 && norms.raw > cfg_.clip_norm ? cfg_.clip_norm / norms.raw : 1.0;
   norms.clipped = norms.raw * scale;
-  AdamWStep s{lr, cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay, scale, t};
-  be_.adamw_step(weights, grads, m_, v_, s);
+  const AdamWStep step{lr, cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay, scale, t};
+  for (const Segment& s : segments_)
+    be_.adamw_step(weights.flat_slice(s.begin, {s.count}), grads.flat_slice(s.begin, {s.count}),
+                   m_.flat_slice(s.state_begin, {s.count}), v_.flat_slice(s.state_begin, {s.count}),
+                   step);
   return norms;
+}
+
+NamedTensors AdamW::named_state() const {
+  NamedTensors out;
+  int64_t at = 0;
+  for (size_t i = 0; i < trainable_.size(); ++i) {
+    if (!trainable_[i]) continue;
+    const ParamSpec& s = table_.specs()[i];
+    out.emplace_back("mu." + s.name, m_.flat_slice(at, s.shape));
+    out.emplace_back("nu." + s.name, v_.flat_slice(at, s.shape));
+    at += s.numel();
+  }
+  return out;
 }
 
 }  // namespace gemmax

@@ -1,8 +1,16 @@
 // AdamW over the flat parameter buffer, with clipping by global norm (training.md §12).
+//
+// Frozen parameters (config `freeze`) have no optimizer state and are never updated; the
+// moments hold the trainable parameters only, back to back in registry order.
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/config/config.h"
+#include "gemmax/io/safetensors.h"
+#include "gemmax/model/params.h"
 
 namespace gemmax {
 
@@ -20,18 +28,35 @@ struct GradNorms {
 
 class AdamW {
  public:
-  AdamW(Backend& be, int64_t num_params, DType dtype, const AdamWConfig& config);
+  // `trainable[i]` says whether table.specs()[i] is trained.
+  AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trainable, DType dtype,
+        const AdamWConfig& config);
 
-  // One update of `weights` from `grads`; `t` is the 1-based update count.
+  // One update of `weights` from `grads` (both full flat buffers); `t` is the 1-based update
+  // count. Norms are over the trainable parameters.
   GradNorms step(const Tensor& weights, const Tensor& grads, double lr, int64_t t);
 
-  const Tensor& mu() const { return m_; }
-  const Tensor& nu() const { return v_; }
+  // The moments of each trainable parameter, named "mu.<name>" and "nu.<name>" (views).
+  NamedTensors named_state() const;
+  int64_t num_trainable() const { return m_.numel(); }
 
  private:
+  // A run of adjacent trainable parameters: [begin, begin + count) of the flat buffers,
+  // [state_begin, state_begin + count) of the moments.
+  struct Segment {
+    int64_t begin, count, state_begin;
+  };
+
   Backend& be_;
+  const ParamTable& table_;
+  std::vector<bool> trainable_;
   AdamWConfig cfg_;
+  std::vector<Segment> segments_;
   Tensor m_, v_;
 };
+
+// Which parameters `freeze` (a regex searched in each "model."-prefixed HF name) leaves
+// trainable. Empty: all. Throws if the pattern is invalid, matches nothing or everything.
+std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze);
 
 }  // namespace gemmax

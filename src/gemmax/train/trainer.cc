@@ -9,10 +9,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gemmax/base/convert.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
+#include "gemmax/io/atomic_file.h"
+#include "gemmax/io/hf_model.h"
+#include "gemmax/io/train_checkpoint.h"
 #include "gemmax/train/flops.h"
 #include "gemmax/train/metrics.h"
+#include "gemmax/train/stop_signal.h"
 
 namespace gemmax {
 namespace fs = std::filesystem;
@@ -51,6 +56,31 @@ DataOptions data_options(const Config& c, int64_t vocab) {
   return d;
 }
 
+// Keys a resumed run must share with the run that wrote the checkpoint: the network, the
+// numerics, what is trained, and the data stream whose position the checkpoint holds. Every
+// other key (steps, schedule, logging, checkpointing, remat, tiling) may change on resume.
+bool must_match_on_resume(const std::string& key) {
+  static const char* kKeys[] = {
+      "dtype", "weight_dtype", "freeze", "per_device_batch_size", "max_target_length",
+      "dataset_type", "dataset_path", "tokenizer_type", "tokenizer_path", "packing",
+      "data_shuffle_seed"};
+  for (const char* k : kKeys)
+    if (key == k) return true;
+  return false;
+}
+
+// Copies a checkpoint tensor into a view of one of the run's buffers, checking its shape.
+void restore_tensor(Backend& be, const SafetensorsFile& file, const std::string& name,
+                    const Tensor& dst) {
+  if (!file.has(name))
+    fail("checkpoint file '", file.path(), "' has no tensor '", name, "'");
+  const SafetensorsEntry& e = file.entry(name);
+  if (e.shape != dst.shape())
+    fail("checkpoint file '", file.path(), "': '", name, "' has shape ", shape_str(e.shape),
+         ", the model needs ", shape_str(dst.shape()));
+  be.copy(dst, be.to_device(file.read_as(name, dst.dtype()), MemKind::Workspace));
+}
+
 }  // namespace
 
 Trainer::Trainer(const Config& config) : config_(config) {
@@ -80,26 +110,117 @@ Trainer::Trainer(const Config& config) : config_(config) {
   schedule_.warmup_fraction = config_.get_double("warmup_steps_fraction");
   schedule_.final_fraction = config_.get_double("cosine_learning_rate_final_fraction");
 
+  run_dir_ = (fs::path(config_.get_string("base_output_directory")) / config_.get_string("run_name")).string();
+  checkpoints_dir_ = (fs::path(run_dir_) / "checkpoints").string();
+
   backend_ = make_backend(config_.get_string("backend"));
   data_ = make_data_loader(data_options(config_, mc.vocab_size));
   model_ = std::make_unique<Gemma4Model>(mc, *backend_, opts);
-  const int64_t n = model_->params().total();
-  Tensor host = Tensor::empty({n}, wdt, MemKind::Workspace);
-  init_params(model_->params(), host, uint64_t(config_.get_int("init_weights_seed")));
-  weights_ = backend_->alloc({n}, wdt, MemKind::Params);
-  backend_->copy(weights_, backend_->to_device(host, MemKind::Workspace));
-  grads_ = backend_->alloc({n}, wdt, MemKind::Grads);
-  optimizer_ = std::make_unique<AdamW>(*backend_, n, wdt, AdamWConfig::from(config_));
+  const ParamTable& table = model_->params();
+  trainable_ = trainable_params(table, config_.get_string("freeze"));
+  weights_ = backend_->alloc({table.total()}, wdt, MemKind::Params);
+  grads_ = backend_->alloc({table.total()}, wdt, MemKind::Grads);
+  optimizer_ = std::make_unique<AdamW>(*backend_, table, trainable_, wdt, AdamWConfig::from(config_));
 
-  run_dir_ = (fs::path(config_.get_string("base_output_directory")) / config_.get_string("run_name")).string();
-  std::error_code ec;
-  fs::create_directories(run_dir_, ec);
-  if (ec) fail("cannot create the run directory '", run_dir_, "': ", ec.message(),
-               " (set base_output_directory to a writable folder)");
-  std::ofstream(fs::path(run_dir_) / "config.json") << config_.to_json().dump(2) << "\n";
+  // Where the weights come from: the run's own latest checkpoint (resume), else released
+  // weights (fine-tuning), else a fresh initialisation.
+  const std::vector<CheckpointRef> saved =
+      config_.get_bool("enable_checkpointing") ? list_train_checkpoints(checkpoints_dir_)
+                                               : std::vector<CheckpointRef>();
+  if (!saved.empty()) {
+    resume_from(open_train_checkpoint(saved.back().dir));
+  } else if (!config_.get_string("load_parameters_path").empty()) {
+    load_pretrained(config_.get_string("load_parameters_path"));
+  } else {
+    Tensor host = Tensor::empty({table.total()}, wdt, MemKind::Workspace);
+    init_params(table, host, uint64_t(config_.get_int("init_weights_seed")));
+    backend_->copy(weights_, backend_->to_device(host, MemKind::Workspace));
+  }
+  prepare_run_dir();
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::resume_from(const TrainCheckpoint& ckpt) {
+  const nlohmann::json& saved = ckpt.state["config"];
+  const nlohmann::json now = config_.to_json();
+  const ModelConfig mine = model_->config();
+  // The network: compare through ModelConfig so that the message names the MaxText key.
+  const Config saved_config = Config::from_json(saved, ckpt.ref.dir + "/state.json");
+  if (const std::string d = model_config_from(saved_config).shape_difference(mine); !d.empty())
+    fail("checkpoint '", ckpt.ref.dir, "' is from a different model (", d,
+         " in checkpoint vs now); use another run_name or base_output_directory for a new run");
+  std::vector<std::string> changed;
+  for (const auto& [key, value] : now.items()) {
+    if (!saved.contains(key) || saved[key] == value) continue;
+    if (must_match_on_resume(key))
+      fail("checkpoint '", ckpt.ref.dir, "' was written with ", key, "=", saved[key].dump(),
+           " but this run has ", key, "=", value.dump(),
+           "; resuming needs the same value (or use another run_name for a new run)");
+    if (key != "steps") changed.push_back(key + " " + saved[key].dump() + " -> " + value.dump());
+  }
+
+  const ParamTable& table = model_->params();
+  for (const ParamSpec& s : table.specs())
+    restore_tensor(*backend_, ckpt.params, s.name, table.view(weights_, s.name));
+  for (const auto& [name, view] : optimizer_->named_state())
+    restore_tensor(*backend_, ckpt.optimizer, name, view);
+  data_->restore(ckpt.state["data"]);
+  start_step_ = ckpt.ref.step;
+  notes_.push_back(str_cat("resumed from ", ckpt.ref.dir, " (step ", start_step_, ")"));
+  for (const std::string& c : changed) notes_.push_back("changed since the checkpoint: " + c);
+}
+
+void Trainer::load_pretrained(const std::string& dir) {
+  const HfModelFolder folder = read_hf_model_folder(dir);
+  if (const std::string d = folder.config.shape_difference(model_->config()); !d.empty())
+    fail("load_parameters_path='", dir, "' holds a different model than model_name=",
+         model_->config().name, " (", d, " in its config.json vs the run's); set model_name or "
+         "the model keys to match it");
+  Tensor host = Tensor::empty({model_->params().total()}, weights_.dtype(), MemKind::Workspace);
+  const std::string skipped = load_hf_weights(model_->params(), folder, host);
+  backend_->copy(weights_, backend_->to_device(host, MemKind::Workspace));
+  notes_.push_back("initialised from " + dir + " (" + std::string(dtype_name(
+      folder.info.has_dtype ? folder.info.dtype : DType::F32)) + " -> " +
+      std::string(dtype_name(weights_.dtype())) + ")");
+  if (!skipped.empty()) notes_.push_back(skipped);
+}
+
+void Trainer::prepare_run_dir() {
+  std::error_code ec;
+  fs::create_directories(run_dir_, ec);
+  if (ec)
+    fail("cannot create the run directory '", run_dir_, "': ", ec.message(),
+         " (set base_output_directory to a writable folder)");
+  write_file_atomic((fs::path(run_dir_) / "config.json").string(), config_.to_json().dump(2) + "\n");
+  // metrics.jsonl holds one line per completed step of the run: on resume, drop the lines of
+  // steps after the checkpoint (the run is about to redo them).
+  const std::string metrics = (fs::path(run_dir_) / "metrics.jsonl").string();
+  std::string kept;
+  if (start_step_ > 0) {
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("step", int64_t(-1)) < start_step_) kept += line + "\n";
+    }
+  }
+  write_file_atomic(metrics, kept);
+}
+
+std::string Trainer::save_checkpoint(int64_t steps_done) {
+  const ParamTable& table = model_->params();
+  NamedTensors params;
+  for (const ParamSpec& s : table.specs())
+    params.emplace_back(s.name, backend_->to_host(table.view(weights_, s.name)));
+  NamedTensors moments;
+  for (const auto& [name, view] : optimizer_->named_state())
+    moments.emplace_back(name, backend_->to_host(view));
+  nlohmann::json state;
+  state["data"] = data_->state();
+  state["config"] = config_.to_json();
+  return save_train_checkpoint(checkpoints_dir_, steps_done, params, moments, state,
+                               config_.get_int("max_num_checkpoints_to_keep"));
+}
 
 void Trainer::print_header(std::ostream& log) const {
   const ModelConfig& c = model_->config();
@@ -107,11 +228,18 @@ void Trainer::print_header(std::ostream& log) const {
   log << "gemmax: model " << c.name << " | " << c.num_layers << " layers ("
       << c.num_global_layers() << " global) | d_model " << c.d_model << " | " << c.num_experts
       << " experts top-" << c.num_experts_per_tok << " | vocab " << c.vocab_size << "\n";
+  int64_t trained = 0;
+  for (size_t i = 0; i < trainable_.size(); ++i)
+    trained += trainable_[i] ? model_->params().specs()[i].numel() : 0;
   log << "gemmax: parameters " << human_count(double(model_->params().total())) << " total, "
-      << human_count(double(model_->params().active())) << " active per token\n";
-  log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | "
-      << std::setprecision(4) << f.total() / 1e12 << " TFLOP (learnable "
-      << 3 * f.learnable / 1e12 << ", attention " << 3 * f.attention / 1e12 << ")\n";
+      << human_count(double(model_->params().active())) << " active per token";
+  if (trained != model_->params().total())
+    log << ", " << human_count(double(trained)) << " trained (freeze='"
+        << config_.get_string("freeze") << "')";
+  log << "\n";
+  log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4)
+      << f.total() / 1e12 << " TFLOP (learnable " << 3 * f.learnable / 1e12 << ", attention "
+      << 3 * f.attention / 1e12 << ")\n";
   log << "gemmax: backend " << backend_->name() << " | dtype " << config_.get_string("dtype")
       << " | remat " << config_.get_string("remat_policy") << " | data " << data_->describe()
       << "\n";
@@ -119,18 +247,28 @@ void Trainer::print_header(std::ostream& log) const {
   log << "gemmax: memory: parameters " << human_bytes(double(mem.current(MemKind::Params)))
       << ", gradients " << human_bytes(double(mem.current(MemKind::Grads))) << ", optimizer "
       << human_bytes(double(mem.current(MemKind::OptState))) << "\n";
+  for (const std::string& n : notes_) log << "gemmax: " << n << "\n";
   log << "gemmax: run directory " << run_dir_ << "\n";
 }
 
 TrainSummary Trainer::run(std::ostream& log) {
   print_header(log);
+  TrainSummary sum;
+  sum.final_step = start_step_;
+  if (start_step_ >= steps_) {
+    log << "gemmax: nothing to do: the run already completed " << start_step_
+        << " steps (steps=" << steps_ << ")\n";
+    return sum;
+  }
   MetricsWriter metrics((fs::path(run_dir_) / "metrics.jsonl").string());
   const double step_tflop = training_flops(model_->config(), batch_, seq_).total() / 1e12;
   const double peak = config_.get_double("peak_tflops_per_device");
   const int64_t log_period = std::max<int64_t>(1, config_.get_int("log_period"));
-  TrainSummary sum;
+  const bool checkpointing = config_.get_bool("enable_checkpointing");
+  const int64_t period = config_.get_int("checkpoint_period");
+  const StopSignal stop;
   double timed_seconds = 0;
-  for (int64_t step = 0; step < steps_; ++step) {
+  for (int64_t step = start_step_; step < steps_; ++step) {
     Timer timer;
     const Batch batch = data_->next();
     const StepInputs in = upload_batch(*backend_, batch);
@@ -159,10 +297,27 @@ TrainSummary Trainer::run(std::ostream& log) {
     metrics.write(m);
     if (step % log_period == 0 || step + 1 == steps_) log << format_step_line(m) << std::endl;
 
-    if (step == 0) sum.first_loss = m.loss;
+    if (sum.steps == 0) sum.first_loss = m.loss;
     else timed_seconds += m.step_seconds;
     sum.last_loss = m.loss;
-    sum.steps = step + 1;
+    sum.steps += 1;
+    sum.final_step = step + 1;
+
+    const int64_t done = step + 1;
+    sum.stop_signal = stop.received();
+    if (checkpointing && ((period > 0 && done % period == 0) || done == steps_ || sum.stop_signal)) {
+      sum.last_checkpoint = save_checkpoint(done);
+      log << "gemmax: saved checkpoint " << sum.last_checkpoint << std::endl;
+    }
+    if (sum.stop_signal) break;
+  }
+  if (sum.stop_signal) {
+    log << "gemmax: stopped by " << StopSignal::name(sum.stop_signal) << " after step "
+        << sum.final_step << "; "
+        << (checkpointing ? "checkpoint saved in " + sum.last_checkpoint +
+                                "; run the same command again to resume"
+                          : std::string("enable_checkpointing=false: nothing was saved"))
+        << "\n";
   }
   const int64_t timed = sum.steps - 1;
   if (timed > 0) {
@@ -171,11 +326,11 @@ TrainSummary Trainer::run(std::ostream& log) {
     sum.tflops_per_sec = step_tflop / sum.mean_step_seconds;
   }
   const auto& mem = MemoryTracker::global();
-  log << "gemmax: done: " << sum.steps << " steps | loss " << std::setprecision(4)
-      << sum.first_loss << " -> " << sum.last_loss << " | mean step " << sum.mean_step_seconds
-      << " s | " << std::setprecision(6) << sum.tokens_per_sec << " tokens/s | "
-      << sum.tflops_per_sec << " TFLOP/s | peak memory " << human_bytes(double(mem.peak_total()))
-      << "\n";
+  log << "gemmax: done: " << sum.steps << " steps (run at step " << sum.final_step << ") | loss "
+      << std::setprecision(4) << sum.first_loss << " -> " << sum.last_loss << " | mean step "
+      << sum.mean_step_seconds << " s | " << std::setprecision(6) << sum.tokens_per_sec
+      << " tokens/s | " << sum.tflops_per_sec << " TFLOP/s | peak memory "
+      << human_bytes(double(mem.peak_total())) << "\n";
   log << "gemmax: metrics in " << metrics.path() << "\n";
   return sum;
 }

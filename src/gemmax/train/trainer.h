@@ -1,9 +1,11 @@
-// The training loop: data -> forward/backward -> clip -> AdamW, with per-step metrics.
+// The training loop: data -> forward/backward -> clip -> AdamW, with per-step metrics,
+// train-state checkpoints, exact resume and graceful stop.
 #pragma once
 
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/config/config.h"
@@ -14,16 +16,22 @@
 
 namespace gemmax {
 
+struct TrainCheckpoint;
+
 struct TrainSummary {
-  int64_t steps = 0;
+  int64_t steps = 0;        // steps run by this invocation
+  int64_t final_step = 0;   // completed steps of the run, resumed ones included
   double first_loss = 0, last_loss = 0;
-  double mean_step_seconds = 0;  // over the steps after the first
+  double mean_step_seconds = 0;  // over this invocation's steps after its first
   double tokens_per_sec = 0, tflops_per_sec = 0;
+  int stop_signal = 0;           // SIGINT / SIGTERM that stopped the run early, or 0
+  std::string last_checkpoint;   // folder of the last checkpoint saved, if any
 };
 
 class Trainer {
  public:
-  // Builds everything the config names; throws gemmax::Error for bad input before any step.
+  // Builds everything the config names and resumes from the run's latest checkpoint if there
+  // is one. Throws gemmax::Error for bad input before any step and before writing anything.
   explicit Trainer(const Config& config);
   ~Trainer();
 
@@ -32,8 +40,13 @@ class Trainer {
   const Gemma4Model& model() const { return *model_; }
   const Tensor& weights() const { return weights_; }
   const std::string& run_dir() const { return run_dir_; }
+  int64_t start_step() const { return start_step_; }
 
  private:
+  void resume_from(const TrainCheckpoint& ckpt);
+  void load_pretrained(const std::string& dir);
+  std::string save_checkpoint(int64_t steps_done);
+  void prepare_run_dir();
   void print_header(std::ostream& log) const;
 
   Config config_;
@@ -41,10 +54,12 @@ class Trainer {
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<DataLoader> data_;
   std::unique_ptr<AdamW> optimizer_;
+  std::vector<bool> trainable_;
   LrSchedule schedule_;
   Tensor weights_, grads_;
-  int64_t steps_ = 0, batch_ = 0, seq_ = 0;
-  std::string run_dir_;
+  int64_t steps_ = 0, batch_ = 0, seq_ = 0, start_step_ = 0;
+  std::string run_dir_, checkpoints_dir_;
+  std::vector<std::string> notes_;  // what setup did (resume, fine-tune source), for the log
 };
 
 }  // namespace gemmax

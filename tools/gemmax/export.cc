@@ -1,0 +1,61 @@
+// gemmax export: a train-state checkpoint -> a Hugging Face Gemma-4 folder.
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "flags.h"
+#include "gemmax/config/run_config.h"
+#include "gemmax/io/hf_checkpoint.h"
+#include "gemmax/io/hf_config.h"
+#include "gemmax/io/hf_model.h"
+#include "gemmax/io/train_checkpoint.h"
+
+namespace gemmax {
+namespace {
+
+const char* kUsage =
+    "usage: gemmax export --checkpoint DIR --out HF_DIR [--dtype bfloat16|float32]\n"
+    "                     [--max_shard_gb 5]\n"
+    "\n"
+    "Writes the weights of a train-state checkpoint as a Hugging Face Gemma-4 folder\n"
+    "(config.json + safetensors, sharded above --max_shard_gb) that gemmax and transformers\n"
+    "(AutoModelForCausalLM) load. DIR is a checkpoint folder (.../checkpoints/step_N), a\n"
+    "checkpoints/ folder or a run folder; the last two mean their newest checkpoint.\n"
+    "--dtype defaults to bfloat16, the released models' dtype.\n";
+
+}  // namespace
+
+int cmd_export(int argc, char** argv) {
+  const Flags flags("export", argc, argv, {{"checkpoint"}, {"out"}, {"dtype"}, {"max_shard_gb"}});
+  if (flags.help()) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const CheckpointRef ref = find_train_checkpoint(flags.get("checkpoint"));
+  const std::string out = flags.get("out");
+  const DType dtype = parse_dtype(flags.get("dtype", "bfloat16"));
+  if (dtype != DType::BF16 && dtype != DType::F32)
+    fail("gemmax export: --dtype must be bfloat16 or float32, got ", flags.get("dtype"));
+  const double shard_gb = flags.get_double("max_shard_gb", 5.0);
+  if (shard_gb <= 0) fail("gemmax export: --max_shard_gb must be positive");
+
+  const TrainCheckpoint ckpt = open_train_checkpoint(ref.dir);
+  const ModelConfig mc =
+      model_config_from(Config::from_json(ckpt.state["config"], ref.dir + "/state.json"));
+  const ParamTable table(mc);
+  NamedTensors tensors;
+  for (const ParamSpec& s : table.specs()) {
+    if (!ckpt.params.has(s.name)) fail("checkpoint '", ref.dir, "' has no parameter '", s.name, "'");
+    if (ckpt.params.entry(s.name).shape != s.shape)
+      fail("checkpoint '", ref.dir, "': '", s.name, "' has shape ",
+           shape_str(ckpt.params.entry(s.name).shape), ", its config implies ", shape_str(s.shape));
+    tensors.emplace_back("model." + s.name, ckpt.params.read_as(s.name, dtype));
+  }
+  write_hf_checkpoint(out, tensors, uint64_t(shard_gb * double(1ull << 30)));
+  write_hf_config(mc, dtype, out + "/config.json");
+  std::cout << "gemmax: exported " << ref.dir << " (step " << ref.step << ", " << table.total()
+            << " parameters) to " << out << " as " << dtype_name(dtype) << "\n";
+  return 0;
+}
+
+}  // namespace gemmax
