@@ -5,26 +5,9 @@
 #include <cstdlib>
 
 #include "gemmax/base/error.h"
+#include "gemmax/base/strings.h"
 
 namespace gemmax {
-namespace {
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
 
 Flags::Flags(const char* command, int argc, char** argv, const std::vector<FlagSpec>& specs,
              bool allow_positional)
@@ -52,12 +35,11 @@ Flags::Flags(const char* command, int argc, char** argv, const std::vector<FlagS
     if (inline_value) value = name.substr(eq + 1), name = name.substr(0, eq);
     const FlagSpec* spec = find(name);
     if (!spec) {
-      std::string nearest;
-      size_t best = SIZE_MAX;
-      for (const FlagSpec& s : specs)
-        if (size_t d = edit_distance(name, s.name); d < best) best = d, nearest = s.name;
+      std::vector<std::string> names;
+      for (const FlagSpec& s : specs) names.push_back(s.name);
+      const std::string close = nearest(name, names);
       fail("gemmax ", command_, ": unknown flag --", name,
-           nearest.empty() ? std::string() : "; did you mean --" + nearest + "?");
+           close.empty() ? std::string() : "; did you mean --" + close + "?");
     }
     if (spec->takes_value && !inline_value) {
       if (i + 1 >= argc) fail("gemmax ", command_, ": --", name, " needs a value");

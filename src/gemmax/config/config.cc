@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "gemmax/base/error.h"
+#include "gemmax/base/strings.h"
 #include "gemmax/config/embedded.h"
 
 namespace gemmax {
@@ -77,21 +78,6 @@ ConfigValue convert(const std::string& key, const std::string& text, const Confi
     }
     default: return text;
   }
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 const std::map<std::string, ConfigValue>& base_values() {
@@ -246,13 +232,9 @@ nlohmann::json Config::to_json() const {
 }
 
 std::string Config::nearest_key(const std::string& key) {
-  std::string best;
-  size_t best_d = SIZE_MAX;
-  for (const auto& kv : base_values()) {
-    const size_t d = edit_distance(key, kv.first);
-    if (d < best_d) best_d = d, best = kv.first;
-  }
-  return best;
+  std::vector<std::string> keys;
+  for (const auto& kv : base_values()) keys.push_back(kv.first);
+  return nearest(key, keys);
 }
 
 std::vector<std::string> Config::preset_names() {
