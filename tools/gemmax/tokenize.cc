@@ -4,6 +4,7 @@
 #include <string>
 
 #include "commands.h"
+#include "flags.h"
 #include "gemmax/base/error.h"
 #include "gemmax/data/tokenize_files.h"
 
@@ -41,61 +42,31 @@ const char* kUsage =
 }  // namespace
 
 int cmd_tokenize(int argc, char** argv) {
-  TokenizeOptions o;
-  try {
-    for (int i = 0; i < argc; ++i) {
-      std::string arg = argv[i];
-      if (arg == "--help" || arg == "-h") {
-        std::fputs(kUsage, stdout);
-        return 0;
-      }
-      if (arg.rfind("--", 0) != 0 || arg == "--") {
-        o.inputs.push_back(arg);
-        continue;
-      }
-      // --key value or --key=value
-      std::string key = arg, value;
-      bool has_value = false;
-      if (auto eq = arg.find('='); eq != std::string::npos) {
-        key = arg.substr(0, eq), value = arg.substr(eq + 1), has_value = true;
-      }
-      auto take = [&]() -> std::string {
-        if (has_value) return value;
-        if (i + 1 >= argc) fail("tokenize: ", key, " needs a value (see gemmax tokenize --help)");
-        return argv[++i];
-      };
-      if (key == "--no-bos" || key == "--lines") {
-        if (has_value) fail("tokenize: ", key, " takes no value");
-        if (key == "--no-bos")
-          o.add_bos = false;
-        else
-          o.lines = true;
-      } else if (key == "--out") {
-        o.out = take();
-      } else if (key == "--tokenizer" || key == "--tokenizer_type") {
-        o.tokenizer_type = take();
-      } else if (key == "--tokenizer_path") {
-        o.tokenizer_path = take();
-      } else if (key == "--text_key") {
-        o.text_key = take();
-      } else {
-        fail("tokenize: unknown option '", key, "' (see gemmax tokenize --help)");
-      }
-    }
-    if (o.out.empty()) fail("tokenize: --out FILE.bin is required (see gemmax tokenize --help)");
-    if (o.inputs.empty())
-      fail("tokenize: give at least one input file (see gemmax tokenize --help)");
-    const TokenizeResult r = tokenize_files(o);
-    std::printf("wrote %s: %llu document%s, %llu tokens, tokenizer %s\n", o.out.c_str(),
-                (unsigned long long)r.documents, r.documents == 1 ? "" : "s",
-                (unsigned long long)r.tokens, r.tokenizer.c_str());
-    if (r.skipped_empty)
-      std::printf("skipped %llu empty documents\n", (unsigned long long)r.skipped_empty);
+  const Flags flags("tokenize", argc, argv,
+                    {{"out"}, {"tokenizer"}, {"tokenizer_type"}, {"tokenizer_path"},
+                     {"text_key"}, {"no-bos", false}, {"lines", false}},
+                    /*allow_positional=*/true);
+  if (flags.help()) {
+    std::fputs(kUsage, stdout);
     return 0;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
   }
+  TokenizeOptions o;
+  o.inputs = flags.positional();
+  o.out = flags.get("out");
+  o.tokenizer_type = flags.get("tokenizer", flags.get("tokenizer_type", "byte"));
+  o.tokenizer_path = flags.get("tokenizer_path", "");
+  o.text_key = flags.get("text_key", "text");
+  o.add_bos = !flags.has("no-bos");
+  o.lines = flags.has("lines");
+  if (o.inputs.empty())
+    fail("gemmax tokenize: give at least one input file (see gemmax tokenize --help)");
+  const TokenizeResult r = tokenize_files(o);
+  std::printf("wrote %s: %llu document%s, %llu tokens, tokenizer %s\n", o.out.c_str(),
+              (unsigned long long)r.documents, r.documents == 1 ? "" : "s",
+              (unsigned long long)r.tokens, r.tokenizer.c_str());
+  if (r.skipped_empty)
+    std::printf("skipped %llu empty documents\n", (unsigned long long)r.skipped_empty);
+  return 0;
 }
 
 }  // namespace gemmax
