@@ -104,6 +104,15 @@ TEST(HfModel, WrongShapeNamesExpectedAndActual) {
                {"'model.layers.0.experts.down_proj'", "[5, 16, 7]", "[5, 16, 6]"});
 }
 
+TEST(HfModel, WrongDtypeIsNamed) {
+  Folder f;
+  f.write([](NamedTensors& t) {
+    for (auto& [name, tensor] : t)
+      if (name == "model.norm.weight") tensor = Tensor::zeros(tensor.shape(), DType::I32);
+  });
+  expect_error([&] { f.load(); }, {"model.norm.weight", "int32"});
+}
+
 TEST(HfModel, ConfigThatDoesNotMatchTheTensors) {
   Folder f;
   f.write();
