@@ -19,6 +19,7 @@ const Command kCommands[] = {
     {"train", gemmax::cmd_train, "train a model: gemmax train [config.yml] [key=value ...]"},
     {"tokenize", gemmax::cmd_tokenize, "write a token shard from text files: gemmax tokenize --out FILE.bin INPUT..."},
     {"grad", gemmax::cmd_grad, "loss and gradients of a Hugging Face Gemma-4 folder on one batch"},
+    {"sample", gemmax::cmd_sample, "generate text from a model: gemmax sample --model DIR --prompt TEXT"},
     {"info", gemmax::cmd_info, "print a model's parameters and FLOPs: gemmax info [config.yml] [key=value ...]"},
 };
 
