@@ -117,6 +117,7 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
 void Decoder::attend(const LayerContext& ctx, int64_t layer, AttentionActs& a) {
   LayerCache& lc = caches_[layer];
   const int64_t n = ctx.tokens(), start = length_;  // length_ advances after the whole pass
+  GEMMAX_CHECK(n <= lc.slots, "decoder: ", n, " tokens in one pass over ", lc.slots, " slots");
   // Write the new keys and values first (in at most two runs where the ring wraps): the
   // queries attend to them too. The slots overwritten hold positions <= start - window,
   // which no query of this pass can see.
