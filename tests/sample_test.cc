@@ -86,8 +86,11 @@ TEST(AttentionDecode, AQueryWithNoVisibleSlotIsAnError) {
   const Tensor q = random_tensor({1, 2, 4}, rng), k = random_tensor({2, 1, 4}, rng);
   Tensor o = Tensor::empty({1, 2, 4}, DType::F64);
   // Slots hold positions 0 and 1; a query at position 5 with window 3 sees neither.
-  expect_error([&] { be.attention_decode(o, q, ints({5}), k, k, ints({0, 1}), 3); },
-               {"position 5", "sees no cache slot"});
+  expect_error(
+      [&] {
+        be.attention_decode(o, q, ints({5}), k, k, ints({0, 1}), 3);
+      },
+      {"position 5", "sees no cache slot"});
 }
 
 // ---- the decoder against the full forward --------------------------------------------------
@@ -134,7 +137,8 @@ TEST(Decoder, PrefillAndStepsGiveTheForwardLogitsAtEveryPosition) {
     const Tensor w = random_weights(model.params(), 7, dt);
     const Tensor ref = f.forward_logits(model, w);
     double scale = 0;
-    for (int64_t i = 0; i < ref.numel(); ++i) scale = std::max(scale, std::abs(get_as_double(ref, i)));
+    for (int64_t i = 0; i < ref.numel(); ++i)
+      scale = std::max(scale, std::abs(get_as_double(ref, i)));
     const double tol = dt == DType::F64 ? 1e-12 : 2e-5 * scale;
     std::vector<int32_t> toks = f.tokens;
 
@@ -144,7 +148,8 @@ TEST(Decoder, PrefillAndStepsGiveTheForwardLogitsAtEveryPosition) {
       Decoder d(model, w, {f.S(), /*prefill_chunk=*/1});
       EXPECT_EQ(d.cache_slots(0), f.cfg.sliding_window);
       worst_steps = row_diff(d.prefill(std::span(toks).first(1)), ref, 0);
-      for (int64_t p = 1; p < f.S(); ++p) worst_steps = std::max(worst_steps, row_diff(d.step(toks[p]), ref, p));
+      for (int64_t p = 1; p < f.S(); ++p)
+        worst_steps = std::max(worst_steps, row_diff(d.step(toks[p]), ref, p));
     }
     // The whole sequence in prefill chunks of 4 (ring of 6 slots, wrapping inside chunks).
     double worst_prefill = 0;
@@ -162,18 +167,20 @@ TEST(Decoder, PrefillAndStepsGiveTheForwardLogitsAtEveryPosition) {
     {
       Decoder d(model, w, {f.S(), 0});
       worst_mixed = row_diff(d.prefill(std::span(toks).first(5)), ref, 4);
-      for (int64_t p = 5; p < f.S(); ++p) worst_mixed = std::max(worst_mixed, row_diff(d.step(toks[p]), ref, p));
+      for (int64_t p = 5; p < f.S(); ++p)
+        worst_mixed = std::max(worst_mixed, row_diff(d.step(toks[p]), ref, p));
       // The decoder is full: one more position is a clear error.
       expect_error([&] { d.step(0); }, {"exceed max_length 13"});
     }
     EXPECT_LE(worst_steps, tol) << dtype_name(dt);
     EXPECT_LE(worst_prefill, tol) << dtype_name(dt);
     EXPECT_LE(worst_mixed, tol) << dtype_name(dt);
-    std::cout << "decode vs forward, " << dtype_name(dt) << " (max |logit| " << scale
-              << "): steps " << worst_steps << ", prefill chunks of 4 " << worst_prefill
-              << ", prefill 5 + steps " << worst_mixed << "\n";
-    ::testing::Test::RecordProperty(std::string("max_abs_diff_") + std::string(dtype_name(dt)),
-                                    std::to_string(std::max({worst_steps, worst_prefill, worst_mixed})));
+    std::cout << "decode vs forward, " << dtype_name(dt) << " (max |logit| " << scale << "): steps "
+              << worst_steps << ", prefill chunks of 4 " << worst_prefill << ", prefill 5 + steps "
+              << worst_mixed << "\n";
+    ::testing::Test::RecordProperty(
+        std::string("max_abs_diff_") + std::string(dtype_name(dt)),
+        std::to_string(std::max({worst_steps, worst_prefill, worst_mixed})));
   }
 }
 
@@ -475,7 +482,8 @@ TEST(SampleCli, GeneratesFromAHuggingFaceFolder) {
   EXPECT_EQ(r.out.rfind(text + "\n", 0), 0u) << "cli:\n" << r.out << "\nin process:\n" << text;
 
   // Sampling with a seed repeats.
-  const std::string sampled = "sample" + model + " --prompt 'Hello' --max_new_tokens 12 --seed 3 --top_p 0.9";
+  const std::string sampled =
+      "sample" + model + " --prompt 'Hello' --max_new_tokens 12 --seed 3 --top_p 0.9";
   const CliResult s1 = gemmax_stdout(sampled, &err), s2 = gemmax_stdout(sampled, &err);
   ASSERT_EQ(s1.status, 0) << s1.out << err;
   EXPECT_EQ(s1.out, s2.out);
@@ -492,10 +500,13 @@ TEST(SampleCli, BadInputGivesTheFix) {
   auto expect_failure = [](const std::string& args, const std::vector<std::string>& parts) {
     const CliResult r = gemmax(args);
     EXPECT_NE(r.status, 0) << args;
-    for (const auto& p : parts) EXPECT_NE(r.out.find(p), std::string::npos) << args << ":\n" << r.out;
+    for (const auto& p : parts)
+      EXPECT_NE(r.out.find(p), std::string::npos) << args << ":\n" << r.out;
   };
-  expect_failure("sample --model " + dir.file("nothing") + " --prompt hi", {"nothing", "does not exist"});
-  expect_failure("sample" + model + " --prompt hi", {"larger vocabulary than the model (37 tokens)"});
+  expect_failure("sample --model " + dir.file("nothing") + " --prompt hi",
+                 {"nothing", "does not exist"});
+  expect_failure("sample" + model + " --prompt hi",
+                 {"larger vocabulary than the model (37 tokens)"});
   expect_failure("sample" + model + " --prompt ''", {"--prompt is empty"});
   expect_failure("sample" + model, {"missing --prompt"});
   expect_failure("sample" + model + " --prompt hi --top_p 0", {"top_p must be in (0, 1]"});

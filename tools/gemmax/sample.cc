@@ -37,8 +37,9 @@ std::unique_ptr<Tokenizer> tokenizer_from(const Flags& flags, const std::string&
       flags.get("tokenizer", flags.has("tokenizer_path") ? "sentencepiece" : "byte");
   if (type == "byte") {
     if (flags.has("tokenizer_path"))
-      fail("gemmax sample: --tokenizer_path is for --tokenizer sentencepiece; the byte "
-           "tokenizer needs no file");
+      fail(
+          "gemmax sample: --tokenizer_path is for --tokenizer sentencepiece; the byte "
+          "tokenizer needs no file");
     return make_byte_tokenizer();
   }
   if (type != "sentencepiece")
@@ -47,8 +48,9 @@ std::unique_ptr<Tokenizer> tokenizer_from(const Flags& flags, const std::string&
   if (path.empty()) {
     path = (std::filesystem::path(model_dir) / "tokenizer.model").string();
     if (!std::filesystem::exists(path))
-      fail("gemmax sample: --tokenizer sentencepiece needs --tokenizer_path (the .model file); "
-           "the model folder has no tokenizer.model");
+      fail(
+          "gemmax sample: --tokenizer sentencepiece needs --tokenizer_path (the .model file); "
+          "the model folder has no tokenizer.model");
   }
   return make_sentencepiece_tokenizer(path);
 }
@@ -57,8 +59,16 @@ std::unique_ptr<Tokenizer> tokenizer_from(const Flags& flags, const std::string&
 
 int cmd_sample(int argc, char** argv) {
   const Flags flags("sample", argc, argv,
-                    {{"model"}, {"prompt"}, {"max_new_tokens"}, {"temperature"}, {"top_k"},
-                     {"top_p"}, {"seed"}, {"tokenizer"}, {"tokenizer_path"}, {"dtype"}});
+                    {{"model"},
+                     {"prompt"},
+                     {"max_new_tokens"},
+                     {"temperature"},
+                     {"top_k"},
+                     {"top_p"},
+                     {"seed"},
+                     {"tokenizer"},
+                     {"tokenizer_path"},
+                     {"dtype"}});
   if (flags.help()) {
     std::fputs(kUsage, stdout);
     return 0;

@@ -38,6 +38,7 @@ class AttentionCore {
   // Writes acts.attn [T, H, hd] from acts.q, acts.k, acts.v of this step's T tokens.
   virtual void attend(const LayerContext& ctx, int64_t layer, AttentionActs& acts) = 0;
 };
+
 // dx += the gradient through the block; weight gradients accumulate into g.
 void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                         const LayerWeights& g, const Tensor& x, const AttentionActs& acts,

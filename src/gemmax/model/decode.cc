@@ -13,8 +13,8 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   const ModelConfig& c = model.config();
   const DType act = model.options().act;
   GEMMAX_CHECK(weights.numel() == model.params().total() && weights.dtype() == act,
-               "decoder: weights ", weights.str(), " for a model of ", model.params().total(),
-               " ", dtype_name(act), " parameters");
+               "decoder: weights ", weights.str(), " for a model of ", model.params().total(), " ",
+               dtype_name(act), " parameters");
   if (options_.max_length <= 0)
     fail("decoder: max_length must be positive (prompt + new tokens), got ", options_.max_length);
   if (options_.prefill_chunk < 0)
@@ -24,18 +24,19 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   options_.prefill_chunk = std::min(options_.prefill_chunk, options_.max_length);
 
   weights_ = bind_model(model.params(), weights);
-  rope_local_ = be_.to_device(rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_proportion),
-                              MemKind::Workspace);
-  rope_global_ = be_.to_device(
-      rope_inv_freq(c.global_head_dim, c.global_rope_theta, c.global_rope_proportion),
-      MemKind::Workspace);
+  rope_local_ = be_.to_device(
+      rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_proportion), MemKind::Workspace);
+  rope_global_ =
+      be_.to_device(rope_inv_freq(c.global_head_dim, c.global_rope_theta, c.global_rope_proportion),
+                    MemKind::Workspace);
 
   caches_.resize(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     LayerCache& lc = caches_[l];
     lc.window = c.is_global(l) ? 0 : c.sliding_window;
-    lc.slots = lc.window == 0 ? options_.max_length
-                              : std::min(options_.max_length, lc.window + options_.prefill_chunk - 1);
+    lc.slots = lc.window == 0
+                   ? options_.max_length
+                   : std::min(options_.max_length, lc.window + options_.prefill_chunk - 1);
     const Shape shape{lc.slots, c.layer_kv_heads(l), c.layer_head_dim(l)};
     lc.k = be_.zeros(shape, act, MemKind::Activations);
     lc.v = be_.zeros(shape, act, MemKind::Activations);
@@ -63,8 +64,9 @@ Tensor Decoder::prefill(std::span<const int32_t> tokens, Tensor* all_logits) {
     Tensor logits = run(tokens.subspan(begin, end - begin), rows);
     if (rows == 0) continue;
     logits = be_.to_host(logits);
-    if (all_logits) std::copy_n(static_cast<const char*>(logits.raw()), logits.nbytes(),
-                                static_cast<char*>(all_logits->rows(begin, end).raw()));
+    if (all_logits)
+      std::copy_n(static_cast<const char*>(logits.raw()), logits.nbytes(),
+                  static_cast<char*>(all_logits->rows(begin, end).raw()));
     if (final_chunk) last = logits.rows(rows - 1, rows).view({V});
   }
   return last;

@@ -44,10 +44,10 @@ class Decoder final : private AttentionCore {
 
  private:
   struct LayerCache {
-    int64_t slots = 0;    // positions it can hold at once
-    int64_t window = 0;   // 0: global layer
-    Tensor k, v;          // [slots, KV, hd]
-    Tensor positions;     // int32 [slots]: the position each slot holds, -1: empty
+    int64_t slots = 0;   // positions it can hold at once
+    int64_t window = 0;  // 0: global layer
+    Tensor k, v;         // [slots, KV, hd]
+    Tensor positions;    // int32 [slots]: the position each slot holds, -1: empty
   };
 
   // Runs tokens at positions length_.. through the model; returns the logits of the last

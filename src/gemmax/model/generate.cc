@@ -20,8 +20,8 @@ Generation generate(const Gemma4Model& model, const Tensor& weights, const Token
   check_sample_options(options);
   const int64_t V = model.config().vocab_size;
   if (tokenizer.vocab_size() > V)
-    fail("tokenizer ", tokenizer.describe(), " has a larger vocabulary than the model (",
-         V, " tokens); use the tokenizer the model was trained with");
+    fail("tokenizer ", tokenizer.describe(), " has a larger vocabulary than the model (", V,
+         " tokens); use the tokenizer the model was trained with");
   if (prompt.empty()) fail("the prompt is empty; give some text for the model to continue");
 
   Generation g;

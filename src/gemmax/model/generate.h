@@ -17,9 +17,9 @@ struct Generation {
   std::string prompt_text;          // the prompt ids decoded
   std::string completion;           // the new ids decoded, as they continue the prompt
   bool stopped_at_eos = false;
-  double prefill_seconds = 0;       // the prompt's pass, up to its logits
-  double decode_seconds = 0;        // every later pass, with sampling
-  int64_t decode_steps = 0;         // passes of one generated token each
+  double prefill_seconds = 0;  // the prompt's pass, up to its logits
+  double decode_seconds = 0;   // every later pass, with sampling
+  int64_t decode_steps = 0;    // passes of one generated token each
 
   double prefill_tokens_per_sec() const;
   double decode_tokens_per_sec() const;

@@ -13,8 +13,7 @@ void check_sample_options(const SampleOptions& o) {
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
     fail("temperature must be a number >= 0 (0: greedy), got ", o.temperature);
   if (o.top_k < 0) fail("top_k must be >= 0 (0: no limit), got ", o.top_k);
-  if (!(o.top_p > 0 && o.top_p <= 1))
-    fail("top_p must be in (0, 1] (1: no limit), got ", o.top_p);
+  if (!(o.top_p > 0 && o.top_p <= 1)) fail("top_p must be in (0, 1] (1: no limit), got ", o.top_p);
 }
 
 Sampler::Sampler(const SampleOptions& options) : options_(options), rng_(options.seed) {
@@ -25,9 +24,14 @@ int32_t Sampler::sample(const Tensor& logits) {
   const int64_t V = logits.numel();
   logits_.resize(size_t(V));
   switch (logits.dtype()) {
-    case DType::F32: std::copy_n(logits.data<float>(), V, logits_.begin()); break;
-    case DType::F64: std::copy_n(logits.data<double>(), V, logits_.begin()); break;
-    default: fail("sampling: logits ", logits.str(), " must be float32 or float64");
+    case DType::F32:
+      std::copy_n(logits.data<float>(), V, logits_.begin());
+      break;
+    case DType::F64:
+      std::copy_n(logits.data<double>(), V, logits_.begin());
+      break;
+    default:
+      fail("sampling: logits ", logits.str(), " must be float32 or float64");
   }
   return sample(logits_);
 }
@@ -53,8 +57,10 @@ int32_t Sampler::sample(std::span<const double> logits) {
   int64_t n = options_.top_k > 0 ? std::min(options_.top_k, V) : V;
   ids_.resize(size_t(V));
   std::iota(ids_.begin(), ids_.end(), 0);
-  if (n < V) std::partial_sort(ids_.begin(), ids_.begin() + n, ids_.end(), before);
-  else if (nucleus) std::sort(ids_.begin(), ids_.end(), before);
+  if (n < V)
+    std::partial_sort(ids_.begin(), ids_.begin() + n, ids_.end(), before);
+  else if (nucleus)
+    std::sort(ids_.begin(), ids_.end(), before);
 
   // Unnormalised softmax(logits / temperature) of the candidates, relative to the largest.
   probs_.resize(size_t(n));
