@@ -41,7 +41,9 @@ TEST(Train, TinyModelLossFallsClearly) {
   double tail = 0;
   for (size_t i = 50; i < 60; ++i) tail += losses[i] / 10;
   EXPECT_LT(tail, s.first_loss - 2.0) << log.str();
-  EXPECT_TRUE(std::filesystem::exists(dir / "t/config.json"));
+  // The run's resolved config reads back to the same config.
+  const Config again = Config::load(dir / "t/config.yml", {});
+  EXPECT_EQ(again.to_json(), Config::defaults(small_run(dir, 60)).to_json());
 }
 
 TEST(Train, FullRematReproducesTheRunBitForBit) {

@@ -14,6 +14,7 @@ int cmd_info(int argc, char** argv);
 int cmd_grad(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_sample(int argc, char** argv);
 
 // `[config.yml] [key=value ...]`, MaxText's command-line form, into a Config.
 Config config_from_args(int argc, char** argv);

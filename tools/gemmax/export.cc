@@ -4,10 +4,10 @@
 
 #include "commands.h"
 #include "flags.h"
-#include "gemmax/config/run_config.h"
 #include "gemmax/io/hf_checkpoint.h"
 #include "gemmax/io/hf_config.h"
 #include "gemmax/io/hf_model.h"
+#include "gemmax/io/model_dir.h"
 #include "gemmax/io/train_checkpoint.h"
 
 namespace gemmax {
@@ -39,20 +39,11 @@ int cmd_export(int argc, char** argv) {
   const double shard_gb = flags.get_double("max_shard_gb", 5.0);
   if (shard_gb <= 0) fail("gemmax export: --max_shard_gb must be positive");
 
-  const TrainCheckpoint ckpt = open_train_checkpoint(ref.dir);
-  const ModelConfig mc =
-      model_config_from(Config::from_json(ckpt.state["config"], ref.dir + "/state.json"));
-  const ParamTable table(mc);
-  NamedTensors tensors;
-  for (const ParamSpec& s : table.specs()) {
-    if (!ckpt.params.has(s.name)) fail("checkpoint '", ref.dir, "' has no parameter '", s.name, "'");
-    if (ckpt.params.entry(s.name).shape != s.shape)
-      fail("checkpoint '", ref.dir, "': '", s.name, "' has shape ",
-           shape_str(ckpt.params.entry(s.name).shape), ", its config implies ", shape_str(s.shape));
-    tensors.emplace_back("model." + s.name, ckpt.params.read_as(s.name, dtype));
-  }
+  const LoadedModel m = load_model_dir(ref.dir, DType::F32);
+  const ParamTable table(m.config);
+  const NamedTensors tensors = hf_named_tensors(table, m.weights, "model.", dtype);
   write_hf_checkpoint(out, tensors, uint64_t(shard_gb * double(1ull << 30)));
-  write_hf_config(mc, dtype, out + "/config.json");
+  write_hf_config(m.config, dtype, out + "/config.json");
   std::cout << "gemmax: exported " << ref.dir << " (step " << ref.step << ", " << table.total()
             << " parameters) to " << out << " as " << dtype_name(dtype) << "\n";
   return 0;

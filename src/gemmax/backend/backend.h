@@ -108,6 +108,15 @@ class Backend {
                                   const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const Tensor& o, const Tensor& lse,
                                   const Tensor& segment_ids, const AttentionShape& shape) = 0;
+  // Attention of new tokens over a KV cache (incremental decoding; model/decode.h). q, o
+  // [n, H, hd] are the new tokens at positions q_pos (int32 [n]). k, v [C, KV, hd] are cache
+  // slots in any order; slot c holds position kv_pos[c] (int32 [C]; -1: empty). Query i sees
+  // slot c iff 0 <= kv_pos[c] <= q_pos[i] and (window == 0 or kv_pos[c] > q_pos[i] - window):
+  // the same mask as attention_forward on one segment, so the two agree to rounding. Every
+  // query must see at least one slot (its own key, written before the call).
+  virtual void attention_decode(const Tensor& o, const Tensor& q, const Tensor& q_pos,
+                                const Tensor& k, const Tensor& v, const Tensor& kv_pos,
+                                int64_t window) = 0;
 
   // ---- GeGLU on fused rows h = [gate | up] [m, 2F]: a = gelu_tanh(gate) * up [m, F] -----------
   virtual void geglu_forward(const Tensor& a, const Tensor& h) = 0;

@@ -231,6 +231,15 @@ nlohmann::json Config::to_json() const {
   return j;
 }
 
+std::string Config::to_yaml() const {
+  std::string out = "# The resolved configuration of this run (gemmax train FILE repeats it).\n";
+  for (const auto& [key, value] : values_) {
+    const std::string text = value_text(key);
+    out += key + ": " + (std::holds_alternative<std::string>(value) ? nlohmann::json(text).dump() : text) + "\n";
+  }
+  return out;
+}
+
 std::string Config::nearest_key(const std::string& key) {
   std::vector<std::string> keys;
   for (const auto& kv : base_values()) keys.push_back(kv.first);

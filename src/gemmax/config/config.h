@@ -41,6 +41,8 @@ class Config {
 
   std::vector<std::string> keys() const;
   nlohmann::json to_json() const;
+  // Every key as a YAML file that `gemmax train FILE` reads back to the same config.
+  std::string to_yaml() const;
   std::string value_text(const std::string& key) const;
 
   // The key of base.yml closest to `key` by edit distance.

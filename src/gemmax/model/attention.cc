@@ -23,6 +23,21 @@ AttentionShape attention_shape(const LayerContext& ctx, int64_t layer, const Dim
 
 void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                        const Tensor& x, AttentionActs& a) {
+  attention_project(ctx, layer, w, x, a);
+  if (ctx.attention_core) {
+    ctx.attention_core->attend(ctx, layer, a);
+  } else {
+    const Dims d = dims(ctx, layer);
+    a.attn = ctx.alloc({d.T, d.H, d.hd});
+    a.lse = ctx.alloc_stat({ctx.in.batch, d.H, ctx.in.seq});
+    ctx.be.attention_forward(a.attn, a.lse, a.q, a.k, a.v, ctx.in.segment_ids,
+                             attention_shape(ctx, layer, d));
+  }
+  attention_output(ctx, layer, w, a);
+}
+
+void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                       const Tensor& x, AttentionActs& a) {
   Backend& be = ctx.be;
   const Dims d = dims(ctx, layer);
   const double eps = ctx.cfg.norm_eps;
@@ -55,12 +70,13 @@ void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeight
   be.rmsnorm_forward(a.v, a.rstd_v, a.v_raw.view(a.v.shape()), Tensor(), eps, 1.0);
   be.rope(a.q, ctx.in.positions, rope, false);
   be.rope(a.k, ctx.in.positions, rope, false);
+}
 
-  a.attn = ctx.alloc({d.T, d.H, d.hd});
-  a.lse = ctx.alloc_stat({ctx.in.batch, d.H, ctx.in.seq});
-  be.attention_forward(a.attn, a.lse, a.q, a.k, a.v, ctx.in.segment_ids,
-                       attention_shape(ctx, layer, d));
-
+void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                      AttentionActs& a) {
+  Backend& be = ctx.be;
+  const Dims d = dims(ctx, layer);
+  const double eps = ctx.cfg.norm_eps;
   a.proj = ctx.alloc({d.T, d.D});
   be.matmul(a.proj, a.attn.view({d.T, d.H * d.hd}), false, w.o_proj, true, false);
   a.out = ctx.alloc({d.T, d.D});

@@ -20,8 +20,25 @@ struct AttentionActs {
   Tensor out;                       // RMSNorm(proj; post_attention_layernorm) [T, D]
 };
 
+// The block in three parts: project (a, q, k, v), attend (attn: within the batch, or over the
+// decoder's KV cache when ctx.attention_core is set), output (proj, out).
 void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                        const Tensor& x, AttentionActs& acts);
+// a = RMSNorm(x); q, k, v projected, normed per head; q, k rotated to ctx.in.positions.
+void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                       const Tensor& x, AttentionActs& acts);
+// proj = attn . Wo^T; out = RMSNorm(proj; post_attention_layernorm).
+void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                      AttentionActs& acts);
+
+// Attention other than within the batch: the decoder's KV cache (model/decode.h).
+class AttentionCore {
+ public:
+  virtual ~AttentionCore() = default;
+  // Writes acts.attn [T, H, hd] from acts.q, acts.k, acts.v of this step's T tokens.
+  virtual void attend(const LayerContext& ctx, int64_t layer, AttentionActs& acts) = 0;
+};
+
 // dx += the gradient through the block; weight gradients accumulate into g.
 void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                         const LayerWeights& g, const Tensor& x, const AttentionActs& acts,

@@ -7,6 +7,8 @@
 
 namespace gemmax {
 
+class AttentionCore;  // model/attention.h
+
 // One batch on the backend's device (int32 [B*S] each; see data/batch.h).
 struct StepInputs {
   int64_t batch = 0, seq = 0;
@@ -28,6 +30,9 @@ struct LayerContext {
   Tensor rope_local;    // inv_freq of sliding layers
   Tensor rope_global;   // inv_freq of global layers
   double aux_weight;    // load_balance_loss_weight / num_layers: each layer's share of the loss
+  // Where attention finds its keys and values: null (training) attends within the batch; the
+  // decoder (model/decode.h) sets its KV cache here.
+  AttentionCore* attention_core = nullptr;
 
   int64_t tokens() const { return in.tokens_count(); }
   Tensor alloc(const Shape& shape, MemKind kind = MemKind::Activations) const {

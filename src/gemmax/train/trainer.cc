@@ -13,7 +13,9 @@
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/io/atomic_file.h"
-#include "gemmax/io/hf_model.h"
+#include "gemmax/data/tokenizer.h"
+#include "gemmax/io/model_dir.h"
+#include "gemmax/model/generate.h"
 #include "gemmax/io/train_checkpoint.h"
 #include "gemmax/train/flops.h"
 #include "gemmax/train/metrics.h"
@@ -172,18 +174,14 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
 }
 
 void Trainer::load_pretrained(const std::string& dir) {
-  const HfModelFolder folder = read_hf_model_folder(dir);
-  if (const std::string d = folder.config.shape_difference(model_->config()); !d.empty())
+  const LoadedModel m = load_model_dir(dir, weights_.dtype());
+  if (const std::string d = m.config.shape_difference(model_->config()); !d.empty())
     fail("load_parameters_path='", dir, "' holds a different model than model_name=",
-         model_->config().name, " (", d, " in its config.json vs the run's); set model_name or "
-         "the model keys to match it");
-  Tensor host = Tensor::empty({model_->params().total()}, weights_.dtype(), MemKind::Workspace);
-  const std::string skipped = load_hf_weights(model_->params(), folder, host);
-  backend_->copy(weights_, backend_->to_device(host, MemKind::Workspace));
-  notes_.push_back("initialised from " + dir + " (" + std::string(dtype_name(
-      folder.info.has_dtype ? folder.info.dtype : DType::F32)) + " -> " +
-      std::string(dtype_name(weights_.dtype())) + ")");
-  if (!skipped.empty()) notes_.push_back(skipped);
+         model_->config().name, " (", d, " there vs the run's); set model_name or the model keys "
+         "to match it");
+  backend_->copy(weights_, backend_->to_device(m.weights, MemKind::Workspace));
+  notes_.push_back("initialised from " + m.source);
+  if (!m.note.empty()) notes_.push_back(m.note);
 }
 
 void Trainer::prepare_run_dir() {
@@ -192,7 +190,7 @@ void Trainer::prepare_run_dir() {
   if (ec)
     fail("cannot create the run directory '", run_dir_, "': ", ec.message(),
          " (set base_output_directory to a writable folder)");
-  write_file_atomic((fs::path(run_dir_) / "config.json").string(), config_.to_json().dump(2) + "\n");
+  write_file_atomic((fs::path(run_dir_) / "config.yml").string(), config_.to_yaml());
   // metrics.jsonl holds one line per completed step of the run: on resume, drop the lines of
   // steps after the checkpoint (the run is about to redo them).
   const std::string metrics = (fs::path(run_dir_) / "metrics.jsonl").string();
@@ -220,6 +218,19 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
   state["config"] = config_.to_json();
   return save_train_checkpoint(checkpoints_dir_, steps_done, params, moments, state,
                                config_.get_int("max_num_checkpoints_to_keep"));
+}
+
+void Trainer::print_sample(std::ostream& log) const {
+  const int64_t n = config_.get_int("sample_max_new_tokens");
+  if (n <= 0 || config_.get_string("dataset_type") == "synthetic") return;
+  const auto tokenizer =
+      make_tokenizer(config_.get_string("tokenizer_type"), config_.get_string("tokenizer_path"));
+  SampleOptions opts;
+  opts.max_new_tokens = n;
+  opts.temperature = 0.7;
+  opts.top_k = 40;
+  const Generation g = generate(*model_, weights_, *tokenizer, config_.get_string("sample_prompt"), opts);
+  log << "gemmax: sample (temperature 0.7, top_k 40): " << g.prompt_text << g.completion << "\n";
 }
 
 void Trainer::print_header(std::ostream& log) const {
@@ -332,6 +343,7 @@ TrainSummary Trainer::run(std::ostream& log) {
       << " tokens/s | " << sum.tflops_per_sec << " TFLOP/s | peak memory "
       << human_bytes(double(mem.peak_total())) << "\n";
   log << "gemmax: metrics in " << metrics.path() << "\n";
+  print_sample(log);
   return sum;
 }
 

@@ -48,6 +48,7 @@ class Trainer {
   std::string save_checkpoint(int64_t steps_done);
   void prepare_run_dir();
   void print_header(std::ostream& log) const;
+  void print_sample(std::ostream& log) const;
 
   Config config_;
   std::unique_ptr<Backend> backend_;

@@ -48,6 +48,8 @@ class ReferenceBackend final : public Backend {
                           const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& o, const Tensor& lse, const Tensor& segment_ids,
                           const AttentionShape& shape) override;
+  void attention_decode(const Tensor& o, const Tensor& q, const Tensor& q_pos, const Tensor& k,
+                        const Tensor& v, const Tensor& kv_pos, int64_t window) override;
 
   void geglu_forward(const Tensor& a, const Tensor& h) override;
   void geglu_backward(const Tensor& dh, const Tensor& da, const Tensor& h) override;

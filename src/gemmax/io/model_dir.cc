@@ -1,0 +1,57 @@
+#include "gemmax/io/model_dir.h"
+
+#include <filesystem>
+#include <cstring>
+
+#include "gemmax/config/run_config.h"
+#include "gemmax/io/hf_model.h"
+#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/model/params.h"
+
+namespace gemmax {
+namespace fs = std::filesystem;
+
+namespace {
+
+LoadedModel load_hf_folder(const std::string& dir, DType dtype) {
+  const HfModelFolder folder = read_hf_model_folder(dir);
+  const ParamTable table(folder.config);
+  LoadedModel m;
+  m.config = folder.config;
+  m.weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
+  m.note = load_hf_weights(table, folder, m.weights);
+  m.source = "Hugging Face folder '" + dir + "'";
+  return m;
+}
+
+LoadedModel load_checkpoint(const std::string& path, DType dtype) {
+  const CheckpointRef ref = find_train_checkpoint(path);
+  const TrainCheckpoint ckpt = open_train_checkpoint(ref.dir);
+  LoadedModel m;
+  m.config = model_config_from(Config::from_json(ckpt.state["config"], ref.dir + "/state.json"));
+  const ParamTable table(m.config);
+  m.weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
+  for (const ParamSpec& s : table.specs()) {
+    if (!ckpt.params.has(s.name)) fail("checkpoint '", ref.dir, "' has no parameter '", s.name, "'");
+    if (ckpt.params.entry(s.name).shape != s.shape)
+      fail("checkpoint '", ref.dir, "': '", s.name, "' has shape ",
+           shape_str(ckpt.params.entry(s.name).shape), ", its config implies ", shape_str(s.shape));
+    const Tensor t = ckpt.params.read_as(s.name, dtype);
+    std::memcpy(table.view(m.weights, s.name).raw(), t.raw(), t.nbytes());
+  }
+  m.source = str_cat("checkpoint '", ref.dir, "' (step ", ref.step, ")");
+  return m;
+}
+
+}  // namespace
+
+LoadedModel load_model_dir(const std::string& dir, DType dtype) {
+  if (!fs::is_directory(dir))
+    fail("model folder '", dir, "' does not exist (expected a Hugging Face folder or a gemmax "
+         "run / checkpoint folder)");
+  if (fs::exists(fs::path(dir) / "config.json") && !fs::exists(fs::path(dir) / "checkpoints"))
+    return load_hf_folder(dir, dtype);
+  return load_checkpoint(dir, dtype);
+}
+
+}  // namespace gemmax

@@ -1,0 +1,140 @@
+#include "gemmax/model/decode.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gemmax/model/head.h"
+#include "gemmax/model/layer.h"
+
+namespace gemmax {
+
+Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderOptions& options)
+    : model_(model), be_(model.backend()), options_(options) {
+  const ModelConfig& c = model.config();
+  const DType act = model.options().act;
+  GEMMAX_CHECK(weights.numel() == model.params().total() && weights.dtype() == act,
+               "decoder: weights ", weights.str(), " for a model of ", model.params().total(), " ",
+               dtype_name(act), " parameters");
+  if (options_.max_length <= 0)
+    fail("decoder: max_length must be positive (prompt + new tokens), got ", options_.max_length);
+  if (options_.prefill_chunk < 0)
+    fail("decoder: prefill_chunk must be >= 0 (0: the sliding window), got ",
+         options_.prefill_chunk);
+  if (options_.prefill_chunk == 0) options_.prefill_chunk = std::max<int64_t>(1, c.sliding_window);
+  options_.prefill_chunk = std::min(options_.prefill_chunk, options_.max_length);
+
+  weights_ = bind_model(model.params(), weights);
+  rope_local_ = be_.to_device(
+      rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_proportion), MemKind::Workspace);
+  rope_global_ =
+      be_.to_device(rope_inv_freq(c.global_head_dim, c.global_rope_theta, c.global_rope_proportion),
+                    MemKind::Workspace);
+
+  caches_.resize(c.num_layers);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LayerCache& lc = caches_[l];
+    lc.window = c.is_global(l) ? 0 : c.sliding_window;
+    lc.slots = lc.window == 0
+                   ? options_.max_length
+                   : std::min(options_.max_length, lc.window + options_.prefill_chunk - 1);
+    const Shape shape{lc.slots, c.layer_kv_heads(l), c.layer_head_dim(l)};
+    lc.k = be_.zeros(shape, act, MemKind::Activations);
+    lc.v = be_.zeros(shape, act, MemKind::Activations);
+    lc.positions = be_.alloc({lc.slots}, DType::I32, MemKind::Activations);
+    be_.fill(lc.positions, -1.0);
+  }
+}
+
+size_t Decoder::cache_bytes() const {
+  size_t n = 0;
+  for (const LayerCache& lc : caches_) n += lc.k.nbytes() + lc.v.nbytes() + lc.positions.nbytes();
+  return n;
+}
+
+Tensor Decoder::prefill(std::span<const int32_t> tokens, Tensor* all_logits) {
+  if (tokens.empty()) fail("decoder: prefill needs at least one token");
+  const int64_t n = int64_t(tokens.size()), V = model_.config().vocab_size;
+  if (all_logits) *all_logits = Tensor::empty({n, V}, model_.options().act);
+  Tensor last;
+  for (int64_t begin = 0; begin < n; begin += options_.prefill_chunk) {
+    const int64_t end = std::min(n, begin + options_.prefill_chunk);
+    const bool final_chunk = end == n;
+    // Only the last token's logits are needed, unless the caller asks for all of them.
+    const int64_t rows = all_logits ? end - begin : (final_chunk ? 1 : 0);
+    Tensor logits = run(tokens.subspan(begin, end - begin), rows);
+    if (rows == 0) continue;
+    logits = be_.to_host(logits);
+    if (all_logits)
+      std::copy_n(static_cast<const char*>(logits.raw()), logits.nbytes(),
+                  static_cast<char*>(all_logits->rows(begin, end).raw()));
+    if (final_chunk) last = logits.rows(rows - 1, rows).view({V});
+  }
+  return last;
+}
+
+Tensor Decoder::step(int32_t token) {
+  const int32_t one[1] = {token};
+  return be_.to_host(run(one, 1)).view({model_.config().vocab_size});
+}
+
+Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
+  const ModelConfig& c = model_.config();
+  const DType act = model_.options().act;
+  const int64_t n = int64_t(tokens.size());
+  if (length_ + n > options_.max_length)
+    fail("decoder: ", length_ + n, " positions exceed max_length ", options_.max_length,
+         "; make the decoder with a larger max_length (prompt + new tokens)");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.vocab_size)
+      fail("decoder: token ", t, " is outside the model's vocabulary [0, ", c.vocab_size, ")");
+
+  // One row of n tokens, one segment, positions continuing the sequence; no targets.
+  Batch b;
+  b.batch = 1;
+  b.seq = n;
+  for (int64_t i = 0; i < n; ++i) {
+    b.inputs.push_back(tokens[i]);
+    b.targets.push_back(0);
+    b.positions.push_back(int32_t(length_ + i));
+    b.segment_ids.push_back(1);
+    b.target_segment_ids.push_back(0);
+  }
+  const StepInputs in = upload_batch(be_, b);
+  const LayerContext ctx{be_, c, in, act, rope_local_, rope_global_, 0.0, this};
+
+  Tensor x = be_.alloc({n, c.d_model}, act, MemKind::Activations);
+  be_.embedding_forward(x, in.tokens, weights_.embed, std::sqrt(double(c.d_model)));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    Tensor y = be_.alloc({n, c.d_model}, act, MemKind::Activations);
+    LayerActs acts;
+    layer_forward(ctx, l, weights_.layers[l], x, y, acts);
+    x = y;
+  }
+  length_ += n;
+  if (rows == 0) return Tensor();
+  return head_logits(be_, c, act, HeadWeights{weights_.embed, weights_.final_norm},
+                     x.rows(n - rows, n));
+}
+
+void Decoder::attend(const LayerContext& ctx, int64_t layer, AttentionActs& a) {
+  LayerCache& lc = caches_[layer];
+  const int64_t n = ctx.tokens(), start = length_;  // length_ advances after the whole pass
+  GEMMAX_CHECK(n <= lc.slots, "decoder: ", n, " tokens in one pass over ", lc.slots, " slots");
+  // Write the new keys and values first (in at most two runs where the ring wraps): the
+  // queries attend to them too. The slots overwritten hold positions <= start - window,
+  // which no query of this pass can see.
+  for (int64_t i = 0; i < n;) {
+    const int64_t slot = (start + i) % lc.slots;
+    const int64_t m = std::min(n - i, lc.slots - slot);
+    be_.copy(lc.k.rows(slot, slot + m), a.k.rows(i, i + m));
+    be_.copy(lc.v.rows(slot, slot + m), a.v.rows(i, i + m));
+    be_.copy(lc.positions.rows(slot, slot + m), ctx.in.positions.rows(i, i + m));
+    i += m;
+  }
+  const int64_t used = std::min(start + n, lc.slots);
+  a.attn = ctx.alloc(a.q.shape());
+  be_.attention_decode(a.attn, a.q, ctx.in.positions, lc.k.rows(0, used), lc.v.rows(0, used),
+                       lc.positions.rows(0, used), lc.window);
+}
+
+}  // namespace gemmax

@@ -1,0 +1,67 @@
+// Incremental decoding with a KV cache: the model's own layers (model/layer.h) run on the new
+// tokens only, and their attention reads the keys and values of earlier tokens from a cache.
+//
+// Each layer keeps its normed, rotated k and normed v per position (on K = V layers the two
+// differ, so both are kept). Global layers keep every position up to max_length. Sliding
+// layers keep a ring of window + prefill_chunk - 1 slots (position p in slot p % slots): the
+// last `window` positions, plus room for one prefill chunk, whose keys are written before its
+// queries attend (so the oldest key the chunk's first query needs is still there). Stepping
+// one token at a time with prefill_chunk 1 keeps exactly `window` slots; either way memory is
+// O(window), not O(length).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "gemmax/model/attention.h"
+#include "gemmax/model/gemma4.h"
+
+namespace gemmax {
+
+struct DecoderOptions {
+  int64_t max_length = 0;     // positions the decoder can hold (prompt + generated tokens)
+  int64_t prefill_chunk = 0;  // tokens per pass in prefill; 0: the sliding window
+};
+
+class Decoder final : private AttentionCore {
+ public:
+  // `weights` is the model's flat buffer (dtype: the model's activation dtype); both must
+  // outlive the decoder.
+  Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderOptions& options);
+
+  // Appends `tokens` (in chunks of at most prefill_chunk) and returns the soft-capped logits
+  // [V] that follow the last one, on the host. With all_logits, that receives the logits of
+  // every token [n, V] (for checks).
+  Tensor prefill(std::span<const int32_t> tokens, Tensor* all_logits = nullptr);
+  // Appends one token; returns the next-token logits [V] on the host.
+  Tensor step(int32_t token);
+
+  int64_t length() const { return length_; }  // positions appended so far
+  void reset() { length_ = 0; }               // forget the sequence (slots are rewritten)
+  int64_t cache_slots(int64_t layer) const { return caches_[layer].slots; }
+  size_t cache_bytes() const;  // k, v and positions of every layer
+
+ private:
+  struct LayerCache {
+    int64_t slots = 0;   // positions it can hold at once
+    int64_t window = 0;  // 0: global layer
+    Tensor k, v;         // [slots, KV, hd]
+    Tensor positions;    // int32 [slots]: the position each slot holds, -1: empty
+  };
+
+  // Runs tokens at positions length_.. through the model; returns the logits of the last
+  // `rows` of them [rows, V] (on the backend's device).
+  Tensor run(std::span<const int32_t> tokens, int64_t rows);
+  void attend(const LayerContext& ctx, int64_t layer, AttentionActs& acts) override;
+
+  const Gemma4Model& model_;
+  Backend& be_;
+  DecoderOptions options_;
+  ModelWeights weights_;
+  Tensor rope_local_, rope_global_;
+  std::vector<LayerCache> caches_;
+  int64_t length_ = 0;
+};
+
+}  // namespace gemmax
