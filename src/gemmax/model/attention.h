@@ -18,8 +18,14 @@ struct AttentionActs {
   Tensor attn, lse;                 // attention output [T, H, hd] and its log-sum-exp [B, H, S]
   Tensor proj, rstd_post;           // attn . Wo^T [T, D] and the post-norm's rstd
   Tensor out;                       // RMSNorm(proj; post_attention_layernorm) [T, D]
+
+  void drop_unsaved() {
+    gemmax::drop_unsaved({&normed, &rstd_in, &q_raw, &k_raw, &v_raw, &q, &k, &v, &rstd_q,
+                          &rstd_k, &rstd_v, &attn, &lse, &proj, &rstd_post, &out});
+  }
 };
 
+// Fills in the activations `acts` does not hold yet (all of them on a fresh struct).
 void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                        const Tensor& x, AttentionActs& acts);
 // dx += the gradient through the block; weight gradients accumulate into g.
