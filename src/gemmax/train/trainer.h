@@ -9,6 +9,7 @@
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/model/gemma4.h"
+#include "gemmax/model/memory_plan.h"
 #include "gemmax/train/optimizer.h"
 #include "gemmax/train/schedule.h"
 
@@ -32,6 +33,7 @@ class Trainer {
   const Gemma4Model& model() const { return *model_; }
   const Tensor& weights() const { return weights_; }
   const std::string& run_dir() const { return run_dir_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
 
  private:
   void print_header(std::ostream& log) const;
@@ -42,6 +44,7 @@ class Trainer {
   std::unique_ptr<DataLoader> data_;
   std::unique_ptr<AdamW> optimizer_;
   LrSchedule schedule_;
+  MemoryPlan plan_;
   Tensor weights_, grads_;
   int64_t steps_ = 0, batch_ = 0, seq_ = 0;
   std::string run_dir_;
