@@ -39,13 +39,13 @@ struct bf16 {
     // value just above a BF16 tie becomes an exact tie in F32). Rounding to F32 *to odd*
     // first keeps the information the second rounding needs, since F32 has more than BF16's
     // bits + 2.
-    float f = float(d);
-    if (double(f) != d && !std::isnan(d)) {
-      uint32_t u = std::bit_cast<uint32_t>(f);
-      if ((u & 1u) == 0) u = std::fabs(d) > std::fabs(double(f)) ? u + 1 : u - 1;  // d's side
-      f = std::bit_cast<float>(u);
-    }
-    return round_bits(f);
+    // Branch-free, so that loops storing bf16 results vectorise. (A NaN compares unequal to
+    // itself and may get its low bit set: it stays a NaN.)
+    const float f = float(d);
+    const uint32_t u = std::bit_cast<uint32_t>(f);
+    const uint32_t fix = uint32_t(double(f) != d) & ~u & 1u;  // inexact and even: move to odd
+    const uint32_t up = uint32_t(std::fabs(d) > std::fabs(double(f)));  // d's side of f
+    return round_bits(std::bit_cast<float>(u + fix * (2 * up - 1)));
   }
 };
 

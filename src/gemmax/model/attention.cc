@@ -23,6 +23,19 @@ AttentionShape attention_shape(const LayerContext& ctx, int64_t layer, const Dim
 
 void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                        const Tensor& x, AttentionActs& a) {
+  attention_project(ctx, layer, w, x, a);
+  if (!a.attn.defined()) {
+    const Dims d = dims(ctx, layer);
+    a.attn = ctx.act_tensor({d.T, d.H, d.hd}, ActClass::Other);
+    a.lse = ctx.stat_tensor({ctx.in.batch, d.H, ctx.in.seq}, ActClass::Other);
+    ctx.be.attention_forward(a.attn, a.lse, a.q, a.k, a.v, ctx.in.segment_ids,
+                             attention_shape(ctx, layer, d));
+  }
+  attention_output(ctx, layer, w, a);
+}
+
+void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                       const Tensor& x, AttentionActs& a) {
   Backend& be = ctx.be;
   const Dims d = dims(ctx, layer);
   const double eps = ctx.cfg.norm_eps;
@@ -69,13 +82,14 @@ void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeight
     a.rstd_v = ctx.stat_tensor({d.T * d.KV}, Other);
     be.rmsnorm_forward(a.v, a.rstd_v, a.v_raw.view(a.v.shape()), Tensor(), eps, 1.0);
   }
+}
 
-  if (!a.attn.defined()) {
-    a.attn = ctx.act_tensor({d.T, d.H, d.hd}, Other);
-    a.lse = ctx.stat_tensor({ctx.in.batch, d.H, ctx.in.seq}, Other);
-    be.attention_forward(a.attn, a.lse, a.q, a.k, a.v, ctx.in.segment_ids,
-                         attention_shape(ctx, layer, d));
-  }
+void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                      AttentionActs& a) {
+  Backend& be = ctx.be;
+  const Dims d = dims(ctx, layer);
+  const double eps = ctx.cfg.norm_eps;
+  using enum ActClass;
   if (!a.proj.defined()) {
     a.proj = ctx.act_tensor({d.T, d.D}, Matmul);
     be.matmul(a.proj, a.attn.view({d.T, d.H * d.hd}), false, w.o_proj, true, false);

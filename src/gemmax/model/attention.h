@@ -25,9 +25,16 @@ struct AttentionActs {
   }
 };
 
-// Fills in the activations `acts` does not hold yet (all of them on a fresh struct).
+// The block in three parts: project (a, q, k, v), attend (attn, lse), output (proj, out).
+// Each fills in only the activations `acts` does not hold yet (all on a fresh struct).
 void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                        const Tensor& x, AttentionActs& acts);
+// a = RMSNorm(x); q, k, v projected, normed per head; q, k rotated to ctx.in.positions.
+void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                       const Tensor& x, AttentionActs& acts);
+// proj = attn . Wo^T; out = RMSNorm(proj; post_attention_layernorm).
+void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
+                      AttentionActs& acts);
 // dx += the gradient through the block; weight gradients accumulate into g.
 void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                         const LayerWeights& g, const Tensor& x, const AttentionActs& acts,

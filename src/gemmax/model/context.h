@@ -53,6 +53,13 @@ struct LayerContext {
   bool recompute = false;  // filling in a layer's activations inside its backward
 
   int64_t tokens() const { return in.tokens_count(); }
+  // Plain allocations in the activation / statistics dtype (outside the remat machinery).
+  Tensor alloc(const Shape& shape, MemKind kind = MemKind::Activations) const {
+    return be.alloc(shape, act, kind);
+  }
+  Tensor alloc_stat(const Shape& shape, MemKind kind = MemKind::Activations) const {
+    return be.alloc(shape, stat_dtype(act), kind);
+  }
 
   // Forward activations. What the policy keeps is MemKind::Activations; the rest, and all
   // that the backward's recompute fills in, is Workspace: it lives only while its layer runs

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "gemmax/config/run_config.h"
 
 namespace gemmax {
@@ -49,6 +51,18 @@ void check_memory_limit(const Config& c, const MemoryPlan& plan) {
         "devices), or raise max_memory_gb.\n"
      << format_memory_plan(plan);
   fail(os.str());
+}
+
+nlohmann::json memory_json(const MemoryPlan& plan, const MemoryTracker& measured) {
+  nlohmann::json planned, meas;
+  for (size_t k = 0; k < kNumMemKinds; ++k) {
+    const std::string name(mem_kind_name(MemKind(k)));
+    planned[name] = plan.peak[k];
+    meas[name] = measured.peak(MemKind(k));
+  }
+  planned["total"] = plan.peak_total;
+  meas["total"] = measured.peak_total();
+  return {{"planned", planned}, {"measured", meas}};
 }
 
 }  // namespace gemmax

@@ -178,6 +178,7 @@ TrainSummary Trainer::run(std::ostream& log) {
       << sum.tflops_per_sec << " TFLOP/s | peak memory " << human_bytes(double(mem.peak_total()))
       << "\n";
   log << "gemmax: " << format_memory_plan(plan_, &mem);
+  std::ofstream(fs::path(run_dir_) / "memory.json") << memory_json(plan_, mem).dump(2) << "\n";
   log << "gemmax: metrics in " << metrics.path() << "\n";
   return sum;
 }

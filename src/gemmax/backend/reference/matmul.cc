@@ -1,5 +1,6 @@
 // Dense and grouped matmuls. Products are summed in fp64 whatever the element type; the output
 // may be wider than the inputs (bf16 inputs, fp32 weight gradients) and is rounded once.
+#include <type_traits>
 #include <vector>
 
 #include "gemmax/backend/reference/dispatch.h"
@@ -13,6 +14,26 @@ template <class TC, class T>
 void matmul_loops(TC* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t M, int64_t N,
                   int64_t K, bool accumulate) {
   if (!trans_a && trans_b) {  // "NT": every output is a dot product of two contiguous rows
+    if constexpr (std::is_same_v<T, bf16>) {
+      // bf16: widen each row of a once (exactly) rather than once per output.
+#pragma omp parallel
+      {
+        std::vector<float> row(K);
+#pragma omp for
+        for (int64_t i = 0; i < M; ++i) {
+          for (int64_t k = 0; k < K; ++k) row[k] = float(a[i * K + k]);
+          const float* ai = row.data();
+          for (int64_t j = 0; j < N; ++j) {
+            const T* bj = b + j * K;
+            double s = 0;
+#pragma omp simd reduction(+ : s)
+            for (int64_t k = 0; k < K; ++k) s += double(ai[k]) * double(bj[k]);
+            c[i * N + j] = TC(accumulate ? double(c[i * N + j]) + s : s);
+          }
+        }
+      }
+      return;
+    }
 #pragma omp parallel for
     for (int64_t i = 0; i < M; ++i) {
       const T* ai = a + i * K;
