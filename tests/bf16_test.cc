@@ -11,9 +11,8 @@
 
 #include <cmath>
 #include <functional>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/convert.h"
@@ -105,7 +104,8 @@ TEST_F(Bf16Ops, RmsNormWithFp32ScaleAndRope) {
     expect_rounded("rmsnorm y", yf, yb);
     expect_identical("rmsnorm rstd", rf, rb);
     Tensor dxf = zeros({4, 9}, DType::F32), dxb = zeros({4, 9}, DType::BF16);
-    Tensor dwf = with_w ? zeros({9}, DType::F32) : Tensor(), dwb = with_w ? zeros({9}, DType::F32) : Tensor();
+    Tensor dwf = with_w ? zeros({9}, DType::F32) : Tensor(),
+           dwb = with_w ? zeros({9}, DType::F32) : Tensor();
     be.rmsnorm_backward(dxf, dwf, dy, x, ww, rf, 0.7, false);
     be.rmsnorm_backward(dxb, dwb, as(dy, DType::BF16), as(x, DType::BF16), ww, rb, 0.7, false);
     expect_rounded("rmsnorm dx", dxf, dxb);
@@ -133,11 +133,13 @@ TEST_F(Bf16Ops, AttentionForwardAndBackward) {
   expect_identical("attention lse (fp32, logits and softmax in fp32)", lf, lb);
   // The backward reads o: give both runs the bf16 forward's o.
   const Tensor o = as(ob, DType::F32);
-  Tensor dqf = zeros({T, 4, 5}, DType::F32), dkf = zeros({T, 2, 5}, DType::F32), dvf = zeros({T, 2, 5}, DType::F32);
-  Tensor dqb = zeros({T, 4, 5}, DType::BF16), dkb = zeros({T, 2, 5}, DType::BF16), dvb = zeros({T, 2, 5}, DType::BF16);
+  Tensor dqf = zeros({T, 4, 5}, DType::F32), dkf = zeros({T, 2, 5}, DType::F32),
+         dvf = zeros({T, 2, 5}, DType::F32);
+  Tensor dqb = zeros({T, 4, 5}, DType::BF16), dkb = zeros({T, 2, 5}, DType::BF16),
+         dvb = zeros({T, 2, 5}, DType::BF16);
   be.attention_backward(dqf, dkf, dvf, dout, q, k, v, o, lf, seg, s);
-  be.attention_backward(dqb, dkb, dvb, as(dout, DType::BF16), as(q, DType::BF16), as(k, DType::BF16),
-                        as(v, DType::BF16), ob, lb, seg, s);
+  be.attention_backward(dqb, dkb, dvb, as(dout, DType::BF16), as(q, DType::BF16),
+                        as(k, DType::BF16), as(v, DType::BF16), ob, lb, seg, s);
   expect_rounded("attention dq", dqf, dqb);
   expect_rounded("attention dk", dkf, dkb);
   expect_rounded("attention dv", dvf, dvb);
@@ -301,8 +303,10 @@ TEST(Bf16Model, LossAndGradientsCloseToFp32) {
     EXPECT_NEAR(lb.total_loss, lf.total_loss, 1e-2 * lf.total_loss) << experts << " experts";
     EXPECT_LE(bf16_err, 3 * noise_err) << experts << " experts";
     EXPECT_LE(bf16_err, 0.1) << experts << " experts";
-    ::testing::Test::RecordProperty("bf16_grad_error_E" + std::to_string(experts), std::to_string(bf16_err));
-    ::testing::Test::RecordProperty("fp32_2^-9_noise_error_E" + std::to_string(experts), std::to_string(noise_err));
+    ::testing::Test::RecordProperty("bf16_grad_error_E" + std::to_string(experts),
+                                    std::to_string(bf16_err));
+    ::testing::Test::RecordProperty("fp32_2^-9_noise_error_E" + std::to_string(experts),
+                                    std::to_string(noise_err));
   }
 }
 
@@ -310,10 +314,15 @@ TEST(Bf16Model, LossAndGradientsCloseToFp32) {
 TEST(Bf16Model, TrainingLowersTheLossLikeFp32) {
   testing::TempDir dir;
   auto run = [&](const std::string& dtype) {
-    const std::vector<std::string> args = {
-        "base_output_directory=" + dir.str(), "run_name=" + dtype, "dtype=" + dtype,
-        "base_emb_dim=32", "max_target_length=32", "per_device_batch_size=4",
-        "learning_rate=1e-2", "steps=25", "log_period=1000"};
+    const std::vector<std::string> args = {"base_output_directory=" + dir.str(),
+                                           "run_name=" + dtype,
+                                           "dtype=" + dtype,
+                                           "base_emb_dim=32",
+                                           "max_target_length=32",
+                                           "per_device_batch_size=4",
+                                           "learning_rate=1e-2",
+                                           "steps=25",
+                                           "log_period=1000"};
     Trainer t(Config::defaults(args));
     std::ostringstream log;
     t.run(log);
@@ -326,7 +335,9 @@ TEST(Bf16Model, TrainingLowersTheLossLikeFp32) {
   const std::vector<double> f = run("float32"), b = run("bfloat16");
   ASSERT_EQ(f.size(), 25u);
   ASSERT_EQ(b.size(), 25u);
-  auto tail = [](const std::vector<double>& l) { return (l[20] + l[21] + l[22] + l[23] + l[24]) / 5; };
+  auto tail = [](const std::vector<double>& l) {
+    return (l[20] + l[21] + l[22] + l[23] + l[24]) / 5;
+  };
   EXPECT_NEAR(b[0], f[0], 1e-2 * f[0]);
   EXPECT_LT(tail(f), f[0] - 1.0) << "fp32 does not learn";
   EXPECT_LT(tail(b), b[0] - 1.0) << "bf16 does not learn";

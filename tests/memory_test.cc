@@ -24,9 +24,13 @@ MemoryTracker& tracker() { return MemoryTracker::global(); }
 
 // The tiny preset's structure (5 sliding + 1 global layer) at a width that steps in a blink.
 std::vector<std::string> small_run(const TempDir& dir, std::vector<std::string> extra) {
-  std::vector<std::string> v = {"base_output_directory=" + dir.str(), "run_name=m",
-                                "base_emb_dim=32", "max_target_length=32",
-                                "per_device_batch_size=2", "steps=1", "log_period=1000"};
+  std::vector<std::string> v = {"base_output_directory=" + dir.str(),
+                                "run_name=m",
+                                "base_emb_dim=32",
+                                "max_target_length=32",
+                                "per_device_batch_size=2",
+                                "steps=1",
+                                "log_period=1000"};
   v.insert(v.end(), extra.begin(), extra.end());
   return v;
 }
@@ -38,20 +42,22 @@ TEST(MemoryPlan, MatchesMeasuredPeaksOfATrainingStep) {
     const char *dtype, *remat;
     int tiles;
   };
-  for (const Case& c : {Case{"bfloat16", "none", 1}, Case{"bfloat16", "minimal", 2},
-                        Case{"bfloat16", "full", 4}, Case{"float32", "full", 1},
-                        Case{"float32", "minimal", 8}}) {
+  for (const Case& c :
+       {Case{"bfloat16", "none", 1}, Case{"bfloat16", "minimal", 2}, Case{"bfloat16", "full", 4},
+        Case{"float32", "full", 1}, Case{"float32", "minimal", 8}}) {
     TempDir dir;
-    Trainer t(Config::defaults(small_run(
-        dir, {std::string("dtype=") + c.dtype, std::string("remat_policy=") + c.remat,
-              "num_vocab_tiling=" + std::to_string(c.tiles)})));
+    Trainer t(Config::defaults(
+        small_run(dir, {std::string("dtype=") + c.dtype, std::string("remat_policy=") + c.remat,
+                        "num_vocab_tiling=" + std::to_string(c.tiles)})));
     std::ostringstream log;
     t.run(log);
     const MemoryPlan& plan = t.memory_plan();
-    const std::string what = std::string(c.dtype) + " " + c.remat + " tiles " + std::to_string(c.tiles);
+    const std::string what =
+        std::string(c.dtype) + " " + c.remat + " tiles " + std::to_string(c.tiles);
     for (size_t k = 0; k < kNumMemKinds; ++k)
       EXPECT_EQ(plan.peak[k], int64_t(tracker().peak(MemKind(k))))
-          << what << ": " << mem_kind_name(MemKind(k)) << "\n" << log.str();
+          << what << ": " << mem_kind_name(MemKind(k)) << "\n"
+          << log.str();
     EXPECT_EQ(plan.peak_total, int64_t(tracker().peak_total())) << what;
     // The run prints the plan beside the measured peaks.
     EXPECT_NE(log.str().find("measured peak"), std::string::npos);
@@ -83,7 +89,8 @@ TEST(MemoryPlan, FullRematSavesOnlyTheLayerInputPerLayer) {
   for (DType act : {DType::F32, DType::BF16}) {
     const int64_t x = T * 16 * int64_t(dtype_size(act));  // one [T, D] layer input
     EXPECT_EQ(saved_peak(4, RematPolicy::Full, act) - saved_peak(2, RematPolicy::Full, act), 2 * x);
-    const int64_t none = saved_peak(4, RematPolicy::None, act) - saved_peak(2, RematPolicy::None, act);
+    const int64_t none =
+        saved_peak(4, RematPolicy::None, act) - saved_peak(2, RematPolicy::None, act);
     const int64_t minimal =
         saved_peak(4, RematPolicy::Minimal, act) - saved_peak(2, RematPolicy::Minimal, act);
     EXPECT_GT(minimal, 2 * x);
@@ -156,18 +163,20 @@ TEST(MemoryPlan, TiledHeadEqualsUntiled) {
       double mx = -1e300, sum = 0;
       for (int64_t v = 0; v < V; ++v) mx = std::max(mx, get_as_double(logits, t * V + v));
       for (int64_t v = 0; v < V; ++v) sum += std::exp(get_as_double(logits, t * V + v) - mx);
-      explicit_loss += mx + std::log(sum) - get_as_double(logits, t * V + in.targets.data<int32_t>()[t]);
+      explicit_loss +=
+          mx + std::log(sum) - get_as_double(logits, t * V + in.targets.data<int32_t>()[t]);
     }
     const Out one = run(1);
     EXPECT_NEAR(one.loss, explicit_loss, tol * explicit_loss) << dtype_name(act);
     for (int64_t N : {2, 4, 8, 16}) {
       const Out o = run(N);
       EXPECT_NEAR(o.loss, one.loss, tol * one.loss) << dtype_name(act) << " N " << N;
-      const std::pair<Tensor, Tensor> grads[] = {{one.dx, o.dx}, {one.demb, o.demb},
-                                                 {one.dnorm, o.dnorm}};
+      const std::pair<Tensor, Tensor> grads[] = {
+          {one.dx, o.dx}, {one.demb, o.demb}, {one.dnorm, o.dnorm}};
       for (const auto& [a, b] : grads) {
         double scale = 0;
-        for (int64_t i = 0; i < a.numel(); ++i) scale = std::max(scale, std::abs(get_as_double(a, i)));
+        for (int64_t i = 0; i < a.numel(); ++i)
+          scale = std::max(scale, std::abs(get_as_double(a, i)));
         EXPECT_LE(testing::max_abs_diff(a, b), tol * scale)
             << a.str() << " " << dtype_name(act) << " N " << N;
       }
@@ -212,10 +221,10 @@ TEST(MemoryPlan, BadSettingsAreRefusedBeforeAnyStep) {
                         {"dtype=bfloat16 with weight_dtype=bfloat16", "weight_dtype=float32"});
   testing::expect_error(make({"ici_fsdp_parallelism=4"}),
                         {"ici_fsdp_parallelism=4", "dry_run=true"});
-  const std::string msg = testing::expect_error(
-      make({"max_memory_gb=0.001", "remat_policy=none"}),
-      {"max_memory_gb=0.001", "remat_policy=full", "memory plan per device", "activations",
-       "workspace", "total"});
+  const std::string msg =
+      testing::expect_error(make({"max_memory_gb=0.001", "remat_policy=none"}),
+                            {"max_memory_gb=0.001", "remat_policy=full", "memory plan per device",
+                             "activations", "workspace", "total"});
   EXPECT_FALSE(std::filesystem::exists(dir / "m")) << "a refused run left a run directory";
 }
 

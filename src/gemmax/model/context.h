@@ -67,7 +67,9 @@ struct LayerContext {
   MemKind act_kind(ActClass c) const {
     return !recompute && remat_keeps(remat, c) ? MemKind::Activations : MemKind::Workspace;
   }
-  Tensor act_tensor(const Shape& shape, ActClass c) const { return be.alloc(shape, act, act_kind(c)); }
+  Tensor act_tensor(const Shape& shape, ActClass c) const {
+    return be.alloc(shape, act, act_kind(c));
+  }
   Tensor stat_tensor(const Shape& shape, ActClass c) const {
     return be.alloc(shape, stat_dtype(act), act_kind(c));
   }

@@ -67,20 +67,20 @@ int64_t backward_temporaries(const ModelConfig& c, int64_t l, int64_t B, int64_t
   const int64_t Fs = c.mlp_dim, F = c.moe_mlp_dim, E = c.num_experts, a = z.a;
   // attention.cc: {dproj, dattn} {dattn, dq, dk, dv} {dq, dk, dv, dq_raw}
   //               {dk, dv, dq_raw, dk_raw} {dv, dq_raw, dk_raw, da (, dv_raw)}
-  const int64_t attn =
-      T * a * std::max({D + Hh, 2 * Hh + 2 * Kh, Hh + 3 * Kh,
-                        Hh + 2 * Kh + D + (c.layer_has_v_proj(l) ? Kh : 0)});
+  const int64_t attn = T * a *
+                       std::max({D + Hh, 2 * Hh + 2 * Kh, Hh + 3 * Kh,
+                                 Hh + 2 * Kh + D + (c.layer_has_v_proj(l) ? Kh : 0)});
   // mlp.cc: {dproj, dact} {dact, dgate_up} {dgate_up, dnormed}
   const int64_t mlp = T * a * std::max({D + Fs, 3 * Fs, 2 * Fs + D});
   // moe.cc: dweights lives from the combine to the router backward.
   const int64_t dw = TK * z.s;
-  const int64_t moe = std::max({T * D * a + TK * D * a + dw,    // dcombined, dy
-                                TK * D * a + TK * F * a + dw,   // dy, dact
-                                TK * 3 * F * a + dw,            // dact, dgate_up
-                                TK * (2 * F + D) * a + dw,      // dgate_up, dxs
-                                TK * D * a + T * D * a + dw,    // dxs, dnormed
-                                B * E * z.s + T * E * a + dw,   // lb_dprobs, dlogits
-                                T * E * a + T * D * a});        // dlogits, drouter_in
+  const int64_t moe = std::max({T * D * a + TK * D * a + dw,   // dcombined, dy
+                                TK * D * a + TK * F * a + dw,  // dy, dact
+                                TK * 3 * F * a + dw,           // dact, dgate_up
+                                TK * (2 * F + D) * a + dw,     // dgate_up, dxs
+                                TK * D * a + T * D * a + dw,   // dxs, dnormed
+                                B * E * z.s + T * E * a + dw,  // lb_dprobs, dlogits
+                                T * E * a + T * D * a});       // dlogits, drouter_in
   // layer.cc: {hf, ds}, then dh and dsum around the MLP and MoE, then dh around attention.
   return std::max({T * D * a + z.w, 2 * T * D * a + std::max(mlp, moe), T * D * a + attn});
 }
@@ -185,24 +185,24 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
     if (fsdp)
       f.workspace.push_back(
           {MemKind::Workspace, "prefetched weights of the next layer", layer_weights(l + 1)});
-    f.workspace.push_back({MemKind::Workspace, "its activations the policy does not keep",
-                           not_kept(l)});
+    f.workspace.push_back(
+        {MemKind::Workspace, "its activations the policy does not keep", not_kept(l)});
     phases.push_back(f);
 
     Phase b{"backward of layer " + ls, (l + 1) * x_bytes + inputs_kept + kept[l], {}};
-    b.workspace.push_back({MemKind::Workspace, "dx, dx_prev: 2 x " + tensor_str({T, D}, in.act),
-                           2 * x_bytes});
+    b.workspace.push_back(
+        {MemKind::Workspace, "dx, dx_prev: 2 x " + tensor_str({T, D}, in.act), 2 * x_bytes});
     b.workspace.push_back({MemKind::Workspace, weights_what + ls, layer_weights(l)});
     if (fsdp) {
       b.workspace.push_back(
           {MemKind::Workspace, "prefetched weights of the previous layer", layer_weights(l - 1)});
-      b.workspace.push_back({MemKind::Workspace,
-                             "full-shape " + wname +
-                                 " gradient of its largest weight before the reduce-scatter",
-                             largest_weight[l] * z.w});
+      b.workspace.push_back(
+          {MemKind::Workspace,
+           "full-shape " + wname + " gradient of its largest weight before the reduce-scatter",
+           largest_weight[l] * z.w});
     }
-    b.workspace.push_back({MemKind::Workspace, "its activations recomputed for the backward",
-                           not_kept(l)});
+    b.workspace.push_back(
+        {MemKind::Workspace, "its activations recomputed for the backward", not_kept(l)});
     b.workspace.push_back({MemKind::Workspace, "backward temporaries (largest live set)",
                            backward_temporaries(c, l, B, S, z)});
     phases.push_back(b);
@@ -216,15 +216,15 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
       h.workspace.push_back({MemKind::Workspace, act + " copy of the vocabulary-sharded table",
                              (V + N - 1) / N * D * z.a});
     else if (in.act != in.weight)
-      h.workspace.push_back(
-          {MemKind::Workspace, act + " copy of the table " + tensor_str({V, D}, in.act),
-           V * D * z.a});
+      h.workspace.push_back({MemKind::Workspace,
+                             act + " copy of the table " + tensor_str({V, D}, in.act),
+                             V * D * z.a});
     h.workspace.push_back({MemKind::Workspace,
                            "one vocabulary tile of logits " + tensor_str({C, V}, in.act),
                            C * V * z.a});
-    h.workspace.push_back({MemKind::Workspace, "tile buffers: y, dy " + tensor_str({C, D}, in.act) +
-                                                   ", rstd, targets, mask [" +
-                                                   std::to_string(C) + "]",
+    h.workspace.push_back({MemKind::Workspace,
+                           "tile buffers: y, dy " + tensor_str({C, D}, in.act) +
+                               ", rstd, targets, mask [" + std::to_string(C) + "]",
                            2 * C * D * z.a + C * z.s + 2 * C * kInt});
     phases.push_back(h);
   }
@@ -277,10 +277,14 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
 std::string format_bytes(double b) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(2);
-  if (b >= double(1ull << 30)) os << b / double(1ull << 30) << " GiB";
-  else if (b >= double(1ull << 20)) os << b / double(1ull << 20) << " MiB";
-  else if (b >= 1024) os << b / 1024 << " KiB";
-  else os << std::setprecision(0) << b << " B";
+  if (b >= double(1ull << 30))
+    os << b / double(1ull << 30) << " GiB";
+  else if (b >= double(1ull << 20))
+    os << b / double(1ull << 20) << " MiB";
+  else if (b >= 1024)
+    os << b / 1024 << " KiB";
+  else
+    os << std::setprecision(0) << b << " B";
   return os.str();
 }
 
@@ -289,8 +293,7 @@ std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* meas
   std::ostringstream os;
   os << "memory plan per device: " << in.model.name << " | batch " << in.batch << " x seq "
      << in.seq << " | dtype " << dtype_name(in.act) << ", weights " << dtype_name(in.weight)
-     << " | remat " << remat_policy_name(in.remat) << " | num_vocab_tiling "
-     << in.num_vocab_tiling;
+     << " | remat " << remat_policy_name(in.remat) << " | num_vocab_tiling " << in.num_vocab_tiling;
   if (in.fsdp > 1) os << " | FSDP over " << in.fsdp << " devices";
   os << "\n";
   auto row = [&](const std::string& name, double planned, double meas, bool with_meas) {
@@ -308,10 +311,11 @@ std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* meas
     row(std::string(mem_kind_name(k)), double(plan.peak[size_t(k)]),
         measured ? double(measured->peak(k)) : 0.0, measured != nullptr);
     for (const auto& i : plan.items)
-      if (i.kind == k) os << "      " << std::setw(10) << format_bytes(double(i.bytes)) << "  " << i.what << "\n";
+      if (i.kind == k)
+        os << "      " << std::setw(10) << format_bytes(double(i.bytes)) << "  " << i.what << "\n";
     if (k == MemKind::Workspace)
-      os << "      (peaks in the " << plan.workspace_phase << ")\n      by phase: "
-         << plan.workspace_by_phase << "\n";
+      os << "      (peaks in the " << plan.workspace_phase
+         << ")\n      by phase: " << plan.workspace_by_phase << "\n";
   }
   row("total", double(plan.peak_total), measured ? double(measured->peak_total()) : 0.0,
       measured != nullptr);

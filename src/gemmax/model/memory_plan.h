@@ -39,7 +39,7 @@ struct MemoryPlanInput {
   DType weight = DType::F32;   // `weight_dtype`: master weights, gradients, Adam moments
   RematPolicy remat = RematPolicy::Full;
   int64_t num_vocab_tiling = 1;
-  int64_t fsdp = 1;            // devices the parameters are sharded over (ici_fsdp_parallelism)
+  int64_t fsdp = 1;  // devices the parameters are sharded over (ici_fsdp_parallelism)
 };
 
 struct MemoryPlan {

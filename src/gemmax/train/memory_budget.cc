@@ -1,8 +1,7 @@
 #include "gemmax/train/memory_budget.h"
 
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gemmax/config/run_config.h"
 
