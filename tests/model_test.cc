@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/model/gemma4.h"
@@ -96,18 +97,62 @@ TEST(ModelGradient, WholeModelMatchesFiniteDifferences) {
                            loss, 5);
 }
 
-TEST(ModelGradient, FullRematGivesIdenticalGradients) {
+// The three remat policies give bit-identical losses and gradients: recomputation re-runs the
+// same deterministic ops on the same inputs. bf16 runs use fp32 master weights.
+TEST(ModelGradient, RematPoliciesGiveIdenticalGradients) {
   Fixture f;
-  for (DType dt : {DType::F64, DType::F32}) {
-    Tensor w = Tensor::empty({f.table.total()}, dt);
+  for (DType act : {DType::F64, DType::F32, DType::BF16}) {
+    const DType wdt = act == DType::BF16 ? DType::F32 : act;
+    Tensor w = Tensor::empty({f.table.total()}, wdt);
     f.be.copy(w, f.weights);
-    Gemma4Model plain(f.cfg, f.be, {dt, RematPolicy::None, 1});
-    Gemma4Model remat(f.cfg, f.be, {dt, RematPolicy::Full, 1});
-    Tensor g1 = Tensor::zeros({f.table.total()}, dt), g2 = Tensor::zeros({f.table.total()}, dt);
-    const LossInfo a = plain.forward_backward(f.in, w, g1);
-    const LossInfo b = remat.forward_backward(f.in, w, g2);
-    EXPECT_EQ(a.total_loss, b.total_loss);
-    EXPECT_EQ(0, std::memcmp(g1.raw(), g2.raw(), g1.nbytes())) << dtype_name(dt);
+    std::vector<Tensor> grads;
+    std::vector<double> losses;
+    for (RematPolicy p : {RematPolicy::None, RematPolicy::Minimal, RematPolicy::Full}) {
+      Gemma4Model model(f.cfg, f.be, {act, p, 1});
+      grads.push_back(Tensor::zeros({f.table.total()}, wdt));
+      losses.push_back(model.forward_backward(f.in, w, grads.back()).total_loss);
+    }
+    for (size_t i = 1; i < grads.size(); ++i) {
+      EXPECT_EQ(losses[0], losses[i]) << dtype_name(act) << " policy " << i;
+      EXPECT_EQ(0, std::memcmp(grads[0].raw(), grads[i].raw(), grads[0].nbytes()))
+          << dtype_name(act) << " policy " << i;
+    }
+  }
+}
+
+// What each policy keeps after a layer's forward, and that the backward's recompute fills in
+// exactly the rest as workspace.
+TEST(ModelGradient, RematPoliciesKeepWhatTheyName) {
+  Fixture f;
+  const int64_t T = f.in.tokens_count(), D = f.cfg.d_model;
+  Rng rng(5);
+  Tensor x = random_tensor({T, D}, rng), y = Tensor::zeros({T, D}, DType::F64);
+  const LayerWeights w = bind_layer(f.table, f.weights, 0);
+  for (RematPolicy p : {RematPolicy::None, RematPolicy::Minimal, RematPolicy::Full}) {
+    LayerContext ctx = f.ctx;
+    ctx.remat = p;
+    LayerActs acts;
+    layer_forward(ctx, 0, w, x, y, acts);
+    acts.drop_unsaved();
+    const bool all = p == RematPolicy::None, matmuls = p != RematPolicy::Full;
+    EXPECT_EQ(acts.attn.q_raw.defined(), matmuls);
+    EXPECT_EQ(acts.attn.proj.defined(), matmuls);
+    EXPECT_EQ(acts.mlp.gate_up.defined(), matmuls);
+    EXPECT_EQ(acts.moe.logits.defined(), matmuls);
+    EXPECT_EQ(acts.moe.gate_up.defined(), matmuls);
+    EXPECT_EQ(acts.moe.y.defined(), matmuls);
+    EXPECT_EQ(acts.attn.attn.defined(), all);
+    EXPECT_EQ(acts.moe.xs.defined(), all);
+    EXPECT_EQ(acts.h.defined(), all);
+    if (matmuls) EXPECT_EQ(acts.moe.y.mem_kind(), MemKind::Activations);
+    // The recompute fills in the rest, as workspace, without touching what was kept.
+    const Tensor kept_y = acts.moe.y;
+    LayerContext re = ctx;
+    re.recompute = true;
+    layer_forward(re, 0, w, x, Tensor(), acts);
+    EXPECT_TRUE(acts.attn.attn.defined() && acts.moe.xs.defined() && acts.h.defined());
+    if (!all) EXPECT_EQ(acts.moe.xs.mem_kind(), MemKind::Workspace);
+    if (matmuls) EXPECT_EQ(acts.moe.y.raw(), kept_y.raw()) << "a kept tensor was recomputed";
   }
 }
 

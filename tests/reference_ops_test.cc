@@ -248,7 +248,7 @@ TEST_F(ReferenceOps, LoadBalanceStatisticsPerSequence) {
 TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
   const int64_t T = 5, K = 2, D = 3, E = 4;
   Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
-  Routing routing;
+  Routing routing{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({E}, DType::I32)};
   be.route_sort(routing, idx, E);
   const std::vector<int32_t> sizes = {3, 2, 4, 1};
   for (int64_t e = 0; e < E; ++e) EXPECT_EQ(routing.group_sizes.data<int32_t>()[e], sizes[e]);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "commands.h"
+#include "gemmax/train/memory_budget.h"
 #include "gemmax/train/trainer.h"
 
 namespace gemmax {
@@ -33,10 +34,23 @@ int cmd_train(int argc, char** argv) {
                  "Examples:\n"
                  "  gemmax train steps=100 learning_rate=1e-3\n"
                  "  gemmax train model_name=gemma4-small dataset_type=synthetic steps=5\n"
-                 "  gemmax train run.yml run_name=exp1\n";
+                 "  gemmax train run.yml run_name=exp1\n"
+                 "  gemmax train model_name=gemma4-26b-a4b per_device_batch_size=2 \\\n"
+                 "      max_target_length=16384 ici_fsdp_parallelism=128 dry_run=true\n"
+                 "With dry_run=true it prints the memory plan per device and stops, allocating\n"
+                 "nothing; max_memory_gb=G refuses (exit 1) a plan above G GiB.\n";
     return 0;
   }
-  Trainer trainer(config_from_args(argc, argv));
+  const Config config = config_from_args(argc, argv);
+  if (config.get_bool("dry_run")) {
+    const MemoryPlan plan = plan_memory(memory_plan_input(config));
+    std::cout << format_memory_plan(plan);
+    check_memory_limit(config, plan);
+    if (config.get_double("max_memory_gb") > 0)
+      std::cout << "fits in max_memory_gb=" << config.get_double("max_memory_gb") << " GiB\n";
+    return 0;
+  }
+  Trainer trainer(config);
   trainer.run(std::cout);
   return 0;
 }

@@ -6,8 +6,15 @@
 //
 // Conventions:
 // - Tensors are row-major and contiguous; 2-D shapes are [rows, cols].
-// - Activations use the run's activation dtype; per-row statistics (RMSNorm rstd, attention
-//   log-sum-exp, router probabilities) use `stat_dtype(activation dtype)`.
+// - Activations use the run's activation dtype (float32, float64, or bfloat16); per-row
+//   statistics (RMSNorm rstd, attention log-sum-exp, router probabilities and combine weights)
+//   use `stat_dtype(activation dtype)`.
+// - Mixed precision (bf16 activations, fp32 master weights): matmul inputs share one dtype
+//   and products accumulate in fp32 or wider; an output may be wider than the inputs (fp32
+//   weight gradients of bf16 activations: matmul, gmm_drhs, embedding_backward). Small weight
+//   vectors (norm scales, per-expert scales, the embedding table in the lookup) may be wider
+//   than the activations and are applied at their own precision before the one rounding of
+//   the output; their gradients are written in their own dtype.
 // - Integer index tensors (tokens, positions, segment ids, expert ids, sort orders) are int32.
 // - "accumulate" means out += result; otherwise out = result.
 // - Weight-gradient outputs always accumulate, so that several microbatches (or the two uses
@@ -141,8 +148,9 @@ class Backend {
                                       const Tensor& idx, int64_t seq) = 0;
 
   // ---- dispatch (training.md §3, §6) ----------------------------------------------------------
-  // Stable sort of the token copies in idx [T, K] by expert.
-  virtual void route_sort(Routing& routing, const Tensor& idx, int64_t num_experts) = 0;
+  // Stable sort of the token copies in idx [T, K] by expert, into the caller's int32 tensors
+  // routing.order [T*K], routing.inverse [T*K] and routing.group_sizes [E].
+  virtual void route_sort(const Routing& routing, const Tensor& idx, int64_t num_experts) = 0;
   // xs[r] = x[order[r] / k]
   virtual void permute(const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) = 0;
   // dx[t] (+)= sum_j dxs[inverse[t*k + j]]

@@ -6,24 +6,7 @@
 
 namespace gemmax {
 
-uint16_t double_to_bf16_bits(double d) {
-  // Rounding F64 -> F32 -> BF16 with nearest-even twice can differ from one rounding (a value
-  // just above a BF16 tie becomes an exact tie in F32). Rounding to F32 *to odd* first keeps
-  // the information the second rounding needs, since F32 has more than BF16's bits + 2.
-  if (std::isnan(d)) return bf16::round_bits(float(d));
-  float f = float(d);
-  if (double(f) != d) {
-    uint32_t u = std::bit_cast<uint32_t>(f);
-    if ((u & 1u) == 0) {  // take the odd neighbour, on d's side of f
-      if (std::fabs(d) > std::fabs(double(f)))
-        ++u;
-      else
-        --u;
-    }
-    f = std::bit_cast<float>(u);
-  }
-  return bf16::round_bits(f);
-}
+uint16_t double_to_bf16_bits(double d) { return bf16::round_bits(d); }
 
 namespace {
 

@@ -106,7 +106,7 @@ void set_from_double(const Tensor& t, int64_t i, double v) {
   switch (t.dtype()) {
     case DType::F32: t.data<float>()[i] = float(v); return;
     case DType::F64: t.data<double>()[i] = v; return;
-    case DType::BF16: t.data<bf16>()[i] = bf16(float(v)); return;
+    case DType::BF16: t.data<bf16>()[i] = bf16(v); return;
     case DType::I32: t.data<int32_t>()[i] = int32_t(v); return;
     case DType::I64: t.data<int64_t>()[i] = int64_t(v); return;
     case DType::U8: t.data<uint8_t>()[i] = uint8_t(v); return;

@@ -26,10 +26,10 @@ void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeight
   attention_project(ctx, layer, w, x, a);
   if (ctx.attention_core) {
     ctx.attention_core->attend(ctx, layer, a);
-  } else {
+  } else if (!a.attn.defined()) {
     const Dims d = dims(ctx, layer);
-    a.attn = ctx.alloc({d.T, d.H, d.hd});
-    a.lse = ctx.alloc_stat({ctx.in.batch, d.H, ctx.in.seq});
+    a.attn = ctx.act_tensor({d.T, d.H, d.hd}, ActClass::Other);
+    a.lse = ctx.stat_tensor({ctx.in.batch, d.H, ctx.in.seq}, ActClass::Other);
     ctx.be.attention_forward(a.attn, a.lse, a.q, a.k, a.v, ctx.in.segment_ids,
                              attention_shape(ctx, layer, d));
   }
@@ -42,34 +42,48 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
   const Dims d = dims(ctx, layer);
   const double eps = ctx.cfg.norm_eps;
   const Tensor& rope = ctx.cfg.is_global(layer) ? ctx.rope_global : ctx.rope_local;
+  using enum ActClass;
 
-  a.normed = ctx.alloc({d.T, d.D});
-  a.rstd_in = ctx.alloc_stat({d.T});
-  be.rmsnorm_forward(a.normed, a.rstd_in, x, w.input_norm, eps, 1.0);
-
-  a.q_raw = ctx.alloc({d.T, d.H * d.hd});
-  a.k_raw = ctx.alloc({d.T, d.KV * d.hd});
-  be.matmul(a.q_raw, a.normed, false, w.q_proj, true, false);
-  be.matmul(a.k_raw, a.normed, false, w.k_proj, true, false);
-  if (d.shared_kv) {
-    a.v_raw = a.k_raw;
-  } else {
-    a.v_raw = ctx.alloc({d.T, d.KV * d.hd});
-    be.matmul(a.v_raw, a.normed, false, w.v_proj, true, false);
+  if (!a.normed.defined()) {
+    a.normed = ctx.act_tensor({d.T, d.D}, Other);
+    a.rstd_in = ctx.stat_tensor({d.T}, Other);
+    be.rmsnorm_forward(a.normed, a.rstd_in, x, w.input_norm, eps, 1.0);
+  }
+  if (!a.q_raw.defined()) {
+    a.q_raw = ctx.act_tensor({d.T, d.H * d.hd}, Matmul);
+    be.matmul(a.q_raw, a.normed, false, w.q_proj, true, false);
+  }
+  if (!a.k_raw.defined()) {
+    a.k_raw = ctx.act_tensor({d.T, d.KV * d.hd}, Matmul);
+    be.matmul(a.k_raw, a.normed, false, w.k_proj, true, false);
+  }
+  if (!a.v_raw.defined()) {
+    if (d.shared_kv) {
+      a.v_raw = a.k_raw;
+    } else {
+      a.v_raw = ctx.act_tensor({d.T, d.KV * d.hd}, Matmul);
+      be.matmul(a.v_raw, a.normed, false, w.v_proj, true, false);
+    }
   }
 
   // Per-head norms: rows of head_dim. q and k are then rotated in place.
-  a.q = ctx.alloc({d.T, d.H, d.hd});
-  a.k = ctx.alloc({d.T, d.KV, d.hd});
-  a.v = ctx.alloc({d.T, d.KV, d.hd});
-  a.rstd_q = ctx.alloc_stat({d.T * d.H});
-  a.rstd_k = ctx.alloc_stat({d.T * d.KV});
-  a.rstd_v = ctx.alloc_stat({d.T * d.KV});
-  be.rmsnorm_forward(a.q, a.rstd_q, a.q_raw.view(a.q.shape()), w.q_norm, eps, 1.0);
-  be.rmsnorm_forward(a.k, a.rstd_k, a.k_raw.view(a.k.shape()), w.k_norm, eps, 1.0);
-  be.rmsnorm_forward(a.v, a.rstd_v, a.v_raw.view(a.v.shape()), Tensor(), eps, 1.0);
-  be.rope(a.q, ctx.in.positions, rope, false);
-  be.rope(a.k, ctx.in.positions, rope, false);
+  if (!a.q.defined()) {
+    a.q = ctx.act_tensor({d.T, d.H, d.hd}, Other);
+    a.rstd_q = ctx.stat_tensor({d.T * d.H}, Other);
+    be.rmsnorm_forward(a.q, a.rstd_q, a.q_raw.view(a.q.shape()), w.q_norm, eps, 1.0);
+    be.rope(a.q, ctx.in.positions, rope, false);
+  }
+  if (!a.k.defined()) {
+    a.k = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
+    a.rstd_k = ctx.stat_tensor({d.T * d.KV}, Other);
+    be.rmsnorm_forward(a.k, a.rstd_k, a.k_raw.view(a.k.shape()), w.k_norm, eps, 1.0);
+    be.rope(a.k, ctx.in.positions, rope, false);
+  }
+  if (!a.v.defined()) {
+    a.v = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
+    a.rstd_v = ctx.stat_tensor({d.T * d.KV}, Other);
+    be.rmsnorm_forward(a.v, a.rstd_v, a.v_raw.view(a.v.shape()), Tensor(), eps, 1.0);
+  }
 }
 
 void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
@@ -77,32 +91,39 @@ void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights
   Backend& be = ctx.be;
   const Dims d = dims(ctx, layer);
   const double eps = ctx.cfg.norm_eps;
-  a.proj = ctx.alloc({d.T, d.D});
-  be.matmul(a.proj, a.attn.view({d.T, d.H * d.hd}), false, w.o_proj, true, false);
-  a.out = ctx.alloc({d.T, d.D});
-  a.rstd_post = ctx.alloc_stat({d.T});
-  be.rmsnorm_forward(a.out, a.rstd_post, a.proj, w.post_attn_norm, eps, 1.0);
+  using enum ActClass;
+  if (!a.proj.defined()) {
+    a.proj = ctx.act_tensor({d.T, d.D}, Matmul);
+    be.matmul(a.proj, a.attn.view({d.T, d.H * d.hd}), false, w.o_proj, true, false);
+  }
+  if (!a.out.defined()) {
+    a.out = ctx.act_tensor({d.T, d.D}, Other);
+    a.rstd_post = ctx.stat_tensor({d.T}, Other);
+    be.rmsnorm_forward(a.out, a.rstd_post, a.proj, w.post_attn_norm, eps, 1.0);
+  }
 }
 
+// Temporaries are released as soon as they are consumed: the peak is what memory_plan.cc
+// counts for this block.
 void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                         const LayerWeights& g, const Tensor& x, const AttentionActs& a,
                         const Tensor& dout, const Tensor& dx) {
   Backend& be = ctx.be;
   const Dims d = dims(ctx, layer);
   const Tensor& rope = ctx.cfg.is_global(layer) ? ctx.rope_global : ctx.rope_local;
-  auto work = [&](const Shape& s) { return ctx.alloc(s, MemKind::Workspace); };
 
   // out = RMSNorm(proj), proj = attn . Wo^T
-  Tensor dproj = work({d.T, d.D});
+  Tensor dproj = ctx.work({d.T, d.D});
   be.rmsnorm_backward(dproj, g.post_attn_norm, dout, a.proj, w.post_attn_norm, a.rstd_post, 1.0,
                       false);
   const Tensor attn2d = a.attn.view({d.T, d.H * d.hd});
   be.matmul(g.o_proj, dproj, true, attn2d, false, true);
-  Tensor dattn = work({d.T, d.H, d.hd});
+  Tensor dattn = ctx.work({d.T, d.H, d.hd});
   be.matmul(dattn.view({d.T, d.H * d.hd}), dproj, false, w.o_proj, false, false);
   dproj = Tensor();
 
-  Tensor dq = work({d.T, d.H, d.hd}), dk = work({d.T, d.KV, d.hd}), dv = work({d.T, d.KV, d.hd});
+  Tensor dq = ctx.work({d.T, d.H, d.hd}), dk = ctx.work({d.T, d.KV, d.hd});
+  Tensor dv = ctx.work({d.T, d.KV, d.hd});
   be.attention_backward(dq, dk, dv, dattn, a.q, a.k, a.v, a.attn, a.lse, ctx.in.segment_ids,
                         attention_shape(ctx, layer, d));
   dattn = Tensor();
@@ -110,28 +131,35 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
   // RoPE backward rotates back; then the per-head norms.
   be.rope(dq, ctx.in.positions, rope, true);
   be.rope(dk, ctx.in.positions, rope, true);
-  Tensor dq_raw = work({d.T, d.H * d.hd}), dk_raw = work({d.T, d.KV * d.hd});
+  Tensor dq_raw = ctx.work({d.T, d.H * d.hd});
   be.rmsnorm_backward(dq_raw, g.q_norm, dq, a.q_raw.view(dq.shape()), w.q_norm, a.rstd_q, 1.0,
                       false);
+  dq = Tensor();
+  Tensor dk_raw = ctx.work({d.T, d.KV * d.hd});
   be.rmsnorm_backward(dk_raw, g.k_norm, dk, a.k_raw.view(dk.shape()), w.k_norm, a.rstd_k, 1.0,
                       false);
-  Tensor da = work({d.T, d.D});
+  dk = Tensor();
+  Tensor da = ctx.work({d.T, d.D});
   if (d.shared_kv) {
     // v is the raw k projection too: its gradient joins k's before Wk.
     be.rmsnorm_backward(dk_raw, Tensor(), dv, a.v_raw.view(dv.shape()), Tensor(), a.rstd_v, 1.0,
                         true);
+    dv = Tensor();
     be.matmul(da, dk_raw, false, w.k_proj, false, false);
   } else {
-    Tensor dv_raw = work({d.T, d.KV * d.hd});
+    Tensor dv_raw = ctx.work({d.T, d.KV * d.hd});
     be.rmsnorm_backward(dv_raw, Tensor(), dv, a.v_raw.view(dv.shape()), Tensor(), a.rstd_v, 1.0,
                         false);
+    dv = Tensor();
     be.matmul(g.v_proj, dv_raw, true, a.normed, false, true);
     be.matmul(da, dv_raw, false, w.v_proj, false, false);
     be.matmul(da, dk_raw, false, w.k_proj, false, true);
   }
   be.matmul(g.k_proj, dk_raw, true, a.normed, false, true);
+  dk_raw = Tensor();
   be.matmul(g.q_proj, dq_raw, true, a.normed, false, true);
   be.matmul(da, dq_raw, false, w.q_proj, false, true);
+  dq_raw = Tensor();
 
   be.rmsnorm_backward(dx, g.input_norm, da, x, w.input_norm, a.rstd_in, 1.0, true);
 }

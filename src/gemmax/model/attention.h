@@ -18,10 +18,16 @@ struct AttentionActs {
   Tensor attn, lse;                 // attention output [T, H, hd] and its log-sum-exp [B, H, S]
   Tensor proj, rstd_post;           // attn . Wo^T [T, D] and the post-norm's rstd
   Tensor out;                       // RMSNorm(proj; post_attention_layernorm) [T, D]
+
+  void drop_unsaved() {
+    gemmax::drop_unsaved({&normed, &rstd_in, &q_raw, &k_raw, &v_raw, &q, &k, &v, &rstd_q,
+                          &rstd_k, &rstd_v, &attn, &lse, &proj, &rstd_post, &out});
+  }
 };
 
-// The block in three parts: project (a, q, k, v), attend (attn: within the batch, or over the
-// decoder's KV cache when ctx.attention_core is set), output (proj, out).
+// The block in three parts: project (a, q, k, v), attend (attn, lse: within the batch, or
+// over the decoder's KV cache when ctx.attention_core is set), output (proj, out). Each fills
+// in only the activations `acts` does not hold yet (all on a fresh struct).
 void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                        const Tensor& x, AttentionActs& acts);
 // a = RMSNorm(x); q, k, v projected, normed per head; q, k rotated to ctx.in.positions.

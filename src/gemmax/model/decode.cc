@@ -12,9 +12,8 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
     : model_(model), be_(model.backend()), options_(options) {
   const ModelConfig& c = model.config();
   const DType act = model.options().act;
-  GEMMAX_CHECK(weights.numel() == model.params().total() && weights.dtype() == act,
-               "decoder: weights ", weights.str(), " for a model of ", model.params().total(), " ",
-               dtype_name(act), " parameters");
+  GEMMAX_CHECK(weights.numel() == model.params().total(), "decoder: weights ", weights.str(),
+               " for a model of ", model.params().total(), " parameters");
   if (options_.max_length <= 0)
     fail("decoder: max_length must be positive (prompt + new tokens), got ", options_.max_length);
   if (options_.prefill_chunk < 0)
@@ -23,7 +22,12 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   if (options_.prefill_chunk == 0) options_.prefill_chunk = std::max<int64_t>(1, c.sliding_window);
   options_.prefill_chunk = std::min(options_.prefill_chunk, options_.max_length);
 
-  weights_ = bind_model(model.params(), weights);
+  // The compute-dtype weights, made once: decoding runs every layer for every token.
+  const ModelWeights master = bind_model(model.params(), weights);
+  weights_.embed = master.embed;  // the lookup reads the master table, as in training
+  head_embed_ = compute_copy(be_, master.embed, act);
+  weights_.final_norm = master.final_norm;
+  for (const LayerWeights& w : master.layers) weights_.layers.push_back(compute_weights(be_, w, act));
   rope_local_ = be_.to_device(
       rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_proportion), MemKind::Workspace);
   rope_global_ =
@@ -112,8 +116,14 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
   }
   length_ += n;
   if (rows == 0) return Tensor();
-  return head_logits(be_, c, act, HeadWeights{weights_.embed, weights_.final_norm},
+  Tensor logits = head_logits(be_, c, act, HeadWeights{head_embed_, weights_.final_norm},
                      x.rows(n - rows, n));
+  if (logits.dtype() != stat_dtype(act)) {  // bf16 logits are sampled from in fp32
+    Tensor wide = be_.alloc(logits.shape(), stat_dtype(act), MemKind::Workspace);
+    be_.copy(wide, logits);
+    logits = wide;
+  }
+  return logits;
 }
 
 void Decoder::attend(const LayerContext& ctx, int64_t layer, AttentionActs& a) {

@@ -58,7 +58,8 @@ class Decoder final : private AttentionCore {
   const Gemma4Model& model_;
   Backend& be_;
   DecoderOptions options_;
-  ModelWeights weights_;
+  ModelWeights weights_;  // layers in the compute dtype; embed is the master (lookup)
+  Tensor head_embed_;     // the tied table in the compute dtype, for the head
   Tensor rope_local_, rope_global_;
   std::vector<LayerCache> caches_;
   int64_t length_ = 0;

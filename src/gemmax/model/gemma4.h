@@ -11,17 +11,12 @@
 
 namespace gemmax {
 
-// What the forward keeps for the backward (training.md §10).
-enum class RematPolicy {
-  None,  // keep every layer's internals
-  Full,  // keep only each layer's input; re-run the layer's forward inside its backward
-};
-RematPolicy parse_remat_policy(const std::string& name);
-
+// The weights (and gradients) are in the weight dtype: equal to `act`, or fp32 with bf16
+// activations (mixed precision: fp32 masters and gradients, bf16 compute copies per layer).
 struct ModelOptions {
   DType act = DType::F32;        // activation / compute dtype (`dtype`)
-  RematPolicy remat = RematPolicy::None;
-  int64_t num_vocab_tiling = 1;  // tiles of token rows in the output head
+  RematPolicy remat = RematPolicy::None;  // what the forward keeps (context.h)
+  int64_t num_vocab_tiling = 1;  // tiles of positions along the sequence in the output head
 };
 
 struct LossInfo {

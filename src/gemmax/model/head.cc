@@ -1,33 +1,63 @@
 #include "gemmax/model/head.h"
 
+#include <vector>
+
 namespace gemmax {
+namespace {
+
+// Tile t of the tokens, as contiguous blocks of the flattened [B*S] token axis: positions
+// [t Cs, (t+1) Cs) of each row b go to tile rows [b Cs, (b+1) Cs). One block when the tile is
+// contiguous anyway (one row, or one tile).
+struct Block {
+  int64_t token, row, count;  // x rows [token, token + count) -> tile rows [row, row + count)
+};
+
+std::vector<Block> tile_blocks(int64_t B, int64_t S, int64_t num_tiles, int64_t tile) {
+  const int64_t Cs = S / num_tiles;
+  if (B == 1 || num_tiles == 1) return {{tile * B * Cs, 0, B * Cs}};
+  std::vector<Block> blocks;
+  for (int64_t b = 0; b < B; ++b) blocks.push_back({b * S + tile * Cs, b * Cs, Cs});
+  return blocks;
+}
+
+}  // namespace
 
 double head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, DType act,
                  const HeadWeights& w, const Tensor& x, int64_t num_tiles, double grad_scale,
                  const HeadWeights* g, const Tensor* dx) {
-  const int64_t T = in.tokens_count(), D = cfg.d_model, V = cfg.vocab_size;
-  GEMMAX_CHECK(num_tiles > 0 && T % num_tiles == 0, "num_vocab_tiling=", num_tiles,
-               " must divide the tokens per step (per_device_batch_size x max_target_length = ",
-               T, ")");
-  const int64_t C = T / num_tiles;
+  const int64_t B = in.batch, S = in.seq, D = cfg.d_model, V = cfg.vocab_size;
+  GEMMAX_CHECK(num_tiles > 0 && S % num_tiles == 0, "num_vocab_tiling=", num_tiles,
+               " must divide the sequence length max_target_length=", S,
+               " (the head tiles positions along the sequence)");
+  const int64_t C = B * (S / num_tiles);  // tokens per tile
   Tensor y = be.alloc({C, D}, act, MemKind::Workspace);
   Tensor rstd = be.alloc({C}, stat_dtype(act), MemKind::Workspace);
+  Tensor targets = be.alloc({C}, DType::I32, MemKind::Workspace);
+  Tensor mask = be.alloc({C}, DType::I32, MemKind::Workspace);
   Tensor logits = be.alloc({C, V}, act, MemKind::Workspace);
   Tensor dy = g ? be.alloc({C, D}, act, MemKind::Workspace) : Tensor();
   double loss_sum = 0;
   for (int64_t tile = 0; tile < num_tiles; ++tile) {
-    const Tensor xt = x.rows(tile * C, (tile + 1) * C);
-    be.rmsnorm_forward(y, rstd, xt, w.final_norm, cfg.norm_eps, 1.0);
+    const std::vector<Block> blocks = tile_blocks(B, S, num_tiles, tile);
+    for (const Block& k : blocks) {
+      const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
+      be.rmsnorm_forward(y.rows(r0, r1), rstd.rows(r0, r1), x.rows(t0, t1), w.final_norm,
+                         cfg.norm_eps, 1.0);
+      be.copy(targets.rows(r0, r1), in.targets.rows(t0, t1));
+      be.copy(mask.rows(r0, r1), in.target_mask.rows(t0, t1));
+    }
     be.matmul(logits, y, false, w.embed, true, false);
-    loss_sum += be.softcap_cross_entropy(logits, in.targets.rows(tile * C, (tile + 1) * C),
-                                         in.target_mask.rows(tile * C, (tile + 1) * C),
-                                         cfg.final_logits_soft_cap, grad_scale, g != nullptr);
+    loss_sum += be.softcap_cross_entropy(logits, targets, mask, cfg.final_logits_soft_cap,
+                                         grad_scale, g != nullptr);
     if (!g) continue;
     // logits now holds dz = dloss/d(y . Emb^T).
     be.matmul(g->embed, logits, true, y, false, true);
     be.matmul(dy, logits, false, w.embed, false, false);
-    be.rmsnorm_backward(dx->rows(tile * C, (tile + 1) * C), g->final_norm, dy, xt, w.final_norm,
-                        rstd, 1.0, false);
+    for (const Block& k : blocks) {
+      const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
+      be.rmsnorm_backward(dx->rows(t0, t1), g->final_norm, dy.rows(r0, r1), x.rows(t0, t1),
+                          w.final_norm, rstd.rows(r0, r1), 1.0, false);
+    }
   }
   return loss_sum;
 }

@@ -1,8 +1,19 @@
 // The output head and loss (gemma4.md §2, §4.8; training.md §8, §9):
 //   logits = cap * tanh( RMSNorm(x; norm) . Emb^T / cap ),  loss = masked mean cross-entropy.
-// The head runs over tiles of token rows, so at most [rows per tile, vocab] logits exist at
-// once. Each tile's loss gradient is formed right after its loss: the head is the last op of
-// the forward, so its backward needs no second pass over recomputed logits.
+//
+// Vocabulary tiling (num_vocab_tiling = N). The head runs over N tiles of token positions taken
+// along the sequence axis: tile t holds positions [t S/N, (t+1) S/N) of every one of the B rows,
+// C = B S / N tokens (seed change 5: each device tiles its own, unsharded sequence, so no tile
+// needs tokens of another device). At most one [C, V] logits tile exists at any moment; no
+// buffer of [tokens, vocab] is ever built.
+//
+// Each tile's loss gradient is formed right after its loss, in the same pass. MaxText's custom
+// VJP saves only the head's inputs and recomputes every tile's logits in a second pass
+// (4 head matmuls per tile); here the head is the last op of the step and the cotangent of its
+// output (the loss) is known before it runs: 1 / (number of counted targets), fixed by the
+// batch. Forming the gradient in the forward pass gives the same result with 3 matmuls per
+// tile, the same one-tile memory bound, and one pass over the (FSDP-gathered) table instead of
+// two. Gradient accumulation keeps it: each microbatch scales by the total target count.
 #pragma once
 
 #include "gemmax/model/context.h"
@@ -10,13 +21,13 @@
 namespace gemmax {
 
 struct HeadWeights {
-  Tensor embed;       // [V, D] (tied)
+  Tensor embed;       // [V, D] (tied; the compute-dtype copy)
   Tensor final_norm;  // [D]
 };
 
 // Returns the sum over counted targets of the cross-entropy. With grads: dx (written) is the
 // gradient w.r.t. x of grad_scale * that sum, and the embedding / final-norm gradients
-// accumulate into g.
+// accumulate into g. num_tiles must divide in.seq.
 double head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, DType act,
                  const HeadWeights& w, const Tensor& x, int64_t num_tiles, double grad_scale,
                  const HeadWeights* g, const Tensor* dx);

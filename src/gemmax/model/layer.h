@@ -2,6 +2,12 @@
 //   h = x + Attention(x)
 //   f = RMSNorm( MLP(h) + MoE(h) ; post_feedforward_layernorm )
 //   y = (h + f) * layer_scalar
+//
+// Remat (training.md §10): the forward fills in only the activations its LayerActs does not
+// hold yet, and drop_unsaved() then releases what the remat policy does not keep. The
+// backward first re-runs the forward on the same LayerActs, which recomputes exactly what was
+// released: everything under `full`, all but the matmul outputs under `minimal`, nothing under
+// `none`.
 #pragma once
 
 #include "gemmax/model/attention.h"
@@ -17,14 +23,23 @@ struct LayerActs {
   MoeActs moe;
   Tensor ffn_sum;           // MLP out + MoE out [T, D]
   Tensor rstd_ffw, ffn;     // f = RMSNorm(ffn_sum)
+
+  void drop_unsaved() {
+    attn.drop_unsaved();
+    mlp.drop_unsaved();
+    moe.drop_unsaved();
+    gemmax::drop_unsaved({&h, &ffn_sum, &rstd_ffw, &ffn});
+  }
 };
 
-// Writes y; acts holds what the backward needs.
+// Fills in what `acts` does not hold and writes y (skipped when y is undefined: the backward's
+// recompute does not need the output).
 void layer_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w, const Tensor& x,
                    const Tensor& y, LayerActs& acts);
-// Writes dx (the gradient w.r.t. the layer input) from dy; weight gradients accumulate into g.
+// Re-runs the forward to fill in what the remat policy released, then writes dx (the gradient
+// w.r.t. the layer input) from dy; weight gradients accumulate into g.
 void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
-                    const LayerWeights& g, const Tensor& x, const LayerActs& acts,
-                    const Tensor& dy, const Tensor& dx);
+                    const LayerWeights& g, const Tensor& x, LayerActs& acts, const Tensor& dy,
+                    const Tensor& dx);
 
 }  // namespace gemmax

@@ -14,8 +14,13 @@ struct MlpActs {
   Tensor act;               // [T, Fs]
   Tensor proj, rstd_post;   // act . Wd^T
   Tensor out;               // [T, D]
+
+  void drop_unsaved() {
+    gemmax::drop_unsaved({&normed, &rstd_in, &gate_up, &act, &proj, &rstd_post, &out});
+  }
 };
 
+// Fills in the activations `acts` does not hold yet.
 void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h, MlpActs& acts);
 // dh += the gradient through the block; weight gradients accumulate into g.
 void mlp_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,

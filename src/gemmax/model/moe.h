@@ -30,8 +30,16 @@ struct MoeActs {
   Tensor y;                        // [T*K, D] expert outputs, expert order
   Tensor combined, rstd_post;      // m [T, D]
   Tensor out;                      // [T, D]
+
+  void drop_unsaved() {
+    gemmax::drop_unsaved({&router_in, &rstd_router, &logits, &probs, &idx, &weights, &density,
+                          &normed, &rstd_in, &routing.order, &routing.inverse,
+                          &routing.group_sizes, &xs, &gate_up, &act, &y, &combined, &rstd_post,
+                          &out});
+  }
 };
 
+// Fills in the activations `acts` does not hold yet.
 void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h, MoeActs& acts);
 // dh += the gradient through the block (experts, router and the load-balance loss).
 void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,

@@ -43,4 +43,27 @@ ModelWeights bind_model(const ParamTable& table, const Tensor& flat) {
   return m;
 }
 
+Tensor compute_copy(Backend& be, const Tensor& master, DType act) {
+  if (!master.defined() || master.dtype() == act) return master;
+  Tensor c = be.alloc(master.shape(), act, MemKind::Workspace);
+  be.copy(c, master);
+  return c;
+}
+
+LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act) {
+  LayerWeights c = master;
+  for (Tensor* m : {&c.q_proj, &c.k_proj, &c.v_proj, &c.o_proj, &c.mlp_gate_up, &c.mlp_down,
+                    &c.router_proj, &c.experts_gate_up, &c.experts_down})
+    *m = compute_copy(be, *m, act);
+  return c;
+}
+
+int64_t layer_matrix_params(const ModelConfig& c, int64_t l) {
+  const int64_t D = c.d_model, hd = c.layer_head_dim(l), kv = c.layer_kv_heads(l);
+  const int64_t attn = c.num_heads * hd * D * 2 + kv * hd * D * (c.layer_has_v_proj(l) ? 2 : 1);
+  const int64_t mlp = 3 * c.mlp_dim * D;
+  const int64_t moe = c.num_experts * D + c.num_experts * 3 * c.moe_mlp_dim * D;
+  return attn + mlp + moe;
+}
+
 }  // namespace gemmax

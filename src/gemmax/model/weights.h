@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "gemmax/backend/backend.h"
 #include "gemmax/base/tensor.h"
 #include "gemmax/model/params.h"
 
@@ -44,5 +45,18 @@ struct ModelWeights {
 
 LayerWeights bind_layer(const ParamTable& table, const Tensor& flat, int64_t layer);
 ModelWeights bind_model(const ParamTable& table, const Tensor& flat);
+
+// A compute-dtype copy of a master weight (MemKind::Workspace: it lives while its holder does),
+// or the master itself when the dtypes agree.
+Tensor compute_copy(Backend& be, const Tensor& master, DType act);
+
+// The weights a layer computes with. With bf16 activations and fp32 master weights the
+// matrices are cast to bf16 copies that exist only while the layer runs, as MaxText casts each
+// layer's fp32 weights to bf16; norm scales, router scales and layer_scalar stay the fp32
+// masters, multiplied in fp32 before the one rounding of their output (seed change 2). With
+// equal dtypes: the master weights themselves.
+LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act);
+// The elements of one layer's matrices: what compute_weights copies.
+int64_t layer_matrix_params(const ModelConfig& cfg, int64_t layer);
 
 }  // namespace gemmax

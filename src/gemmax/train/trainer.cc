@@ -18,6 +18,7 @@
 #include "gemmax/model/generate.h"
 #include "gemmax/io/train_checkpoint.h"
 #include "gemmax/train/flops.h"
+#include "gemmax/train/memory_budget.h"
 #include "gemmax/train/metrics.h"
 #include "gemmax/train/stop_signal.h"
 
@@ -86,25 +87,25 @@ void restore_tensor(Backend& be, const SafetensorsFile& file, const std::string&
 }  // namespace
 
 Trainer::Trainer(const Config& config) : config_(config) {
-  const ModelConfig mc = model_config_from(config_);
-  batch_ = config_.get_int("per_device_batch_size");
-  seq_ = config_.get_int("max_target_length");
+  // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
+  const MemoryPlanInput plan_in = memory_plan_input(config_);
+  if (plan_in.fsdp > 1)
+    fail("ici_fsdp_parallelism=", plan_in.fsdp, " is not implemented yet for training (one "
+         "device only): use it with dry_run=true to plan the memory of a sharded run, or set "
+         "ici_fsdp_parallelism=1");
+  plan_ = plan_memory(plan_in);
+  check_memory_limit(config_, plan_);
+  const ModelConfig& mc = plan_in.model;
+  batch_ = plan_in.batch;
+  seq_ = plan_in.seq;
   steps_ = config_.get_int("steps");
-  if (batch_ <= 0) fail("per_device_batch_size must be positive, got ", batch_);
-  if (seq_ <= 0) fail("max_target_length must be positive, got ", seq_);
   if (steps_ < 0) fail("steps must be >= 0, got ", steps_);
 
   ModelOptions opts;
-  opts.act = parse_dtype(config_.get_string("dtype"));
-  opts.remat = parse_remat_policy(config_.get_string("remat_policy"));
-  opts.num_vocab_tiling = config_.get_int("num_vocab_tiling");
-  const DType wdt = parse_dtype(config_.get_string("weight_dtype"));
-  if (opts.act != wdt)
-    fail("dtype=", dtype_name(opts.act), " with weight_dtype=", dtype_name(wdt),
-         " is not supported yet: set both to float32 (or both to float64)");
-  if (opts.num_vocab_tiling <= 0 || (batch_ * seq_) % opts.num_vocab_tiling != 0)
-    fail("num_vocab_tiling=", opts.num_vocab_tiling, " must divide the tokens per step (",
-         "per_device_batch_size x max_target_length = ", batch_ * seq_, ")");
+  opts.act = plan_in.act;
+  opts.remat = plan_in.remat;
+  opts.num_vocab_tiling = plan_in.num_vocab_tiling;
+  const DType wdt = plan_in.weight;
 
   schedule_.peak = config_.get_double("learning_rate");
   const int64_t ns = config_.get_int("learning_rate_schedule_steps");
@@ -254,10 +255,7 @@ void Trainer::print_header(std::ostream& log) const {
   log << "gemmax: backend " << backend_->name() << " | dtype " << config_.get_string("dtype")
       << " | remat " << config_.get_string("remat_policy") << " | data " << data_->describe()
       << "\n";
-  const auto& mem = MemoryTracker::global();
-  log << "gemmax: memory: parameters " << human_bytes(double(mem.current(MemKind::Params)))
-      << ", gradients " << human_bytes(double(mem.current(MemKind::Grads))) << ", optimizer "
-      << human_bytes(double(mem.current(MemKind::OptState))) << "\n";
+  log << "gemmax: " << format_memory_plan(plan_);
   for (const std::string& n : notes_) log << "gemmax: " << n << "\n";
   log << "gemmax: run directory " << run_dir_ << "\n";
 }
@@ -271,6 +269,9 @@ TrainSummary Trainer::run(std::ostream& log) {
         << " steps (steps=" << steps_ << ")\n";
     return sum;
   }
+  // Measured peaks cover the steps only (setup's transients, e.g. initialisation, are not part
+  // of the plan). The tracker is process-wide: other live models would count too.
+  MemoryTracker::global().reset_peaks();
   MetricsWriter metrics((fs::path(run_dir_) / "metrics.jsonl").string());
   const double step_tflop = training_flops(model_->config(), batch_, seq_).total() / 1e12;
   const double peak = config_.get_double("peak_tflops_per_device");
@@ -342,6 +343,8 @@ TrainSummary Trainer::run(std::ostream& log) {
       << sum.mean_step_seconds << " s | " << std::setprecision(6) << sum.tokens_per_sec
       << " tokens/s | " << sum.tflops_per_sec << " TFLOP/s | peak memory "
       << human_bytes(double(mem.peak_total())) << "\n";
+  log << "gemmax: " << format_memory_plan(plan_, &mem);
+  std::ofstream(fs::path(run_dir_) / "memory.json") << memory_json(plan_, mem).dump(2) << "\n";
   log << "gemmax: metrics in " << metrics.path() << "\n";
   print_sample(log);
   return sum;

@@ -11,6 +11,7 @@
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/model/gemma4.h"
+#include "gemmax/model/memory_plan.h"
 #include "gemmax/train/optimizer.h"
 #include "gemmax/train/schedule.h"
 
@@ -41,6 +42,7 @@ class Trainer {
   const Tensor& weights() const { return weights_; }
   const std::string& run_dir() const { return run_dir_; }
   int64_t start_step() const { return start_step_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
 
  private:
   void resume_from(const TrainCheckpoint& ckpt);
@@ -57,6 +59,7 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::vector<bool> trainable_;
   LrSchedule schedule_;
+  MemoryPlan plan_;
   Tensor weights_, grads_;
   int64_t steps_ = 0, batch_ = 0, seq_ = 0, start_step_ = 0;
   std::string run_dir_, checkpoints_dir_;

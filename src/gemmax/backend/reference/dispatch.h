@@ -1,16 +1,27 @@
-// Helpers shared by the reference kernels: dtype dispatch and shape checks.
+// Helpers shared by the reference kernels: dtype dispatch, mixed-dtype access and shape checks.
+//
+// Element types: float32, float64 and bfloat16. Kernels read every element as double, sum in
+// fp64 and round once to the output's dtype, so a bf16 kernel gives the correctly rounded
+// result of the exact computation on its bf16 inputs ("fp32 accumulation" or better).
 #pragma once
 
 #include <type_traits>
+#include <vector>
 
 #include "gemmax/base/error.h"
 #include "gemmax/base/tensor.h"
 
 namespace gemmax::ref {
 
-// Statistics (rstd, log-sum-exp, router probabilities) of an activation type T.
+// Statistics (rstd, log-sum-exp, router probabilities) of an activation type T: fp32, or
+// fp64 in fp64 runs.
 template <class T>
 using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// The type elementwise arithmetic on T runs in: T itself for fp32/fp64 (bit for bit what
+// these kernels always did); bf16 has no arithmetic, so fp64 with one rounding at the end.
+template <class T>
+using calc_t = std::conditional_t<std::is_same_v<T, bf16>, double, T>;
 
 // Calls f.template operator()<T>() with T the C++ type of a float tensor's elements.
 template <class F>
@@ -18,8 +29,49 @@ void dispatch_float(const Tensor& t, F&& f) {
   switch (t.dtype()) {
     case DType::F32: f.template operator()<float>(); return;
     case DType::F64: f.template operator()<double>(); return;
-    default: fail("reference backend: ", t.str(), " is not supported; use float32 or float64");
+    case DType::BF16: f.template operator()<bf16>(); return;
+    default:
+      fail("reference backend: ", t.str(), " is not supported; use float32, bfloat16 or float64");
   }
+}
+
+// Two float tensors that may differ in dtype (e.g. bf16 inputs, fp32 weight-gradient output):
+// calls f.template operator()<A, B>().
+template <class F>
+void dispatch_float2(const Tensor& a, const Tensor& b, F&& f) {
+  dispatch_float(a, [&]<class A>() {
+    dispatch_float(b, [&]<class B>() { f.template operator()<A, B>(); });
+  });
+}
+
+// A small weight vector (norm scale, per-expert scale) of any float dtype, read into fp64 once
+// per call: with fp32 master weights and bf16 activations the scale is applied at full
+// precision before the one rounding of the output (seed change 2). Empty if undefined.
+inline std::vector<double> read_vector(const Tensor& t) {
+  std::vector<double> v;
+  if (!t.defined()) return v;
+  v.resize(size_t(t.numel()));
+  dispatch_float(t, [&]<class W>() {
+    const W* p = t.data<W>();
+    for (size_t i = 0; i < v.size(); ++i) v[i] = double(p[i]);
+  });
+  return v;
+}
+
+// w[i] += add[i] (the gradient of a small weight vector, in the weights' own dtype).
+inline void accumulate_vector(const Tensor& w, const std::vector<double>& add) {
+  GEMMAX_CHECK(w.numel() == int64_t(add.size()), "accumulate_vector: ", w.str(), " += ",
+               add.size(), " values");
+  dispatch_float(w, [&]<class W>() {
+    W* p = w.data<W>();
+    for (size_t i = 0; i < add.size(); ++i) p[i] = W(double(p[i]) + add[i]);
+  });
+}
+
+// Ops whose operands all share one dtype.
+inline void check_dtypes(const Tensor& a, const Tensor& b, const Tensor& c, const char* what) {
+  GEMMAX_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), what, " dtypes differ: ",
+               a.str(), " ", b.str(), " ", c.str());
 }
 
 inline void check_same(const Tensor& a, const Tensor& b, const char* what) {

@@ -6,8 +6,10 @@
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {
+using ref::calc_t;
 using ref::check_same;
 using ref::dispatch_float;
+using ref::dispatch_float2;
 
 Tensor ReferenceBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
   return Tensor::empty(shape, dtype, kind);
@@ -29,6 +31,17 @@ void ReferenceBackend::copy(const Tensor& dst, const Tensor& src) {
     return;
   }
   const int64_t n = src.numel();
+  if (is_float(dst.dtype()) && is_float(src.dtype()) && dst.dtype() != DType::F16 &&
+      src.dtype() != DType::F16) {
+    // Float conversions (e.g. a layer's fp32 weights to their bf16 compute copy): one rounding.
+    dispatch_float2(dst, src, [&]<class D, class S>() {
+      D* d = dst.data<D>();
+      const S* s = src.data<S>();
+#pragma omp parallel for if (n > (1 << 16))
+      for (int64_t i = 0; i < n; ++i) d[i] = D(double(s[i]));
+    });
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) set_from_double(dst, i, get_as_double(src, i));
 }
 
@@ -40,7 +53,7 @@ void ReferenceBackend::add(const Tensor& out, const Tensor& a, const Tensor& b) 
     const T *pa = a.data<T>(), *pb = b.data<T>();
     const int64_t n = out.numel();
 #pragma omp parallel for simd
-    for (int64_t i = 0; i < n; ++i) o[i] = pa[i] + pb[i];
+    for (int64_t i = 0; i < n; ++i) o[i] = T(calc_t<T>(pa[i]) + calc_t<T>(pb[i]));
   });
 }
 
@@ -50,9 +63,9 @@ void ReferenceBackend::axpy(const Tensor& y, double alpha, const Tensor& x) {
     T* py = y.data<T>();
     const T* px = x.data<T>();
     const int64_t n = y.numel();
-    const T a = T(alpha);
+    const calc_t<T> a = calc_t<T>(alpha);
 #pragma omp parallel for simd
-    for (int64_t i = 0; i < n; ++i) py[i] += a * px[i];
+    for (int64_t i = 0; i < n; ++i) py[i] = T(calc_t<T>(py[i]) + a * calc_t<T>(px[i]));
   });
 }
 
@@ -60,9 +73,9 @@ void ReferenceBackend::scale(const Tensor& x, double alpha) {
   dispatch_float(x, [&]<class T>() {
     T* p = x.data<T>();
     const int64_t n = x.numel();
-    const T a = T(alpha);
+    const calc_t<T> a = calc_t<T>(alpha);
 #pragma omp parallel for simd
-    for (int64_t i = 0; i < n; ++i) p[i] *= a;
+    for (int64_t i = 0; i < n; ++i) p[i] = T(calc_t<T>(p[i]) * a);
   });
 }
 
@@ -90,8 +103,9 @@ void ReferenceBackend::embedding_forward(const Tensor& x, const Tensor& tokens,
   for (int64_t t = 0; t < n; ++t)  // checked before the parallel loop, which cannot throw
     GEMMAX_CHECK(tok[t] >= 0 && tok[t] < vocab, "token id ", tok[t], " at position ", t,
                  " is outside the vocabulary [0, ", vocab, ")");
-  dispatch_float(x, [&]<class T>() {
-    const T* tab = table.data<T>();
+  // The table may be wider than x (fp32 master table, bf16 activations): one rounding.
+  dispatch_float2(x, table, [&]<class T, class W>() {
+    const W* tab = table.data<W>();
     T* out = x.data<T>();
 #pragma omp parallel for
     for (int64_t t = 0; t < n; ++t) {
@@ -104,12 +118,15 @@ void ReferenceBackend::embedding_backward(const Tensor& dtable, const Tensor& dx
                                           const Tensor& tokens, double scale) {
   const int64_t n = tokens.numel(), d = dtable.dim(1);
   const int32_t* tok = tokens.data<int32_t>();
-  dispatch_float(dtable, [&]<class T>() {
-    T* dt = dtable.data<T>();
+  dispatch_float2(dtable, dx, [&]<class W, class T>() {
+    W* dt = dtable.data<W>();
     const T* g = dx.data<T>();
     // Serial over tokens (repeated tokens add into the same row), vectorised over columns.
     for (int64_t t = 0; t < n; ++t)
-      for (int64_t i = 0; i < d; ++i) dt[tok[t] * d + i] += T(double(g[t * d + i]) * scale);
+      for (int64_t i = 0; i < d; ++i) {
+        W& out = dt[tok[t] * d + i];
+        out = W(calc_t<W>(out) + calc_t<W>(W(double(g[t * d + i]) * scale)));
+      }
   });
 }
 

@@ -1,4 +1,6 @@
-// Dense and grouped matmuls. Products are summed in fp64 whatever the element type.
+// Dense and grouped matmuls. Products are summed in fp64 whatever the element type; the output
+// may be wider than the inputs (bf16 inputs, fp32 weight gradients) and is rounded once.
+#include <type_traits>
 #include <vector>
 
 #include "gemmax/backend/reference/dispatch.h"
@@ -8,10 +10,30 @@ namespace gemmax {
 namespace {
 
 // c[M, N] (+)= op(a) . op(b) with a [M, K] or [K, M] (trans_a), b [K, N] or [N, K] (trans_b).
-template <class T>
-void matmul_loops(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t M, int64_t N,
+template <class TC, class T>
+void matmul_loops(TC* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t M, int64_t N,
                   int64_t K, bool accumulate) {
   if (!trans_a && trans_b) {  // "NT": every output is a dot product of two contiguous rows
+    if constexpr (std::is_same_v<T, bf16>) {
+      // bf16: widen each row of a once (exactly) rather than once per output.
+#pragma omp parallel
+      {
+        std::vector<float> row(K);
+#pragma omp for
+        for (int64_t i = 0; i < M; ++i) {
+          for (int64_t k = 0; k < K; ++k) row[k] = float(a[i * K + k]);
+          const float* ai = row.data();
+          for (int64_t j = 0; j < N; ++j) {
+            const T* bj = b + j * K;
+            double s = 0;
+#pragma omp simd reduction(+ : s)
+            for (int64_t k = 0; k < K; ++k) s += double(ai[k]) * double(bj[k]);
+            c[i * N + j] = TC(accumulate ? double(c[i * N + j]) + s : s);
+          }
+        }
+      }
+      return;
+    }
 #pragma omp parallel for
     for (int64_t i = 0; i < M; ++i) {
       const T* ai = a + i * K;
@@ -20,7 +42,7 @@ void matmul_loops(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int6
         double s = 0;
 #pragma omp simd reduction(+ : s)
         for (int64_t k = 0; k < K; ++k) s += double(ai[k]) * double(bj[k]);
-        c[i * N + j] = T(accumulate ? double(c[i * N + j]) + s : s);
+        c[i * N + j] = TC(accumulate ? double(c[i * N + j]) + s : s);
       }
     }
     return;
@@ -43,7 +65,7 @@ void matmul_loops(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int6
           for (int64_t j = 0; j < N; ++j) row[j] += aik * double(b[j * K + k]);
         }
       }
-      for (int64_t j = 0; j < N; ++j) c[i * N + j] = T(row[j]);
+      for (int64_t j = 0; j < N; ++j) c[i * N + j] = TC(row[j]);
     }
   }
 }
@@ -59,8 +81,7 @@ Dims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b
   const int64_t Kb = trans_b ? b.dim(1) : b.dim(0), N = trans_b ? b.dim(0) : b.dim(1);
   GEMMAX_CHECK(K == Kb && c.dim(0) == M && c.dim(1) == N, "matmul shapes: op(", a.str(),
                trans_a ? ")^T" : ")", " . op(", b.str(), trans_b ? ")^T" : ")", " -> ", c.str());
-  GEMMAX_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "matmul dtypes differ: ",
-               a.str(), " ", b.str(), " ", c.str());
+  GEMMAX_CHECK(a.dtype() == b.dtype(), "matmul input dtypes differ: ", a.str(), " ", b.str());
   return {M, N, K};
 }
 
@@ -79,8 +100,8 @@ std::vector<int64_t> group_offsets(const Tensor& group_sizes, int64_t rows) {
 void ReferenceBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
                               bool trans_b, bool accumulate) {
   const Dims d = matmul_dims(c, a, trans_a, b, trans_b);
-  ref::dispatch_float(c, [&]<class T>() {
-    matmul_loops(c.data<T>(), a.data<T>(), trans_a, b.data<T>(), trans_b, d.M, d.N, d.K,
+  ref::dispatch_float2(c, a, [&]<class TC, class T>() {
+    matmul_loops(c.data<TC>(), a.data<T>(), trans_a, b.data<T>(), trans_b, d.M, d.N, d.K,
                  accumulate);
   });
 }
@@ -91,6 +112,7 @@ void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& r
   const int64_t m = lhs.dim(0), k = lhs.dim(1), G = rhs.dim(0), n = rhs.dim(1);
   GEMMAX_CHECK(rhs.dim(2) == k && out.dim(0) == m && out.dim(1) == n && group_sizes.numel() == G,
                "gmm shapes: lhs ", lhs.str(), " rhs ", rhs.str(), " out ", out.str());
+  ref::check_dtypes(out, lhs, rhs, "gmm");
   const auto offs = group_offsets(group_sizes, m);
   ref::dispatch_float(out, [&]<class T>() {
     for (int64_t g = 0; g < G; ++g) {
@@ -108,6 +130,7 @@ void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Te
   const int64_t m = dout.dim(0), n = dout.dim(1), G = rhs.dim(0), k = rhs.dim(2);
   GEMMAX_CHECK(rhs.dim(1) == n && dlhs.dim(0) == m && dlhs.dim(1) == k,
                "gmm_dlhs shapes: dout ", dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
+  ref::check_dtypes(dlhs, dout, rhs, "gmm_dlhs");
   const auto offs = group_offsets(group_sizes, m);
   ref::dispatch_float(dlhs, [&]<class T>() {
     for (int64_t g = 0; g < G; ++g) {
@@ -120,17 +143,19 @@ void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Te
 }
 
 // drhs[g] += dout_g^T . lhs_g : "TN" over the group's rows; empty groups are left untouched.
+// drhs may be wider than lhs and dout (fp32 expert-weight gradients of bf16 activations).
 void ReferenceBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
                                 const Tensor& group_sizes) {
   const int64_t m = lhs.dim(0), k = lhs.dim(1), n = dout.dim(1), G = drhs.dim(0);
   GEMMAX_CHECK(drhs.dim(1) == n && drhs.dim(2) == k && dout.dim(0) == m,
                "gmm_drhs shapes: lhs ", lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
+  GEMMAX_CHECK(lhs.dtype() == dout.dtype(), "gmm_drhs: ", lhs.str(), " and ", dout.str());
   const auto offs = group_offsets(group_sizes, m);
-  ref::dispatch_float(drhs, [&]<class T>() {
+  ref::dispatch_float2(drhs, lhs, [&]<class TC, class T>() {
     for (int64_t g = 0; g < G; ++g) {
       const int64_t rows = offs[g + 1] - offs[g];
       if (rows == 0) continue;
-      matmul_loops(drhs.data<T>() + g * n * k, dout.data<T>() + offs[g] * n, true,
+      matmul_loops(drhs.data<TC>() + g * n * k, dout.data<T>() + offs[g] * n, true,
                    lhs.data<T>() + offs[g] * k, false, n, k, rows, true);
     }
   });

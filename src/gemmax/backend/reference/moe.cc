@@ -21,9 +21,9 @@ void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx,
                "router_forward shapes: logits ", logits.str(), " probs ", probs.str(), " idx ",
                idx.str(), " weights ", weights.str());
   int32_t* pidx = idx.data<int32_t>();
+  const std::vector<double> pes = ref::read_vector(per_expert_scale);  // fp32 master weights
   dispatch_float(logits, [&]<class T>() {
     const T* pl = logits.data<T>();
-    const T* pes = per_expert_scale.data<T>();
     stat_t<T>* pp = probs.data<stat_t<T>>();
     stat_t<T>* pw = weights.data<stat_t<T>>();
 #pragma omp parallel
@@ -40,7 +40,8 @@ void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx,
         // Top-k of the logits; equal logits keep the lower expert id first.
         std::iota(order.begin(), order.end(), 0);
         std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
-          return lt[a] > lt[b] || (lt[a] == lt[b] && a < b);
+          const double la = double(lt[a]), lb = double(lt[b]);
+          return la > lb || (la == lb && a < b);
         });
         double chosen = 0;
         for (int64_t j = 0; j < K; ++j) chosen += double(pp[t * E + order[j]]);
@@ -48,7 +49,7 @@ void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx,
           const int32_t e = order[j];
           pidx[t * K + j] = e;
           const double n = double(pp[t * E + e]) / (renormalize ? chosen : 1.0);
-          pw[t * K + j] = stat_t<T>(n * double(pes[e]));
+          pw[t * K + j] = stat_t<T>(n * pes[e]);
         }
       }
     }
@@ -61,13 +62,12 @@ void ReferenceBackend::router_backward(const Tensor& dlogits, const Tensor& dper
                                        bool renormalize, const Tensor& lb_dprobs, int64_t seq) {
   const int64_t T_ = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
   const int32_t* pidx = idx.data<int32_t>();
+  const std::vector<double> pes = ref::read_vector(per_expert_scale);
   dispatch_float(dlogits, [&]<class T>() {
     const stat_t<T>* pp = probs.data<stat_t<T>>();
     const stat_t<T>* pdw = dweights.data<stat_t<T>>();
     const stat_t<T>* plb = lb_dprobs.defined() ? lb_dprobs.data<stat_t<T>>() : nullptr;
-    const T* pes = per_expert_scale.data<T>();
     T* pdl = dlogits.data<T>();
-    T* pdes = dper_expert_scale.data<T>();
     // With u = p[idx], sigma = sum u, n = u / sigma, w = n * s:
     //   ds_k = dw_k n_k;  dn_k = dw_k s_k;  du_k = (dn_k - sum_j dn_j n_j) / sigma.
     std::vector<double> des(E, 0.0);
@@ -80,7 +80,7 @@ void ReferenceBackend::router_backward(const Tensor& dlogits, const Tensor& dper
         des[e] += double(pdw[t * K + j]) * double(pp[t * E + e]) / sigma;
       }
     }
-    for (int64_t e = 0; e < E; ++e) pdes[e] = T(double(pdes[e]) + des[e]);
+    ref::accumulate_vector(dper_expert_scale, des);  // in the weights' dtype
 #pragma omp parallel
     {
       std::vector<double> dp(E);
@@ -94,16 +94,16 @@ void ReferenceBackend::router_backward(const Tensor& dlogits, const Tensor& dper
           double dot_dn_n = 0;
           for (int64_t j = 0; j < K; ++j) {
             const int32_t e = pidx[t * K + j];
-            dot_dn_n += double(pdw[t * K + j]) * double(pes[e]) * double(pt[e]) / sigma;
+            dot_dn_n += double(pdw[t * K + j]) * pes[e] * double(pt[e]) / sigma;
           }
           for (int64_t j = 0; j < K; ++j) {
             const int32_t e = pidx[t * K + j];
-            dp[e] += (double(pdw[t * K + j]) * double(pes[e]) - dot_dn_n) / sigma;
+            dp[e] += (double(pdw[t * K + j]) * pes[e] - dot_dn_n) / sigma;
           }
         } else {
           for (int64_t j = 0; j < K; ++j) {
             const int32_t e = pidx[t * K + j];
-            dp[e] += double(pdw[t * K + j]) * double(pes[e]);
+            dp[e] += double(pdw[t * K + j]) * pes[e];
           }
         }
         double dot_dp_p = 0;  // softmax backward: dlogit_e = p_e (dp_e - sum dp p)
@@ -140,13 +140,17 @@ double ReferenceBackend::load_balance_forward(const Tensor& density, const Tenso
   return total / double(B * E);
 }
 
-void ReferenceBackend::route_sort(Routing& routing, const Tensor& idx, int64_t num_experts) {
+void ReferenceBackend::route_sort(const Routing& routing, const Tensor& idx,
+                                  int64_t num_experts) {
   const int64_t n = idx.numel();
+  GEMMAX_CHECK(routing.order.numel() == n && routing.inverse.numel() == n &&
+                   routing.group_sizes.numel() == num_experts,
+               "route_sort: order ", routing.order.str(), " inverse ", routing.inverse.str(),
+               " group_sizes ", routing.group_sizes.str(), " for ", idx.str(), " and ",
+               num_experts, " experts");
   const int32_t* pidx = idx.data<int32_t>();
-  routing.order = alloc({n}, DType::I32, MemKind::Activations);
-  routing.inverse = alloc({n}, DType::I32, MemKind::Activations);
-  routing.group_sizes = zeros({num_experts}, DType::I32, MemKind::Activations);
   int32_t* sizes = routing.group_sizes.data<int32_t>();
+  std::fill_n(sizes, num_experts, 0);
   for (int64_t i = 0; i < n; ++i) {
     GEMMAX_CHECK(pidx[i] >= 0 && pidx[i] < num_experts, "expert id ", pidx[i], " out of range");
     ++sizes[pidx[i]];

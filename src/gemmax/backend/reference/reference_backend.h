@@ -1,4 +1,4 @@
-// The reference backend: plain loops over host memory, fp32 or fp64, sums in fp64.
+// The reference backend: plain loops over host memory, fp32, bf16 or fp64, sums in fp64.
 //
 // It is the ground truth: every other backend's ops are tested against it, and its own ops
 // are tested against finite differences in fp64. Loops are written to be obviously right
@@ -64,7 +64,7 @@ class ReferenceBackend final : public Backend {
   double load_balance_forward(const Tensor& density, const Tensor& probs, const Tensor& idx,
                               int64_t seq) override;
 
-  void route_sort(Routing& routing, const Tensor& idx, int64_t num_experts) override;
+  void route_sort(const Routing& routing, const Tensor& idx, int64_t num_experts) override;
   void permute(const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) override;
   void permute_backward(const Tensor& dx, const Tensor& dxs, const Tensor& inverse, int64_t k,
                         bool accumulate) override;

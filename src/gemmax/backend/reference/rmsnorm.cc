@@ -15,9 +15,13 @@ void ReferenceBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, cons
   GEMMAX_CHECK(y.numel() == x.numel() && rstd.numel() == rows && (!w.defined() || w.numel() == n),
                "rmsnorm_forward shapes: x ", x.str(), " y ", y.str(), " rstd ", rstd.str(),
                " w ", w.defined() ? w.str() : "none");
+  GEMMAX_CHECK(y.dtype() == x.dtype(), "rmsnorm_forward: y ", y.str(), " for x ", x.str());
+  // The scale may be wider than x (fp32 master weights, bf16 activations): it is read into fp64
+  // and multiplied before the one rounding of y (seed change 2).
+  const std::vector<double> wv = ref::read_vector(w);
+  const double* pw = w.defined() ? wv.data() : nullptr;
   dispatch_float(x, [&]<class T>() {
     const T* px = x.data<T>();
-    const T* pw = w.defined() ? w.data<T>() : nullptr;
     T* py = y.data<T>();
     stat_t<T>* pr = rstd.data<stat_t<T>>();
 #pragma omp parallel for
@@ -28,7 +32,7 @@ void ReferenceBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, cons
       const double rs = 1.0 / std::sqrt(ss / double(n) + eps);
       pr[r] = stat_t<T>(rs);
       for (int64_t i = 0; i < n; ++i)
-        py[r * n + i] = T(double(xr[i]) * rs * (pw ? double(pw[i]) : 1.0) * out_scale);
+        py[r * n + i] = T(double(xr[i]) * rs * (pw ? pw[i] : 1.0) * out_scale);
     }
   });
 }
@@ -39,9 +43,12 @@ void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, cons
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   GEMMAX_CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && rstd.numel() == rows,
                "rmsnorm_backward shapes: x ", x.str(), " dx ", dx.str(), " dy ", dy.str());
+  GEMMAX_CHECK(dx.dtype() == x.dtype() && dy.dtype() == x.dtype(), "rmsnorm_backward: x ",
+               x.str(), " dx ", dx.str(), " dy ", dy.str());
+  const std::vector<double> wv = ref::read_vector(w);
+  const double* pw = w.defined() ? wv.data() : nullptr;
   dispatch_float(x, [&]<class T>() {
     const T *px = x.data<T>(), *pdy = dy.data<T>();
-    const T* pw = w.defined() ? w.data<T>() : nullptr;
     const stat_t<T>* pr = rstd.data<stat_t<T>>();
     T* pdx = dx.data<T>();
 #pragma omp parallel for
@@ -49,12 +56,12 @@ void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, cons
       const double rs = double(pr[r]);
       double mean_gx = 0;  // mean over the row of g * xhat
       for (int64_t i = 0; i < n; ++i) {
-        const double g = double(pdy[r * n + i]) * (pw ? double(pw[i]) : 1.0) * out_scale;
+        const double g = double(pdy[r * n + i]) * (pw ? pw[i] : 1.0) * out_scale;
         mean_gx += g * double(px[r * n + i]) * rs;
       }
       mean_gx /= double(n);
       for (int64_t i = 0; i < n; ++i) {
-        const double g = double(pdy[r * n + i]) * (pw ? double(pw[i]) : 1.0) * out_scale;
+        const double g = double(pdy[r * n + i]) * (pw ? pw[i] : 1.0) * out_scale;
         const double xhat = double(px[r * n + i]) * rs;
         const double d = rs * (g - xhat * mean_gx);
         pdx[r * n + i] = T(accumulate_dx ? double(pdx[r * n + i]) + d : d);
@@ -62,14 +69,16 @@ void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, cons
     }
     if (!dw.defined()) return;
     GEMMAX_CHECK(dw.numel() == n, "rmsnorm_backward: dw ", dw.str(), " for rows of ", n);
-    T* pdw = dw.data<T>();
+    // dw is in the weights' dtype (fp32 gradients of bf16 activations).
+    std::vector<double> sums(n);
 #pragma omp parallel for
     for (int64_t i = 0; i < n; ++i) {
       double s = 0;
       for (int64_t r = 0; r < rows; ++r)
         s += double(pdy[r * n + i]) * double(px[r * n + i]) * double(pr[r]);
-      pdw[i] = T(double(pdw[i]) + s * out_scale);
+      sums[i] = s * out_scale;
     }
+    ref::accumulate_vector(dw, sums);
   });
 }
 

@@ -1,0 +1,24 @@
+// From a run's config to its memory plan, and the refusal of a run that cannot fit.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gemmax/config/config.h"
+#include "gemmax/model/memory_plan.h"
+
+namespace gemmax {
+
+// Reads and checks the keys the plan depends on (model, per_device_batch_size,
+// max_target_length, dtype, weight_dtype, remat_policy, num_vocab_tiling,
+// ici_fsdp_parallelism). Errors name the key, the value and the fix.
+MemoryPlanInput memory_plan_input(const Config& config);
+
+// Throws gemmax::Error, with the plan printed, when the planned peak exceeds max_memory_gb
+// (GiB; 0 means no limit).
+void check_memory_limit(const Config& config, const MemoryPlan& plan);
+
+// {"planned": {category: bytes, ..., "total": bytes}, "measured": {...}} (bytes; measured:
+// the tracker's peaks), written by the trainer as run_dir/memory.json.
+nlohmann::json memory_json(const MemoryPlan& plan, const MemoryTracker& measured);
+
+}  // namespace gemmax

@@ -1,0 +1,348 @@
+// bfloat16 compute against float32.
+//
+// Every op of the reference backend runs twice on the same input values (drawn on the bf16
+// grid, so both runs see identical numbers): once in fp32, once in bf16 with the fp32 master
+// weights and fp32 weight-gradient outputs of mixed precision. A kernel sums in fp64 and
+// rounds once, so each bf16 output is the fp32 output rounded to bf16: within half a bf16 ulp,
+// 2^-9 relative (checked at 2^-8). fp32 outputs computed from the same bf16 inputs (weight
+// gradients, statistics, router probabilities) must be identical. Then the whole model: loss
+// and gradients in bf16 close to fp32, and a bf16 training run that learns like fp32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gemmax/backend/reference/reference_backend.h"
+#include "gemmax/base/convert.h"
+#include "gemmax/model/gemma4.h"
+#include "gemmax/train/trainer.h"
+#include "test_util.h"
+
+namespace gemmax {
+namespace {
+
+constexpr double kHalfUlpMargin = 1.0 / 256;  // 2^-8: twice bf16's relative rounding error
+
+class Bf16Ops : public ::testing::Test {
+ protected:
+  ReferenceBackend be;
+  Rng rng{7};
+
+  // Random fp32 values on the bf16 grid (exactly representable in both dtypes).
+  Tensor grid(const Shape& s, double scale = 1.0) {
+    Tensor t = Tensor::empty(s, DType::F32);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      set_from_double(t, i, double(float(bf16(scale * rng.normal()))));
+    return t;
+  }
+  static Tensor as(const Tensor& t, DType dt) { return convert_dtype(t, dt); }
+  static Tensor ints(const std::vector<int32_t>& v) {
+    Tensor t = Tensor::empty({int64_t(v.size())}, DType::I32);
+    std::copy(v.begin(), v.end(), t.data<int32_t>());
+    return t;
+  }
+  static Tensor zeros(const Shape& s, DType dt) { return Tensor::zeros(s, dt); }
+
+  // b (bf16) is f (fp32) rounded to bf16, element by element.
+  static void expect_rounded(const std::string& what, const Tensor& f, const Tensor& b) {
+    ASSERT_EQ(f.numel(), b.numel()) << what;
+    ASSERT_EQ(b.dtype(), DType::BF16) << what;
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      const double fv = get_as_double(f, i), bv = get_as_double(b, i);
+      EXPECT_LE(std::abs(bv - fv), kHalfUlpMargin * std::abs(fv) + 1e-30)
+          << what << "[" << i << "]: fp32 " << fv << " bf16 " << bv;
+    }
+  }
+  static void expect_identical(const std::string& what, const Tensor& f, const Tensor& b) {
+    ASSERT_EQ(f.numel(), b.numel()) << what;
+    for (int64_t i = 0; i < f.numel(); ++i)
+      EXPECT_EQ(get_as_double(f, i), get_as_double(b, i)) << what << "[" << i << "]";
+  }
+};
+
+TEST_F(Bf16Ops, MatmulAndGroupedMatmul) {
+  const Tensor a = grid({5, 6}), b = grid({7, 6}), c0 = grid({5, 7});
+  for (bool acc : {false, true}) {
+    Tensor cf = as(c0, DType::F32), cb = as(c0, DType::BF16);
+    be.matmul(cf, a, false, b, true, acc);
+    be.matmul(cb, as(a, DType::BF16), false, as(b, DType::BF16), true, acc);
+    expect_rounded("matmul", cf, cb);
+  }
+  // A weight gradient: bf16 inputs, fp32 output accumulating onto fp32.
+  const Tensor d = grid({5, 7});
+  Tensor gf = as(grid({7, 6}), DType::F32), gb = as(gf, DType::F32);
+  be.matmul(gf, d, true, a, false, true);
+  be.matmul(gb, as(d, DType::BF16), true, as(a, DType::BF16), false, true);
+  expect_identical("matmul into fp32", gf, gb);
+
+  const Tensor sizes = ints({3, 0, 4, 1});
+  const Tensor lhs = grid({8, 5}), rhs = grid({4, 6, 5}), dout = grid({8, 6});
+  Tensor of = zeros({8, 6}, DType::F32), ob = zeros({8, 6}, DType::BF16);
+  be.gmm(of, lhs, rhs, sizes);
+  be.gmm(ob, as(lhs, DType::BF16), as(rhs, DType::BF16), sizes);
+  expect_rounded("gmm", of, ob);
+  Tensor lf = zeros({8, 5}, DType::F32), lb = zeros({8, 5}, DType::BF16);
+  be.gmm_dlhs(lf, dout, rhs, sizes);
+  be.gmm_dlhs(lb, as(dout, DType::BF16), as(rhs, DType::BF16), sizes);
+  expect_rounded("gmm_dlhs", lf, lb);
+  Tensor rf = zeros({4, 6, 5}, DType::F32), rb = zeros({4, 6, 5}, DType::F32);
+  be.gmm_drhs(rf, lhs, dout, sizes);
+  be.gmm_drhs(rb, as(lhs, DType::BF16), as(dout, DType::BF16), sizes);
+  expect_identical("gmm_drhs into fp32", rf, rb);
+}
+
+TEST_F(Bf16Ops, RmsNormWithFp32ScaleAndRope) {
+  const Tensor x = grid({4, 9}, 3.0), w = grid({9}), dy = grid({4, 9});
+  for (bool with_w : {true, false}) {
+    const Tensor ww = with_w ? w : Tensor();
+    Tensor yf = zeros({4, 9}, DType::F32), yb = zeros({4, 9}, DType::BF16);
+    Tensor rf = zeros({4}, DType::F32), rb = zeros({4}, DType::F32);
+    be.rmsnorm_forward(yf, rf, x, ww, 1e-6, 0.7);
+    be.rmsnorm_forward(yb, rb, as(x, DType::BF16), ww, 1e-6, 0.7);  // fp32 scale: seed change 2
+    expect_rounded("rmsnorm y", yf, yb);
+    expect_identical("rmsnorm rstd", rf, rb);
+    Tensor dxf = zeros({4, 9}, DType::F32), dxb = zeros({4, 9}, DType::BF16);
+    Tensor dwf = with_w ? zeros({9}, DType::F32) : Tensor(),
+           dwb = with_w ? zeros({9}, DType::F32) : Tensor();
+    be.rmsnorm_backward(dxf, dwf, dy, x, ww, rf, 0.7, false);
+    be.rmsnorm_backward(dxb, dwb, as(dy, DType::BF16), as(x, DType::BF16), ww, rb, 0.7, false);
+    expect_rounded("rmsnorm dx", dxf, dxb);
+    if (with_w) expect_identical("rmsnorm dw (fp32)", dwf, dwb);
+  }
+  const Tensor q = grid({5, 2, 8}), pos = ints({0, 3, 1, 7, 2});
+  Tensor freq = Tensor::empty({4}, DType::F64);
+  for (int i = 0; i < 4; ++i) freq.data<double>()[i] = std::pow(100.0, -2.0 * i / 8);
+  Tensor qf = as(q, DType::F32), qb = as(q, DType::BF16);
+  be.rope(qf, pos, freq, false);
+  be.rope(qb, pos, freq, false);
+  expect_rounded("rope", qf, qb);
+}
+
+TEST_F(Bf16Ops, AttentionForwardAndBackward) {
+  const AttentionShape s{2, 6, 4, 2, 5, 3};
+  const int64_t T = 12;
+  const Tensor q = grid({T, 4, 5}, 0.7), k = grid({T, 2, 5}, 0.7), v = grid({T, 2, 5});
+  const Tensor dout = grid({T, 4, 5}), seg = ints({1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2});
+  Tensor of = zeros({T, 4, 5}, DType::F32), ob = zeros({T, 4, 5}, DType::BF16);
+  Tensor lf = zeros({2, 4, 6}, DType::F32), lb = zeros({2, 4, 6}, DType::F32);
+  be.attention_forward(of, lf, q, k, v, seg, s);
+  be.attention_forward(ob, lb, as(q, DType::BF16), as(k, DType::BF16), as(v, DType::BF16), seg, s);
+  expect_rounded("attention o", of, ob);
+  expect_identical("attention lse (fp32, logits and softmax in fp32)", lf, lb);
+  // The backward reads o: give both runs the bf16 forward's o.
+  const Tensor o = as(ob, DType::F32);
+  Tensor dqf = zeros({T, 4, 5}, DType::F32), dkf = zeros({T, 2, 5}, DType::F32),
+         dvf = zeros({T, 2, 5}, DType::F32);
+  Tensor dqb = zeros({T, 4, 5}, DType::BF16), dkb = zeros({T, 2, 5}, DType::BF16),
+         dvb = zeros({T, 2, 5}, DType::BF16);
+  be.attention_backward(dqf, dkf, dvf, dout, q, k, v, o, lf, seg, s);
+  be.attention_backward(dqb, dkb, dvb, as(dout, DType::BF16), as(q, DType::BF16),
+                        as(k, DType::BF16), as(v, DType::BF16), ob, lb, seg, s);
+  expect_rounded("attention dq", dqf, dqb);
+  expect_rounded("attention dk", dkf, dkb);
+  expect_rounded("attention dv", dvf, dvb);
+}
+
+TEST_F(Bf16Ops, GegluRouterAndDispatch) {
+  const Tensor h = grid({3, 8}, 2.0), da = grid({3, 4});
+  Tensor af = zeros({3, 4}, DType::F32), ab = zeros({3, 4}, DType::BF16);
+  be.geglu_forward(af, h);
+  be.geglu_forward(ab, as(h, DType::BF16));
+  expect_rounded("geglu", af, ab);
+  Tensor dhf = zeros({3, 8}, DType::F32), dhb = zeros({3, 8}, DType::BF16);
+  be.geglu_backward(dhf, da, h);
+  be.geglu_backward(dhb, as(da, DType::BF16), as(h, DType::BF16));
+  expect_rounded("geglu dh", dhf, dhb);
+
+  // Router: bf16 logits, fp32 softmax / weights, fp32 per-expert scale and its gradient.
+  const int64_t T = 6, E = 5, K = 2, S = 3;
+  const Tensor logits = grid({T, E}), pes = grid({E}, 0.3), dw = grid({T, K}), lb = grid({2, E});
+  Tensor pf = zeros({T, E}, DType::F32), pb = zeros({T, E}, DType::F32);
+  Tensor idf = zeros({T, K}, DType::I32), idb = zeros({T, K}, DType::I32);
+  Tensor wf = zeros({T, K}, DType::F32), wb = zeros({T, K}, DType::F32);
+  be.router_forward(pf, idf, wf, logits, pes, true);
+  be.router_forward(pb, idb, wb, as(logits, DType::BF16), pes, true);
+  expect_identical("router probs", pf, pb);
+  expect_identical("router idx", idf, idb);
+  expect_identical("router weights", wf, wb);
+  Tensor dlf = zeros({T, E}, DType::F32), dlb = zeros({T, E}, DType::BF16);
+  Tensor desf = zeros({E}, DType::F32), desb = zeros({E}, DType::F32);
+  be.router_backward(dlf, desf, dw, pf, idf, pes, true, lb, S);
+  be.router_backward(dlb, desb, dw, pb, idb, pes, true, lb, S);
+  expect_rounded("router dlogits", dlf, dlb);
+  expect_identical("router dper_expert_scale (fp32)", desf, desb);
+
+  // Permute and the fp32 combine.
+  const Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({5, 2});
+  Routing r{zeros({10}, DType::I32), zeros({10}, DType::I32), zeros({4}, DType::I32)};
+  be.route_sort(r, idx, 4);
+  const Tensor x = grid({5, 3}), y = grid({10, 3}), cw = grid({5, 2}), dm = grid({5, 3});
+  Tensor xsf = zeros({10, 3}, DType::F32), xsb = zeros({10, 3}, DType::BF16);
+  be.permute(xsf, x, r.order, 2);
+  be.permute(xsb, as(x, DType::BF16), r.order, 2);
+  expect_identical("permute", xsf, xsb);
+  Tensor dxf = zeros({5, 3}, DType::F32), dxb = zeros({5, 3}, DType::BF16);
+  be.permute_backward(dxf, y, r.inverse, 2, false);
+  be.permute_backward(dxb, as(y, DType::BF16), r.inverse, 2, false);
+  expect_rounded("permute_backward", dxf, dxb);
+  Tensor mf = zeros({5, 3}, DType::F32), mb = zeros({5, 3}, DType::BF16);
+  be.combine_forward(mf, y, r.inverse, cw);
+  be.combine_forward(mb, as(y, DType::BF16), r.inverse, cw);
+  expect_rounded("combine", mf, mb);
+  Tensor dyf = zeros({10, 3}, DType::F32), dyb = zeros({10, 3}, DType::BF16);
+  Tensor dcf = zeros({5, 2}, DType::F32), dcb = zeros({5, 2}, DType::F32);
+  be.combine_backward(dyf, dcf, dm, y, r.order, cw);
+  be.combine_backward(dyb, dcb, as(dm, DType::BF16), as(y, DType::BF16), r.order, cw);
+  expect_rounded("combine dy", dyf, dyb);
+  expect_identical("combine dweights (fp32)", dcf, dcb);
+}
+
+TEST_F(Bf16Ops, EmbeddingAndElementwise) {
+  const Tensor table = grid({6, 3}), tokens = ints({4, 1, 4, 0}), dx = grid({4, 3});
+  Tensor xf = zeros({4, 3}, DType::F32), xb = zeros({4, 3}, DType::BF16);
+  be.embedding_forward(xf, tokens, table, 2.5);
+  be.embedding_forward(xb, tokens, table, 2.5);  // fp32 table, bf16 activations
+  expect_rounded("embedding", xf, xb);
+  Tensor tf = zeros({6, 3}, DType::F32), tb = zeros({6, 3}, DType::F32);
+  be.embedding_backward(tf, dx, tokens, 2.5);
+  be.embedding_backward(tb, as(dx, DType::BF16), tokens, 2.5);
+  expect_identical("embedding dtable (fp32)", tf, tb);
+
+  const Tensor a = grid({50}), b = grid({50});
+  Tensor sf = zeros({50}, DType::F32), sb = zeros({50}, DType::BF16);
+  be.add(sf, a, b);
+  be.add(sb, as(a, DType::BF16), as(b, DType::BF16));
+  expect_rounded("add", sf, sb);
+  // Two roundings now stand between the bf16 and fp32 results: the sum's and the product's.
+  be.scale(sf, 0.3);
+  be.scale(sb, 0.3);
+  for (int64_t i = 0; i < 50; ++i)
+    EXPECT_NEAR(get_as_double(sb, i), get_as_double(sf, i),
+                2 * kHalfUlpMargin * std::abs(get_as_double(sf, i)));
+  EXPECT_DOUBLE_EQ(be.dot(as(a, DType::BF16), as(b, DType::BF16)), be.dot(a, b));
+  // fp32 <-> bf16 copies round once.
+  const Tensor big = grid({64}, 1e3);
+  Tensor c = zeros({64}, DType::BF16);
+  be.copy(c, big);
+  expect_identical("copy to bf16", big, c);
+}
+
+TEST_F(Bf16Ops, SoftcapCrossEntropy) {
+  // bf16 logits: the soft-cap is rounded to bf16 before the fp32 loss (MaxText: bf16 dot and
+  // soft-cap, then fp32), so each capped logit moves by up to 2^-9 |c|. The loss of a row
+  // moves by at most twice that; the gradient by a few percent of its norm.
+  const int64_t C = 4, V = 50;
+  const double cap = 30;
+  const Tensor z = grid({C, V}, 4.0), targets = ints({3, 0, 49, 2}), mask = ints({1, 0, 1, 1});
+  Tensor lf = as(z, DType::F32), lb = as(z, DType::BF16);
+  const double loss_f = be.softcap_cross_entropy(lf, targets, mask, cap, 1.0, true);
+  const double loss_b = be.softcap_cross_entropy(lb, targets, mask, cap, 1.0, true);
+  double max_c = 0;
+  for (int64_t i = 0; i < z.numel(); ++i)
+    max_c = std::max(max_c, std::abs(cap * std::tanh(get_as_double(z, i) / cap)));
+  EXPECT_LE(std::abs(loss_b - loss_f), 3 * 2 * std::ldexp(max_c, -9)) << loss_f << " " << loss_b;
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < lf.numel(); ++i) {
+    diff += std::pow(get_as_double(lf, i) - get_as_double(lb, i), 2);
+    norm += std::pow(get_as_double(lf, i), 2);
+  }
+  EXPECT_LE(std::sqrt(diff / norm), 0.05);
+}
+
+// ---- the whole model ----------------------------------------------------------------------
+
+// Weights like a briefly trained model's: normal(0, 0.1) matrices; norm and router scales
+// around 1. `noise` multiplies each by (1 + noise * normal).
+Tensor model_weights(const ParamTable& table, double noise, uint64_t noise_seed) {
+  Tensor w = Tensor::empty({table.total()}, DType::F32, MemKind::Params);
+  Rng rng(3), perturb(noise_seed);
+  for (const ParamSpec& s : table.specs())
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      const double v = s.init == ParamInit::Ones ? 1.0 + 0.1 * rng.normal() : 0.1 * rng.normal();
+      set_from_double(w, s.offset + i, v * (1.0 + noise * perturb.normal()));
+    }
+  return w;
+}
+
+double relative_error(const Tensor& ref, const Tensor& x) {
+  double d = 0, n = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    d += std::pow(get_as_double(ref, i) - get_as_double(x, i), 2);
+    n += std::pow(get_as_double(ref, i), 2);
+  }
+  return std::sqrt(d / n);
+}
+
+// How close bf16 gradients can be to fp32 is set by the model's conditioning, so the test
+// measures it: the fp32 gradient's change when every weight moves by one bf16 rounding
+// (2^-9 relative). On these small random models that is 3-10% (more when a token's top-k
+// choice flips), and bf16's error is about the same (ratio 0.5-1.3 measured); a broken bf16
+// path (a wrong dtype, a missing rounding) gives errors of order one. Checked with the routed
+// MoE and with every expert chosen (E = K: no top-k discontinuity).
+TEST(Bf16Model, LossAndGradientsCloseToFp32) {
+  for (int64_t experts : {5, 2}) {
+    ModelConfig cfg = testing::small_test_config(2);
+    cfg.d_model = 32;
+    cfg.vocab_size = 64;
+    cfg.num_experts = experts;
+    ReferenceBackend be;
+    const ParamTable table(cfg);
+    const StepInputs in = upload_batch(be, testing::make_batch(2, 16, cfg.vocab_size, 5, 9));
+    auto grads = [&](DType act, const Tensor& w, LossInfo* info) {
+      Tensor g = Tensor::zeros({table.total()}, DType::F32);
+      *info = Gemma4Model(cfg, be, {act, RematPolicy::Full, 2}).forward_backward(in, w, g);
+      return g;
+    };
+    LossInfo lf, lb, ln;
+    const Tensor w = model_weights(table, 0.0, 0);
+    const Tensor gf = grads(DType::F32, w, &lf), gb = grads(DType::BF16, w, &lb);
+    const Tensor gn = grads(DType::F32, model_weights(table, std::ldexp(1.0, -9), 11), &ln);
+    const double bf16_err = relative_error(gf, gb), noise_err = relative_error(gf, gn);
+    EXPECT_NEAR(lb.total_loss, lf.total_loss, 1e-2 * lf.total_loss) << experts << " experts";
+    EXPECT_LE(bf16_err, 3 * noise_err) << experts << " experts";
+    EXPECT_LE(bf16_err, 0.1) << experts << " experts";
+    ::testing::Test::RecordProperty("bf16_grad_error_E" + std::to_string(experts),
+                                    std::to_string(bf16_err));
+    ::testing::Test::RecordProperty("fp32_2^-9_noise_error_E" + std::to_string(experts),
+                                    std::to_string(noise_err));
+  }
+}
+
+// A short run learns in bf16 as it does in fp32.
+TEST(Bf16Model, TrainingLowersTheLossLikeFp32) {
+  testing::TempDir dir;
+  auto run = [&](const std::string& dtype) {
+    const std::vector<std::string> args = {"base_output_directory=" + dir.str(),
+                                           "run_name=" + dtype,
+                                           "dtype=" + dtype,
+                                           "base_emb_dim=32",
+                                           "max_target_length=32",
+                                           "per_device_batch_size=4",
+                                           "learning_rate=1e-2",
+                                           "steps=25",
+                                           "log_period=1000"};
+    Trainer t(Config::defaults(args));
+    std::ostringstream log;
+    t.run(log);
+    std::ifstream in(dir / (dtype + "/metrics.jsonl"));
+    std::vector<double> losses;
+    for (std::string line; std::getline(in, line);)
+      losses.push_back(nlohmann::json::parse(line)["learning/loss"].get<double>());
+    return losses;
+  };
+  const std::vector<double> f = run("float32"), b = run("bfloat16");
+  ASSERT_EQ(f.size(), 25u);
+  ASSERT_EQ(b.size(), 25u);
+  auto tail = [](const std::vector<double>& l) {
+    return (l[20] + l[21] + l[22] + l[23] + l[24]) / 5;
+  };
+  EXPECT_NEAR(b[0], f[0], 1e-2 * f[0]);
+  EXPECT_LT(tail(f), f[0] - 1.0) << "fp32 does not learn";
+  EXPECT_LT(tail(b), b[0] - 1.0) << "bf16 does not learn";
+  EXPECT_NEAR(tail(b), tail(f), 0.05 * tail(f)) << "bf16 learns differently from fp32";
+}
+
+}  // namespace
+}  // namespace gemmax
