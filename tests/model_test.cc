@@ -18,16 +18,7 @@ using testing::inner;
 using testing::make_batch;
 using testing::random_tensor;
 
-// Random weights with non-unit norm scales, router scales and layer scalars.
-Tensor random_weights(const ParamTable& table, uint64_t seed) {
-  Tensor w = Tensor::empty({table.total()}, DType::F64, MemKind::Params);
-  Rng rng(seed);
-  for (const ParamSpec& s : table.specs())
-    for (int64_t i = 0; i < s.numel(); ++i)
-      set_from_double(w, s.offset + i,
-                      s.init == ParamInit::Ones ? 1.0 + 0.3 * rng.normal() : 0.4 * rng.normal());
-  return w;
-}
+using testing::random_weights;
 
 struct Fixture {
   ModelConfig cfg = testing::small_test_config(2);

@@ -30,16 +30,7 @@ Tensor ints(const std::vector<int32_t>& v) {
   return t;
 }
 
-// Random weights with non-unit norm scales, router scales and layer scalars.
-Tensor random_weights(const ParamTable& table, uint64_t seed, DType dtype) {
-  Tensor w = Tensor::empty({table.total()}, dtype, MemKind::Params);
-  Rng rng(seed);
-  for (const ParamSpec& s : table.specs())
-    for (int64_t i = 0; i < s.numel(); ++i)
-      set_from_double(w, s.offset + i,
-                      s.init == ParamInit::Ones ? 1.0 + 0.3 * rng.normal() : 0.4 * rng.normal());
-  return w;
-}
+using testing::random_weights;
 
 // ---- the backend op ----------------------------------------------------------------------------
 

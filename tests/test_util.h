@@ -22,6 +22,7 @@
 #include "gemmax/base/tensor.h"
 #include "gemmax/config/model_config.h"
 #include "gemmax/data/batch.h"
+#include "gemmax/model/params.h"
 
 namespace gemmax::testing {
 
@@ -145,6 +146,18 @@ inline void expect_grad_matches_fd(const std::string& what, const Tensor& x,
                         << fd;
   }
   ::testing::Test::RecordProperty(what + "_worst_rel_err", std::to_string(worst));
+}
+
+// Random weights with non-unit norm scales, router scales and layer scalars (checks must not
+// pass by an accident of unit scales).
+inline Tensor random_weights(const ParamTable& table, uint64_t seed, DType dtype = DType::F64) {
+  Tensor w = Tensor::empty({table.total()}, dtype, MemKind::Params);
+  Rng rng(seed);
+  for (const ParamSpec& s : table.specs())
+    for (int64_t i = 0; i < s.numel(); ++i)
+      set_from_double(w, s.offset + i,
+                      s.init == ParamInit::Ones ? 1.0 + 0.3 * rng.normal() : 0.4 * rng.normal());
+  return w;
 }
 
 // A small Gemma-4 configuration (sliding + global layers, K = V, partial RoPE) for checks.

@@ -85,14 +85,20 @@ Dims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b
   return {M, N, K};
 }
 
-// Row ranges of the groups of a grouped matmul: group g owns rows [offs[g], offs[g + 1]).
-std::vector<int64_t> group_offsets(const Tensor& group_sizes, int64_t rows) {
+// Calls f(g, first, rows) for every group g that owns rows: group g owns the contiguous rows
+// [first, first + rows). Groups with no rows are skipped (their weight gradient stays as is).
+template <class F>
+void for_each_group(const Tensor& group_sizes, int64_t total_rows, F&& f) {
   const int32_t* sizes = group_sizes.data<int32_t>();
-  std::vector<int64_t> offs(group_sizes.numel() + 1, 0);
-  for (int64_t g = 0; g < group_sizes.numel(); ++g) offs[g + 1] = offs[g] + sizes[g];
-  GEMMAX_CHECK(offs.back() == rows, "group sizes sum to ", offs.back(), " but there are ", rows,
+  int64_t first = 0;
+  for (int64_t g = 0; g < group_sizes.numel(); ++g) first += sizes[g];
+  GEMMAX_CHECK(first == total_rows, "group sizes sum to ", first, " but there are ", total_rows,
                " rows");
-  return offs;
+  first = 0;
+  for (int64_t g = 0; g < group_sizes.numel(); ++g) {
+    if (sizes[g] > 0) f(g, first, int64_t(sizes[g]));
+    first += sizes[g];
+  }
 }
 
 }  // namespace
@@ -113,14 +119,11 @@ void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& r
   GEMMAX_CHECK(rhs.dim(2) == k && out.dim(0) == m && out.dim(1) == n && group_sizes.numel() == G,
                "gmm shapes: lhs ", lhs.str(), " rhs ", rhs.str(), " out ", out.str());
   ref::check_dtypes(out, lhs, rhs, "gmm");
-  const auto offs = group_offsets(group_sizes, m);
   ref::dispatch_float(out, [&]<class T>() {
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t rows = offs[g + 1] - offs[g];
-      if (rows == 0) continue;
-      matmul_loops(out.data<T>() + offs[g] * n, lhs.data<T>() + offs[g] * k, false,
+    for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t rows) {
+      matmul_loops(out.data<T>() + first * n, lhs.data<T>() + first * k, false,
                    rhs.data<T>() + g * n * k, true, rows, n, k, false);
-    }
+    });
   });
 }
 
@@ -128,17 +131,14 @@ void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& r
 void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
                                 const Tensor& group_sizes) {
   const int64_t m = dout.dim(0), n = dout.dim(1), G = rhs.dim(0), k = rhs.dim(2);
-  GEMMAX_CHECK(rhs.dim(1) == n && dlhs.dim(0) == m && dlhs.dim(1) == k,
+  GEMMAX_CHECK(rhs.dim(1) == n && dlhs.dim(0) == m && dlhs.dim(1) == k && group_sizes.numel() == G,
                "gmm_dlhs shapes: dout ", dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
   ref::check_dtypes(dlhs, dout, rhs, "gmm_dlhs");
-  const auto offs = group_offsets(group_sizes, m);
   ref::dispatch_float(dlhs, [&]<class T>() {
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t rows = offs[g + 1] - offs[g];
-      if (rows == 0) continue;
-      matmul_loops(dlhs.data<T>() + offs[g] * k, dout.data<T>() + offs[g] * n, false,
+    for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t rows) {
+      matmul_loops(dlhs.data<T>() + first * k, dout.data<T>() + first * n, false,
                    rhs.data<T>() + g * n * k, false, rows, k, n, false);
-    }
+    });
   });
 }
 
@@ -147,17 +147,14 @@ void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Te
 void ReferenceBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
                                 const Tensor& group_sizes) {
   const int64_t m = lhs.dim(0), k = lhs.dim(1), n = dout.dim(1), G = drhs.dim(0);
-  GEMMAX_CHECK(drhs.dim(1) == n && drhs.dim(2) == k && dout.dim(0) == m,
+  GEMMAX_CHECK(drhs.dim(1) == n && drhs.dim(2) == k && dout.dim(0) == m && group_sizes.numel() == G,
                "gmm_drhs shapes: lhs ", lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
   GEMMAX_CHECK(lhs.dtype() == dout.dtype(), "gmm_drhs: ", lhs.str(), " and ", dout.str());
-  const auto offs = group_offsets(group_sizes, m);
   ref::dispatch_float2(drhs, lhs, [&]<class TC, class T>() {
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t rows = offs[g + 1] - offs[g];
-      if (rows == 0) continue;
-      matmul_loops(drhs.data<TC>() + g * n * k, dout.data<T>() + offs[g] * n, true,
-                   lhs.data<T>() + offs[g] * k, false, n, k, rows, true);
-    }
+    for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t rows) {
+      matmul_loops(drhs.data<TC>() + g * n * k, dout.data<T>() + first * n, true,
+                   lhs.data<T>() + first * k, false, n, k, rows, true);
+    });
   });
 }
 
