@@ -145,7 +145,9 @@ inline void expect_grad_matches_fd(const std::string& what, const Tensor& x,
     EXPECT_LE(err, tol) << what << "[" << i << "]: analytic " << a << " vs finite difference "
                         << fd;
   }
-  ::testing::Test::RecordProperty(what + "_worst_rel_err", std::to_string(worst));
+  std::ostringstream worst_text;
+  worst_text << std::scientific << worst;
+  ::testing::Test::RecordProperty(what + "_worst_rel_err", worst_text.str());
 }
 
 // Random weights with non-unit norm scales, router scales and layer scalars (checks must not
