@@ -255,6 +255,9 @@ TEST(Freeze, FrozenParametersStayFixedAndHaveNoOptimizerState) {
     EXPECT_EQ(same, frozen) << p.name;
     EXPECT_EQ(ckpt.optimizer.has("mu." + p.name), !frozen) << p.name;
   }
+  // The plan counts moments of the trained parameters only, as allocated.
+  EXPECT_EQ(t.memory_plan().peak[size_t(MemKind::OptState)],
+            int64_t(MemoryTracker::global().current(MemKind::OptState)));
   expect_error([&] { Trainer x(Config::defaults(run_args(dir, 2, {"run_name=f2", "freeze=attn("}))); },
                {"not a valid regular expression"});
   expect_error([&] { Trainer x(Config::defaults(run_args(dir, 2, {"run_name=f3", "freeze=nothing_like_this"}))); },

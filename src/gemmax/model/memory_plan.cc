@@ -126,15 +126,23 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   plan.input = in;
 
   // Static: fp32 masters, gradients, Adam moments; FSDP shards all but the norm scales.
-  int64_t local_params = 0;
-  for (const ParamSpec& s : table.specs())
-    local_params += s.fsdp_axis >= 0 ? (s.numel() + N - 1) / N : s.numel();
+  int64_t local_params = 0, local_trained = 0;
+  const std::vector<bool> trained = trainable_params(table, in.freeze);
+  for (size_t i = 0; i < trained.size(); ++i) {
+    const ParamSpec& s = table.specs()[i];
+    const int64_t local = s.fsdp_axis >= 0 ? (s.numel() + N - 1) / N : s.numel();
+    local_params += local;
+    local_trained += trained[i] ? local : 0;
+  }
   const std::string shard = fsdp ? " (1/" + std::to_string(N) + " FSDP shard)" : "";
   const std::string pcount = std::to_string(local_params) + " x " + wname + shard;
   std::vector<MemoryPlan::Item> items = {
       {MemKind::Params, "master weights: " + pcount, local_params * z.w},
       {MemKind::Grads, "gradients: " + pcount, local_params * z.w},
-      {MemKind::OptState, "Adam mu and nu: 2 x " + pcount, 2 * local_params * z.w},
+      {MemKind::OptState,
+       "Adam mu and nu: 2 x " + std::to_string(local_trained) + " x " + wname + shard +
+           (local_trained < local_params ? " (trained parameters only)" : ""),
+       2 * local_trained * z.w},
       {MemKind::Data, "batch: 5 x " + tensor_str({T}, DType::I32), 5 * T * kInt},
       {MemKind::Data, "RoPE frequencies", (c.head_dim / 2 + c.global_head_dim / 2) * 8}};
 

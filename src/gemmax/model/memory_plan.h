@@ -40,6 +40,7 @@ struct MemoryPlanInput {
   RematPolicy remat = RematPolicy::Full;
   int64_t num_vocab_tiling = 1;
   int64_t fsdp = 1;  // devices the parameters are sharded over (ici_fsdp_parallelism)
+  std::string freeze;  // frozen parameters have no Adam moments
 };
 
 struct MemoryPlan {

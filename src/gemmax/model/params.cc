@@ -1,5 +1,7 @@
 #include "gemmax/model/params.h"
 
+#include <regex>
+
 #include "gemmax/base/error.h"
 #include "gemmax/base/rng.h"
 
@@ -81,6 +83,26 @@ void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed) {
     for (int64_t j = 0; j < s.numel(); ++j)
       set_from_double(flat, s.offset + j, s.init == ParamInit::Ones ? 1.0 : std * rng.normal());
   }
+}
+
+std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze) {
+  std::vector<bool> trainable(table.specs().size(), true);
+  if (freeze.empty()) return trainable;
+  std::regex re;
+  try {
+    re = std::regex(freeze, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    fail("freeze='", freeze, "' is not a valid regular expression: ", e.what());
+  }
+  int64_t frozen = 0;
+  for (size_t i = 0; i < trainable.size(); ++i)
+    if (std::regex_search("model." + table.specs()[i].name, re)) trainable[i] = false, ++frozen;
+  if (frozen == 0)
+    fail("freeze='", freeze, "' matches no parameter (names look like "
+         "'model.layers.0.self_attn.q_proj.weight')");
+  if (frozen == int64_t(trainable.size()))
+    fail("freeze='", freeze, "' matches every parameter: nothing would be trained");
+  return trainable;
 }
 
 }  // namespace gemmax

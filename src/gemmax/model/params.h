@@ -56,6 +56,10 @@ class ParamTable {
   int64_t total_ = 0;
 };
 
+// Which parameters `freeze` (a regex searched in each "model."-prefixed HF name) leaves
+// trainable. Empty: all. Throws if the pattern is invalid, matches nothing or everything.
+std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze);
+
 // Fills a flat weight buffer from scratch: normal(0, initializer_range) for matrices and the
 // embedding, ones for norm scales, router scales and layer_scalar (HF _init_weights). Each
 // parameter draws from its own stream, so values do not depend on declaration order.

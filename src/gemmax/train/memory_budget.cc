@@ -29,6 +29,7 @@ MemoryPlanInput memory_plan_input(const Config& c) {
     fail("num_vocab_tiling=", in.num_vocab_tiling, " does not divide max_target_length=", in.seq,
          ": the output head tiles positions along the sequence; use a divisor of ", in.seq,
          " (1 turns tiling off)");
+  in.freeze = c.get_string("freeze");
   in.fsdp = c.get_int("ici_fsdp_parallelism");
   if (in.fsdp <= 0)
     fail("ici_fsdp_parallelism=", in.fsdp,

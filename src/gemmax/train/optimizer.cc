@@ -1,7 +1,6 @@
 #include "gemmax/train/optimizer.h"
 
 #include <cmath>
-#include <regex>
 
 namespace gemmax {
 
@@ -16,26 +15,6 @@ AdamWConfig AdamWConfig::from(const Config& c) {
   a.weight_decay = c.get_double("adam_weight_decay");
   a.clip_norm = c.get_double("gradient_clipping_threshold");
   return a;
-}
-
-std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze) {
-  std::vector<bool> trainable(table.specs().size(), true);
-  if (freeze.empty()) return trainable;
-  std::regex re;
-  try {
-    re = std::regex(freeze, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    fail("freeze='", freeze, "' is not a valid regular expression: ", e.what());
-  }
-  int64_t frozen = 0;
-  for (size_t i = 0; i < trainable.size(); ++i)
-    if (std::regex_search("model." + table.specs()[i].name, re)) trainable[i] = false, ++frozen;
-  if (frozen == 0)
-    fail("freeze='", freeze, "' matches no parameter (names look like "
-         "'model.layers.0.self_attn.q_proj.weight')");
-  if (frozen == int64_t(trainable.size()))
-    fail("freeze='", freeze, "' matches every parameter: nothing would be trained");
-  return trainable;
 }
 
 AdamW::AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trainable,

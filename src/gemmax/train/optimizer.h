@@ -55,8 +55,4 @@ class AdamW {
   Tensor m_, v_;
 };
 
-// Which parameters `freeze` (a regex searched in each "model."-prefixed HF name) leaves
-// trainable. Empty: all. Throws if the pattern is invalid, matches nothing or everything.
-std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze);
-
 }  // namespace gemmax
