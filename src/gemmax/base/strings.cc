@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iomanip>
+#include <sstream>
 
 namespace gemmax {
 
@@ -26,6 +28,30 @@ std::string nearest(const std::string& name, const std::vector<std::string>& can
   for (const std::string& c : candidates)
     if (const size_t d = edit_distance(name, c); d < best_d) best_d = d, best = c;
   return best;
+}
+
+std::string format_bytes(double b) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2);
+  if (b >= double(1ull << 30))
+    os << b / double(1ull << 30) << " GiB";
+  else if (b >= double(1ull << 20))
+    os << b / double(1ull << 20) << " MiB";
+  else if (b >= 1024)
+    os << b / 1024 << " KiB";
+  else
+    os << std::setprecision(0) << b << " B";
+  return os.str();
+}
+
+std::string format_count(double n) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2);
+  if (n >= 1e9) os << n / 1e9 << "B";
+  else if (n >= 1e6) os << n / 1e6 << "M";
+  else if (n >= 1e3) os << n / 1e3 << "K";
+  else os << std::setprecision(0) << n;
+  return os.str();
 }
 
 }  // namespace gemmax

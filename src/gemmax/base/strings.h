@@ -1,10 +1,15 @@
-// Small string helpers shared by the config loader and the command-line tools.
+// Small string helpers: suggesting names, formatting sizes.
 #pragma once
 
 #include <string>
 #include <vector>
 
 namespace gemmax {
+
+// "12.34 MiB", "4.56 GiB", "384 B".
+std::string format_bytes(double bytes);
+// "2.14M", "25.23B", "512".
+std::string format_count(double n);
 
 // Levenshtein distance: used to suggest the nearest valid name for a misspelt one.
 size_t edit_distance(const std::string& a, const std::string& b);

@@ -282,20 +282,6 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   return plan;
 }
 
-std::string format_bytes(double b) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(2);
-  if (b >= double(1ull << 30))
-    os << b / double(1ull << 30) << " GiB";
-  else if (b >= double(1ull << 20))
-    os << b / double(1ull << 20) << " MiB";
-  else if (b >= 1024)
-    os << b / 1024 << " KiB";
-  else
-    os << std::setprecision(0) << b << " B";
-  return os.str();
-}
-
 std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* measured) {
   const MemoryPlanInput& in = plan.input;
   std::ostringstream os;

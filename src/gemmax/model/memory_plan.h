@@ -27,6 +27,7 @@
 
 #include "gemmax/base/dtype.h"
 #include "gemmax/base/memory.h"
+#include "gemmax/base/strings.h"
 #include "gemmax/config/model_config.h"
 #include "gemmax/model/context.h"
 
@@ -72,6 +73,5 @@ LayerActBytes layer_activation_bytes(const ModelConfig& cfg, int64_t layer, int6
 
 // A table of the plan; with `measured`, a column of the measured peaks beside it.
 std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* measured = nullptr);
-std::string format_bytes(double bytes);  // "12.3 MiB", "4.56 GiB"
 
 }  // namespace gemmax

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gemmax/base/convert.h"
+#include "gemmax/base/strings.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/io/atomic_file.h"
@@ -26,24 +27,6 @@ namespace gemmax {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string human_count(double n) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(2);
-  if (n >= 1e9) os << n / 1e9 << "B";
-  else if (n >= 1e6) os << n / 1e6 << "M";
-  else if (n >= 1e3) os << n / 1e3 << "K";
-  else os << std::setprecision(0) << n;
-  return os.str();
-}
-
-std::string human_bytes(double b) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  if (b >= 1ull << 30) os << b / double(1ull << 30) << " GiB";
-  else os << b / double(1ull << 20) << " MiB";
-  return os.str();
-}
 
 DataOptions data_options(const Config& c, int64_t vocab) {
   DataOptions d;
@@ -243,10 +226,10 @@ void Trainer::print_header(std::ostream& log) const {
   int64_t trained = 0;
   for (size_t i = 0; i < trainable_.size(); ++i)
     trained += trainable_[i] ? model_->params().specs()[i].numel() : 0;
-  log << "gemmax: parameters " << human_count(double(model_->params().total())) << " total, "
-      << human_count(double(model_->params().active())) << " active per token";
+  log << "gemmax: parameters " << format_count(double(model_->params().total())) << " total, "
+      << format_count(double(model_->params().active())) << " active per token";
   if (trained != model_->params().total())
-    log << ", " << human_count(double(trained)) << " trained (freeze='"
+    log << ", " << format_count(double(trained)) << " trained (freeze='"
         << config_.get_string("freeze") << "')";
   log << "\n";
   log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4)
@@ -342,7 +325,7 @@ TrainSummary Trainer::run(std::ostream& log) {
       << std::setprecision(4) << sum.first_loss << " -> " << sum.last_loss << " | mean step "
       << sum.mean_step_seconds << " s | " << std::setprecision(6) << sum.tokens_per_sec
       << " tokens/s | " << sum.tflops_per_sec << " TFLOP/s | peak memory "
-      << human_bytes(double(mem.peak_total())) << "\n";
+      << format_bytes(double(mem.peak_total())) << "\n";
   log << "gemmax: " << format_memory_plan(plan_, &mem);
   std::ofstream(fs::path(run_dir_) / "memory.json") << memory_json(plan_, mem).dump(2) << "\n";
   log << "gemmax: metrics in " << metrics.path() << "\n";
