@@ -14,25 +14,19 @@ namespace gemmax {
 namespace {
 
 using testing::expect_error;
+using testing::random_bytes;
 using testing::read_file;
 using testing::TempDir;
 using testing::write_file;
 
-Tensor filled(const Shape& shape, DType dtype, uint32_t seed) {
-  Tensor t = Tensor::empty(shape, dtype);
-  std::mt19937 rng(seed);
-  auto* p = static_cast<uint8_t*>(t.raw());
-  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = uint8_t(rng());
-  return t;
-}
 
 // Five tensors of 400, 400, 400, 200, 1000 bytes.
 NamedTensors sample() {
-  return {{"model.embed_tokens.weight", filled({10, 20}, DType::BF16, 1)},
-          {"model.layers.0.mlp.up_proj.weight", filled({10, 10}, DType::F32, 2)},
-          {"model.layers.0.mlp.down_proj.weight", filled({50}, DType::F64, 3)},
-          {"model.layers.0.layer_scalar", filled({100}, DType::BF16, 4)},
-          {"model.norm.weight", filled({250}, DType::F32, 5)}};
+  return {{"model.embed_tokens.weight", random_bytes({10, 20}, DType::BF16, 1)},
+          {"model.layers.0.mlp.up_proj.weight", random_bytes({10, 10}, DType::F32, 2)},
+          {"model.layers.0.mlp.down_proj.weight", random_bytes({50}, DType::F64, 3)},
+          {"model.layers.0.layer_scalar", random_bytes({100}, DType::BF16, 4)},
+          {"model.norm.weight", random_bytes({250}, DType::F32, 5)}};
 }
 
 void expect_same(const HfCheckpoint& c, const NamedTensors& ts) {
@@ -156,7 +150,7 @@ TEST(HfCheckpoint, ValidationErrors) {
 
   // Both forms present: ambiguous.
   write_file(index_path, good_index);
-  write_safetensors(dir / "model.safetensors", {{"x", filled({1}, DType::F32, 9)}});
+  write_safetensors(dir / "model.safetensors", {{"x", random_bytes({1}, DType::F32, 9)}});
   expect_error([&] { HfCheckpoint::open(dir.str()); }, {"both", "stale"});
 }
 

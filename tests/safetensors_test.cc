@@ -13,17 +13,11 @@ namespace gemmax {
 namespace {
 
 using testing::expect_error;
+using testing::random_bytes;
 using testing::read_file;
 using testing::TempDir;
 using testing::write_file;
 
-Tensor random_tensor(const Shape& shape, DType dtype, uint32_t seed) {
-  Tensor t = Tensor::empty(shape, dtype);
-  std::mt19937 rng(seed);
-  auto* p = static_cast<uint8_t*>(t.raw());
-  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = uint8_t(rng());
-  return t;
-}
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
@@ -46,11 +40,11 @@ TEST(Safetensors, RoundTripEveryDtypeBitExact) {
   uint32_t seed = 1;
   for (DType d : all) {
     ts.emplace_back(std::string("t.") + std::string(dtype_name(d)),
-                    random_tensor({3, 5}, d, seed++));
+                    random_bytes({3, 5}, d, seed++));
     ts.emplace_back(std::string("odd.") + std::string(dtype_name(d)),
-                    random_tensor({7}, d, seed++));
+                    random_bytes({7}, d, seed++));
   }
-  ts.emplace_back("scalar", random_tensor({}, DType::F32, 99));
+  ts.emplace_back("scalar", random_bytes({}, DType::F32, 99));
   ts.emplace_back("empty", Tensor::empty({0, 4}, DType::BF16));
   const std::string path = dir / "all.safetensors";
   write_safetensors(path, ts, {{"format", "pt"}, {"note", "héllo"}});
@@ -116,9 +110,9 @@ TEST(Safetensors, MatchesLibraryBytes) {
 TEST(Safetensors, HeaderOrderAndPaddingFollowLibrary) {
   TempDir dir;
   NamedTensors ts = {
-      {"b_u8", random_tensor({3}, DType::U8, 1)},   {"a_bf16", random_tensor({3}, DType::BF16, 2)},
-      {"z_f32", random_tensor({1}, DType::F32, 3)}, {"y_f32", random_tensor({1}, DType::F32, 4)},
-      {"c_i64", random_tensor({1}, DType::I64, 5)}, {"d_f64", random_tensor({1}, DType::F64, 6)}};
+      {"b_u8", random_bytes({3}, DType::U8, 1)},   {"a_bf16", random_bytes({3}, DType::BF16, 2)},
+      {"z_f32", random_bytes({1}, DType::F32, 3)}, {"y_f32", random_bytes({1}, DType::F32, 4)},
+      {"c_i64", random_bytes({1}, DType::I64, 5)}, {"d_f64", random_bytes({1}, DType::F64, 6)}};
   std::vector<size_t> order;
   const std::string h = safetensors_header(ts, {{"k", "v"}}, &order);
   EXPECT_EQ(h.size() % 8, 0u);
@@ -154,12 +148,12 @@ TEST(Safetensors, WriterRejectsBadInput) {
 TEST(Safetensors, DiskFullLeavesPreviousFileIntact) {
   TempDir dir;
   const std::string path = dir / "model.safetensors";
-  write_safetensors(path, {{"a", random_tensor({16}, DType::F32, 1)}});
+  write_safetensors(path, {{"a", random_bytes({16}, DType::F32, 1)}});
   const std::string before = read_file(path);
   inject_write_failure_after_bytes_for_testing(100);
   expect_error(
       [&] {
-        write_safetensors(path, {{"a", random_tensor({1024}, DType::F32, 2)}});
+        write_safetensors(path, {{"a", random_bytes({1024}, DType::F32, 2)}});
       },
       {path, "No space left on device"});
   EXPECT_EQ(read_file(path), before);
@@ -219,7 +213,7 @@ TEST_F(BadFile, UnsupportedDtypeIsListedButNotReadable) {
 TEST_F(BadFile, TruncatedData) {
   TempDir other;
   const std::string good = other / "good.safetensors";
-  write_safetensors(good, {{"w", random_tensor({8}, DType::F32, 3)}});
+  write_safetensors(good, {{"w", random_bytes({8}, DType::F32, 3)}});
   std::string bytes = read_file(good);
   bytes.resize(bytes.size() - 5);
   expect_open_error(bytes, {"tensor 'w'", "data_offsets [0, 32]",

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -98,6 +99,15 @@ inline int run_command(const std::string& cmd, std::string* out) {
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
   const int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A tensor of arbitrary bytes (any dtype; NaN patterns included): for bit-exact IO round trips.
+inline Tensor random_bytes(const Shape& shape, DType dtype, uint32_t seed) {
+  Tensor t = Tensor::empty(shape, dtype);
+  std::mt19937 rng(seed);
+  auto* p = static_cast<uint8_t*>(t.raw());
+  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = uint8_t(rng());
+  return t;
 }
 
 // ---- numbers ---------------------------------------------------------------------------------
