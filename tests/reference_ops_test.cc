@@ -53,7 +53,7 @@ TEST_F(ReferenceOps, GroupedMatmulForwardAndBackward) {
   Tensor sizes = ints({3, 0, 4, 1});
   Tensor lhs = rand({m, k}), rhs = rand({G, n, k}), r = rand({m, n});
   Tensor out = zeros({m, n});
-  be.gmm(out, lhs, rhs, sizes);
+  be.gmm(out, lhs, rhs, sizes, {});
   const int32_t group_of_row[m] = {0, 0, 0, 2, 2, 2, 2, 3};
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -63,12 +63,12 @@ TEST_F(ReferenceOps, GroupedMatmulForwardAndBackward) {
       EXPECT_NEAR(get_as_double(out, i * n + j), s, 1e-12);
     }
   auto loss = [&] {
-    be.gmm(out, lhs, rhs, sizes);
+    be.gmm(out, lhs, rhs, sizes, {});
     return inner(out, r);
   };
   Tensor dlhs = zeros({m, k}), drhs = zeros({G, n, k});
-  be.gmm_dlhs(dlhs, r, rhs, sizes);
-  be.gmm_drhs(drhs, lhs, r, sizes);
+  be.gmm_dlhs(dlhs, r, rhs, sizes, {});
+  be.gmm_drhs(drhs, lhs, r, sizes, {});
   expect_grad_matches_fd("gmm dlhs", lhs, dlhs, loss, 40);
   expect_grad_matches_fd("gmm drhs", rhs, drhs, loss, 120);
   for (int64_t i = n * k; i < 2 * n * k; ++i) EXPECT_EQ(get_as_double(drhs, i), 0.0);
@@ -81,7 +81,7 @@ TEST_F(ReferenceOps, RmsNormWithAndWithoutScale) {
     Tensor y = zeros({rows, n}), rstd = zeros({rows});
     const double scale = with_w ? 0.7 : 1.0;
     auto loss = [&] {
-      be.rmsnorm_forward(y, rstd, x, w, 1e-6, scale);
+      be.rmsnorm_forward(y, rstd, x, w, 1e-6, scale, Tensor(), false);
       return inner(y, r);
     };
     loss();
@@ -108,7 +108,8 @@ TEST_F(ReferenceOps, RopeRotatesPairsAndItsInverseIsTheBackward) {
   Tensor x = rand({T, heads, hd}), r = rand({T, heads, hd});
   Tensor pos = ints({0, 3, 1, 7, 2});
   Tensor freq = Tensor::empty({hd / 2}, DType::F64);
-  for (int64_t i = 0; i < hd / 2; ++i) freq.data<double>()[i] = i < 3 ? std::pow(100.0, -2.0 * i / hd) : 0.0;
+  for (int64_t i = 0; i < hd / 2; ++i)
+    freq.data<double>()[i] = i < 3 ? std::pow(100.0, -2.0 * i / hd) : 0.0;
   Tensor y = zeros({T, heads, hd});
   be.copy(y, x);
   be.rope(y, pos, freq, false);
@@ -135,7 +136,8 @@ TEST_F(ReferenceOps, AttentionMatchesDirectSoftmaxAndBackward) {
   // 2 sequences of 6, 4 query heads over 2 kv heads, window 3, sequence 1 packs two segments.
   AttentionShape s{2, 6, 4, 2, 5, 3};
   const int64_t T = s.batch * s.seq;
-  Tensor q = rand({T, 4, 5}, 0.5), k = rand({T, 2, 5}, 0.5), v = rand({T, 2, 5}), r = rand({T, 4, 5});
+  Tensor q = rand({T, 4, 5}, 0.5), k = rand({T, 2, 5}, 0.5), v = rand({T, 2, 5}),
+         r = rand({T, 4, 5});
   Tensor seg = ints({1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2});
   Tensor o = zeros({T, 4, 5}), lse = zeros({2, 4, 6});
   auto loss = [&] {
@@ -152,13 +154,15 @@ TEST_F(ReferenceOps, AttentionMatchesDirectSoftmaxAndBackward) {
       const bool ok = j > i - 3 && get_as_double(seg, b * 6 + j) == get_as_double(seg, b * 6 + i);
       double d = 0;
       for (int64_t c = 0; c < 5; ++c)
-        d += get_as_double(q, ((b * 6 + i) * 4 + h) * 5 + c) * get_as_double(k, ((b * 6 + j) * 2 + kvh) * 5 + c);
+        d += get_as_double(q, ((b * 6 + i) * 4 + h) * 5 + c) *
+             get_as_double(k, ((b * 6 + j) * 2 + kvh) * 5 + c);
       w.push_back(ok ? std::exp(d) : 0.0);
       z += w.back();
     }
     for (int64_t c = 0; c < 5; ++c) {
       double acc = 0;
-      for (int64_t j = 0; j <= i; ++j) acc += w[j] / z * get_as_double(v, ((b * 6 + j) * 2 + kvh) * 5 + c);
+      for (int64_t j = 0; j <= i; ++j)
+        acc += w[j] / z * get_as_double(v, ((b * 6 + j) * 2 + kvh) * 5 + c);
       EXPECT_NEAR(get_as_double(o, ((b * 6 + i) * 4 + h) * 5 + c), acc, 1e-12);
     }
   }
@@ -173,7 +177,7 @@ TEST_F(ReferenceOps, GegluForwardAndBackward) {
   const int64_t m = 3, F = 4;
   Tensor h = rand({m, 2 * F}, 2.0), r = rand({m, F}), a = zeros({m, F});
   auto loss = [&] {
-    be.geglu_forward(a, h);
+    be.geglu_forward(a, h, Tensor());
     return inner(a, r);
   };
   loss();
@@ -181,7 +185,7 @@ TEST_F(ReferenceOps, GegluForwardAndBackward) {
   const double gelu = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   EXPECT_NEAR(get_as_double(a, 1), gelu * up, 1e-12);
   Tensor dh = zeros({m, 2 * F});
-  be.geglu_backward(dh, r, h);
+  be.geglu_backward(dh, Tensor(), r, h, Tensor());
   expect_grad_matches_fd("geglu dh", h, dh, loss, 24);
 }
 
@@ -196,7 +200,8 @@ TEST_F(ReferenceOps, RouterTopKRenormaliseScaleAndBackward) {
       be.router_forward(probs, idx, w, logits, pes, renorm);
       double l = inner(w, rw);
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t e = 0; e < E; ++e) l += get_as_double(lb, (t / S) * E + e) * get_as_double(probs, t * E + e);
+        for (int64_t e = 0; e < E; ++e)
+          l += get_as_double(lb, (t / S) * E + e) * get_as_double(probs, t * E + e);
       return l;
     };
     loss();
@@ -207,12 +212,15 @@ TEST_F(ReferenceOps, RouterTopKRenormaliseScaleAndBackward) {
       for (int64_t j = 0; j < K; ++j) chosen += get_as_double(probs, t * E + id[j]);
       for (int64_t e = 0; e < E; ++e) {
         const bool picked = e == id[0] || e == id[1];
-        if (!picked) EXPECT_LE(get_as_double(logits, t * E + e), get_as_double(logits, t * E + id[K - 1]));
+        if (!picked)
+          EXPECT_LE(get_as_double(logits, t * E + e), get_as_double(logits, t * E + id[K - 1]));
       }
       EXPECT_GE(get_as_double(logits, t * E + id[0]), get_as_double(logits, t * E + id[1]));
       for (int64_t j = 0; j < K; ++j)
         EXPECT_NEAR(get_as_double(w, t * K + j),
-                    get_as_double(probs, t * E + id[j]) / (renorm ? chosen : 1.0) * get_as_double(pes, id[j]), 1e-12);
+                    get_as_double(probs, t * E + id[j]) / (renorm ? chosen : 1.0) *
+                        get_as_double(pes, id[j]),
+                    1e-12);
     }
     Tensor dlogits = zeros({T, E}), dpes = zeros({E});
     be.router_backward(dlogits, dpes, rw, probs, idx, pes, renorm, lb, S);
@@ -238,8 +246,10 @@ TEST_F(ReferenceOps, LoadBalanceStatisticsPerSequence) {
   const double p[] = {.5, .3, .2, .1, .1, .8, .3, .3, .4, .6, .2, .2};
   std::copy(p, p + 12, probs.data<double>());
   Tensor idx = ints({0, 2, 2, 0});  // top-1 per token; sequences {0,1} and {2,3}
-  Tensor density = zeros({2, E});
-  const double v = be.load_balance_forward(density, probs, idx.view({4, 1}), S);
+  Tensor density = zeros({2, E}), loss = zeros({1});
+  be.fill(loss, 0.25);  // the loss accumulates
+  be.load_balance_forward(density, loss, probs, idx.view({4, 1}), S, 3.0);
+  const double v = (get_as_double(loss, 0) - 0.25) / 3.0;
   // density b0 = (.5, 0, .5), pbar b0 = (.3, .2, .5); b1 = (.5, 0, .5), (.45, .25, .3)
   EXPECT_NEAR(v, (.5 * .3 + .5 * .5 + .5 * .45 + .5 * .3) / 6, 1e-15);
   EXPECT_EQ(get_as_double(density, 2), 0.5);
@@ -248,7 +258,8 @@ TEST_F(ReferenceOps, LoadBalanceStatisticsPerSequence) {
 TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
   const int64_t T = 5, K = 2, D = 3, E = 4;
   Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
-  Routing routing{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({E}, DType::I32)};
+  Routing routing{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
+                  zeros({T * K}, DType::I32), zeros({E}, DType::I32)};
   be.route_sort(routing, idx, E);
   const std::vector<int32_t> sizes = {3, 2, 4, 1};
   for (int64_t e = 0; e < E; ++e) EXPECT_EQ(routing.group_sizes.data<int32_t>()[e], sizes[e]);
@@ -256,8 +267,10 @@ TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
   EXPECT_EQ(routing.order.data<int32_t>()[0], 1);
   EXPECT_EQ(routing.order.data<int32_t>()[1], 6);
   EXPECT_EQ(routing.order.data<int32_t>()[2], 9);
-  for (int64_t r = 0; r < T * K; ++r)
+  for (int64_t r = 0; r < T * K; ++r) {
     EXPECT_EQ(routing.inverse.data<int32_t>()[routing.order.data<int32_t>()[r]], r);
+    EXPECT_EQ(routing.token.data<int32_t>()[r], routing.order.data<int32_t>()[r] / K);
+  }
 
   Tensor x = rand({T, D}), rx = rand({T * K, D}), xs = zeros({T * K, D});
   auto permute_loss = [&] {
@@ -282,21 +295,25 @@ TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
 TEST_F(ReferenceOps, SoftcapCrossEntropyAndGradient) {
   const int64_t C = 4, V = 7;
   Tensor z = rand({C, V}, 20.0), targets = ints({3, 0, 6, 2}), mask = ints({1, 0, 2, 1});
-  Tensor work = zeros({C, V});
+  Tensor work = zeros({C, V}), sum = zeros({1});
   auto loss = [&] {
     be.copy(work, z);
-    return be.softcap_cross_entropy(work, targets, mask, 30.0, 0.0, false);
+    be.fill(sum, 0.0);
+    be.softcap_cross_entropy(work, sum, targets, mask, 30.0, 0.0, false);
+    return get_as_double(sum, 0);
   };
   double expect = 0;
   for (int64_t r : {0, 2, 3}) {
     double zs = 0;
-    for (int64_t v = 0; v < V; ++v) zs += std::exp(30 * std::tanh(get_as_double(z, r * V + v) / 30));
-    expect += std::log(zs) - 30 * std::tanh(get_as_double(z, r * V + targets.data<int32_t>()[r]) / 30);
+    for (int64_t v = 0; v < V; ++v)
+      zs += std::exp(30 * std::tanh(get_as_double(z, r * V + v) / 30));
+    expect +=
+        std::log(zs) - 30 * std::tanh(get_as_double(z, r * V + targets.data<int32_t>()[r]) / 30);
   }
   EXPECT_NEAR(loss(), expect, 1e-10);
   Tensor dz = zeros({C, V});
   be.copy(dz, z);
-  be.softcap_cross_entropy(dz, targets, mask, 30.0, 1.0, true);
+  be.softcap_cross_entropy(dz, sum, targets, mask, 30.0, 1.0, true);
   expect_grad_matches_fd("softcap_cross_entropy dz", z, dz, loss, 28);
 }
 
@@ -316,16 +333,30 @@ TEST_F(ReferenceOps, EmbeddingLookupAndScatterAdd) {
   EXPECT_THROW(be.embedding_forward(x.rows(0, 1), bad, table, 1.0), Error);
 }
 
+// The clipping factor comes from the step's gradient sum of squares on the device: norm 2 against a
+// threshold of 1 halves the gradient. A non-finite scalar skips the update.
 TEST_F(ReferenceOps, AdamWMatchesTheOptaxFormula) {
   Tensor p = rand({5}), g = rand({5}), m = zeros({5}), v = zeros({5});
-  Tensor p0 = zeros({5});
+  Tensor p0 = zeros({5}), scalars = zeros({StepScalars::kCount});
   be.copy(p0, p);
-  AdamWStep s{0.01, 0.9, 0.95, 1e-8, 0.0, 0.1, 0.5, 1};
-  be.adamw_step(p, g, m, v, s);
+  set_from_double(scalars, StepScalars::kGradSumSq, 4.0);
+  AdamWStep s{0.01, 0.9, 0.95, 1e-8, 0.0, 0.1, 1.0, 1};
+  for (double bad : {NAN, INFINITY}) {
+    for (int64_t slot = 0; slot < StepScalars::kCount; ++slot) {
+      Tensor keep = zeros({StepScalars::kCount});
+      be.copy(keep, scalars);
+      set_from_double(keep, slot, bad);
+      be.adamw_step(p, g, m, v, s, keep);
+      EXPECT_EQ(max_abs_diff(p, p0), 0.0) << "slot " << slot;
+      EXPECT_EQ(get_as_double(m, 0), 0.0);
+    }
+  }
+  be.adamw_step(p, g, m, v, s, scalars);
   for (int64_t i = 0; i < 5; ++i) {
     const double gi = get_as_double(g, i) * 0.5;
     const double mh = 0.1 * gi / 0.1, vh = 0.05 * gi * gi / 0.05;
-    const double expect = get_as_double(p0, i) - 0.01 * (mh / (std::sqrt(vh) + 1e-8) + 0.1 * get_as_double(p0, i));
+    const double expect =
+        get_as_double(p0, i) - 0.01 * (mh / (std::sqrt(vh) + 1e-8) + 0.1 * get_as_double(p0, i));
     EXPECT_NEAR(get_as_double(p, i), expect, 1e-12);
   }
 }
