@@ -2,27 +2,37 @@
 
 #include <cmath>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "gemmax/base/error.h"
+#include "gemmax/base/strings.h"
 
 namespace gemmax {
 
 std::string format_step_line(const StepMetrics& m) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "step %5lld | loss %.4f | lm_loss %.4f | lb_loss %.5f | grad_norm %.3f | "
-                "lr %.3e | %.3f s | %.0f tokens/s | %.4f TFLOP/s%s",
-                (long long)m.step, m.loss, m.lm_loss, m.lb_loss, m.grad_norm, m.learning_rate,
-                m.step_seconds, m.tokens_per_sec, m.tflops_per_sec,
-                m.mfu > 0 ? (" | MFU " + std::to_string(100 * m.mfu).substr(0, 5) + "%").c_str()
-                          : "");
-  return buf;
+  char buf[640];
+  std::snprintf(
+      buf, sizeof buf,
+      "step %5lld | loss %.4f | lm_loss %.4f | lb_loss %.5f | grad_norm %.3f | "
+      "lr %.3e | %.3f s | %.0f tokens/s | %.4f TFLOP/s%s",
+      (long long)m.step, m.loss, m.lm_loss, m.lb_loss, m.grad_norm, m.learning_rate, m.step_seconds,
+      m.tokens_per_sec, m.tflops_per_sec,
+      m.mfu > 0 ? (" | MFU " + std::to_string(100 * m.mfu).substr(0, 5) + "%").c_str() : "");
+  std::string line = buf;
+  if (m.has_comm) {
+    std::snprintf(buf, sizeof buf, " | comm AG %s RS %s AR %s, waited %.3f s",
+                  format_bytes(double(m.comm_all_gather_bytes)).c_str(),
+                  format_bytes(double(m.comm_reduce_scatter_bytes)).c_str(),
+                  format_bytes(double(m.comm_all_reduce_bytes)).c_str(), m.comm_wait_seconds);
+    line += buf;
+  }
+  return line;
 }
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::app) {
-  if (!out_) fail("cannot open '", path, "' for writing metrics (check the directory exists and is writable)");
+  if (!out_)
+    fail("cannot open '", path,
+         "' for writing metrics (check the directory exists and is writable)");
 }
 
 void MetricsWriter::write(const StepMetrics& m) {
@@ -40,6 +50,12 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["perf/per_device_tokens_per_sec"] = m.tokens_per_sec;
   j["perf/per_device_tflops_per_sec"] = m.tflops_per_sec;
   if (m.mfu > 0) j["perf/mfu"] = m.mfu;
+  if (m.has_comm) {
+    j["perf/comm_all_gather_bytes"] = m.comm_all_gather_bytes;
+    j["perf/comm_reduce_scatter_bytes"] = m.comm_reduce_scatter_bytes;
+    j["perf/comm_all_reduce_bytes"] = m.comm_all_reduce_bytes;
+    j["perf/comm_wait_seconds"] = m.comm_wait_seconds;
+  }
   out_ << j.dump() << "\n";
   out_.flush();
   if (!out_) fail("writing '", path_, "' failed (disk full?)");
