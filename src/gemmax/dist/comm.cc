@@ -1,6 +1,7 @@
 #include "gemmax/dist/comm.h"
 
 #include <cstring>
+#include <exception>
 
 #include "gemmax/base/timer.h"
 
@@ -33,6 +34,11 @@ const char* collective_name(Collective::Kind kind) {
   return "?";
 }
 
+Tensor control_buffer(const Shape& shape, DType dtype) {
+  static MemoryTracker control;
+  return Tensor::empty(shape, dtype, MemKind::Workspace, control);
+}
+
 CommRequest& CommRequest::operator=(CommRequest&& o) noexcept {
   if (this != &o) {
     if (comm_) comm_->finish(*this);
@@ -46,7 +52,13 @@ CommRequest& CommRequest::operator=(CommRequest&& o) noexcept {
 }
 
 CommRequest::~CommRequest() {
-  if (comm_) comm_->finish(*this);
+  if (!comm_) return;
+  try {
+    comm_->finish(*this);
+  } catch (const std::exception&) {
+    // Dropped while unwinding from another error, which is the one to report (a destructor must
+    // not throw).
+  }
 }
 
 void CommRequest::wait() {

@@ -44,6 +44,10 @@ struct Collective {
 };
 const char* collective_name(Collective::Kind kind);
 
+// A host buffer for control messages between ranks (counts, flags, digests, configs): counted
+// apart from the process's MemoryTracker, whose peaks a run's memory plan accounts for.
+Tensor control_buffer(const Shape& shape, DType dtype);
+
 class Comm;
 
 // A collective in flight. wait() completes it (and is implied by destruction); the request holds

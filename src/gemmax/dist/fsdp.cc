@@ -90,8 +90,8 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
   b.in.replicas = comm.size();
   const int64_t N = comm.size(), T = batch.tokens();
   // The global target count normalises the cross-entropy.
-  Tensor counts = Tensor::empty({N}, DType::I64, MemKind::Workspace);
-  Tensor mine = Tensor::empty({1}, DType::I64, MemKind::Workspace);
+  Tensor counts = control_buffer({N}, DType::I64);
+  Tensor mine = control_buffer({1}, DType::I64);
   mine.data<int64_t>()[0] = b.in.num_targets;
   comm.all_gather(mine, counts, "the batches' target counts").wait();
   b.in.total_targets = 0;
@@ -101,7 +101,7 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
   // Every rank's tokens, targets and target mask, then each tile's rows seen from this rank's
   // vocabulary rows.
   auto gather = [&](const std::vector<int32_t>& v, const char* what) {
-    Tensor all = Tensor::empty({N * T}, DType::I32, MemKind::Workspace);
+    Tensor all = control_buffer({N * T}, DType::I32);
     comm.all_gather(Tensor::wrap(const_cast<int32_t*>(v.data()), {T}, DType::I32), all, what)
         .wait();
     return all;
@@ -111,9 +111,9 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
   const Tensor mask = gather(batch.target_segment_ids, "the batches' target masks");
   const VocabSlice s = vocab_slice(vocab_size, N, comm.rank());
   const int64_t C = T / num_tiles;
-  Tensor h_tok = Tensor::empty({N * T}, DType::I32, MemKind::Workspace);
-  Tensor h_tgt = Tensor::empty({N * T}, DType::I32, MemKind::Workspace);
-  Tensor h_mask = Tensor::empty({N * T}, DType::I32, MemKind::Workspace);
+  Tensor h_tok = control_buffer({N * T}, DType::I32);
+  Tensor h_tgt = control_buffer({N * T}, DType::I32);
+  Tensor h_mask = control_buffer({N * T}, DType::I32);
   int64_t row = 0;
   for (int64_t t = 0; t < num_tiles; ++t)
     for (int64_t r = 0; r < N; ++r)

@@ -19,18 +19,18 @@ int env_int(const char* name) {
 }
 
 Tensor text_tensor(const std::string& s) {
-  Tensor t = Tensor::empty({int64_t(s.size())}, DType::U8, MemKind::Workspace);
+  Tensor t = control_buffer({int64_t(s.size())}, DType::U8);
   if (!s.empty()) std::memcpy(t.raw(), s.data(), s.size());
   return t;
 }
 
 // Rank `root`'s string on every rank.
 std::string broadcast_text(Comm& comm, const std::string& mine, int root, const std::string& what) {
-  Tensor size = Tensor::empty({1}, DType::I64, MemKind::Workspace);
+  Tensor size = control_buffer({1}, DType::I64);
   size.data<int64_t>()[0] = int64_t(mine.size());
   comm.broadcast(size, root, "the size of " + what).wait();
-  Tensor text =
-      comm.rank() == root ? text_tensor(mine) : Tensor::empty({size.data<int64_t>()[0]}, DType::U8);
+  Tensor text = comm.rank() == root ? text_tensor(mine)
+                                    : control_buffer({size.data<int64_t>()[0]}, DType::U8);
   if (text.numel() > 0) comm.broadcast(text, root, what).wait();
   return std::string(static_cast<const char*>(text.numel() ? text.raw() : ""),
                      size_t(text.numel()));
@@ -71,8 +71,8 @@ void check_same_config(Comm& comm, const nlohmann::json& config) {
     }
     if (diff.empty()) diff = "keys missing there that rank 0 has";
   }
-  Tensor flags = Tensor::empty({comm.size()}, DType::I64, MemKind::Workspace);
-  Tensor mine = Tensor::empty({1}, DType::I64, MemKind::Workspace);
+  Tensor flags = control_buffer({comm.size()}, DType::I64);
+  Tensor mine = control_buffer({1}, DType::I64);
   mine.data<int64_t>()[0] = diff.empty() ? 0 : 1;
   comm.all_gather(mine, flags, "the config checks").wait();
   for (int r = 0; r < comm.size(); ++r) {

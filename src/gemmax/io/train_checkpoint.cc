@@ -145,7 +145,7 @@ std::string save_sharded_checkpoint(Comm& comm, const std::string& checkpoints_d
   // Each rank writes its own files, then tells rank 0 their sizes and CRC-32s.
   const std::string names[2] = {shard_file("params", rank, ranks),
                                 shard_file("optimizer", rank, ranks)};
-  Tensor digests = Tensor::empty({4}, DType::I64, MemKind::Workspace);
+  Tensor digests = control_buffer({4}, DType::I64);
   for (int f = 0; f < 2; ++f) {
     const std::string path = (tmp_dir / names[f]).string();
     write_pieces(path, f == 0 ? params : optimizer);
@@ -154,7 +154,7 @@ std::string save_sharded_checkpoint(Comm& comm, const std::string& checkpoints_d
     digests.data<int64_t>()[2 * f] = int64_t(d.bytes);
     digests.data<int64_t>()[2 * f + 1] = int64_t(d.crc);
   }
-  Tensor all = Tensor::empty({4 * ranks}, DType::I64, MemKind::Workspace);
+  Tensor all = control_buffer({4 * ranks}, DType::I64);
   comm.all_gather(digests, all, "the checkpoint files' digests").wait();
   if (rank == 0) {
     try {

@@ -154,7 +154,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   if (config_.get_bool("enable_checkpointing")) {
     const std::vector<CheckpointRef> saved =
         rank0() ? list_train_checkpoints(checkpoints_dir_) : std::vector<CheckpointRef>();
-    Tensor step = Tensor::empty({1}, DType::I64, MemKind::Workspace);
+    Tensor step = control_buffer({1}, DType::I64);
     step.data<int64_t>()[0] = saved.empty() ? -1 : saved.back().step;
     comm_->broadcast(step, 0, "the checkpoint to resume from").wait();
     resume_step = step.data<int64_t>()[0];
@@ -484,7 +484,7 @@ TrainSummary Trainer::run(std::ostream& out) {
     const int64_t done = step + 1;
     sum.stop_signal = stop.received();
     if (comm_->size() > 1) {  // a signal stops every rank after the same step
-      Tensor sig = Tensor::empty({1}, DType::I32, MemKind::Workspace);
+      Tensor sig = control_buffer({1}, DType::I32);
       sig.data<int32_t>()[0] = sum.stop_signal;
       comm_->all_reduce(sig, ReduceOp::Max, "the stop signals").wait();
       sum.stop_signal = sig.data<int32_t>()[0];
@@ -512,11 +512,11 @@ TrainSummary Trainer::run(std::ostream& out) {
   }
   const auto& mem = MemoryTracker::global();
   // Every rank's measured peaks, for memory.json.
-  Tensor peaks = Tensor::empty({int64_t(kNumMemKinds) + 1}, DType::I64, MemKind::Workspace);
+  Tensor peaks = control_buffer({int64_t(kNumMemKinds) + 1}, DType::I64);
   for (size_t k = 0; k < kNumMemKinds; ++k)
     peaks.data<int64_t>()[k] = int64_t(mem.peak(MemKind(k)));
   peaks.data<int64_t>()[kNumMemKinds] = int64_t(mem.peak_total());
-  Tensor all_peaks = Tensor::empty({comm_->size() * peaks.numel()}, DType::I64, MemKind::Workspace);
+  Tensor all_peaks = control_buffer({comm_->size() * peaks.numel()}, DType::I64);
   comm_->all_gather(peaks, all_peaks, "the measured memory peaks").wait();
   log << "gemmax: done: " << sum.steps << " steps (run at step " << sum.final_step << ") | loss "
       << std::setprecision(4) << sum.first_loss << " -> " << sum.last_loss << " | mean step "
