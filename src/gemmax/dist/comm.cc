@@ -13,6 +13,7 @@ CommStats CommStats::operator-(const CommStats& o) const {
   d.reduce_scatter_bytes = reduce_scatter_bytes - o.reduce_scatter_bytes;
   d.all_reduce_bytes = all_reduce_bytes - o.all_reduce_bytes;
   d.broadcast_bytes = broadcast_bytes - o.broadcast_bytes;
+  d.all_to_all_bytes = all_to_all_bytes - o.all_to_all_bytes;
   d.collectives = collectives - o.collectives;
   d.wait_seconds = wait_seconds - o.wait_seconds;
   return d;
@@ -30,6 +31,8 @@ const char* collective_name(Collective::Kind kind) {
       return "broadcast";
     case Collective::Barrier:
       return "barrier";
+    case Collective::AllToAll:
+      return "all-to-all";
   }
   return "?";
 }
@@ -106,6 +109,16 @@ CommRequest Comm::submit(Collective c) {
       break;
     case Collective::Barrier:
       break;
+    case Collective::AllToAll: {
+      GEMMAX_CHECK(int(c.send_counts.size()) == size_ && int(c.recv_counts.size()) == size_,
+                   "all-to-all of ", c.what, ": one count per rank");
+      int64_t out = 0, in = 0;
+      for (int q = 0; q < size_; ++q) out += c.send_counts[q], in += c.recv_counts[q];
+      GEMMAX_CHECK(out == c.send.numel() && in == buf.numel(), "all-to-all of ", c.what, ": ",
+                   c.send.str(), " and ", buf.str(), " for ", out, " and ", in, " elements");
+      stats_.all_to_all_bytes += (out - c.send_counts[rank_]) * int64_t(dtype_size(buf.dtype()));
+      break;
+    }
   }
   stats_.collectives += 1;
   CommRequest r;
@@ -117,29 +130,39 @@ CommRequest Comm::submit(Collective c) {
 }
 
 CommRequest Comm::all_gather(const Tensor& send, const Tensor& recv, std::string what) {
-  return submit({Collective::AllGather, send, recv, ReduceOp::Sum, 0, std::move(what)});
+  return submit({Collective::AllGather, send, recv, ReduceOp::Sum, 0, {}, {}, std::move(what)});
 }
 
 CommRequest Comm::reduce_scatter(const Tensor& send, const Tensor& recv, std::string what) {
-  return submit({Collective::ReduceScatter, send, recv, ReduceOp::Sum, 0, std::move(what)});
+  return submit({Collective::ReduceScatter, send, recv, ReduceOp::Sum, 0, {}, {}, std::move(what)});
 }
 
 CommRequest Comm::all_reduce(const Tensor& buf, ReduceOp op, std::string what) {
-  return submit({Collective::AllReduce, Tensor(), buf, op, 0, std::move(what)});
+  return submit({Collective::AllReduce, Tensor(), buf, op, 0, {}, {}, std::move(what)});
 }
 
 CommRequest Comm::broadcast(const Tensor& buf, int root, std::string what) {
-  return submit({Collective::Broadcast, Tensor(), buf, ReduceOp::Sum, root, std::move(what)});
+  return submit(
+      {Collective::Broadcast, Tensor(), buf, ReduceOp::Sum, root, {}, {}, std::move(what)});
+}
+
+CommRequest Comm::all_to_all(const Tensor& send, std::vector<int64_t> send_counts,
+                             const Tensor& recv, std::vector<int64_t> recv_counts,
+                             std::string what) {
+  return submit({Collective::AllToAll, send, recv, ReduceOp::Sum, 0, std::move(send_counts),
+                 std::move(recv_counts), std::move(what)});
 }
 
 void Comm::barrier(std::string what) {
-  submit({Collective::Barrier, Tensor(), Tensor(), ReduceOp::Sum, 0, std::move(what)}).wait();
+  submit({Collective::Barrier, Tensor(), Tensor(), ReduceOp::Sum, 0, {}, {}, std::move(what)})
+      .wait();
 }
 
 uint64_t SingleComm::start(const Collective& c) {
   // One rank: a gather or scatter is a copy; a reduction or broadcast leaves the buffer as it is.
-  if ((c.kind == Collective::AllGather || c.kind == Collective::ReduceScatter) &&
-      c.send.raw() != c.recv.raw())
+  const bool copies = c.kind == Collective::AllGather || c.kind == Collective::ReduceScatter ||
+                      c.kind == Collective::AllToAll;
+  if (copies && c.send.raw() != c.recv.raw())
     std::memcpy(c.recv.raw(), c.send.raw(), c.recv.nbytes());
   return 0;
 }

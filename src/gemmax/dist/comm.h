@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gemmax/base/tensor.h"
 
@@ -27,6 +28,7 @@ enum class ReduceOp : uint8_t { Sum, Max };
 // reduce-scatter or an all-reduce (a ring moves (N-1)/N of that per rank, twice for an all-reduce).
 struct CommStats {
   int64_t all_gather_bytes = 0, reduce_scatter_bytes = 0, all_reduce_bytes = 0;
+  int64_t all_to_all_bytes = 0;  // what this rank sent to the others
   int64_t broadcast_bytes = 0;
   int64_t collectives = 0;
   double wait_seconds = 0;  // blocked in wait()
@@ -35,11 +37,13 @@ struct CommStats {
 };
 
 struct Collective {
-  enum Kind : uint8_t { AllGather, ReduceScatter, AllReduce, Broadcast, Barrier };
+  enum Kind : uint8_t { AllGather, ReduceScatter, AllReduce, Broadcast, Barrier, AllToAll };
   Kind kind = Barrier;
   Tensor send, recv;  // all_reduce and broadcast work in place on `recv`
   ReduceOp op = ReduceOp::Sum;
   int root = 0;
+  // all-to-all: the elements sent to and received from each rank, back to back in rank order.
+  std::vector<int64_t> send_counts, recv_counts;
   std::string what;  // for errors and timeouts: "all-gather of layer 3 (forward)"
 };
 const char* collective_name(Collective::Kind kind);
@@ -86,6 +90,11 @@ class Comm {
   CommRequest all_reduce(const Tensor& buf, ReduceOp op, std::string what = "");
   // buf = root's buf.
   CommRequest broadcast(const Tensor& buf, int root, std::string what = "");
+  // Each rank sends send_counts[q] elements to rank q (send holds them rank after rank) and
+  // receives recv_counts[q] from rank q into recv, rank after rank; the counts must agree
+  // pairwise.
+  CommRequest all_to_all(const Tensor& send, std::vector<int64_t> send_counts, const Tensor& recv,
+                         std::vector<int64_t> recv_counts, std::string what = "");
   void barrier(std::string what);
 
   const CommStats& stats() const { return stats_; }

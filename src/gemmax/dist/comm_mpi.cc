@@ -83,6 +83,7 @@ struct Task {
   void* recv = nullptr;
   int64_t count = 0;  // elements of send (all-gather) / recv (reduce-scatter) / the buffer
   int root = 0;
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;  // all-to-all
   std::string what;
 
   enum State { Queued, Running, Done, Failed } state = Queued;
@@ -165,6 +166,11 @@ int MpiComm::Impl::begin(Task& t) {
     case Collective::Barrier:
       if (t.phase > 0) return 0;
       rc = MPI_Ibarrier(comm, &t.request);
+      break;
+    case Collective::AllToAll:
+      if (t.phase > 0) return 0;
+      rc = MPI_Ialltoallv(t.send, t.send_counts.data(), t.send_displs.data(), type, t.recv,
+                          t.recv_counts.data(), t.recv_displs.data(), type, comm, &t.request);
       break;
     case Collective::AllReduce: {
       const bool exact = t.op == ReduceOp::Max || !is_float(t.dtype);
@@ -411,6 +417,12 @@ uint64_t MpiComm::start(const Collective& c) {
     t->send = c.send.defined() ? c.send.raw() : nullptr;
     const int64_t n = c.kind == Collective::AllGather ? c.send.numel() : c.recv.numel();
     t->count = checked_count(n, t->what);
+    for (size_t q = 0; q < c.send_counts.size(); ++q) {  // all-to-all
+      t->send_displs.push_back(q == 0 ? 0 : t->send_displs.back() + t->send_counts.back());
+      t->recv_displs.push_back(q == 0 ? 0 : t->recv_displs.back() + t->recv_counts.back());
+      t->send_counts.push_back(checked_count(c.send_counts[q], t->what));
+      t->recv_counts.push_back(checked_count(c.recv_counts[q], t->what));
+    }
     if (c.op == ReduceOp::Sum &&
         (c.kind == Collective::ReduceScatter || c.kind == Collective::AllReduce))
       GEMMAX_CHECK(t->dtype != DType::F16, collective_name(c.kind), " of ", t->what,

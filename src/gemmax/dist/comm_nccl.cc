@@ -103,6 +103,26 @@ uint64_t NcclComm::start(const Collective& c) {
                                nccl_type(c.recv.dtype(), what), c.root, m.comm, m.stream),
                  "ncclBroadcast");
       break;
+    case Collective::AllToAll: {
+      const ncclDataType_t type = nccl_type(c.recv.dtype(), what);
+      const size_t elem = dtype_size(c.recv.dtype());
+      size_t out = 0, in = 0;
+      check_nccl(ncclGroupStart(), "ncclGroupStart");
+      for (int q = 0; q < size(); ++q) {
+        const size_t s = size_t(c.send_counts[q]), r = size_t(c.recv_counts[q]);
+        if (s > 0)
+          check_nccl(ncclSend(static_cast<const char*>(c.send.raw()) + out * elem, s, type, q,
+                              m.comm, m.stream),
+                     "ncclSend");
+        if (r > 0)
+          check_nccl(
+              ncclRecv(static_cast<char*>(c.recv.raw()) + in * elem, r, type, q, m.comm, m.stream),
+              "ncclRecv");
+        out += s, in += r;
+      }
+      check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+      break;
+    }
     case Collective::Barrier: {
       // A one-element all-reduce that the host waits for.
       void* dev = nullptr;
