@@ -43,7 +43,8 @@ class PlanningBackend final : public Backend {
                        const Tensor&, bool) override {}
   void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                         const Tensor&, double, bool) override {}
-  void rope(const Tensor&, const Tensor&, const Tensor&, bool) override {}
+  void rope_table(const Tensor&, const Tensor&, const Tensor&) override {}
+  void rope(const Tensor&, const Tensor&, bool) override {}
   void attention_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                          const Tensor&, const AttentionShape&) override {}
   void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,

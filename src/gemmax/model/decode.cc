@@ -105,7 +105,13 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
     b.target_segment_ids.push_back(0);
   }
   const StepInputs in = upload_batch(be_, b);
-  LayerContext ctx{be_, c, in, model_.options(), rope_local_, rope_global_, 0.0};
+  LayerContext ctx{be_,
+                   c,
+                   in,
+                   model_.options(),
+                   rope_table(be_, in, rope_local_, act),
+                   rope_table(be_, in, rope_global_, act),
+                   0.0};
   ctx.attention_core = this;
 
   Tensor x = be_.alloc({n, c.d_model}, act, MemKind::Activations);

@@ -60,7 +60,7 @@ class Decoder final : private AttentionCore {
   DecoderOptions options_;
   ModelWeights weights_;  // layers in the compute dtype; embed is the master (lookup)
   Tensor head_embed_;     // the tied table in the compute dtype, for the head
-  Tensor rope_local_, rope_global_;
+  Tensor rope_local_, rope_global_;  // RoPE inverse frequencies
   std::vector<LayerCache> caches_;
   int64_t length_ = 0;
 };
