@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gemmax/base/convert.h"
+#include "gemmax/base/progress.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
@@ -147,10 +148,19 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
   }
 
   const ParamTable& table = model_->params();
-  for (const ParamSpec& s : table.specs())
+  Progress progress("restoring " + ckpt.ref.dir,
+                    double(ckpt.params.file_bytes() - ckpt.params.data_offset() +
+                           ckpt.optimizer.file_bytes() - ckpt.optimizer.data_offset()),
+                    "bytes");
+  for (const ParamSpec& s : table.specs()) {
     restore_tensor(*backend_, ckpt.params, s.name, table.view(weights_, s.name));
-  for (const auto& [name, view] : optimizer_->named_state())
+    progress.add(double(ckpt.params.entry(s.name).nbytes()));
+  }
+  for (const auto& [name, view] : optimizer_->named_state()) {
     restore_tensor(*backend_, ckpt.optimizer, name, view);
+    progress.add(double(ckpt.optimizer.entry(name).nbytes()));
+  }
+  progress.finish();
   data_->restore(ckpt.state["data"]);
   start_step_ = ckpt.ref.step;
   notes_.push_back(str_cat("resumed from ", ckpt.ref.dir, " (step ", start_step_, ")"));
