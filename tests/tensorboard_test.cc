@@ -1,17 +1,27 @@
 // TensorBoard event files, read back by this file's own decoder of the record framing, the
-// CRC-32C and the protobuf wire format (independent of the writer and of the protobuf library).
+// CRC-32C and the protobuf wire format (independent of the writer and of the protobuf library),
+// and checked step by step against metrics.jsonl: fresh runs, resumed runs that redo steps, and
+// a run killed with SIGKILL.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "gemmax/base/crc32c.h"
 #include "gemmax/io/tfevents.h"
+#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/train/trainer.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -181,6 +191,51 @@ std::vector<Event> read_event_dir(const std::string& dir) {
   return steps;
 }
 
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// Every step of metrics.jsonl once, in order, in the events, with every value (as float32).
+void expect_events_match_jsonl(const std::vector<Event>& events,
+                               const std::vector<nlohmann::json>& lines) {
+  ASSERT_EQ(events.size(), lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const nlohmann::json& j = lines[i];
+    const Event& e = events[i];
+    EXPECT_EQ(e.step, j["step"].get<int64_t>());
+    EXPECT_EQ(e.scalars.size(), j.size() - 1) << "the same names in both, step " << e.step;
+    for (const auto& [key, value] : j.items()) {
+      if (key == "step") continue;
+      ASSERT_TRUE(e.scalars.count(key)) << key << " missing at step " << e.step;
+      EXPECT_EQ(e.scalars.at(key), float(value.get<double>())) << key << " step " << e.step;
+    }
+  }
+}
+
+std::vector<std::string> run_args(const TempDir& dir, int64_t steps,
+                                  std::vector<std::string> extra = {}) {
+  std::vector<std::string> v = {"base_output_directory=" + dir.str(),
+                                "run_name=r",
+                                "base_emb_dim=32",
+                                "max_target_length=32",
+                                "per_device_batch_size=2",
+                                "learning_rate_schedule_steps=8",
+                                "log_period=1000",
+                                "sample_max_new_tokens=0",
+                                "steps=" + std::to_string(steps)};
+  v.insert(v.end(), extra.begin(), extra.end());
+  return v;
+}
+
+TrainSummary train(const std::vector<std::string>& args) {
+  Trainer t(Config::defaults(args));
+  std::ostringstream log;
+  return t.run(log);
+}
+
 // ---- tests -----------------------------------------------------------------------------------
 
 TEST(Crc32c, KnownVectors) {
@@ -284,6 +339,86 @@ TEST(EventFile, NewFilesSortAfterOlderOnesAndDroppingKeepsEarlierSteps) {
   bytes[bytes.size() / 2] ^= 0x01;
   testing::write_file(paths[0], bytes);
   expect_error([&] { drop_events_from(tb, 1); }, {paths[0], "corrupted"});
+}
+
+TEST(TensorBoard, EveryStepOfARunAndOfItsResumeMatchesMetricsJsonl) {
+  TempDir dir;
+  const std::string tb = dir / "r/tensorboard";
+  train(run_args(dir, 4, {"checkpoint_period=2"}));
+  ASSERT_EQ(list_event_files(tb).size(), 1u);
+  expect_events_match_jsonl(read_event_dir(tb), read_jsonl(dir / "r/metrics.jsonl"));
+  EXPECT_EQ(read_event_dir(tb).size(), 4u);
+
+  // Resume from step 2 (the step-4 checkpoint lost): steps 2 and 3 are redone, and must not
+  // appear twice; the first file keeps steps 0 and 1, the new one holds 2..5.
+  fs::remove_all(list_train_checkpoints(dir / "r/checkpoints").back().dir);
+  train(run_args(dir, 6, {"checkpoint_period=2"}));
+  const std::vector<std::string> files = list_event_files(tb);
+  ASSERT_EQ(files.size(), 2u);
+  const std::vector<Event> first = read_event_file(files[0]);
+  ASSERT_EQ(first.size(), 3u);  // file_version, steps 0 and 1
+  EXPECT_EQ(first[2].step, 1);
+  const std::vector<nlohmann::json> lines = read_jsonl(dir / "r/metrics.jsonl");
+  ASSERT_EQ(lines.size(), 6u);
+  expect_events_match_jsonl(read_event_dir(tb), lines);
+
+  // A fresh start in the same folder (no checkpoint) starts the events over too.
+  fs::remove_all(dir / "r/checkpoints");
+  train(run_args(dir, 2, {"checkpoint_period=2"}));
+  ASSERT_EQ(list_event_files(tb).size(), 1u);
+  expect_events_match_jsonl(read_event_dir(tb), read_jsonl(dir / "r/metrics.jsonl"));
+}
+
+TEST(TensorBoard, TheFolderAndTheSwitchAreMaxTextKeys) {
+  TempDir dir;
+  train(run_args(dir, 2, {"tensorboard_dir=" + dir / "elsewhere"}));
+  EXPECT_FALSE(fs::exists(dir / "r/tensorboard"));
+  expect_events_match_jsonl(read_event_dir(dir / "elsewhere"), read_jsonl(dir / "r/metrics.jsonl"));
+
+  TempDir off;
+  train(run_args(off, 2, {"enable_tensorboard=false"}));
+  EXPECT_FALSE(fs::exists(off / "r/tensorboard"));
+  EXPECT_EQ(read_jsonl(off / "r/metrics.jsonl").size(), 2u);
+
+  // A folder that cannot be made is named with the keys that fix it, before any step.
+  TempDir blocked;
+  testing::write_file(blocked / "file", "");
+  expect_error([&] { train(run_args(blocked, 2, {"tensorboard_dir=" + blocked / "file/tb"})); },
+               {"file/tb", "tensorboard_dir", "enable_tensorboard=false"});
+}
+
+// SIGKILL mid-run: every step that reached metrics.jsonl (and the console) is in the events,
+// whole, because each event is written through to the OS before the step's other outputs.
+TEST(TensorBoard, AKilledRunKeepsEveryLoggedStep) {
+  TempDir dir;
+  std::vector<std::string> args = run_args(dir, 1000, {"log_period=1"});
+  const std::string log_path = dir / "log.txt";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    FILE* f = std::freopen(log_path.c_str(), "w", stdout);
+    (void)f;
+    std::vector<char*> argv = {const_cast<char*>(GEMMAX_BINARY), const_cast<char*>("train")};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(GEMMAX_BINARY, argv.data());
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (testing::read_file(log_path).find("step     3 ") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << testing::read_file(log_path);
+  const std::vector<nlohmann::json> lines = read_jsonl(dir / "r/metrics.jsonl");
+  ASSERT_GE(lines.size(), 4u) << testing::read_file(log_path);
+  std::vector<Event> events = read_event_dir(dir / "r/tensorboard");
+  ASSERT_GE(events.size(), lines.size());
+  ASSERT_LE(events.size(), lines.size() + 1) << "at most the step being written";
+  events.resize(lines.size());
+  expect_events_match_jsonl(events, lines);
 }
 
 }  // namespace
