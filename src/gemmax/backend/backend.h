@@ -116,6 +116,9 @@ class Backend {
     return t;
   }
   virtual MemoryTracker& tracker() { return MemoryTracker::global(); }
+  // Memory the backend holds for its whole life (kernel scratch), allocated through alloc() when
+  // it is built; a memory plan counts it as workspace (backend/planning_backend.h).
+  virtual int64_t persistent_bytes() const { return 0; }
 
   // ---- elementwise and reductions ----------------------------------------------------------
   virtual void fill(const Tensor& x, double value) = 0;
