@@ -110,6 +110,8 @@ class Backend {
   // and waits for every op issued before it: it is the one synchronisation point of a step.
   virtual void upload(const Tensor& dst, const Tensor& host) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;
+  // Waits for every op issued so far (a no-op on backends whose ops are synchronous).
+  virtual void synchronize() {}
   Tensor to_device(const Tensor& host, MemKind kind) {
     Tensor t = alloc(host.shape(), host.dtype(), kind);
     upload(t, host);

@@ -18,6 +18,7 @@ namespace {
 int default_threads() { return omp_get_num_procs(); }
 
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which a loop runs on one thread
+constexpr int64_t kAttentionScratch = int64_t(8) << 20;  // per thread
 
 }  // namespace
 
@@ -26,12 +27,16 @@ CpuBackend::CpuBackend(const BackendOptions& options)
       threads_(options.num_threads > 0 ? options.num_threads : default_threads()) {
   omp_set_num_threads(threads_);
   const int64_t shared = gemm_shared_bytes(), per_thread = gemm_thread_bytes();
-  scratch_ = alloc({shared + per_thread * threads_}, DType::U8, MemKind::Workspace);
-  auto* base = static_cast<char*>(scratch_.raw());
+  scratch_ =
+      alloc({shared + (per_thread + kAttentionScratch) * threads_}, DType::U8, MemKind::Workspace);
+  char* base = static_cast<char*>(scratch_.raw());
   gemm_.shared = base;
   gemm_.shared_bytes = shared;
   gemm_.thread_bytes = per_thread;
   for (int t = 0; t < threads_; ++t) gemm_.thread.push_back(base + shared + per_thread * t);
+  base += shared + per_thread * threads_;
+  attention_scratch_bytes_ = kAttentionScratch;
+  for (int t = 0; t < threads_; ++t) attention_scratch_.push_back(base + kAttentionScratch * t);
 }
 
 std::string CpuBackend::describe() const {

@@ -27,7 +27,9 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   std::string describe() const override;
-  int64_t persistent_bytes() const override { return scratch_.defined() ? scratch_.nbytes() : 0; }
+  int64_t persistent_bytes() const override {
+    return scratch_.defined() ? int64_t(scratch_.nbytes()) : 0;
+  }
   cpu::Isa isa() const { return isa_; }
 
   Tensor alloc(const Shape& shape, DType dtype, MemKind kind) override;
@@ -115,9 +117,11 @@ class CpuBackend final : public Backend {
  private:
   cpu::Isa isa_;
   int threads_;
-  ReferenceBackend reference_;  // float64 runs, KV-cache attention
-  Tensor scratch_;              // the product engine's packing buffers (MemKind::Workspace)
-  cpu::GemmScratch gemm_;
+  ReferenceBackend reference_;            // float64 runs, KV-cache attention
+  Tensor scratch_;                        // kernel scratch, allocated once (MemKind::Workspace):
+  cpu::GemmScratch gemm_;                 // the product engine's packing buffers
+  std::vector<void*> attention_scratch_;  // per thread: attention's blocks
+  int64_t attention_scratch_bytes_ = 0;
 };
 
 }  // namespace gemmax
