@@ -99,6 +99,48 @@ void pack_keys(const GemmKernels<T>& K, T* panels, int64_t panel_elems, const T*
     K.pack_b(panels + p * panel_elems, m, 0, kc, j, std::min<int64_t>(kPanelCols, n - j));
 }
 
+// Masks one row of scores over keys [j0, j0 + nk) for query i (causal, window, segment):
+// hidden scores become -inf. Returns the row's largest score.
+inline float mask_row(float* s, int64_t nk, int64_t i, int64_t j0, int64_t window,
+                      const int32_t* key_seg, int32_t query_seg) {
+  float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < nk; ++j) {
+    const int64_t key = j0 + j;
+    const bool visible = key <= i && (window == 0 || key > i - window) && key_seg[j] == query_seg;
+    s[j] = visible ? s[j] : -INFINITY;
+    mx = std::max(mx, s[j]);
+  }
+  return mx;
+}
+
+// p = exp(s - m) in T; returns the sum of the unrounded exponentials.
+template <class T>
+float exp_row(T* p, const float* s, int64_t nk, float m) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < nk; ++j) {
+    const float e = exp_approx(s[j] - m);
+    p[j] = from_f32<T>(e);
+    sum += e;
+  }
+  return sum;
+}
+
+// The backward's row: p = exp(s - lse) on visible keys (0 elsewhere), ds = p (dp - delta).
+template <class T>
+void grad_row(T* p, T* ds, const float* s, const float* dp, int64_t nk, int64_t i, int64_t j0,
+              int64_t window, const int32_t* key_seg, int32_t query_seg, float lse, float delta) {
+#pragma omp simd
+  for (int64_t j = 0; j < nk; ++j) {
+    const int64_t key = j0 + j;
+    const bool visible = key <= i && (window == 0 || key > i - window) && key_seg[j] == query_seg;
+    const float pv = visible ? exp_approx(s[j] - lse) : 0.0f;
+    p[j] = from_f32<T>(pv);
+    ds[j] = from_f32<T>(pv * (dp[j] - delta));
+  }
+}
+
 template <class T>
 void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const int32_t* seg,
              T* o, float* lse, const std::vector<void*>& scratch, int64_t scratch_bytes) {
@@ -140,12 +182,7 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
       serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
       for (int64_t r = 0; r < rows; ++r) {  // masked online softmax of the row
         const int64_t i = i0 + r / g.G;
-        float* sr = srows[r];
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < nk; ++j) {
-          if (!g.visible(i, j0 + j, sseg)) sr[j] = -INFINITY;
-          mx = std::max(mx, sr[j]);
-        }
+        const float mx = mask_row(srows[r], nk, i, j0, g.W, sseg + j0, sseg[i]);
         T* pr = p + r * kKeyBlock;
         const float m_new = std::max(m[r], mx);
         if (m_new == -INFINITY) {  // nothing visible yet
@@ -153,19 +190,13 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
           continue;
         }
         const float alpha = exp_approx(m[r] - m_new);
-        float sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < nk; ++j) {
-          const float e = exp_approx(sr[j] - m_new);
-          pr[j] = from_f32<T>(e);
-          sum += e;
-        }
-        l[r] = l[r] * alpha + sum;
+        l[r] = l[r] * alpha + exp_row(pr, srows[r], nk, m_new);
         m[r] = m_new;
         if (alpha != 1.0f) {
           float* ar = arows[r];
+          const int64_t hd = g.hd;
 #pragma omp simd
-          for (int64_t c = 0; c < g.hd; ++c) ar[c] *= alpha;
+          for (int64_t c = 0; c < hd; ++c) ar[c] *= alpha;
         }
       }
       pack_keys(K, vp, v_elems, v, g, b, kvh, j0, j1, false);
@@ -267,12 +298,8 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
           serial_product(K, rows, dorows, P, vt, kt_elems, g.hd, nk, dprows, false);
           for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse), dS = P (dP - delta)
             const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;
-            const float lse_r = lse[(b * g.H + h) * g.S + i], dl = delta[i * g.G + r % g.G];
-            for (int64_t j = 0; j < nk; ++j) {
-              const float pv = g.visible(i, j0 + j, sseg) ? exp_approx(srows[r][j] - lse_r) : 0.0f;
-              p[r * kKeyBlock + j] = from_f32<T>(pv);
-              ds[r * kKeyBlock + j] = from_f32<T>(pv * (dprows[r][j] - dl));
-            }
+            grad_row(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0, g.W,
+                     sseg + j0, sseg[i], lse[(b * g.H + h) * g.S + i], delta[i * g.G + r % g.G]);
           }
           // dV[j] += sum_r P[r][j] dO[r];  dK[j] += sum_r dS[r][j] Q[r]: reduced over rows.
           const int64_t mc_pad = round_up(rows, P);

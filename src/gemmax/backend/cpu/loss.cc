@@ -10,6 +10,43 @@
 namespace gemmax {
 using namespace cpu;
 
+namespace {
+
+// One row of V logits: caps them in place (rounded to T: bf16 logits are capped in bf16, then
+// read in fp32, as MaxText does), returns log-sum-exp.
+template <class T>
+double cap_row(T* row, int64_t V, float cap, float inv_cap) {
+  float mx = -INFINITY;
+  if (cap > 0) {
+#pragma omp simd reduction(max : mx)
+    for (int64_t v = 0; v < V; ++v) {
+      const T c = from_f32<T>(cap * tanh_approx(to_f32(row[v]) * inv_cap));
+      row[v] = c;
+      mx = std::max(mx, to_f32(c));
+    }
+  } else {
+#pragma omp simd reduction(max : mx)
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, to_f32(row[v]));
+  }
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t v = 0; v < V; ++v) sum += double(exp_approx(to_f32(row[v]) - mx));
+  return double(mx) + std::log(sum);
+}
+
+// dz = g softmax(c) (1 - (c / cap)^2), in place of the capped row (the caller subtracts the
+// one-hot term at the target).
+template <class T>
+void grad_row(T* row, int64_t V, float lse, float g, float cap, float inv_cap) {
+  for (int64_t v = 0; v < V; ++v) {
+    const float c = to_f32(row[v]);
+    const float soft = cap > 0 ? 1.0f - (c * inv_cap) * (c * inv_cap) : 1.0f;
+    row[v] = from_f32<T>(g * exp_approx(c - lse) * soft);
+  }
+}
+
+}  // namespace
+
 void CpuBackend::softcap_cross_entropy(const Tensor& logits, const Tensor& loss,
                                        const Tensor& targets, const Tensor& mask, double cap,
                                        double grad_scale, bool write_grad) {
@@ -25,38 +62,23 @@ void CpuBackend::softcap_cross_entropy(const Tensor& logits, const Tensor& loss,
     GEMMAX_CHECK(msk[r] == 0 || (tgt[r] >= 0 && tgt[r] < V), "target id ", tgt[r],
                  " is outside the vocabulary [0, ", V, ")");
   std::vector<double> row_loss(static_cast<size_t>(C), 0.0);
-  const float fcap = float(cap), inv_cap = cap > 0 ? float(1.0 / cap) : 0.0f;
+  const float fcap = float(std::max(cap, 0.0)), inv_cap = cap > 0 ? float(1.0 / cap) : 0.0f;
   dispatch(logits, [&]<class T>() {
     T* pl = logits.data<T>();
 #pragma omp parallel for if (C * V > (1 << 16))
     for (int64_t r = 0; r < C; ++r) {
       T* row = pl + r * V;
-      // The cap, rounded to the logits' dtype (bf16 logits: MaxText caps in bf16, then fp32).
-      float mx = -INFINITY;
-      if (cap > 0) {
-#pragma omp simd reduction(max : mx)
-        for (int64_t v = 0; v < V; ++v) {
-          row[v] = from_f32<T>(fcap * tanh_approx(to_f32(row[v]) * inv_cap));
-          mx = std::max(mx, to_f32(row[v]));
-        }
-      } else {
-#pragma omp simd reduction(max : mx)
-        for (int64_t v = 0; v < V; ++v) mx = std::max(mx, to_f32(row[v]));
-      }
-      double sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t v = 0; v < V; ++v) sum += double(exp_approx(to_f32(row[v]) - mx));
-      const double lse = double(mx) + std::log(sum);
-      if (msk[r] != 0) row_loss[size_t(r)] = lse - double(to_f32(row[tgt[r]]));
+      const double lse = cap_row(row, V, fcap, inv_cap);
+      const bool counted = msk[r] != 0;
+      // The target's capped logit, read before the row turns into its gradient.
+      const float c_target = counted ? to_f32(row[tgt[r]]) : 0.0f;
+      if (counted) row_loss[size_t(r)] = lse - double(c_target);
       if (!write_grad) continue;
-      const float g = msk[r] != 0 ? float(grad_scale) : 0.0f, flse = float(lse);
-      const int64_t target = msk[r] != 0 ? tgt[r] : -1;
-#pragma omp simd
-      for (int64_t v = 0; v < V; ++v) {
-        const float c = to_f32(row[v]);
-        float dc = g * (exp_approx(c - flse) - (v == target ? 1.0f : 0.0f));
-        if (cap > 0) dc *= 1.0f - (c * inv_cap) * (c * inv_cap);
-        row[v] = from_f32<T>(dc);
+      const float g = counted ? float(grad_scale) : 0.0f;
+      grad_row(row, V, float(lse), g, fcap, inv_cap);
+      if (counted) {  // the one-hot term: - g (1 - (c / cap)^2) at the target
+        const float soft = fcap > 0 ? 1.0f - (c_target * inv_cap) * (c_target * inv_cap) : 1.0f;
+        row[tgt[r]] = from_f32<T>(to_f32(row[tgt[r]]) - g * soft);
       }
     }
   });

@@ -91,21 +91,24 @@ void CpuBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tens
     const float* pr = rstd.data<float>();
     T* pdx = dx.data<T>();
     const float scale = float(out_scale);
+    const float* wsp = ws.data();
+    float* partials = partial.data();
+    const bool with_dw = dw.defined();
 #pragma omp parallel for if (rows * n > (1 << 15))
     for (int64_t b = 0; b < blocks; ++b) {
-      float* part = dw.defined() ? partial.data() + b * n : nullptr;
+      float* part = with_dw ? partials + b * n : nullptr;
       for (int64_t r = b * kRowBlock; r < std::min(rows, (b + 1) * kRowBlock); ++r) {
         const T *xr = px + r * n, *gr = pdy + r * n;
         T* dr = pdx + r * n;
         const float rs = pr[r];
         float mean_gx = 0;  // mean over the row of g * xhat, g = dy * w * out_scale
 #pragma omp simd reduction(+ : mean_gx)
-        for (int64_t i = 0; i < n; ++i) mean_gx += to_f32(gr[i]) * ws[size_t(i)] * to_f32(xr[i]);
+        for (int64_t i = 0; i < n; ++i) mean_gx += to_f32(gr[i]) * wsp[i] * to_f32(xr[i]);
         mean_gx *= rs / float(n);
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) {
           const float xhat = to_f32(xr[i]) * rs;
-          const float d = rs * (to_f32(gr[i]) * ws[size_t(i)] - xhat * mean_gx);
+          const float d = rs * (to_f32(gr[i]) * wsp[i] - xhat * mean_gx);
           dr[i] = from_f32<T>(accumulate_dx ? to_f32(dr[i]) + d : d);
         }
         if (part) {
