@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "gemmax/backend/cpu/dispatch.h"
+#include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
 
 namespace gemmax {
@@ -18,6 +19,27 @@ namespace {
 int default_threads() { return omp_get_num_procs(); }
 
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which a loop runs on one thread
+
+template <class T>
+GEMMAX_SIMD_BODY double sum_of_squares(const T* p, int64_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += double(to_f32(p[i])) * double(to_f32(p[i]));
+  return s;
+}
+
+// o = dy * scale; returns sum dy (a + b), the sum rounded to T first.
+template <class T>
+GEMMAX_SIMD_BODY double scaled_sum_grad(T* o, const T* dy, const T* a, const T* b, int64_t n,
+                                        float scale) {
+  double acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) {
+    o[i] = from_f32<T>(to_f32(dy[i]) * scale);
+    acc += double(to_f32(dy[i])) * double(round_f32<T>(to_f32(a[i]) + to_f32(b[i])));
+  }
+  return acc;
+}
 constexpr int64_t kAttentionScratch = int64_t(8) << 20;  // per thread
 
 }  // namespace
@@ -140,12 +162,8 @@ void CpuBackend::sum_squares(const Tensor& sum, const Tensor& x) {
   if (is_wide(x)) return reference_.sum_squares(sum, x);
   dispatch(x, [&]<class T>() {
     const T* p = x.data<T>();
-    add_to_scalar(sum, ordered_sum(x.numel(), [&](int64_t b, int64_t e) {
-                    double s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int64_t i = b; i < e; ++i)
-                      s += double(to_f32(p[i])) * double(to_f32(p[i]));
-                    return s;
+    add_to_scalar(sum, ordered_sum(x.numel(), [p](int64_t b, int64_t e) {
+                    return sum_of_squares(p + b, e - b);
                   }));
   });
 }
@@ -160,10 +178,11 @@ void CpuBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, const Tens
     T* o = y.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
     const int64_t n = y.numel();
+    const float sc = scale;
     // The sum is rounded to the activation dtype first (as a separate add would).
 #pragma omp parallel for simd if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
-      o[i] = from_f32<T>(to_f32(from_f32<T>(to_f32(pa[i]) + to_f32(pb[i]))) * scale);
+      o[i] = from_f32<T>(round_f32<T>(to_f32(pa[i]) + to_f32(pb[i])) * sc);
   });
 }
 
@@ -177,14 +196,8 @@ void CpuBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, const 
   dispatch(dy, [&]<class T>() {
     const T *pd = dy.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
     T* o = dab.data<T>();
-    const double dsum = ordered_sum(dy.numel(), [&](int64_t lo, int64_t hi) {
-      double acc = 0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t i = lo; i < hi; ++i) {
-        o[i] = from_f32<T>(to_f32(pd[i]) * scale);
-        acc += double(to_f32(pd[i])) * double(to_f32(from_f32<T>(to_f32(pa[i]) + to_f32(pb[i]))));
-      }
-      return acc;
+    const double dsum = ordered_sum(dy.numel(), [=](int64_t lo, int64_t hi) {
+      return scaled_sum_grad(o + lo, pd + lo, pa + lo, pb + lo, hi - lo, scale);
     });
     set_from_double(ds, 0, get_as_double(ds, 0) + dsum);
   });

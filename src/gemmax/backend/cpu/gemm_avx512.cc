@@ -10,8 +10,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "gemmax/backend/cpu/gemm_kernels.h"
+#include "gemmax/backend/cpu/simd.h"
 
-#define GEMMAX_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
 
 namespace gemmax::cpu {
 namespace {
