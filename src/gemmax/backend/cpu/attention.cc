@@ -23,6 +23,7 @@
 #include "gemmax/backend/cpu/cpu_backend.h"
 #include "gemmax/backend/cpu/dispatch.h"
 #include "gemmax/backend/cpu/gemm_kernels.h"
+#include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
 
 namespace gemmax {
@@ -101,8 +102,8 @@ void pack_keys(const GemmKernels<T>& K, T* panels, int64_t panel_elems, const T*
 
 // Masks one row of scores over keys [j0, j0 + nk) for query i (causal, window, segment):
 // hidden scores become -inf. Returns the row's largest score.
-inline float mask_row(float* s, int64_t nk, int64_t i, int64_t j0, int64_t window,
-                      const int32_t* key_seg, int32_t query_seg) {
+GEMMAX_SIMD_BODY float mask_row(float* s, int64_t nk, int64_t i, int64_t j0, int64_t window,
+                                const int32_t* key_seg, int32_t query_seg) {
   float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
   for (int64_t j = 0; j < nk; ++j) {
@@ -116,7 +117,7 @@ inline float mask_row(float* s, int64_t nk, int64_t i, int64_t j0, int64_t windo
 
 // p = exp(s - m) in T; returns the sum of the unrounded exponentials.
 template <class T>
-float exp_row(T* p, const float* s, int64_t nk, float m) {
+GEMMAX_SIMD_BODY float exp_row(T* p, const float* s, int64_t nk, float m) {
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < nk; ++j) {
@@ -129,8 +130,9 @@ float exp_row(T* p, const float* s, int64_t nk, float m) {
 
 // The backward's row: p = exp(s - lse) on visible keys (0 elsewhere), ds = p (dp - delta).
 template <class T>
-void grad_row(T* p, T* ds, const float* s, const float* dp, int64_t nk, int64_t i, int64_t j0,
-              int64_t window, const int32_t* key_seg, int32_t query_seg, float lse, float delta) {
+GEMMAX_SIMD_BODY void grad_row(T* p, T* ds, const float* s, const float* dp, int64_t nk, int64_t i,
+                               int64_t j0, int64_t window, const int32_t* key_seg,
+                               int32_t query_seg, float lse, float delta) {
 #pragma omp simd
   for (int64_t j = 0; j < nk; ++j) {
     const int64_t key = j0 + j;
@@ -141,10 +143,48 @@ void grad_row(T* p, T* ds, const float* s, const float* dp, int64_t nk, int64_t 
   }
 }
 
+// The softmax of one row of a key block: mask, running max, exponentials; returns the
+// exponentials' sum (0 with nothing visible yet; m stays -inf then).
+template <class T>
+GEMMAX_SIMD_BODY float softmax_row(T* p, float* s, float* acc, float& m, int64_t nk, int64_t hd,
+                                   int64_t i, int64_t j0, int64_t window, const int32_t* key_seg,
+                                   int32_t query_seg, float& alpha) {
+  const float mx = mask_row(s, nk, i, j0, window, key_seg, query_seg);
+  const float m_new = std::max(m, mx);
+  alpha = 1.0f;
+  if (m_new == -INFINITY) {
+    for (int64_t j = 0; j < nk; ++j) p[j] = T{};
+    return 0.0f;
+  }
+  alpha = exp_approx(m - m_new);
+  const float sum = exp_row(p, s, nk, m_new);
+  m = m_new;
+  if (alpha != 1.0f) {
+#pragma omp simd
+    for (int64_t c = 0; c < hd; ++c) acc[c] *= alpha;
+  }
+  return sum;
+}
+
+template <class T>
+GEMMAX_AVX512 float softmax_row_avx512(T* p, float* s, float* acc, float& m, int64_t nk, int64_t hd,
+                                       int64_t i, int64_t j0, int64_t window,
+                                       const int32_t* key_seg, int32_t query_seg, float& alpha) {
+  return softmax_row(p, s, acc, m, nk, hd, i, j0, window, key_seg, query_seg, alpha);
+}
+
+template <class T>
+GEMMAX_AVX512 void grad_row_avx512(T* p, T* ds, const float* s, const float* dp, int64_t nk,
+                                   int64_t i, int64_t j0, int64_t window, const int32_t* key_seg,
+                                   int32_t query_seg, float lse, float delta) {
+  grad_row(p, ds, s, dp, nk, i, j0, window, key_seg, query_seg, lse, delta);
+}
+
 template <class T>
 void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const int32_t* seg,
              T* o, float* lse, const std::vector<void*>& scratch, int64_t scratch_bytes) {
   const GemmKernels<T>& K = kernels<T>(isa);
+  const bool avx512 = isa == Isa::Avx512Bf16;
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, tasks = g.B * g.KV * nqb;
   const int64_t kt_elems = round_up(g.hd, P) * kPanelCols;      // one K^T panel: 32 keys
@@ -182,22 +222,13 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
       serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
       for (int64_t r = 0; r < rows; ++r) {  // masked online softmax of the row
         const int64_t i = i0 + r / g.G;
-        const float mx = mask_row(srows[r], nk, i, j0, g.W, sseg + j0, sseg[i]);
-        T* pr = p + r * kKeyBlock;
-        const float m_new = std::max(m[r], mx);
-        if (m_new == -INFINITY) {  // nothing visible yet
-          std::fill_n(pr, nk, T{});
-          continue;
-        }
-        const float alpha = exp_approx(m[r] - m_new);
-        l[r] = l[r] * alpha + exp_row(pr, srows[r], nk, m_new);
-        m[r] = m_new;
-        if (alpha != 1.0f) {
-          float* ar = arows[r];
-          const int64_t hd = g.hd;
-#pragma omp simd
-          for (int64_t c = 0; c < hd; ++c) ar[c] *= alpha;
-        }
+        float alpha = 1.0f;
+        const float sum = avx512
+                              ? softmax_row_avx512(p + r * kKeyBlock, srows[r], arows[r], m[r], nk,
+                                                   g.hd, i, j0, g.W, sseg + j0, sseg[i], alpha)
+                              : softmax_row(p + r * kKeyBlock, srows[r], arows[r], m[r], nk, g.hd,
+                                            i, j0, g.W, sseg + j0, sseg[i], alpha);
+        l[r] = l[r] * alpha + sum;
       }
       pack_keys(K, vp, v_elems, v, g, b, kvh, j0, j1, false);
       serial_product(K, rows, prows, P, vp, v_elems, nk, g.hd, arows, true);
@@ -218,6 +249,7 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
               const T* dout, const float* lse, const int32_t* seg, T* dq, T* dk, T* dv,
               const std::vector<void*>& scratch, int64_t scratch_bytes) {
   const GemmKernels<T>& K = kernels<T>(isa);
+  const bool avx512 = isa == Isa::Avx512Bf16;
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, tasks = g.B * g.KV;
   const int64_t max_rows = g.bq * g.G, rows_pad = round_up(max_rows, P);
@@ -298,8 +330,13 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
           serial_product(K, rows, dorows, P, vt, kt_elems, g.hd, nk, dprows, false);
           for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse), dS = P (dP - delta)
             const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;
-            grad_row(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0, g.W,
-                     sseg + j0, sseg[i], lse[(b * g.H + h) * g.S + i], delta[i * g.G + r % g.G]);
+            const float lse_r = lse[(b * g.H + h) * g.S + i], dl = delta[i * g.G + r % g.G];
+            if (avx512)
+              grad_row_avx512(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0,
+                              g.W, sseg + j0, sseg[i], lse_r, dl);
+            else
+              grad_row(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0, g.W,
+                       sseg + j0, sseg[i], lse_r, dl);
           }
           // dV[j] += sum_r P[r][j] dO[r];  dK[j] += sum_r dS[r][j] Q[r]: reduced over rows.
           const int64_t mc_pad = round_up(rows, P);

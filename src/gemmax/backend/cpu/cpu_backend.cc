@@ -20,6 +20,40 @@ int default_threads() { return omp_get_num_procs(); }
 
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which a loop runs on one thread
 
+template <class D, class S>
+GEMMAX_SIMD_BODY void cast(D* d, const S* s, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = from_f32<D>(to_f32(s[i]));
+}
+template <class D, class S>
+GEMMAX_AVX512 void cast_avx512(D* d, const S* s, int64_t n) {
+  cast(d, s, n);
+}
+
+struct AdamWConstants {
+  float gs, b1, b2, eps, eps_root, inv_bc1, inv_bc2, lr, wd;
+};
+
+GEMMAX_SIMD_BODY void adamw(float* p, float* m, float* v, const float* g, int64_t n,
+                            AdamWConstants c) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * c.gs;
+    const float mi = c.b1 * m[i] + (1.0f - c.b1) * gi;
+    const float vi = c.b2 * v[i] + (1.0f - c.b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float update = (mi * c.inv_bc1) / (std::sqrt(vi * c.inv_bc2 + c.eps_root) + c.eps);
+    p[i] = p[i] - c.lr * (update + c.wd * p[i]);
+  }
+}
+GEMMAX_AVX512 void adamw_avx512(float* p, float* m, float* v, const float* g, int64_t n,
+                                AdamWConstants c) {
+  adamw(p, m, v, g, n, c);
+}
+
+constexpr int64_t kChunk = 1 << 14;  // elements per parallel chunk of a flat loop
+
 template <class T>
 GEMMAX_SIMD_BODY double sum_of_squares(const T* p, int64_t n) {
   double s = 0;
@@ -68,7 +102,17 @@ std::string CpuBackend::describe() const {
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
-  return Tensor::empty(shape, dtype, kind, tracker());
+  for (int64_t d : shape) GEMMAX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  auto st = std::make_shared<Storage>();
+  st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  st->ptr = allocator_->allocate(st->bytes);
+  st->kind = kind;
+  st->tracker = &tracker();
+  st->release = HostAllocator::release;
+  st->allocator = allocator_.get();
+  st->keep_alive = allocator_;  // blocks go back to the cache even after the backend is gone
+  st->tracker->on_alloc(kind, st->bytes);
+  return Tensor::from_storage(std::move(st), shape, dtype);
 }
 
 void CpuBackend::upload(const Tensor& dst, const Tensor& host) {
@@ -113,11 +157,18 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   }
   if (!is_fast(dst) || !is_fast(src)) return reference_.copy(dst, src);
   // fp32 <-> bf16 (a layer's fp32 weights to their bf16 compute copy): one rounding.
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
   dispatch2(dst, src, [&]<class D, class S>() {
     D* d = dst.data<D>();
     const S* s = src.data<S>();
-#pragma omp parallel for simd if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) d[i] = from_f32<D>(to_f32(s[i]));
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t c = 0; c < n; c += kChunk) {
+      const int64_t len = std::min(kChunk, n - c);
+      if (avx512)
+        cast_avx512(d + c, s + c, len);
+      else
+        cast(d + c, s + c, len);
+    }
   });
 }
 
@@ -273,23 +324,26 @@ void CpuBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
   const double* sc = scalars.data<double>();
   for (int64_t i = 0; i < StepScalars::kCount; ++i)
     if (!std::isfinite(sc[i])) return;  // a non-finite step is not applied
-  const float gs = float(clip_factor(s.clip_norm, std::sqrt(sc[StepScalars::kGradSumSq])));
-  const float b1 = float(s.b1), b2 = float(s.b2), eps = float(s.eps), eps_root = float(s.eps_root);
-  const float inv_bc1 = float(1.0 / (1.0 - std::pow(s.b1, double(s.t))));
-  const float inv_bc2 = float(1.0 / (1.0 - std::pow(s.b2, double(s.t))));
-  const float lr = float(s.lr), wd = float(s.weight_decay);
+  const AdamWConstants c{float(clip_factor(s.clip_norm, std::sqrt(sc[StepScalars::kGradSumSq]))),
+                         float(s.b1),
+                         float(s.b2),
+                         float(s.eps),
+                         float(s.eps_root),
+                         float(1.0 / (1.0 - std::pow(s.b1, double(s.t)))),
+                         float(1.0 / (1.0 - std::pow(s.b2, double(s.t)))),
+                         float(s.lr),
+                         float(s.weight_decay)};
   float *p = param.data<float>(), *pm = m.data<float>(), *pv = v.data<float>();
   const float* g = grad.data<float>();
   const int64_t n = param.numel();
-#pragma omp parallel for simd if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * gs;
-    const float mi = b1 * pm[i] + (1.0f - b1) * gi;
-    const float vi = b2 * pv[i] + (1.0f - b2) * gi * gi;
-    pm[i] = mi;
-    pv[i] = vi;
-    const float update = (mi * inv_bc1) / (std::sqrt(vi * inv_bc2 + eps_root) + eps);
-    p[i] = p[i] - lr * (update + wd * p[i]);
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    if (avx512)
+      adamw_avx512(p + i, pm + i, pv + i, g + i, len, c);
+    else
+      adamw(p + i, pm + i, pv + i, g + i, len, c);
   }
 }
 
