@@ -96,9 +96,11 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 }
 
 std::string CpuBackend::describe() const {
-  std::string s = str_cat("cpu (", isa_name(isa_), ", ", threads_, " threads)");
-  if (isa_ == Isa::Portable && cpu_has_avx512_bf16()) s += " [forced by cpu_isa]";
-  return s;
+  if (isa_ == Isa::Avx512Bf16) return str_cat("cpu (avx512_bf16 kernels, ", threads_, " threads)");
+  return str_cat("cpu (portable kernels, slower: ",
+                 cpu_has_avx512_bf16() ? "forced by cpu_isa=avx2"
+                                       : "this CPU has no AVX-512 BF16 instructions",
+                 "; ", threads_, " threads)");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
