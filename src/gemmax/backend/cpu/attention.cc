@@ -100,7 +100,7 @@ void pack_keys(const GemmKernels<T>& K, T* panels, int64_t panel_elems, const T*
     K.pack_b(panels + p * panel_elems, m, 0, kc, j, std::min<int64_t>(kPanelCols, n - j));
 }
 
-// Packed panels of the key blocks [kb * 64, kb * 64 + 64) of one (sequence, kv head), made the
+// Packed panels of the key blocks [kb * 128, kb * 128 + 128) of one (sequence, kv head), made the
 // first time a block is needed and reused by every query block after (the packs are the size of
 // K and V themselves); when they do not fit the scratch, one slot repacked per use.
 template <class T>
