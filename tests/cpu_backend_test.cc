@@ -121,6 +121,11 @@ TEST_P(CpuOps, ElementwiseAndReductions) {
     cpu->scaled_sum_backward(dc, dsc, dy, a, b, s);
     expect_near("scaled_sum dab", dr, dc, tol(dt));
     expect_near("scaled_sum ds", dsr, dsc, 1e-5);
+    const Tensor grouped = grid({3, 37, 45}, dt);
+    Tensor tr = zeros({3, 45, 37}, dt), tc = zeros({3, 45, 37}, dt);
+    ref.transpose_groups(tr, grouped);
+    cpu->transpose_groups(tc, grouped);
+    expect_equal("transpose_groups", tr, tc);
   }
 }
 
