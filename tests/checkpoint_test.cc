@@ -26,15 +26,16 @@ namespace fs = std::filesystem;
 using testing::expect_error;
 using testing::TempDir;
 
-// A small run: the tiny structure at width 32, 4 x 32 tokens per step. The schedule length is
-// fixed, so runs of different `steps` follow the same learning rates.
+// A small run: the tiny structure at width 32, 4 x 32 tokens per step, on the cpu backend (the
+// default) with 2 threads. The schedule length is fixed, so runs of different `steps` follow
+// the same learning rates.
 std::vector<std::string> run_args(const TempDir& dir, int64_t steps,
                                   std::vector<std::string> extra = {}) {
   std::vector<std::string> v = {"base_output_directory=" + dir.str(), "run_name=r",
                                 "base_emb_dim=32", "max_target_length=32",
                                 "per_device_batch_size=4", "learning_rate=1e-2",
                                 "learning_rate_schedule_steps=8", "log_period=1000",
-                                "steps=" + std::to_string(steps)};
+                                "num_threads=2", "steps=" + std::to_string(steps)};
   v.insert(v.end(), extra.begin(), extra.end());
   return v;
 }
