@@ -112,6 +112,54 @@ TEST(Checkpoint, CorruptedOrTruncatedCheckpointIsAClearError) {
   EXPECT_EQ(Trainer(Config::defaults(run_args(dir, 4))).start_step(), 0);
 }
 
+// Every key of state.json is checked before use: a missing or mistyped one is an error that
+// names the file and the key, through the trainer as through the opener.
+TEST(Checkpoint, StateJsonKeysAreValidatedAndNamed) {
+  TempDir dir;
+  train(run_args(dir, 2));
+  const std::string ckpt = list_train_checkpoints(dir / "r/checkpoints").back().dir;
+  const std::string state_path = ckpt + "/state.json";
+  const nlohmann::json good = nlohmann::json::parse(testing::read_file(state_path));
+  struct Case {
+    std::string pointer;   // the key, as a JSON pointer
+    nlohmann::json value;  // its replacement; null: remove the key
+    std::string named;     // how the message names it
+  };
+  const std::vector<Case> cases = {
+      {"/config", nullptr, "'config'"},
+      {"/data", nullptr, "'data'"},
+      {"/config", "gemma4-tiny", "'config' must be an object"},
+      {"/data", nlohmann::json::array(), "'data' must be an object"},
+      {"/step", nullptr, "'step'"},
+      {"/step", -1, "'step' must be a non-negative integer"},
+      {"/step", 7, "says step 7"},
+      {"/version", nullptr, "'version'"},
+      {"/format", nullptr, "'format'"},
+      {"/format", 1, "'format' must be a string"},
+      {"/files", nullptr, "'files'"},
+      {"/files/params.safetensors", nullptr, "'files.params.safetensors'"},
+      {"/files/optimizer.safetensors/bytes", nullptr, "'files.optimizer.safetensors.bytes'"},
+      {"/files/params.safetensors/crc32", "x", "'files.params.safetensors.crc32' must be"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json bad = good;
+    const nlohmann::json::json_pointer p(c.pointer);
+    if (c.value.is_null())
+      bad[p.parent_pointer()].erase(p.back());
+    else
+      bad[p] = c.value;
+    testing::write_file(state_path, bad.dump());
+    SCOPED_TRACE(c.pointer);
+    testing::expect_error([&] { open_train_checkpoint(ckpt); }, {state_path, c.named});
+    testing::expect_error([&] { Trainer t(Config::defaults(run_args(dir, 4))); },
+                          {state_path, c.named});
+  }
+  testing::write_file(state_path, "[1, 2]");
+  testing::expect_error([&] { open_train_checkpoint(ckpt); }, {state_path, "not a JSON object"});
+  testing::write_file(state_path, good.dump());
+  EXPECT_EQ(Trainer(Config::defaults(run_args(dir, 4))).start_step(), 2);
+}
+
 TEST(Checkpoint, ResumingWithAnotherConfigIsRefused) {
   TempDir dir;
   train(run_args(dir, 2));

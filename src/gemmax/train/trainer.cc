@@ -128,7 +128,7 @@ Trainer::Trainer(const Config& config) : config_(config) {
 Trainer::~Trainer() = default;
 
 void Trainer::resume_from(const TrainCheckpoint& ckpt) {
-  const nlohmann::json& saved = ckpt.state["config"];
+  const nlohmann::json& saved = ckpt.state.at("config");  // checked by open_train_checkpoint
   const nlohmann::json now = config_.to_json();
   const ModelConfig mine = model_->config();
   // The network: compare through ModelConfig so that the message names the MaxText key.
@@ -151,7 +151,7 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
     restore_tensor(*backend_, ckpt.params, s.name, table.view(weights_, s.name));
   for (const auto& [name, view] : optimizer_->named_state())
     restore_tensor(*backend_, ckpt.optimizer, name, view);
-  data_->restore(ckpt.state["data"]);
+  data_->restore(ckpt.state.at("data"));
   start_step_ = ckpt.ref.step;
   notes_.push_back(str_cat("resumed from ", ckpt.ref.dir, " (step ", start_step_, ")"));
   for (const std::string& c : changed) notes_.push_back("changed since the checkpoint: " + c);
