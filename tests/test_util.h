@@ -51,9 +51,10 @@ class TempDir {
   std::string operator/(const std::string& name) const { return file(name); }
   std::string str() const { return path.string(); }
   // Names of the entries in the folder, sorted.
-  std::vector<std::string> list() const {
+  std::vector<std::string> list() const { return list_of(path.string()); }
+  static std::vector<std::string> list_of(const std::string& dir) {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path))
+    for (const auto& e : std::filesystem::directory_iterator(dir))
       out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;

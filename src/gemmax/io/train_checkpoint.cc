@@ -60,6 +60,29 @@ FileDigest digest(const std::string& path) {
   return d;
 }
 
+// Removes what interrupted saves and deletions (crash, kill, forced stop) left behind: the
+// step_<N>.tmp folders being written and the step_<N>.old folders being deleted.
+void remove_leftovers(const std::string& checkpoints_dir) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool leftover = name.ends_with(".tmp") || name.ends_with(".old");
+    if (leftover && parse_step(name.substr(0, name.size() - 4)) >= 0) stale.push_back(e.path());
+  }
+  for (const fs::path& p : stale) fs::remove_all(p, ec);
+}
+
+// Deletes a checkpoint so that no interruption can leave a damaged folder that looks complete:
+// the folder is first renamed to step_<N>.old (one atomic step), then removed.
+void remove_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  const fs::path old = dir + ".old";
+  fs::remove_all(old, ec);
+  fs::rename(dir, old, ec);
+  fs::remove_all(ec ? fs::path(dir) : old, ec);
+}
+
 // The JSON kinds state.json's keys must have.
 enum class Kind { Object, String, Count };
 
@@ -107,7 +130,7 @@ std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t st
   std::error_code ec;
   fs::create_directories(checkpoints_dir, ec);
   if (ec) fail("cannot create checkpoint folder '", checkpoints_dir, "': ", ec.message());
-  fs::remove_all(tmp_dir, ec);  // a leftover of an interrupted save of the same step
+  remove_leftovers(checkpoints_dir);
   fs::create_directory(tmp_dir, ec);
   if (ec) fail("cannot create '", tmp_dir.string(), "': ", ec.message());
   try {
@@ -122,7 +145,7 @@ std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t st
       full["files"][f] = {{"bytes", d.bytes}, {"crc32", d.crc}};
     }
     write_file_atomic((tmp_dir / kState).string(), full.dump(1) + "\n");
-    fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
+    if (fs::exists(final_dir)) remove_checkpoint(final_dir.string());  // an earlier attempt
     fs::rename(tmp_dir, final_dir, ec);
     if (ec) fail("cannot rename '", tmp_dir.string(), "' to '", final_dir.string(), "': ", ec.message());
     fsync_directory(checkpoints_dir);
@@ -132,7 +155,7 @@ std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t st
   }
   if (keep > 0) {
     const std::vector<CheckpointRef> all = list_train_checkpoints(checkpoints_dir);
-    for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i].dir, ec);
+    for (size_t i = 0; i + size_t(keep) < all.size(); ++i) remove_checkpoint(all[i].dir);
   }
   return final_dir.string();
 }

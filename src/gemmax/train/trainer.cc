@@ -204,6 +204,29 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
                                config_.get_int("max_num_checkpoints_to_keep"));
 }
 
+std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t steps_done,
+                                            std::ostream& log) {
+  std::string dir;
+  {
+    const StopSignal::Saving saving;
+    try {
+      dir = save_checkpoint(steps_done);
+    } catch (const Error& e) {
+      if (!stop.forced()) throw;
+      log << "gemmax: forced stop (Ctrl-C twice) while saving step " << steps_done
+          << ": that checkpoint was abandoned and removed; the previous one (if any) is intact"
+          << std::endl;
+      StopSignal::die_by_forced_stop();
+    }
+  }
+  // A forced stop that came after the save's last write: the checkpoint is complete.
+  if (stop.forced()) {
+    log << "gemmax: forced stop (Ctrl-C twice) after saving " << dir << std::endl;
+    StopSignal::die_by_forced_stop();
+  }
+  return dir;
+}
+
 void Trainer::print_sample(std::ostream& log) const {
   const int64_t n = config_.get_int("sample_max_new_tokens");
   if (n <= 0 || config_.get_string("dataset_type") == "synthetic") return;
@@ -298,12 +321,17 @@ TrainSummary Trainer::run(std::ostream& log) {
     sum.steps += 1;
     sum.final_step = step + 1;
 
+    // One read of the stop request decides this step's save. A request that arrives during a
+    // save (or after a step that saved) stops the run at once: the checkpoint holds this step.
     const int64_t done = step + 1;
-    sum.stop_signal = stop.received();
-    if (checkpointing && ((period > 0 && done % period == 0) || done == steps_ || sum.stop_signal)) {
-      sum.last_checkpoint = save_checkpoint(done);
+    const int requested = stop.received();
+    bool saved = false;
+    if (checkpointing && ((period > 0 && done % period == 0) || done == steps_ || requested)) {
+      sum.last_checkpoint = save_checkpoint_or_die(stop, done, log);
+      saved = true;
       log << "gemmax: saved checkpoint " << sum.last_checkpoint << std::endl;
     }
+    sum.stop_signal = (requested != 0 || saved) && done < steps_ ? stop.received() : 0;
     if (sum.stop_signal) break;
   }
   if (sum.stop_signal) {
@@ -312,7 +340,7 @@ TrainSummary Trainer::run(std::ostream& log) {
         << (checkpointing ? "checkpoint saved in " + sum.last_checkpoint +
                                 "; run the same command again to resume"
                           : std::string("enable_checkpointing=false: nothing was saved"))
-        << "\n";
+        << std::endl;
   }
   const int64_t timed = sum.steps - 1;
   if (timed > 0) {
@@ -329,7 +357,7 @@ TrainSummary Trainer::run(std::ostream& log) {
   log << "gemmax: " << format_memory_plan(plan_, &mem);
   std::ofstream(fs::path(run_dir_) / "memory.json") << memory_json(plan_, mem).dump(2) << "\n";
   log << "gemmax: metrics in " << metrics.path() << "\n";
-  print_sample(log);
+  if (!stop.received()) print_sample(log);  // a run asked to stop ends promptly
   return sum;
 }
 

@@ -18,6 +18,7 @@
 namespace gemmax {
 
 struct TrainCheckpoint;
+class StopSignal;
 
 struct TrainSummary {
   int64_t steps = 0;        // steps run by this invocation
@@ -48,6 +49,8 @@ class Trainer {
   void resume_from(const TrainCheckpoint& ckpt);
   void load_pretrained(const std::string& dir);
   std::string save_checkpoint(int64_t steps_done);
+  // save_checkpoint, ending the process instead if Ctrl-C is pressed twice meanwhile.
+  std::string save_checkpoint_or_die(const StopSignal& stop, int64_t steps_done, std::ostream& log);
   void prepare_run_dir();
   void print_header(std::ostream& log) const;
   void print_sample(std::ostream& log) const;
