@@ -66,7 +66,9 @@ std::vector<std::string> loss_lines(const TempDir& dir) {
   return out;
 }
 
-TEST(Checkpoint, ResumedRunEqualsUninterruptedBitForBit) {
+class ResumeThreads : public testing::WithThreads {};
+
+TEST_P(ResumeThreads, ResumedRunEqualsUninterruptedBitForBit) {
   TempDir whole, split;
   const Tensor a = final_weights(run_args(whole, 6));
   const TrainSummary first = train(run_args(split, 3));
@@ -82,6 +84,8 @@ TEST(Checkpoint, ResumedRunEqualsUninterruptedBitForBit) {
   ASSERT_EQ(la.size(), 6u);
   EXPECT_EQ(la, lb);
 }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoint, ResumeThreads, ::testing::Values(1, 2), testing::threads_name);
 
 TEST(Checkpoint, PeriodicSavesKeepTheNewest) {
   TempDir dir;

@@ -1,10 +1,10 @@
 // Training end to end: the loss falls; metrics are written; bad input fails before any step.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gemmax/train/trainer.h"
 #include "test_util.h"
@@ -46,8 +46,10 @@ TEST(Train, TinyModelLossFallsClearly) {
   EXPECT_EQ(again.to_json(), Config::defaults(small_run(dir, 60)).to_json());
 }
 
+class TrainThreads : public testing::WithThreads {};
+
 // Remat changes what is kept, never a number: the runs agree bit for bit (bf16, the default).
-TEST(Train, RematPoliciesReproduceTheRunBitForBit) {
+TEST_P(TrainThreads, RematPoliciesReproduceTheRunBitForBit) {
   TempDir a, b, c;
   auto with = [](std::vector<std::string> v, const std::string& extra) {
     v.push_back(extra);
@@ -66,7 +68,7 @@ TEST(Train, RematPoliciesReproduceTheRunBitForBit) {
   EXPECT_EQ(0, std::memcmp(ta.weights().raw(), tc.weights().raw(), ta.weights().nbytes()));
 }
 
-TEST(Train, VocabularyTilingGivesTheSameLosses) {
+TEST_P(TrainThreads, VocabularyTilingGivesTheSameLosses) {
   TempDir a, b;
   std::vector<std::string> one = small_run(a, 3), other = small_run(b, 3);
   one.push_back("dtype=float32");
@@ -84,6 +86,28 @@ TEST(Train, VocabularyTilingGivesTheSameLosses) {
   EXPECT_NEAR(la[0], lb[0], 1e-12 * la[0]);
   for (size_t i = 1; i < 3; ++i) EXPECT_NEAR(la[i], lb[i], 1e-6 * la[i]);
 }
+
+// The same run twice gives the same bits: every reduction sums in a fixed order, whatever
+// order the threads finish in (fp32 with a tiled head, and the bf16 default).
+TEST_P(TrainThreads, RepeatedRunsAreBitIdentical) {
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    TempDir a, b;
+    std::vector<std::string> args_a = small_run(a, 3), args_b = small_run(b, 3);
+    for (auto* v : {&args_a, &args_b}) {
+      v->push_back("dtype=" + dtype);
+      v->push_back("num_vocab_tiling=4");
+    }
+    Trainer ta(Config::defaults(args_a)), tb(Config::defaults(args_b));
+    std::ostringstream log;
+    ta.run(log);
+    tb.run(log);
+    EXPECT_EQ(losses_of(a), losses_of(b)) << dtype;
+    EXPECT_EQ(0, std::memcmp(ta.weights().raw(), tb.weights().raw(), ta.weights().nbytes()))
+        << dtype;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Train, TrainThreads, ::testing::Values(1, 2, 3), testing::threads_name);
 
 TEST(Train, BadSettingsFailBeforeAnythingIsWritten) {
   TempDir dir;
