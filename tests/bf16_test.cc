@@ -80,16 +80,16 @@ TEST_F(Bf16Ops, MatmulAndGroupedMatmul) {
   const Tensor sizes = ints({3, 0, 4, 1});
   const Tensor lhs = grid({8, 5}), rhs = grid({4, 6, 5}), dout = grid({8, 6});
   Tensor of = zeros({8, 6}, DType::F32), ob = zeros({8, 6}, DType::BF16);
-  be.gmm(of, lhs, rhs, sizes);
-  be.gmm(ob, as(lhs, DType::BF16), as(rhs, DType::BF16), sizes);
+  be.gmm(of, lhs, rhs, sizes, {});
+  be.gmm(ob, as(lhs, DType::BF16), as(rhs, DType::BF16), sizes, {});
   expect_rounded("gmm", of, ob);
   Tensor lf = zeros({8, 5}, DType::F32), lb = zeros({8, 5}, DType::BF16);
-  be.gmm_dlhs(lf, dout, rhs, sizes);
-  be.gmm_dlhs(lb, as(dout, DType::BF16), as(rhs, DType::BF16), sizes);
+  be.gmm_dlhs(lf, dout, rhs, sizes, {});
+  be.gmm_dlhs(lb, as(dout, DType::BF16), as(rhs, DType::BF16), sizes, {});
   expect_rounded("gmm_dlhs", lf, lb);
   Tensor rf = zeros({4, 6, 5}, DType::F32), rb = zeros({4, 6, 5}, DType::F32);
-  be.gmm_drhs(rf, lhs, dout, sizes);
-  be.gmm_drhs(rb, as(lhs, DType::BF16), as(dout, DType::BF16), sizes);
+  be.gmm_drhs(rf, lhs, dout, sizes, {});
+  be.gmm_drhs(rb, as(lhs, DType::BF16), as(dout, DType::BF16), sizes, {});
   expect_identical("gmm_drhs into fp32", rf, rb);
 }
 
@@ -99,8 +99,9 @@ TEST_F(Bf16Ops, RmsNormWithFp32ScaleAndRope) {
     const Tensor ww = with_w ? w : Tensor();
     Tensor yf = zeros({4, 9}, DType::F32), yb = zeros({4, 9}, DType::BF16);
     Tensor rf = zeros({4}, DType::F32), rb = zeros({4}, DType::F32);
-    be.rmsnorm_forward(yf, rf, x, ww, 1e-6, 0.7);
-    be.rmsnorm_forward(yb, rb, as(x, DType::BF16), ww, 1e-6, 0.7);  // fp32 scale: seed change 2
+    be.rmsnorm_forward(yf, rf, x, ww, 1e-6, 0.7, Tensor(), false);
+    // fp32 scale: seed change 2
+    be.rmsnorm_forward(yb, rb, as(x, DType::BF16), ww, 1e-6, 0.7, Tensor(), false);
     expect_rounded("rmsnorm y", yf, yb);
     expect_identical("rmsnorm rstd", rf, rb);
     Tensor dxf = zeros({4, 9}, DType::F32), dxb = zeros({4, 9}, DType::BF16);
@@ -148,12 +149,12 @@ TEST_F(Bf16Ops, AttentionForwardAndBackward) {
 TEST_F(Bf16Ops, GegluRouterAndDispatch) {
   const Tensor h = grid({3, 8}, 2.0), da = grid({3, 4});
   Tensor af = zeros({3, 4}, DType::F32), ab = zeros({3, 4}, DType::BF16);
-  be.geglu_forward(af, h);
-  be.geglu_forward(ab, as(h, DType::BF16));
+  be.geglu_forward(af, h, Tensor());
+  be.geglu_forward(ab, as(h, DType::BF16), Tensor());
   expect_rounded("geglu", af, ab);
   Tensor dhf = zeros({3, 8}, DType::F32), dhb = zeros({3, 8}, DType::BF16);
-  be.geglu_backward(dhf, da, h);
-  be.geglu_backward(dhb, as(da, DType::BF16), as(h, DType::BF16));
+  be.geglu_backward(dhf, Tensor(), da, h, Tensor());
+  be.geglu_backward(dhb, Tensor(), as(da, DType::BF16), as(h, DType::BF16), Tensor());
   expect_rounded("geglu dh", dhf, dhb);
 
   // Router: bf16 logits, fp32 softmax / weights, fp32 per-expert scale and its gradient.
@@ -176,7 +177,8 @@ TEST_F(Bf16Ops, GegluRouterAndDispatch) {
 
   // Permute and the fp32 combine.
   const Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({5, 2});
-  Routing r{zeros({10}, DType::I32), zeros({10}, DType::I32), zeros({4}, DType::I32)};
+  Routing r{zeros({10}, DType::I32), zeros({10}, DType::I32), zeros({10}, DType::I32),
+            zeros({4}, DType::I32)};
   be.route_sort(r, idx, 4);
   const Tensor x = grid({5, 3}), y = grid({10, 3}), cw = grid({5, 2}), dm = grid({5, 3});
   Tensor xsf = zeros({10, 3}, DType::F32), xsb = zeros({10, 3}, DType::BF16);
@@ -221,7 +223,11 @@ TEST_F(Bf16Ops, EmbeddingAndElementwise) {
   for (int64_t i = 0; i < 50; ++i)
     EXPECT_NEAR(get_as_double(sb, i), get_as_double(sf, i),
                 2 * kHalfUlpMargin * std::abs(get_as_double(sf, i)));
-  EXPECT_DOUBLE_EQ(be.dot(as(a, DType::BF16), as(b, DType::BF16)), be.dot(a, b));
+  // Sums of squares of the same values in bf16 and fp32 are identical (fp64 sums).
+  Tensor sqb = zeros({1}, DType::F64), sqf = zeros({1}, DType::F64);
+  be.sum_squares(sqb, as(a, DType::BF16));
+  be.sum_squares(sqf, a);
+  EXPECT_EQ(get_as_double(sqb, 0), get_as_double(sqf, 0));
   // fp32 <-> bf16 copies round once.
   const Tensor big = grid({64}, 1e3);
   Tensor c = zeros({64}, DType::BF16);
@@ -237,8 +243,10 @@ TEST_F(Bf16Ops, SoftcapCrossEntropy) {
   const double cap = 30;
   const Tensor z = grid({C, V}, 4.0), targets = ints({3, 0, 49, 2}), mask = ints({1, 0, 1, 1});
   Tensor lf = as(z, DType::F32), lb = as(z, DType::BF16);
-  const double loss_f = be.softcap_cross_entropy(lf, targets, mask, cap, 1.0, true);
-  const double loss_b = be.softcap_cross_entropy(lb, targets, mask, cap, 1.0, true);
+  Tensor sf = zeros({1}, DType::F64), sb = zeros({1}, DType::F64);
+  be.softcap_cross_entropy(lf, sf, targets, mask, cap, 1.0, true);
+  be.softcap_cross_entropy(lb, sb, targets, mask, cap, 1.0, true);
+  const double loss_f = get_as_double(sf, 0), loss_b = get_as_double(sb, 0);
   double max_c = 0;
   for (int64_t i = 0; i < z.numel(); ++i)
     max_c = std::max(max_c, std::abs(cap * std::tanh(get_as_double(z, i) / cap)));

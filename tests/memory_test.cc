@@ -11,8 +11,8 @@
 #include "gemmax/config/config.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/model/head.h"
-#include "gemmax/model/memory_plan.h"
 #include "gemmax/train/memory_budget.h"
+#include "gemmax/train/memory_plan.h"
 #include "gemmax/train/trainer.h"
 #include "test_util.h"
 
@@ -24,13 +24,9 @@ MemoryTracker& tracker() { return MemoryTracker::global(); }
 
 // The tiny preset's structure (5 sliding + 1 global layer) at a width that steps in a blink.
 std::vector<std::string> small_run(const TempDir& dir, std::vector<std::string> extra) {
-  std::vector<std::string> v = {"base_output_directory=" + dir.str(),
-                                "run_name=m",
-                                "base_emb_dim=32",
-                                "max_target_length=32",
-                                "per_device_batch_size=2",
-                                "steps=1",
-                                "log_period=1000",
+  std::vector<std::string> v = {"base_output_directory=" + dir.str(), "run_name=m",
+                                "base_emb_dim=32", "max_target_length=32",
+                                "per_device_batch_size=2", "steps=1", "log_period=1000",
                                 // The plan covers training steps; the end-of-run sample (KV
                                 // cache, compute copies) would add to the measured peaks.
                                 "sample_max_new_tokens=0"};
@@ -85,8 +81,8 @@ TEST(MemoryPlan, FullRematSavesOnlyTheLayerInputPerLayer) {
     tracker().reset_peaks();
     model.forward_backward(in, w, g);
     const int64_t measured = int64_t(tracker().peak(MemKind::Activations) - before);
-    MemoryPlanInput pin{cfg, in.batch, in.seq, act, wdt, p, 1, 1};
-    EXPECT_EQ(plan_memory(pin).peak[size_t(MemKind::Activations)], measured);
+    const MemoryPlanInput pin{cfg, in.batch, in.seq, {act, p, 1}, wdt};
+    EXPECT_EQ(plan_memory(pin, be).peak[size_t(MemKind::Activations)], measured);
     return measured;
   };
   for (DType act : {DType::F32, DType::BF16}) {
@@ -118,9 +114,10 @@ TEST(MemoryPlan, TiledHeadWorkspaceIsOneTile) {
                             testing::random_tensor({D}, rng, 1.0, DType::F32)};
         const HeadWeights g{Tensor::zeros({V, D}, DType::F32), Tensor::zeros({D}, DType::F32)};
         const Tensor dx = Tensor::empty({in.tokens_count(), D}, act);
+        const Tensor loss = Tensor::zeros({1}, DType::F64);
         const size_t before = tracker().current(MemKind::Workspace);
         tracker().reset_peaks();
-        head_loss(be, cfg, in, act, w, x, N, 0.1, &g, &dx);
+        head_loss(be, cfg, in, {act, RematPolicy::Full, N}, w, x, 0.1, loss, &g, &dx);
         return int64_t(tracker().peak(MemKind::Workspace) - before);
       };
       const int64_t a = int64_t(dtype_size(act)), s = 4;
@@ -156,12 +153,14 @@ TEST_P(TiledHeadThreads, TiledHeadEqualsUntiled) {
     auto run = [&](int64_t N) {
       Out o{0, Tensor::zeros({T, D}, act), Tensor::zeros({V, D}, act), Tensor::zeros({D}, act)};
       const HeadWeights g{o.demb, o.dnorm};
-      o.loss = head_loss(be, cfg, in, act, w, x, N, 0.5, &g, &o.dx);
+      const Tensor loss = Tensor::zeros({1}, DType::F64);
+      head_loss(be, cfg, in, {act, RematPolicy::Full, N}, w, x, 0.5, loss, &g, &o.dx);
+      o.loss = get_as_double(loss, 0);
       return o;
     };
     const double tol = act == DType::F64 ? 1e-12 : 1e-6;
     // The simple path: every logit at once, cross-entropy written out.
-    const Tensor logits = head_logits(be, cfg, act, w, x);
+    const Tensor logits = head_logits(be, cfg, {act}, w, x);
     double explicit_loss = 0;
     for (int64_t t = 0; t < T; ++t) {
       if (in.target_mask.data<int32_t>()[t] == 0) continue;
@@ -199,9 +198,10 @@ TEST(MemoryPlan, SeedWorkloadOfTheRealModel) {
                                      "max_target_length=16384", "ici_fsdp_parallelism=128",
                                      "num_vocab_tiling=16"});
   const MemoryPlanInput in = memory_plan_input(c);
-  EXPECT_EQ(in.act, DType::BF16);
-  EXPECT_EQ(in.remat, RematPolicy::Full);
-  const MemoryPlan p = plan_memory(in);
+  EXPECT_EQ(in.options.act, DType::BF16);
+  EXPECT_EQ(in.options.remat, RematPolicy::Full);
+  ReferenceBackend be;
+  const MemoryPlan p = plan_memory(in, be);
   const int64_t T = 2 * 16384, D = 2816;
   EXPECT_EQ(p.peak[size_t(MemKind::Activations)], 31 * T * D * 2) << "30 layer inputs + the head's";
   // 25.23B parameters in 128 shards, fp32 (norm scales replicated).
@@ -212,7 +212,7 @@ TEST(MemoryPlan, SeedWorkloadOfTheRealModel) {
   // Untiled, the head's [T, V] bf16 logits alone take 16 GiB.
   const Config untiled = Config::defaults({"model_name=gemma4-26b-a4b", "per_device_batch_size=2",
                                            "max_target_length=16384", "ici_fsdp_parallelism=128"});
-  const MemoryPlan u = plan_memory(memory_plan_input(untiled));
+  const MemoryPlan u = plan_memory(memory_plan_input(untiled), be);
   EXPECT_GE(u.peak[size_t(MemKind::Workspace)], int64_t(16) << 30);
 }
 

@@ -30,7 +30,7 @@ struct Fixture {
   Tensor rope_local = rope_inv_freq(cfg.head_dim, cfg.local_rope_theta, cfg.local_rope_proportion);
   Tensor rope_global =
       rope_inv_freq(cfg.global_head_dim, cfg.global_rope_theta, cfg.global_rope_proportion);
-  LayerContext ctx{be, cfg, in, DType::F64, rope_local, rope_global, 0.01};
+  LayerContext ctx{be, cfg, in, ModelOptions{DType::F64}, rope_local, rope_global, 0.01};
 };
 
 void check_layer_gradients(int64_t layer) {
@@ -40,18 +40,23 @@ void check_layer_gradients(int64_t layer) {
   Tensor x = random_tensor({T, D}, rng), r = random_tensor({T, D}, rng);
   Tensor y = Tensor::zeros({T, D}, DType::F64);
   const LayerWeights w = bind_layer(f.table, f.weights, layer);
-  // The load-balance loss is part of what the backward differentiates: L = <r, y> + share * lb.
+  // The load-balance loss is part of what the backward differentiates: L = <r, y> + the layer's
+  // share of the load-balance loss, which its forward adds into ctx.lb_loss.
+  LayerContext ctx = f.ctx;
+  ctx.lb_loss = Tensor::zeros({1}, DType::F64);
   auto loss = [&] {
     LayerActs acts;
-    layer_forward(f.ctx, layer, w, x, y, acts);
-    return inner(y, r) + acts.moe.lb_loss * (f.ctx.aux_weight / f.cfg.load_balance_loss_weight);
+    f.be.fill(ctx.lb_loss, 0.0);
+    layer_forward(ctx, layer, w, x, y, acts);
+    return inner(y, r) + get_as_double(ctx.lb_loss, 0);
   };
   Tensor grads = Tensor::zeros({f.table.total()}, DType::F64);
   const LayerWeights g = bind_layer(f.table, grads, layer);
   Tensor dx = Tensor::zeros({T, D}, DType::F64);
   LayerActs acts;
-  layer_forward(f.ctx, layer, w, x, y, acts);
-  layer_backward(f.ctx, layer, w, g, x, acts, r, dx);
+  layer_forward(ctx, layer, w, x, y, acts);
+  EXPECT_GT(get_as_double(ctx.lb_loss, 0), 0.0);
+  layer_backward(ctx, layer, w, g, x, acts, r, dx);
 
   expect_grad_matches_fd("layer dx", x, dx, loss, 24);
   const std::string p = "layers." + std::to_string(layer) + ".";
@@ -126,7 +131,7 @@ TEST(ModelGradient, RematPoliciesKeepWhatTheyName) {
   const LayerWeights w = bind_layer(f.table, f.weights, 0);
   for (RematPolicy p : {RematPolicy::None, RematPolicy::Minimal, RematPolicy::Full}) {
     LayerContext ctx = f.ctx;
-    ctx.remat = p;
+    ctx.opt.remat = p;
     LayerActs acts;
     layer_forward(ctx, 0, w, x, y, acts);
     acts.drop_unsaved();
@@ -138,16 +143,16 @@ TEST(ModelGradient, RematPoliciesKeepWhatTheyName) {
     EXPECT_EQ(acts.moe.gate_up.defined(), matmuls);
     EXPECT_EQ(acts.moe.y.defined(), matmuls);
     EXPECT_EQ(acts.attn.attn.defined(), all);
-    EXPECT_EQ(acts.moe.xs.defined(), all);
-    EXPECT_EQ(acts.h.defined(), all);
+    EXPECT_EQ(acts.moe.combined.defined(), all);
+    EXPECT_EQ(acts.h().defined(), all);
     if (matmuls) EXPECT_EQ(acts.moe.y.mem_kind(), MemKind::Activations);
     // The recompute fills in the rest, as workspace, without touching what was kept.
     const Tensor kept_y = acts.moe.y;
     LayerContext re = ctx;
     re.recompute = true;
     layer_forward(re, 0, w, x, Tensor(), acts);
-    EXPECT_TRUE(acts.attn.attn.defined() && acts.moe.xs.defined() && acts.h.defined());
-    if (!all) EXPECT_EQ(acts.moe.xs.mem_kind(), MemKind::Workspace);
+    EXPECT_TRUE(acts.attn.attn.defined() && acts.moe.combined.defined() && acts.h().defined());
+    if (!all) EXPECT_EQ(acts.moe.combined.mem_kind(), MemKind::Workspace);
     if (matmuls) EXPECT_EQ(acts.moe.y.raw(), kept_y.raw()) << "a kept tensor was recomputed";
   }
 }
@@ -166,9 +171,12 @@ TEST(ModelGradient, ExpertWithNoTokensGetsZeroGradient) {
     const int64_t per_expert = g.numel() / f.cfg.num_experts;
     for (int64_t e = 0; e < f.cfg.num_experts; ++e) {
       double norm = 0;
-      for (int64_t i = 0; i < per_expert; ++i) norm += std::abs(get_as_double(g, e * per_expert + i));
-      if (e < f.cfg.num_experts_per_tok) EXPECT_GT(norm, 0.0) << name << " expert " << e;
-      else EXPECT_EQ(norm, 0.0) << name << " expert " << e;
+      for (int64_t i = 0; i < per_expert; ++i)
+        norm += std::abs(get_as_double(g, e * per_expert + i));
+      if (e < f.cfg.num_experts_per_tok)
+        EXPECT_GT(norm, 0.0) << name << " expert " << e;
+      else
+        EXPECT_EQ(norm, 0.0) << name << " expert " << e;
     }
   }
 }
@@ -178,7 +186,8 @@ TEST(Routing, GroupSizesSumToTokensTimesTopKAndOrderIsStable) {
   Fixture f;
   const int64_t T = f.in.tokens_count(), K = f.cfg.num_experts_per_tok, E = f.cfg.num_experts;
   Rng rng(5);
-  Tensor x = random_tensor({T, f.cfg.d_model}, rng), y = Tensor::zeros({T, f.cfg.d_model}, DType::F64);
+  Tensor x = random_tensor({T, f.cfg.d_model}, rng),
+         y = Tensor::zeros({T, f.cfg.d_model}, DType::F64);
   LayerActs acts;
   layer_forward(f.ctx, 0, bind_layer(f.table, f.weights, 0), x, y, acts);
   const Routing& r = acts.moe.routing;
@@ -217,7 +226,8 @@ class Masks : public ::testing::Test {
     Tensor y1 = out(layer, x);
     double diff = 0;
     for (int64_t i = 0; i < D; ++i)
-      diff = std::max(diff, std::abs(get_as_double(y0, observed * D + i) - get_as_double(y1, observed * D + i)));
+      diff = std::max(diff, std::abs(get_as_double(y0, observed * D + i) -
+                                     get_as_double(y1, observed * D + i)));
     return diff;
   }
 };

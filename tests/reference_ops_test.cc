@@ -53,7 +53,7 @@ TEST_F(ReferenceOps, GroupedMatmulForwardAndBackward) {
   Tensor sizes = ints({3, 0, 4, 1});
   Tensor lhs = rand({m, k}), rhs = rand({G, n, k}), r = rand({m, n});
   Tensor out = zeros({m, n});
-  be.gmm(out, lhs, rhs, sizes);
+  be.gmm(out, lhs, rhs, sizes, {});
   const int32_t group_of_row[m] = {0, 0, 0, 2, 2, 2, 2, 3};
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -63,12 +63,12 @@ TEST_F(ReferenceOps, GroupedMatmulForwardAndBackward) {
       EXPECT_NEAR(get_as_double(out, i * n + j), s, 1e-12);
     }
   auto loss = [&] {
-    be.gmm(out, lhs, rhs, sizes);
+    be.gmm(out, lhs, rhs, sizes, {});
     return inner(out, r);
   };
   Tensor dlhs = zeros({m, k}), drhs = zeros({G, n, k});
-  be.gmm_dlhs(dlhs, r, rhs, sizes);
-  be.gmm_drhs(drhs, lhs, r, sizes);
+  be.gmm_dlhs(dlhs, r, rhs, sizes, {});
+  be.gmm_drhs(drhs, lhs, r, sizes, {});
   expect_grad_matches_fd("gmm dlhs", lhs, dlhs, loss, 40);
   expect_grad_matches_fd("gmm drhs", rhs, drhs, loss, 120);
   for (int64_t i = n * k; i < 2 * n * k; ++i) EXPECT_EQ(get_as_double(drhs, i), 0.0);
@@ -81,7 +81,7 @@ TEST_F(ReferenceOps, RmsNormWithAndWithoutScale) {
     Tensor y = zeros({rows, n}), rstd = zeros({rows});
     const double scale = with_w ? 0.7 : 1.0;
     auto loss = [&] {
-      be.rmsnorm_forward(y, rstd, x, w, 1e-6, scale);
+      be.rmsnorm_forward(y, rstd, x, w, 1e-6, scale, Tensor(), false);
       return inner(y, r);
     };
     loss();
@@ -108,7 +108,8 @@ TEST_F(ReferenceOps, RopeRotatesPairsAndItsInverseIsTheBackward) {
   Tensor x = rand({T, heads, hd}), r = rand({T, heads, hd});
   Tensor pos = ints({0, 3, 1, 7, 2});
   Tensor freq = Tensor::empty({hd / 2}, DType::F64);
-  for (int64_t i = 0; i < hd / 2; ++i) freq.data<double>()[i] = i < 3 ? std::pow(100.0, -2.0 * i / hd) : 0.0;
+  for (int64_t i = 0; i < hd / 2; ++i)
+    freq.data<double>()[i] = i < 3 ? std::pow(100.0, -2.0 * i / hd) : 0.0;
   Tensor y = zeros({T, heads, hd});
   be.copy(y, x);
   be.rope(y, pos, freq, false);
@@ -135,7 +136,8 @@ TEST_F(ReferenceOps, AttentionMatchesDirectSoftmaxAndBackward) {
   // 2 sequences of 6, 4 query heads over 2 kv heads, window 3, sequence 1 packs two segments.
   AttentionShape s{2, 6, 4, 2, 5, 3};
   const int64_t T = s.batch * s.seq;
-  Tensor q = rand({T, 4, 5}, 0.5), k = rand({T, 2, 5}, 0.5), v = rand({T, 2, 5}), r = rand({T, 4, 5});
+  Tensor q = rand({T, 4, 5}, 0.5), k = rand({T, 2, 5}, 0.5), v = rand({T, 2, 5}),
+         r = rand({T, 4, 5});
   Tensor seg = ints({1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2});
   Tensor o = zeros({T, 4, 5}), lse = zeros({2, 4, 6});
   auto loss = [&] {
@@ -152,13 +154,15 @@ TEST_F(ReferenceOps, AttentionMatchesDirectSoftmaxAndBackward) {
       const bool ok = j > i - 3 && get_as_double(seg, b * 6 + j) == get_as_double(seg, b * 6 + i);
       double d = 0;
       for (int64_t c = 0; c < 5; ++c)
-        d += get_as_double(q, ((b * 6 + i) * 4 + h) * 5 + c) * get_as_double(k, ((b * 6 + j) * 2 + kvh) * 5 + c);
+        d += get_as_double(q, ((b * 6 + i) * 4 + h) * 5 + c) *
+             get_as_double(k, ((b * 6 + j) * 2 + kvh) * 5 + c);
       w.push_back(ok ? std::exp(d) : 0.0);
       z += w.back();
     }
     for (int64_t c = 0; c < 5; ++c) {
       double acc = 0;
-      for (int64_t j = 0; j <= i; ++j) acc += w[j] / z * get_as_double(v, ((b * 6 + j) * 2 + kvh) * 5 + c);
+      for (int64_t j = 0; j <= i; ++j)
+        acc += w[j] / z * get_as_double(v, ((b * 6 + j) * 2 + kvh) * 5 + c);
       EXPECT_NEAR(get_as_double(o, ((b * 6 + i) * 4 + h) * 5 + c), acc, 1e-12);
     }
   }
@@ -173,7 +177,7 @@ TEST_F(ReferenceOps, GegluForwardAndBackward) {
   const int64_t m = 3, F = 4;
   Tensor h = rand({m, 2 * F}, 2.0), r = rand({m, F}), a = zeros({m, F});
   auto loss = [&] {
-    be.geglu_forward(a, h);
+    be.geglu_forward(a, h, Tensor());
     return inner(a, r);
   };
   loss();
@@ -181,7 +185,7 @@ TEST_F(ReferenceOps, GegluForwardAndBackward) {
   const double gelu = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   EXPECT_NEAR(get_as_double(a, 1), gelu * up, 1e-12);
   Tensor dh = zeros({m, 2 * F});
-  be.geglu_backward(dh, r, h);
+  be.geglu_backward(dh, Tensor(), r, h, Tensor());
   expect_grad_matches_fd("geglu dh", h, dh, loss, 24);
 }
 
@@ -196,7 +200,8 @@ TEST_F(ReferenceOps, RouterTopKRenormaliseScaleAndBackward) {
       be.router_forward(probs, idx, w, logits, pes, renorm);
       double l = inner(w, rw);
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t e = 0; e < E; ++e) l += get_as_double(lb, (t / S) * E + e) * get_as_double(probs, t * E + e);
+        for (int64_t e = 0; e < E; ++e)
+          l += get_as_double(lb, (t / S) * E + e) * get_as_double(probs, t * E + e);
       return l;
     };
     loss();
@@ -207,12 +212,15 @@ TEST_F(ReferenceOps, RouterTopKRenormaliseScaleAndBackward) {
       for (int64_t j = 0; j < K; ++j) chosen += get_as_double(probs, t * E + id[j]);
       for (int64_t e = 0; e < E; ++e) {
         const bool picked = e == id[0] || e == id[1];
-        if (!picked) EXPECT_LE(get_as_double(logits, t * E + e), get_as_double(logits, t * E + id[K - 1]));
+        if (!picked)
+          EXPECT_LE(get_as_double(logits, t * E + e), get_as_double(logits, t * E + id[K - 1]));
       }
       EXPECT_GE(get_as_double(logits, t * E + id[0]), get_as_double(logits, t * E + id[1]));
       for (int64_t j = 0; j < K; ++j)
         EXPECT_NEAR(get_as_double(w, t * K + j),
-                    get_as_double(probs, t * E + id[j]) / (renorm ? chosen : 1.0) * get_as_double(pes, id[j]), 1e-12);
+                    get_as_double(probs, t * E + id[j]) / (renorm ? chosen : 1.0) *
+                        get_as_double(pes, id[j]),
+                    1e-12);
     }
     Tensor dlogits = zeros({T, E}), dpes = zeros({E});
     be.router_backward(dlogits, dpes, rw, probs, idx, pes, renorm, lb, S);
@@ -238,8 +246,10 @@ TEST_F(ReferenceOps, LoadBalanceStatisticsPerSequence) {
   const double p[] = {.5, .3, .2, .1, .1, .8, .3, .3, .4, .6, .2, .2};
   std::copy(p, p + 12, probs.data<double>());
   Tensor idx = ints({0, 2, 2, 0});  // top-1 per token; sequences {0,1} and {2,3}
-  Tensor density = zeros({2, E});
-  const double v = be.load_balance_forward(density, probs, idx.view({4, 1}), S);
+  Tensor density = zeros({2, E}), loss = zeros({1});
+  be.fill(loss, 0.25);  // the loss accumulates
+  be.load_balance_forward(density, loss, probs, idx.view({4, 1}), S, 3.0);
+  const double v = (get_as_double(loss, 0) - 0.25) / 3.0;
   // density b0 = (.5, 0, .5), pbar b0 = (.3, .2, .5); b1 = (.5, 0, .5), (.45, .25, .3)
   EXPECT_NEAR(v, (.5 * .3 + .5 * .5 + .5 * .45 + .5 * .3) / 6, 1e-15);
   EXPECT_EQ(get_as_double(density, 2), 0.5);
@@ -248,7 +258,8 @@ TEST_F(ReferenceOps, LoadBalanceStatisticsPerSequence) {
 TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
   const int64_t T = 5, K = 2, D = 3, E = 4;
   Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
-  Routing routing{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({E}, DType::I32)};
+  Routing routing{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
+                  zeros({T * K}, DType::I32), zeros({E}, DType::I32)};
   be.route_sort(routing, idx, E);
   const std::vector<int32_t> sizes = {3, 2, 4, 1};
   for (int64_t e = 0; e < E; ++e) EXPECT_EQ(routing.group_sizes.data<int32_t>()[e], sizes[e]);
@@ -256,8 +267,10 @@ TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
   EXPECT_EQ(routing.order.data<int32_t>()[0], 1);
   EXPECT_EQ(routing.order.data<int32_t>()[1], 6);
   EXPECT_EQ(routing.order.data<int32_t>()[2], 9);
-  for (int64_t r = 0; r < T * K; ++r)
+  for (int64_t r = 0; r < T * K; ++r) {
     EXPECT_EQ(routing.inverse.data<int32_t>()[routing.order.data<int32_t>()[r]], r);
+    EXPECT_EQ(routing.token.data<int32_t>()[r], routing.order.data<int32_t>()[r] / K);
+  }
 
   Tensor x = rand({T, D}), rx = rand({T * K, D}), xs = zeros({T * K, D});
   auto permute_loss = [&] {
@@ -282,21 +295,25 @@ TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
 TEST_F(ReferenceOps, SoftcapCrossEntropyAndGradient) {
   const int64_t C = 4, V = 7;
   Tensor z = rand({C, V}, 20.0), targets = ints({3, 0, 6, 2}), mask = ints({1, 0, 2, 1});
-  Tensor work = zeros({C, V});
+  Tensor work = zeros({C, V}), sum = zeros({1});
   auto loss = [&] {
     be.copy(work, z);
-    return be.softcap_cross_entropy(work, targets, mask, 30.0, 0.0, false);
+    be.fill(sum, 0.0);
+    be.softcap_cross_entropy(work, sum, targets, mask, 30.0, 0.0, false);
+    return get_as_double(sum, 0);
   };
   double expect = 0;
   for (int64_t r : {0, 2, 3}) {
     double zs = 0;
-    for (int64_t v = 0; v < V; ++v) zs += std::exp(30 * std::tanh(get_as_double(z, r * V + v) / 30));
-    expect += std::log(zs) - 30 * std::tanh(get_as_double(z, r * V + targets.data<int32_t>()[r]) / 30);
+    for (int64_t v = 0; v < V; ++v)
+      zs += std::exp(30 * std::tanh(get_as_double(z, r * V + v) / 30));
+    expect +=
+        std::log(zs) - 30 * std::tanh(get_as_double(z, r * V + targets.data<int32_t>()[r]) / 30);
   }
   EXPECT_NEAR(loss(), expect, 1e-10);
   Tensor dz = zeros({C, V});
   be.copy(dz, z);
-  be.softcap_cross_entropy(dz, targets, mask, 30.0, 1.0, true);
+  be.softcap_cross_entropy(dz, sum, targets, mask, 30.0, 1.0, true);
   expect_grad_matches_fd("softcap_cross_entropy dz", z, dz, loss, 28);
 }
 
@@ -316,18 +333,239 @@ TEST_F(ReferenceOps, EmbeddingLookupAndScatterAdd) {
   EXPECT_THROW(be.embedding_forward(x.rows(0, 1), bad, table, 1.0), Error);
 }
 
+// The clipping factor comes from the step's gradient sum of squares on the device: norm 2 against a
+// threshold of 1 halves the gradient. A non-finite scalar skips the update.
 TEST_F(ReferenceOps, AdamWMatchesTheOptaxFormula) {
   Tensor p = rand({5}), g = rand({5}), m = zeros({5}), v = zeros({5});
-  Tensor p0 = zeros({5});
+  Tensor p0 = zeros({5}), scalars = zeros({StepScalars::kCount});
   be.copy(p0, p);
-  AdamWStep s{0.01, 0.9, 0.95, 1e-8, 0.0, 0.1, 0.5, 1};
-  be.adamw_step(p, g, m, v, s);
+  set_from_double(scalars, StepScalars::kGradSumSq, 4.0);
+  AdamWStep s{0.01, 0.9, 0.95, 1e-8, 0.0, 0.1, 1.0, 1};
+  for (double bad : {NAN, INFINITY}) {
+    for (int64_t slot = 0; slot < StepScalars::kCount; ++slot) {
+      Tensor keep = zeros({StepScalars::kCount});
+      be.copy(keep, scalars);
+      set_from_double(keep, slot, bad);
+      be.adamw_step(p, g, m, v, s, keep);
+      EXPECT_EQ(max_abs_diff(p, p0), 0.0) << "slot " << slot;
+      EXPECT_EQ(get_as_double(m, 0), 0.0);
+    }
+  }
+  be.adamw_step(p, g, m, v, s, scalars);
   for (int64_t i = 0; i < 5; ++i) {
     const double gi = get_as_double(g, i) * 0.5;
     const double mh = 0.1 * gi / 0.1, vh = 0.05 * gi * gi / 0.05;
-    const double expect = get_as_double(p0, i) - 0.01 * (mh / (std::sqrt(vh) + 1e-8) + 0.1 * get_as_double(p0, i));
+    const double expect =
+        get_as_double(p0, i) - 0.01 * (mh / (std::sqrt(vh) + 1e-8) + 0.1 * get_as_double(p0, i));
     EXPECT_NEAR(get_as_double(p, i), expect, 1e-12);
   }
+}
+
+
+// ---- row maps, weight windows and the fused forms: each equals its plain composition -------
+
+// Grouped matmuls with row maps equal the explicit permute / scatter around plain grouped
+// matmuls, bit for bit (the same products summed in the same order).
+TEST_F(ReferenceOps, GroupedMatmulRowMapsEqualExplicitPermutes) {
+  const int64_t T = 5, K = 2, D = 4, n = 3, E = 4;
+  Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
+  Routing r{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
+            zeros({E}, DType::I32)};
+  be.route_sort(r, idx, E);
+  const Tensor x = rand({T, D}), W = rand({E, n, D}), dout_tok = rand({T * K, n});
+  // Forward with the permute folded into the row loads.
+  Tensor xs = zeros({T * K, D}), plain = zeros({T * K, n}), mapped = zeros({T * K, n});
+  be.permute(xs, x, r.order, K);
+  be.gmm(plain, xs, W, r.group_sizes, {});
+  be.gmm(mapped, x, W, r.group_sizes, GmmRows{r.token, Tensor()});
+  EXPECT_EQ(max_abs_diff(plain, mapped), 0.0);
+  // Forward with the un-permute folded into the row stores: row r lands at order[r].
+  Tensor scattered = zeros({T * K, n});
+  be.gmm(scattered, xs, W, r.group_sizes, GmmRows{Tensor(), r.order});
+  for (int64_t row = 0; row < T * K; ++row)
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_EQ(get_as_double(scattered, r.order.data<int32_t>()[row] * n + j),
+                get_as_double(plain, row * n + j));
+  // dlhs reading dout in token order and writing dlhs in token order.
+  Tensor dout_sorted = zeros({T * K, n});
+  for (int64_t row = 0; row < T * K; ++row)
+    for (int64_t j = 0; j < n; ++j)
+      set_from_double(dout_sorted, row * n + j,
+                      get_as_double(dout_tok, r.order.data<int32_t>()[row] * n + j));
+  Tensor dl_plain = zeros({T * K, D}), dl_mapped = zeros({T * K, D});
+  be.gmm_dlhs(dl_plain, dout_sorted, W, r.group_sizes, {});
+  be.gmm_dlhs(dl_mapped, dout_tok, W, r.group_sizes, GmmRows{r.order, r.order});
+  for (int64_t row = 0; row < T * K; ++row)
+    for (int64_t c = 0; c < D; ++c)
+      EXPECT_EQ(get_as_double(dl_mapped, r.order.data<int32_t>()[row] * D + c),
+                get_as_double(dl_plain, row * D + c));
+  // drhs gathering lhs from the tokens and dout from token order.
+  Tensor dw_plain = zeros({E, n, D}), dw_mapped = zeros({E, n, D});
+  be.gmm_drhs(dw_plain, xs, dout_sorted, r.group_sizes, {});
+  be.gmm_drhs(dw_mapped, x, dout_tok, r.group_sizes, GmmRows{r.token, r.order});
+  EXPECT_EQ(max_abs_diff(dw_plain, dw_mapped), 0.0);
+  // A map entry outside the tensor is an error, not a stray read.
+  Tensor bad = zeros({T * K}, DType::I32);
+  be.copy(bad, r.token);
+  bad.data<int32_t>()[3] = int32_t(T);
+  EXPECT_THROW(be.gmm(mapped, x, W, r.group_sizes, GmmRows{bad, Tensor()}), Error);
+}
+
+// A weight-row window is a slice of the fused product; accumulate adds.
+TEST_F(ReferenceOps, GroupedMatmulWeightWindowsAreSlicesOfTheFusedProduct) {
+  const int64_t m = 7, k = 5, F = 3, G = 3;
+  Tensor sizes = ints({2, 0, 5});
+  const Tensor lhs = rand({m, k}), W = rand({G, 2 * F, k}), dh = rand({m, 2 * F});
+  Tensor fused = zeros({m, 2 * F}), gate = zeros({m, F}), up = zeros({m, F});
+  be.gmm(fused, lhs, W, sizes, {});
+  be.gmm(gate, lhs, W, sizes, GmmRows{Tensor(), Tensor(), 0, F});
+  be.gmm(up, lhs, W, sizes, GmmRows{Tensor(), Tensor(), F, F});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < F; ++j) {
+      EXPECT_EQ(get_as_double(gate, i * F + j), get_as_double(fused, i * 2 * F + j));
+      EXPECT_EQ(get_as_double(up, i * F + j), get_as_double(fused, i * 2 * F + F + j));
+    }
+  Tensor dgate = zeros({m, F}), dup = zeros({m, F});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < F; ++j) {
+      set_from_double(dgate, i * F + j, get_as_double(dh, i * 2 * F + j));
+      set_from_double(dup, i * F + j, get_as_double(dh, i * 2 * F + F + j));
+    }
+  Tensor dl_fused = zeros({m, k}), dl_split = zeros({m, k});
+  be.gmm_dlhs(dl_fused, dh, W, sizes, {});
+  be.gmm_dlhs(dl_split, dgate, W, sizes, GmmRows{Tensor(), Tensor(), 0, F});
+  be.gmm_dlhs(dl_split, dup, W, sizes, GmmRows{Tensor(), Tensor(), F, F, true});
+  EXPECT_LE(max_abs_diff(dl_fused, dl_split), 1e-14);
+  Tensor dw_fused = zeros({G, 2 * F, k}), dw_split = zeros({G, 2 * F, k});
+  be.gmm_drhs(dw_fused, lhs, dh, sizes, {});
+  be.gmm_drhs(dw_split, lhs, dgate, sizes, GmmRows{Tensor(), Tensor(), 0, F});
+  be.gmm_drhs(dw_split, lhs, dup, sizes, GmmRows{Tensor(), Tensor(), F, F});
+  EXPECT_EQ(max_abs_diff(dw_fused, dw_split), 0.0);
+}
+
+TEST_F(ReferenceOps, TransposeGroups) {
+  const Tensor in = rand({3, 4, 5});
+  Tensor out = zeros({3, 5, 4});
+  be.transpose_groups(out, in);
+  for (int64_t g = 0; g < 3; ++g)
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 5; ++c)
+        EXPECT_EQ(get_as_double(out, (g * 5 + c) * 4 + r), get_as_double(in, (g * 4 + r) * 5 + c));
+}
+
+TEST_F(ReferenceOps, ScaledSumAndItsBackward) {
+  const Tensor a = rand({4, 6}), b = rand({4, 6}), r = rand({4, 6});
+  Tensor s = zeros({1}), y = zeros({4, 6});
+  set_from_double(s, 0, 0.7);
+  auto loss = [&] {
+    be.scaled_sum_forward(y, a, b, s);
+    return inner(y, r);
+  };
+  loss();
+  EXPECT_NEAR(get_as_double(y, 5), (get_as_double(a, 5) + get_as_double(b, 5)) * 0.7, 1e-15);
+  Tensor dab = zeros({4, 6}), ds = zeros({1});
+  set_from_double(ds, 0, 1.5);  // accumulates
+  be.scaled_sum_backward(dab, ds, r, a, b, s);
+  set_from_double(ds, 0, get_as_double(ds, 0) - 1.5);
+  expect_grad_matches_fd("scaled_sum ds", s, ds, loss, 1);
+  expect_grad_matches_fd("scaled_sum da", a, dab, loss, 24);
+  expect_grad_matches_fd("scaled_sum db", b, dab, loss, 24);
+}
+
+TEST_F(ReferenceOps, SumSquaresAccumulatesInAFixedOrder) {
+  const Tensor x = rand({10000});
+  Tensor s = zeros({1});
+  set_from_double(s, 0, 2.0);
+  be.sum_squares(s, x);
+  double direct = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) direct += std::pow(get_as_double(x, i), 2);
+  EXPECT_NEAR(get_as_double(s, 0), 2.0 + direct, 1e-9);
+}
+
+// The fused residual adds to the rounded norm, as a separate add does: bit for bit, in bf16
+// too. round_before_scale rounds x * rstd and the scale to the activation dtype first.
+TEST_F(ReferenceOps, RmsNormResidualAndRoundBeforeScale) {
+  Rng r2(3);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const Tensor x = random_tensor({3, 8}, r2, 2.0, dt), res = random_tensor({3, 8}, r2, 1.0, dt);
+    const Tensor w = random_tensor({8}, r2, 1.0, DType::F32);
+    Tensor y = zeros({3, 8}, dt), fused = zeros({3, 8}, dt), sum = zeros({3, 8}, dt);
+    Tensor rstd = zeros({3}, DType::F32);
+    be.rmsnorm_forward(y, rstd, x, w, 1e-6, 0.5, Tensor(), false);
+    be.add(sum, res, y);
+    be.rmsnorm_forward(fused, rstd, x, w, 1e-6, 0.5, res, false);
+    EXPECT_EQ(max_abs_diff(sum, fused), 0.0) << dtype_name(dt);
+    Tensor rounded = zeros({3, 8}, dt);
+    be.rmsnorm_forward(rounded, rstd, x, w, 1e-6, 0.5, Tensor(), true);
+    for (int64_t i = 0; i < 24; ++i) {
+      double ss = 0;
+      for (int64_t j = 0; j < 8; ++j) ss += std::pow(get_as_double(x, (i / 8) * 8 + j), 2);
+      const double rs = 1.0 / std::sqrt(ss / 8 + 1e-6);
+      Tensor one = zeros({1}, dt), ws = zeros({1}, dt);
+      set_from_double(one, 0, get_as_double(x, i) * rs);
+      set_from_double(ws, 0, get_as_double(w, i % 8) * 0.5);
+      Tensor prod = zeros({1}, dt);
+      set_from_double(prod, 0, get_as_double(one, 0) * get_as_double(ws, 0));
+      EXPECT_EQ(get_as_double(rounded, i), get_as_double(prod, 0)) << dtype_name(dt) << " " << i;
+    }
+  }
+}
+
+TEST_F(ReferenceOps, GegluOnSeparateHalvesEqualsFusedRows) {
+  const int64_t m = 3, F = 4;
+  const Tensor h = rand({m, 2 * F}, 2.0), da = rand({m, F});
+  Tensor gate = zeros({m, F}), up = zeros({m, F});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < F; ++j) {
+      set_from_double(gate, i * F + j, get_as_double(h, i * 2 * F + j));
+      set_from_double(up, i * F + j, get_as_double(h, i * 2 * F + F + j));
+    }
+  Tensor a1 = zeros({m, F}), a2 = zeros({m, F});
+  be.geglu_forward(a1, h, Tensor());
+  be.geglu_forward(a2, gate, up);
+  EXPECT_EQ(max_abs_diff(a1, a2), 0.0);
+  Tensor dh = zeros({m, 2 * F}), dgate = zeros({m, F}), dup = zeros({m, F});
+  be.geglu_backward(dh, Tensor(), da, h, Tensor());
+  be.geglu_backward(dgate, dup, da, gate, up);
+  Tensor only_up = zeros({m, F});
+  be.geglu_backward(Tensor(), only_up, da, gate, up);  // the gate half is not needed
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < F; ++j) {
+      EXPECT_EQ(get_as_double(dgate, i * F + j), get_as_double(dh, i * 2 * F + j));
+      EXPECT_EQ(get_as_double(dup, i * F + j), get_as_double(dh, i * 2 * F + F + j));
+      EXPECT_EQ(get_as_double(only_up, i * F + j), get_as_double(dup, i * F + j));
+    }
+}
+
+// Combine and permute backward on token-ordered rows (no index) equal the indexed forms on
+// rows placed in token order.
+TEST_F(ReferenceOps, CombineAndPermuteBackwardInTokenOrder) {
+  const int64_t T = 5, K = 2, D = 3, E = 4;
+  Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
+  Routing r{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
+            zeros({E}, DType::I32)};
+  be.route_sort(r, idx, E);
+  const Tensor y = rand({T * K, D}), w = rand({T, K}), dm = rand({T, D});
+  Tensor y_tok = zeros({T * K, D});  // row t*K + k = y[inverse[t*K + k]]
+  for (int64_t c = 0; c < T * K; ++c)
+    for (int64_t d = 0; d < D; ++d)
+      set_from_double(y_tok, c * D + d, get_as_double(y, r.inverse.data<int32_t>()[c] * D + d));
+  Tensor m1 = zeros({T, D}), m2 = zeros({T, D});
+  be.combine_forward(m1, y, r.inverse, w);
+  be.combine_forward(m2, y_tok, Tensor(), w);
+  EXPECT_EQ(max_abs_diff(m1, m2), 0.0);
+  Tensor dy1 = zeros({T * K, D}), dw1 = zeros({T, K}), dy2 = zeros({T * K, D}), dw2 = zeros({T, K});
+  be.combine_backward(dy1, dw1, dm, y, r.order, w);
+  be.combine_backward(dy2, dw2, dm, y_tok, Tensor(), w);
+  EXPECT_EQ(max_abs_diff(dw1, dw2), 0.0);
+  for (int64_t c = 0; c < T * K; ++c)
+    for (int64_t d = 0; d < D; ++d)
+      EXPECT_EQ(get_as_double(dy2, c * D + d),
+                get_as_double(dy1, r.inverse.data<int32_t>()[c] * D + d));
+  Tensor dx1 = zeros({T, D}), dx2 = zeros({T, D});
+  be.permute_backward(dx1, y, r.inverse, K, false);
+  be.permute_backward(dx2, y_tok, Tensor(), K, false);
+  EXPECT_EQ(max_abs_diff(dx1, dx2), 0.0);
 }
 
 }  // namespace

@@ -16,8 +16,7 @@ Config config_from_args(int argc, char** argv) {
     const std::string a = argv[i];
     if (a.find('=') != std::string::npos) {
       overrides.push_back(a);
-    } else if (file.empty() && overrides.empty() &&
-               (a.ends_with(".yml") || a.ends_with(".yaml"))) {
+    } else if (file.empty() && overrides.empty() && (a.ends_with(".yml") || a.ends_with(".yaml"))) {
       file = a;
     } else {
       fail("unexpected argument '", a, "': expected [config.yml] then key=value overrides");
@@ -29,21 +28,28 @@ Config config_from_args(int argc, char** argv) {
 int cmd_train(int argc, char** argv) {
   if (argc > 0 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
     std::cout << "usage: gemmax train [config.yml] [key=value ...]\n\n"
-                 "Trains a Gemma-4 MoE model. Keys and defaults: configs/base.yml (built in).\n"
-                 "With no arguments, trains the gemma4-tiny preset on the built-in corpus.\n"
+                 "Trains a Gemma-4 MoE model. Keys and defaults: configs/base.yml "
+                 "(built in).\n"
+                 "With no arguments, trains the gemma4-tiny preset on the built-in "
+                 "corpus.\n"
                  "Examples:\n"
                  "  gemmax train steps=100 learning_rate=1e-3\n"
-                 "  gemmax train model_name=gemma4-small dataset_type=synthetic steps=5\n"
+                 "  gemmax train model_name=gemma4-small dataset_type=synthetic "
+                 "steps=5\n"
                  "  gemmax train run.yml run_name=exp1\n"
-                 "  gemmax train model_name=gemma4-26b-a4b per_device_batch_size=2 \\\n"
-                 "      max_target_length=16384 ici_fsdp_parallelism=128 dry_run=true\n"
-                 "With dry_run=true it prints the memory plan per device and stops, allocating\n"
+                 "  gemmax train model_name=gemma4-26b-a4b per_device_batch_size=2 "
+                 "\\\n"
+                 "      max_target_length=16384 ici_fsdp_parallelism=128 "
+                 "dry_run=true\n"
+                 "With dry_run=true it prints the memory plan per device and stops, "
+                 "allocating\n"
                  "nothing; max_memory_gb=G refuses (exit 1) a plan above G GiB.\n";
     return 0;
   }
   const Config config = config_from_args(argc, argv);
   if (config.get_bool("dry_run")) {
-    const MemoryPlan plan = plan_memory(memory_plan_input(config));
+    const auto backend = make_backend(backend_options(config));
+    const MemoryPlan plan = plan_memory(memory_plan_input(config), *backend);
     std::cout << format_memory_plan(plan);
     check_memory_limit(config, plan);
     if (config.get_double("max_memory_gb") > 0)

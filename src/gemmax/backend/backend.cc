@@ -5,9 +5,9 @@
 
 namespace gemmax {
 
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "reference") return std::make_unique<ReferenceBackend>();
-  fail("unknown backend '", name, "': available backends are: reference");
+std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
+  if (options.name == "reference") return std::make_unique<ReferenceBackend>();
+  fail("unknown backend '", options.name, "': available backends are: reference");
 }
 
 }  // namespace gemmax

@@ -4,13 +4,20 @@ namespace gemmax {
 
 std::string_view mem_kind_name(MemKind k) {
   switch (k) {
-    case MemKind::Params: return "parameters";
-    case MemKind::Grads: return "gradients";
-    case MemKind::OptState: return "optimizer";
-    case MemKind::Activations: return "activations";
-    case MemKind::Workspace: return "workspace";
-    case MemKind::Data: return "data";
-    case MemKind::kCount: break;
+    case MemKind::Params:
+      return "parameters";
+    case MemKind::Grads:
+      return "gradients";
+    case MemKind::OptState:
+      return "optimizer";
+    case MemKind::Activations:
+      return "activations";
+    case MemKind::Workspace:
+      return "workspace";
+    case MemKind::Data:
+      return "data";
+    case MemKind::kCount:
+      break;
   }
   return "?";
 }
@@ -20,16 +27,22 @@ MemoryTracker& MemoryTracker::global() {
   return tracker;
 }
 
-static void raise_to(std::atomic<size_t>& peak, size_t value) {
+// Raises `peak` to `value`; true if this call raised it.
+static bool raise_to(std::atomic<size_t>& peak, size_t value) {
   size_t seen = peak.load();
-  while (value > seen && !peak.compare_exchange_weak(seen, value)) {
-  }
+  while (value > seen)
+    if (peak.compare_exchange_weak(seen, value)) return true;
+  return false;
 }
 
 void MemoryTracker::on_alloc(MemKind kind, size_t bytes) {
   const size_t k = size_t(kind);
-  raise_to(peak_[k], current_[k].fetch_add(bytes) + bytes);
-  raise_to(peak_total_, total_.fetch_add(bytes) + bytes);
+  const bool kind_peak = raise_to(peak_[k], current_[k].fetch_add(bytes) + bytes);
+  const bool total_peak = raise_to(peak_total_, total_.fetch_add(bytes) + bytes);
+  if (!kind_peak && !total_peak) return;
+  std::lock_guard<std::mutex> lock(phase_mutex_);
+  if (kind_peak) peak_phase_[k] = phase_;
+  if (total_peak) peak_total_phase_ = phase_;
 }
 
 void MemoryTracker::on_free(MemKind kind, size_t bytes) {
@@ -38,8 +51,28 @@ void MemoryTracker::on_free(MemKind kind, size_t bytes) {
 }
 
 void MemoryTracker::reset_peaks() {
-  for (size_t k = 0; k < kNumMemKinds; ++k) peak_[k].store(current_[k].load());
+  std::lock_guard<std::mutex> lock(phase_mutex_);
+  for (size_t k = 0; k < kNumMemKinds; ++k) {
+    peak_[k].store(current_[k].load());
+    peak_phase_[k] = phase_;
+  }
   peak_total_.store(total_.load());
+  peak_total_phase_ = phase_;
+}
+
+void MemoryTracker::set_phase(std::string phase) {
+  std::lock_guard<std::mutex> lock(phase_mutex_);
+  phase_ = std::move(phase);
+}
+
+std::string MemoryTracker::peak_phase(MemKind kind) const {
+  std::lock_guard<std::mutex> lock(phase_mutex_);
+  return peak_phase_[size_t(kind)];
+}
+
+std::string MemoryTracker::peak_total_phase() const {
+  std::lock_guard<std::mutex> lock(phase_mutex_);
+  return peak_total_phase_;
 }
 
 }  // namespace gemmax

@@ -1,10 +1,15 @@
-// Memory accounting: every tensor allocation is tagged with what it holds, so a run can print
-// its peak memory split by purpose (parameters, gradients, optimizer state, ...).
+// Memory accounting: every tensor allocation is tagged with what it holds, so a run can print its
+// peak memory split by purpose (parameters, gradients, optimizer state, ...).
+//
+// One tracker counts the process's real allocations (global()); a planning run (model/
+// memory_plan.h) counts the allocations of a step that allocates nothing into its own tracker.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <mutex>
+#include <string>
 #include <string_view>
 
 namespace gemmax {
@@ -21,7 +26,8 @@ enum class MemKind : uint8_t {
 std::string_view mem_kind_name(MemKind k);
 constexpr size_t kNumMemKinds = size_t(MemKind::kCount);
 
-// Process-wide current and peak bytes per kind, and the peak of the total.
+// Current and peak bytes per kind, the peak of the total, and the phase of the step (named by the
+// model as it runs) in which each peak was reached.
 class MemoryTracker {
  public:
   static MemoryTracker& global();
@@ -36,11 +42,20 @@ class MemoryTracker {
   // Starts a new measurement window: peaks restart from the current values.
   void reset_peaks();
 
+  // The phase that allocations from now on belong to ("forward of layer 3", ...).
+  void set_phase(std::string phase);
+  std::string peak_phase(MemKind kind) const;
+  std::string peak_total_phase() const;
+
  private:
   std::array<std::atomic<size_t>, kNumMemKinds> current_{};
   std::array<std::atomic<size_t>, kNumMemKinds> peak_{};
   std::atomic<size_t> total_{0};
   std::atomic<size_t> peak_total_{0};
+  mutable std::mutex phase_mutex_;  // guards the strings below
+  std::string phase_;
+  std::array<std::string, kNumMemKinds> peak_phase_;
+  std::string peak_total_phase_;
 };
 
 }  // namespace gemmax

@@ -21,12 +21,17 @@ int64_t shape_numel(const Shape& s) {
 }
 
 Storage::~Storage() {
-  if (!owned || ptr == nullptr) return;
-  if (device == Device::Host) std::free(ptr);
-  MemoryTracker::global().on_free(kind, bytes);
+  if (!owned) return;
+  if (ptr != nullptr) {
+    if (release)
+      release(ptr);
+    else
+      std::free(ptr);
+  }
+  if (tracker) tracker->on_free(kind, bytes);
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, MemKind kind) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, MemKind kind, MemoryTracker& tracker) {
   for (int64_t d : shape) GEMMAX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
   auto st = std::make_shared<Storage>();
   st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
@@ -34,7 +39,18 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemKind kind) {
   st->ptr = std::aligned_alloc(64, padded == 0 ? 64 : padded);
   if (st->ptr == nullptr) fail("out of host memory allocating ", st->bytes, " bytes");
   st->kind = kind;
-  MemoryTracker::global().on_alloc(kind, st->bytes);
+  st->tracker = &tracker;
+  tracker.on_alloc(kind, st->bytes);
+  return from_storage(std::move(st), shape, dtype);
+}
+
+Tensor Tensor::planned(const Shape& shape, DType dtype, MemKind kind, MemoryTracker& tracker) {
+  for (int64_t d : shape) GEMMAX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  auto st = std::make_shared<Storage>();
+  st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  st->kind = kind;
+  st->tracker = &tracker;
+  tracker.on_alloc(kind, st->bytes);
   return from_storage(std::move(st), shape, dtype);
 }
 
@@ -91,26 +107,46 @@ std::string Tensor::str() const { return str_cat(dtype_name(dtype_), shape_str(s
 
 double get_as_double(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::F32: return t.data<float>()[i];
-    case DType::F64: return t.data<double>()[i];
-    case DType::BF16: return float(t.data<bf16>()[i]);
-    case DType::I32: return t.data<int32_t>()[i];
-    case DType::I64: return double(t.data<int64_t>()[i]);
-    case DType::U8: return t.data<uint8_t>()[i];
-    case DType::F16: return half_to_float(static_cast<const uint16_t*>(t.raw())[i]);
+    case DType::F32:
+      return t.data<float>()[i];
+    case DType::F64:
+      return t.data<double>()[i];
+    case DType::BF16:
+      return float(t.data<bf16>()[i]);
+    case DType::I32:
+      return t.data<int32_t>()[i];
+    case DType::I64:
+      return double(t.data<int64_t>()[i]);
+    case DType::U8:
+      return t.data<uint8_t>()[i];
+    case DType::F16:
+      return half_to_float(static_cast<const uint16_t*>(t.raw())[i]);
   }
   return 0;
 }
 
 void set_from_double(const Tensor& t, int64_t i, double v) {
   switch (t.dtype()) {
-    case DType::F32: t.data<float>()[i] = float(v); return;
-    case DType::F64: t.data<double>()[i] = v; return;
-    case DType::BF16: t.data<bf16>()[i] = bf16(v); return;
-    case DType::I32: t.data<int32_t>()[i] = int32_t(v); return;
-    case DType::I64: t.data<int64_t>()[i] = int64_t(v); return;
-    case DType::U8: t.data<uint8_t>()[i] = uint8_t(v); return;
-    case DType::F16: break;
+    case DType::F32:
+      t.data<float>()[i] = float(v);
+      return;
+    case DType::F64:
+      t.data<double>()[i] = v;
+      return;
+    case DType::BF16:
+      t.data<bf16>()[i] = bf16(v);
+      return;
+    case DType::I32:
+      t.data<int32_t>()[i] = int32_t(v);
+      return;
+    case DType::I64:
+      t.data<int64_t>()[i] = int64_t(v);
+      return;
+    case DType::U8:
+      t.data<uint8_t>()[i] = uint8_t(v);
+      return;
+    case DType::F16:
+      break;
   }
   fail("cannot write ", dtype_name(t.dtype()), " elements");
 }

@@ -21,23 +21,47 @@ int64_t shape_numel(const Shape& s);
 
 enum class Device : uint8_t { Host, Cuda };
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<double>() { return DType::F64; }
-template <> constexpr DType dtype_of<bf16>() { return DType::BF16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
+template <>
+constexpr DType dtype_of<bf16>() {
+  return DType::BF16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::I32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::U8;
+}
 
-// A block of memory and the accounting of it. `owned == false` wraps foreign memory
-// (e.g. a memory-mapped file) that the Storage never frees and does not count.
+// A block of memory and the accounting of it. `owned == false` wraps foreign memory (e.g. a
+// memory-mapped file) that the Storage never frees and does not count. A planned storage (ptr ==
+// nullptr, tracker set) holds no memory: it counts the bytes a planning run would allocate
+// (model/memory_plan.h).
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
   Device device = Device::Host;
   MemKind kind = MemKind::Workspace;
   bool owned = true;
+  MemoryTracker* tracker = nullptr;  // where the bytes are counted (owned storage)
   std::shared_ptr<void> keep_alive;  // for wrapped memory: whatever owns it
+  // Frees device memory (set by the backend that allocated it; host memory: std::free).
+  void (*release)(void* ptr) = nullptr;
 
   Storage() = default;
   Storage(const Storage&) = delete;
@@ -49,15 +73,19 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Host allocations. `empty` leaves the contents undefined.
-  static Tensor empty(const Shape& shape, DType dtype, MemKind kind = MemKind::Workspace);
+  // Host allocations, counted in `tracker`. `empty` leaves the contents undefined.
+  static Tensor empty(const Shape& shape, DType dtype, MemKind kind = MemKind::Workspace,
+                      MemoryTracker& tracker = MemoryTracker::global());
   static Tensor zeros(const Shape& shape, DType dtype, MemKind kind = MemKind::Workspace);
+  // A tensor with no memory whose bytes are counted in `tracker` (planning runs).
+  static Tensor planned(const Shape& shape, DType dtype, MemKind kind, MemoryTracker& tracker);
   // Wraps memory owned elsewhere; `keep_alive` (may be null) is held as long as the tensor.
   static Tensor wrap(void* data, const Shape& shape, DType dtype,
                      std::shared_ptr<void> keep_alive = nullptr);
   static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
+  bool is_planned() const { return storage_ && storage_->ptr == nullptr && storage_->tracker; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int ndim() const { return int(shape_.size()); }
@@ -67,7 +95,11 @@ class Tensor {
   Device device() const { return storage_ ? storage_->device : Device::Host; }
   MemKind mem_kind() const { return storage_ ? storage_->kind : MemKind::Workspace; }
 
-  void* raw() const { return static_cast<char*>(storage_->ptr) + offset_; }
+  void* raw() const {
+    GEMMAX_CHECK(storage_->ptr != nullptr || storage_->bytes == 0, "tensor ", str(),
+                 " has no memory (a planning run reads no data)");
+    return static_cast<char*>(storage_->ptr) + offset_;
+  }
   template <class T>
   T* data() const {
     GEMMAX_CHECK(dtype_ == dtype_of<T>(), "tensor of ", dtype_name(dtype_), " read as ",

@@ -10,13 +10,17 @@ struct Dims {
 
 Dims dims(const LayerContext& ctx, int64_t layer) {
   const ModelConfig& c = ctx.cfg;
-  return {ctx.tokens(), c.d_model, c.num_heads, c.layer_kv_heads(layer), c.layer_head_dim(layer),
+  return {ctx.tokens(),
+          c.d_model,
+          c.num_heads,
+          c.layer_kv_heads(layer),
+          c.layer_head_dim(layer),
           !c.layer_has_v_proj(layer)};
 }
 
 AttentionShape attention_shape(const LayerContext& ctx, int64_t layer, const Dims& d) {
-  return {ctx.in.batch, ctx.in.seq, d.H, d.KV, d.hd,
-          ctx.cfg.is_global(layer) ? 0 : ctx.cfg.sliding_window};
+  return {ctx.in.batch, ctx.in.seq, d.H,
+          d.KV,         d.hd,       ctx.cfg.is_global(layer) ? 0 : ctx.cfg.sliding_window};
 }
 
 }  // namespace
@@ -33,21 +37,20 @@ void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeight
     ctx.be.attention_forward(a.attn, a.lse, a.q, a.k, a.v, ctx.in.segment_ids,
                              attention_shape(ctx, layer, d));
   }
-  attention_output(ctx, layer, w, a);
+  attention_output(ctx, layer, w, x, a);
 }
 
 void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                        const Tensor& x, AttentionActs& a) {
   Backend& be = ctx.be;
   const Dims d = dims(ctx, layer);
-  const double eps = ctx.cfg.norm_eps;
   const Tensor& rope = ctx.cfg.is_global(layer) ? ctx.rope_global : ctx.rope_local;
   using enum ActClass;
 
   if (!a.normed.defined()) {
     a.normed = ctx.act_tensor({d.T, d.D}, Other);
     a.rstd_in = ctx.stat_tensor({d.T}, Other);
-    be.rmsnorm_forward(a.normed, a.rstd_in, x, w.input_norm, eps, 1.0);
+    ctx.rmsnorm(a.normed, a.rstd_in, x, w.input_norm);
   }
   if (!a.q_raw.defined()) {
     a.q_raw = ctx.act_tensor({d.T, d.H * d.hd}, Matmul);
@@ -70,27 +73,26 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
   if (!a.q.defined()) {
     a.q = ctx.act_tensor({d.T, d.H, d.hd}, Other);
     a.rstd_q = ctx.stat_tensor({d.T * d.H}, Other);
-    be.rmsnorm_forward(a.q, a.rstd_q, a.q_raw.view(a.q.shape()), w.q_norm, eps, 1.0);
+    ctx.rmsnorm(a.q, a.rstd_q, a.q_raw.view(a.q.shape()), w.q_norm);
     be.rope(a.q, ctx.in.positions, rope, false);
   }
   if (!a.k.defined()) {
     a.k = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
     a.rstd_k = ctx.stat_tensor({d.T * d.KV}, Other);
-    be.rmsnorm_forward(a.k, a.rstd_k, a.k_raw.view(a.k.shape()), w.k_norm, eps, 1.0);
+    ctx.rmsnorm(a.k, a.rstd_k, a.k_raw.view(a.k.shape()), w.k_norm);
     be.rope(a.k, ctx.in.positions, rope, false);
   }
   if (!a.v.defined()) {
     a.v = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
     a.rstd_v = ctx.stat_tensor({d.T * d.KV}, Other);
-    be.rmsnorm_forward(a.v, a.rstd_v, a.v_raw.view(a.v.shape()), Tensor(), eps, 1.0);
+    ctx.rmsnorm(a.v, a.rstd_v, a.v_raw.view(a.v.shape()), Tensor());
   }
 }
 
 void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
-                      AttentionActs& a) {
+                      const Tensor& x, AttentionActs& a) {
   Backend& be = ctx.be;
   const Dims d = dims(ctx, layer);
-  const double eps = ctx.cfg.norm_eps;
   using enum ActClass;
   if (!a.proj.defined()) {
     a.proj = ctx.act_tensor({d.T, d.D}, Matmul);
@@ -99,7 +101,7 @@ void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights
   if (!a.out.defined()) {
     a.out = ctx.act_tensor({d.T, d.D}, Other);
     a.rstd_post = ctx.stat_tensor({d.T}, Other);
-    be.rmsnorm_forward(a.out, a.rstd_post, a.proj, w.post_attn_norm, eps, 1.0);
+    ctx.rmsnorm(a.out, a.rstd_post, a.proj, w.post_attn_norm, 1.0, x);
   }
 }
 

@@ -1,8 +1,10 @@
 // The attention block of a decoder layer (gemma4.md §3, §4.1-4.4):
 //   a = RMSNorm(x; input_layernorm)
-//   q, k, v = projections of a; q, k RMSNorm per head with scale, v without; RoPE on q and k
-//   (on K = V global layers v is the k projection itself, before k's norm and RoPE)
-//   out = Attn(q, k, v) . Wo^T;  returns RMSNorm(out; post_attention_layernorm)
+//   q, k, v = projections of a; q, k RMSNorm per head with scale, v without;
+//   RoPE on q and k (on K = V global layers v is the k projection itself,
+//   before k's norm and RoPE) proj = Attn(q, k, v) . Wo^T; returns h = x +
+//   RMSNorm(proj; post_attention_layernorm), the residual stream after
+//   attention (the norm and the residual add are one op)
 #pragma once
 
 #include "gemmax/model/context.h"
@@ -11,17 +13,17 @@
 namespace gemmax {
 
 struct AttentionActs {
-  Tensor normed, rstd_in;           // a and its rstd
-  Tensor q_raw, k_raw, v_raw;       // projections [T, heads*hd]; v_raw is k_raw on K = V layers
-  Tensor q, k, v;                   // normed (q, k also rotated) [T, heads, hd]
+  Tensor normed, rstd_in;      // a and its rstd
+  Tensor q_raw, k_raw, v_raw;  // projections [T, heads*hd]; v_raw is k_raw on K = V layers
+  Tensor q, k, v;              // normed (q, k also rotated) [T, heads, hd]
   Tensor rstd_q, rstd_k, rstd_v;
-  Tensor attn, lse;                 // attention output [T, H, hd] and its log-sum-exp [B, H, S]
-  Tensor proj, rstd_post;           // attn . Wo^T [T, D] and the post-norm's rstd
-  Tensor out;                       // RMSNorm(proj; post_attention_layernorm) [T, D]
+  Tensor attn, lse;        // attention output [T, H, hd] and its log-sum-exp [B, H, S]
+  Tensor proj, rstd_post;  // attn . Wo^T [T, D] and the post-norm's rstd
+  Tensor out;              // h = x + RMSNorm(proj; post_attention_layernorm) [T, D]
 
   void drop_unsaved() {
-    gemmax::drop_unsaved({&normed, &rstd_in, &q_raw, &k_raw, &v_raw, &q, &k, &v, &rstd_q,
-                          &rstd_k, &rstd_v, &attn, &lse, &proj, &rstd_post, &out});
+    gemmax::drop_unsaved({&normed, &rstd_in, &q_raw, &k_raw, &v_raw, &q, &k, &v, &rstd_q, &rstd_k,
+                          &rstd_v, &attn, &lse, &proj, &rstd_post, &out});
   }
 };
 
@@ -33,9 +35,9 @@ void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeight
 // a = RMSNorm(x); q, k, v projected, normed per head; q, k rotated to ctx.in.positions.
 void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                        const Tensor& x, AttentionActs& acts);
-// proj = attn . Wo^T; out = RMSNorm(proj; post_attention_layernorm).
+// proj = attn . Wo^T; out = x + RMSNorm(proj; post_attention_layernorm).
 void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
-                      AttentionActs& acts);
+                      const Tensor& x, AttentionActs& acts);
 
 // Attention other than within the batch: the decoder's KV cache (model/decode.h).
 class AttentionCore {
@@ -45,7 +47,8 @@ class AttentionCore {
   virtual void attend(const LayerContext& ctx, int64_t layer, AttentionActs& acts) = 0;
 };
 
-// dx += the gradient through the block; weight gradients accumulate into g.
+// dx += the gradient through the attention branch (not the residual's identity: the caller adds
+// dout itself); weight gradients accumulate into g.
 void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                         const LayerWeights& g, const Tensor& x, const AttentionActs& acts,
                         const Tensor& dout, const Tensor& dx);

@@ -4,26 +4,32 @@
 
 namespace gemmax {
 
+StepInputs alloc_step_inputs(Backend& be, int64_t batch, int64_t seq) {
+  const Shape shape{batch * seq};
+  StepInputs in;
+  in.batch = batch;
+  in.seq = seq;
+  for (Tensor* t : {&in.tokens, &in.targets, &in.positions, &in.segment_ids, &in.target_mask})
+    *t = be.alloc(shape, DType::I32, MemKind::Data);
+  return in;
+}
+
 StepInputs upload_batch(Backend& be, const Batch& b) {
-  const Shape shape{b.batch * b.seq};
-  GEMMAX_CHECK(int64_t(b.inputs.size()) == shape[0] && b.targets.size() == b.inputs.size() &&
+  const int64_t n = b.batch * b.seq;
+  GEMMAX_CHECK(int64_t(b.inputs.size()) == n && b.targets.size() == b.inputs.size() &&
                    b.positions.size() == b.inputs.size() &&
                    b.segment_ids.size() == b.inputs.size() &&
                    b.target_segment_ids.size() == b.inputs.size(),
-               "batch fields must all hold batch * seq = ", shape[0], " values");
-  auto up = [&](const std::vector<int32_t>& v) {
-    Tensor host = Tensor::empty(shape, DType::I32, MemKind::Data);
-    std::copy(v.begin(), v.end(), host.data<int32_t>());
-    return be.to_device(host, MemKind::Data);
+               "batch fields must all hold batch * seq = ", n, " values");
+  StepInputs in = alloc_step_inputs(be, b.batch, b.seq);
+  auto up = [&](const Tensor& dst, const std::vector<int32_t>& v) {
+    be.upload(dst, Tensor::wrap(const_cast<int32_t*>(v.data()), {n}, DType::I32));
   };
-  StepInputs in;
-  in.batch = b.batch;
-  in.seq = b.seq;
-  in.tokens = up(b.inputs);
-  in.targets = up(b.targets);
-  in.positions = up(b.positions);
-  in.segment_ids = up(b.segment_ids);
-  in.target_mask = up(b.target_segment_ids);
+  up(in.tokens, b.inputs);
+  up(in.targets, b.targets);
+  up(in.positions, b.positions);
+  up(in.segment_ids, b.segment_ids);
+  up(in.target_mask, b.target_segment_ids);
   in.num_targets = b.num_target_tokens();
   return in;
 }
@@ -48,9 +54,12 @@ RematPolicy parse_remat_policy(const std::string& name) {
 
 const char* remat_policy_name(RematPolicy p) {
   switch (p) {
-    case RematPolicy::None: return "none";
-    case RematPolicy::Minimal: return "minimal";
-    case RematPolicy::Full: return "full";
+    case RematPolicy::None:
+      return "none";
+    case RematPolicy::Minimal:
+      return "minimal";
+    case RematPolicy::Full:
+      return "full";
   }
   return "?";
 }

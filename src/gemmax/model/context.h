@@ -19,6 +19,9 @@ struct StepInputs {
   int64_t num_targets = 0;  // real target tokens (target_mask != 0)
   int64_t tokens_count() const { return batch * seq; }
 };
+// The five int32 [B*S] tensors of a batch on the device (MemKind::Data), uninitialised.
+StepInputs alloc_step_inputs(Backend& be, int64_t batch, int64_t seq);
+// A batch uploaded to the device.
 StepInputs upload_batch(Backend& be, const Batch& batch);
 
 // RoPE inverse frequencies (fp64 [hd/2]): theta^(-2i/hd) for the first
@@ -43,48 +46,78 @@ inline bool remat_keeps(RematPolicy p, ActClass c) {
   return p == RematPolicy::None || (p == RematPolicy::Minimal && c == ActClass::Matmul);
 }
 
+// How the model computes: dtypes, what is kept for the backward, and the switches of the seed's
+// optimizations (each on by default, each off = the plain path it is tested against; docs/SEED.md).
+struct ModelOptions {
+  DType act = DType::F32;                 // activation / compute dtype (`dtype`)
+  RematPolicy remat = RematPolicy::None;  // what the forward keeps
+  int64_t num_vocab_tiling = 1;  // tiles of positions along the sequence in the output head
+  // Seed change 2: norm scales multiply in fp32 before the one rounding of the output (false: round
+  // the normalised value to the activation dtype, then multiply in that dtype).
+  bool norm_scale_in_fp32 = true;
+  // Seed Part 2: the permute folds into the first grouped matmul's row loads and the un-permute
+  // into the second's row stores (false: explicit permute and combine gathers).
+  bool moe_fuse_permute_combine = true;
+  // Expert gate and up weights in one grouped matmul over [E, 2F, D] (false: two grouped matmuls
+  // over the gate and the up halves, the split layout).
+  bool moe_fused_gate_up = true;
+  // Seed Part 3: the backward's dlhs reads the expert weights transposed in place (false:
+  // materialises each expert's transposed weight first).
+  bool moe_dlhs_in_place = true;
+};
+
 struct LayerContext {
   Backend& be;
   const ModelConfig& cfg;
   const StepInputs& in;
-  DType act;            // activation dtype
-  Tensor rope_local;    // inv_freq of sliding layers
-  Tensor rope_global;   // inv_freq of global layers
-  double aux_weight;    // load_balance_loss_weight / num_layers: each layer's share of the loss
+  ModelOptions opt;
+  Tensor rope_local;   // inv_freq of sliding layers
+  Tensor rope_global;  // inv_freq of global layers
+  double aux_weight;   // load_balance_loss_weight / num_layers: each layer's share of the loss
+  // The device scalar the layers' load-balance losses add into (StepScalars::kLbSum of the step);
+  // undefined: not summed (decoding, and the recompute inside a layer's backward).
+  Tensor lb_loss;
   // Where attention finds its keys and values: null (training) attends within the batch; the
   // decoder (model/decode.h) sets its KV cache here.
   AttentionCore* attention_core = nullptr;
-  RematPolicy remat = RematPolicy::None;
   bool recompute = false;  // filling in a layer's activations inside its backward
+
+  DType act() const { return opt.act; }
 
   int64_t tokens() const { return in.tokens_count(); }
   // Plain allocations in the activation / statistics dtype (outside the remat machinery).
   Tensor alloc(const Shape& shape, MemKind kind = MemKind::Activations) const {
-    return be.alloc(shape, act, kind);
+    return be.alloc(shape, act(), kind);
   }
   Tensor alloc_stat(const Shape& shape, MemKind kind = MemKind::Activations) const {
-    return be.alloc(shape, stat_dtype(act), kind);
+    return be.alloc(shape, stat_dtype(act()), kind);
   }
 
   // Forward activations. What the policy keeps is MemKind::Activations; the rest, and all
   // that the backward's recompute fills in, is Workspace: it lives only while its layer runs
   // (drop_unsaved() releases it at the end of the layer's forward).
   MemKind act_kind(ActClass c) const {
-    return !recompute && remat_keeps(remat, c) ? MemKind::Activations : MemKind::Workspace;
+    return !recompute && remat_keeps(opt.remat, c) ? MemKind::Activations : MemKind::Workspace;
   }
   Tensor act_tensor(const Shape& shape, ActClass c) const {
-    return be.alloc(shape, act, act_kind(c));
+    return be.alloc(shape, act(), act_kind(c));
   }
   Tensor stat_tensor(const Shape& shape, ActClass c) const {
-    return be.alloc(shape, stat_dtype(act), act_kind(c));
+    return be.alloc(shape, stat_dtype(act()), act_kind(c));
   }
   Tensor int_tensor(const Shape& shape, ActClass c) const {
     return be.alloc(shape, DType::I32, act_kind(c));
   }
+  // y = [residual +] RMSNorm(x; w) * out_scale, with the model's eps and norm-scale rounding.
+  void rmsnorm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
+               double out_scale = 1.0, const Tensor& residual = Tensor()) const {
+    be.rmsnorm_forward(y, rstd, x, w, cfg.norm_eps, out_scale, residual, !opt.norm_scale_in_fp32);
+  }
+
   // Transients of a backward.
-  Tensor work(const Shape& shape) const { return be.alloc(shape, act, MemKind::Workspace); }
+  Tensor work(const Shape& shape) const { return be.alloc(shape, act(), MemKind::Workspace); }
   Tensor work_stat(const Shape& shape) const {
-    return be.alloc(shape, stat_dtype(act), MemKind::Workspace);
+    return be.alloc(shape, stat_dtype(act()), MemKind::Workspace);
   }
 };
 

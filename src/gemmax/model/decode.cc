@@ -27,7 +27,8 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   weights_.embed = master.embed;  // the lookup reads the master table, as in training
   head_embed_ = compute_copy(be_, master.embed, act);
   weights_.final_norm = master.final_norm;
-  for (const LayerWeights& w : master.layers) weights_.layers.push_back(compute_weights(be_, w, act));
+  for (const LayerWeights& w : master.layers)
+    weights_.layers.push_back(compute_weights(be_, w, act));
   rope_local_ = be_.to_device(
       rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_proportion), MemKind::Workspace);
   rope_global_ =
@@ -104,7 +105,8 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
     b.target_segment_ids.push_back(0);
   }
   const StepInputs in = upload_batch(be_, b);
-  const LayerContext ctx{be_, c, in, act, rope_local_, rope_global_, 0.0, this};
+  LayerContext ctx{be_, c, in, model_.options(), rope_local_, rope_global_, 0.0};
+  ctx.attention_core = this;
 
   Tensor x = be_.alloc({n, c.d_model}, act, MemKind::Activations);
   be_.embedding_forward(x, in.tokens, weights_.embed, std::sqrt(double(c.d_model)));
@@ -116,8 +118,8 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
   }
   length_ += n;
   if (rows == 0) return Tensor();
-  Tensor logits = head_logits(be_, c, act, HeadWeights{head_embed_, weights_.final_norm},
-                     x.rows(n - rows, n));
+  Tensor logits = head_logits(be_, c, ctx.opt, HeadWeights{head_embed_, weights_.final_norm},
+                              x.rows(n - rows, n));
   if (logits.dtype() != stat_dtype(act)) {  // bf16 logits are sampled from in fp32
     Tensor wide = be_.alloc(logits.shape(), stat_dtype(act), MemKind::Workspace);
     be_.copy(wide, logits);

@@ -11,14 +11,7 @@
 
 namespace gemmax {
 
-// The weights (and gradients) are in the weight dtype: equal to `act`, or fp32 with bf16
-// activations (mixed precision: fp32 masters and gradients, bf16 compute copies per layer).
-struct ModelOptions {
-  DType act = DType::F32;        // activation / compute dtype (`dtype`)
-  RematPolicy remat = RematPolicy::None;  // what the forward keeps (context.h)
-  int64_t num_vocab_tiling = 1;  // tiles of positions along the sequence in the output head
-};
-
+// The losses of a batch, from the step scalars (StepScalars, read on the host).
 struct LossInfo {
   double ce_loss = 0;     // masked mean cross-entropy
   double lb_loss = 0;     // load-balance loss, mean over layers (weight included)
@@ -26,6 +19,8 @@ struct LossInfo {
   int64_t num_targets = 0;
 };
 
+// The weights (and gradients) are in the weight dtype: equal to options.act, or fp32 with bf16
+// activations (mixed precision: fp32 masters and gradients, bf16 compute copies per layer).
 class Gemma4Model {
  public:
   Gemma4Model(const ModelConfig& config, Backend& backend, const ModelOptions& options);
@@ -35,15 +30,25 @@ class Gemma4Model {
   const ModelOptions& options() const { return options_; }
   Backend& backend() const { return be_; }
 
-  // Loss of one batch and the gradient of total_loss, accumulated into `grads` (a flat buffer
-  // laid out like `weights`; the caller zeroes it).
+  // The step of one batch on the device: the gradient of total_loss accumulates into `grads` (a
+  // flat buffer laid out like `weights`; the caller zeroes it) and the loss sums are written to
+  // scalars[kCeSum], scalars[kLbSum] (a float64 [StepScalars::kCount] device vector). Nothing is
+  // read back to the host.
+  void forward_backward(const StepInputs& in, const Tensor& weights, const Tensor& grads,
+                        const Tensor& scalars);
+  // The losses of a step from its scalars, read on the host.
+  LossInfo losses(const Tensor& host_scalars, const StepInputs& in) const;
+
+  // forward_backward, then one read of its losses (tests and tools).
   LossInfo forward_backward(const StepInputs& in, const Tensor& weights, const Tensor& grads);
   // Loss only. If `logits` is given it receives the soft-capped logits [T, V].
   LossInfo forward(const StepInputs& in, const Tensor& weights, Tensor* logits = nullptr);
 
  private:
-  LayerContext context(const StepInputs& in) const;
+  LayerContext context(const StepInputs& in, const Tensor& scalars) const;
   Tensor embed(const StepInputs& in, const Tensor& embed_table) const;
+  // The cross-entropy is a mean over the batch's counted targets (docs/TRAINING.md §9).
+  static double ce_grad_scale(const StepInputs& in);
 
   ParamTable table_;
   Backend& be_;

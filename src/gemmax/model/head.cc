@@ -22,10 +22,12 @@ std::vector<Block> tile_blocks(int64_t B, int64_t S, int64_t num_tiles, int64_t 
 
 }  // namespace
 
-double head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, DType act,
-                 const HeadWeights& w, const Tensor& x, int64_t num_tiles, double grad_scale,
-                 const HeadWeights* g, const Tensor* dx) {
+void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const ModelOptions& opt,
+               const HeadWeights& w, const Tensor& x, double grad_scale, const Tensor& loss,
+               const HeadWeights* g, const Tensor* dx) {
   const int64_t B = in.batch, S = in.seq, D = cfg.d_model, V = cfg.vocab_size;
+  const int64_t num_tiles = opt.num_vocab_tiling;
+  const DType act = opt.act;
   GEMMAX_CHECK(num_tiles > 0 && S % num_tiles == 0, "num_vocab_tiling=", num_tiles,
                " must divide the sequence length max_target_length=", S,
                " (the head tiles positions along the sequence)");
@@ -36,19 +38,18 @@ double head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, DTyp
   Tensor mask = be.alloc({C}, DType::I32, MemKind::Workspace);
   Tensor logits = be.alloc({C, V}, act, MemKind::Workspace);
   Tensor dy = g ? be.alloc({C, D}, act, MemKind::Workspace) : Tensor();
-  double loss_sum = 0;
   for (int64_t tile = 0; tile < num_tiles; ++tile) {
     const std::vector<Block> blocks = tile_blocks(B, S, num_tiles, tile);
     for (const Block& k : blocks) {
       const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
       be.rmsnorm_forward(y.rows(r0, r1), rstd.rows(r0, r1), x.rows(t0, t1), w.final_norm,
-                         cfg.norm_eps, 1.0);
+                         cfg.norm_eps, 1.0, Tensor(), !opt.norm_scale_in_fp32);
       be.copy(targets.rows(r0, r1), in.targets.rows(t0, t1));
       be.copy(mask.rows(r0, r1), in.target_mask.rows(t0, t1));
     }
     be.matmul(logits, y, false, w.embed, true, false);
-    loss_sum += be.softcap_cross_entropy(logits, targets, mask, cfg.final_logits_soft_cap,
-                                         grad_scale, g != nullptr);
+    be.softcap_cross_entropy(logits, loss, targets, mask, cfg.final_logits_soft_cap, grad_scale,
+                             g != nullptr);
     if (!g) continue;
     // logits now holds dz = dloss/d(y . Emb^T).
     be.matmul(g->embed, logits, true, y, false, true);
@@ -59,20 +60,22 @@ double head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, DTyp
                           w.final_norm, rstd.rows(r0, r1), 1.0, false);
     }
   }
-  return loss_sum;
 }
 
-Tensor head_logits(Backend& be, const ModelConfig& cfg, DType act, const HeadWeights& w,
-                   const Tensor& x) {
+Tensor head_logits(Backend& be, const ModelConfig& cfg, const ModelOptions& opt,
+                   const HeadWeights& w, const Tensor& x) {
   const int64_t T = x.dim(0), D = cfg.d_model, V = cfg.vocab_size;
+  const DType act = opt.act;
   Tensor y = be.alloc({T, D}, act, MemKind::Workspace);
   Tensor rstd = be.alloc({T}, stat_dtype(act), MemKind::Workspace);
-  be.rmsnorm_forward(y, rstd, x, w.final_norm, cfg.norm_eps, 1.0);
+  be.rmsnorm_forward(y, rstd, x, w.final_norm, cfg.norm_eps, 1.0, Tensor(),
+                     !opt.norm_scale_in_fp32);
   Tensor logits = be.alloc({T, V}, act, MemKind::Workspace);
   be.matmul(logits, y, false, w.embed, true, false);
   // With every row masked out the loss op only applies the soft-cap, in place.
   Tensor targets = be.zeros({T}, DType::I32, MemKind::Workspace);
-  be.softcap_cross_entropy(logits, targets, targets, cfg.final_logits_soft_cap, 0.0, false);
+  Tensor unused = be.zeros({1}, DType::F64, MemKind::Workspace);
+  be.softcap_cross_entropy(logits, unused, targets, targets, cfg.final_logits_soft_cap, 0.0, false);
   return logits;
 }
 

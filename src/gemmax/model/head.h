@@ -25,15 +25,15 @@ struct HeadWeights {
   Tensor final_norm;  // [D]
 };
 
-// Returns the sum over counted targets of the cross-entropy. With grads: dx (written) is the
-// gradient w.r.t. x of grad_scale * that sum, and the embedding / final-norm gradients
-// accumulate into g. num_tiles must divide in.seq.
-double head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, DType act,
-                 const HeadWeights& w, const Tensor& x, int64_t num_tiles, double grad_scale,
-                 const HeadWeights* g, const Tensor* dx);
+// Adds the sum over counted targets of the cross-entropy into `loss` (a float64 device scalar).
+// With grads: dx (written) is the gradient w.r.t. x of grad_scale * that sum, and the embedding /
+// final-norm gradients accumulate into g. num_tiles must divide in.seq.
+void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const ModelOptions& opt,
+               const HeadWeights& w, const Tensor& x, double grad_scale, const Tensor& loss,
+               const HeadWeights* g, const Tensor* dx);
 
 // The soft-capped logits of every position, [T, V] (for checks and sampling, not training).
-Tensor head_logits(Backend& be, const ModelConfig& cfg, DType act, const HeadWeights& w,
-                   const Tensor& x);
+Tensor head_logits(Backend& be, const ModelConfig& cfg, const ModelOptions& opt,
+                   const HeadWeights& w, const Tensor& x);
 
 }  // namespace gemmax

@@ -1,38 +1,19 @@
 #include "gemmax/model/layer.h"
 
 namespace gemmax {
-namespace {
-
-double read_scalar(Backend& be, const Tensor& t) { return get_as_double(be.to_host(t), 0); }
-
-}  // namespace
 
 void layer_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w, const Tensor& x,
                    const Tensor& y, LayerActs& a) {
-  Backend& be = ctx.be;
   const int64_t T = ctx.tokens(), D = ctx.cfg.d_model;
-  using enum ActClass;
   attention_forward(ctx, layer, w, x, a.attn);
-  if (!a.h.defined()) {
-    a.h = ctx.act_tensor({T, D}, Other);
-    be.add(a.h, x, a.attn.out);
-  }
-
-  mlp_forward(ctx, w, a.h, a.mlp);
-  moe_forward(ctx, w, a.h, a.moe);
-  if (!a.ffn_sum.defined()) {
-    a.ffn_sum = ctx.act_tensor({T, D}, Other);
-    be.add(a.ffn_sum, a.mlp.out, a.moe.out);
-  }
+  mlp_forward(ctx, w, a.h(), a.mlp);
+  moe_forward(ctx, w, a.h(), a.mlp.out, a.moe);
   if (!a.ffn.defined()) {
-    a.ffn = ctx.act_tensor({T, D}, Other);
-    a.rstd_ffw = ctx.stat_tensor({T}, Other);
-    be.rmsnorm_forward(a.ffn, a.rstd_ffw, a.ffn_sum, w.post_ffw_norm, ctx.cfg.norm_eps, 1.0);
+    a.ffn = ctx.act_tensor({T, D}, ActClass::Other);
+    a.rstd_ffw = ctx.stat_tensor({T}, ActClass::Other);
+    ctx.rmsnorm(a.ffn, a.rstd_ffw, a.moe.out, w.post_ffw_norm);
   }
-
-  if (!y.defined()) return;
-  be.add(y, a.h, a.ffn);
-  be.scale(y, read_scalar(be, w.layer_scalar));
+  if (y.defined()) ctx.be.scaled_sum_forward(y, a.h(), a.ffn, w.layer_scalar);
 }
 
 void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
@@ -41,29 +22,23 @@ void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& 
   Backend& be = ctx.be;
   const int64_t T = ctx.tokens(), D = ctx.cfg.d_model;
 
-  // Remat: fill in what the forward did not keep (its buffers are this layer's workspace).
+  // Remat: fill in what the forward did not keep (its buffers are this layer's workspace). The
+  // load-balance loss was summed by the forward already.
   LayerContext recompute = ctx;
   recompute.recompute = true;
+  recompute.lb_loss = Tensor();
   layer_forward(recompute, layer, w, x, Tensor(), a);
 
-  // y = (h + f) * s:  ds = dy . (h + f);  d(h + f) = dy * s.
-  {
-    Tensor hf = ctx.work({T, D});
-    be.add(hf, a.h, a.ffn);
-    Tensor ds = be.alloc({1}, g.layer_scalar.dtype(), MemKind::Workspace);
-    be.fill(ds, be.dot(dy, hf));
-    be.axpy(g.layer_scalar, 1.0, ds);
-  }
+  // y = (h + f) * s: d(h + f) = dy * s; ds += dy . (h + f).
   Tensor dh = ctx.work({T, D});
-  be.copy(dh, dy);
-  be.scale(dh, read_scalar(be, w.layer_scalar));
+  be.scaled_sum_backward(dh, g.layer_scalar, dy, a.h(), a.ffn, w.layer_scalar);
 
   // f = RMSNorm(mlp + moe): both branches receive the same gradient and add into dh.
   Tensor dsum = ctx.work({T, D});
-  be.rmsnorm_backward(dsum, g.post_ffw_norm, dh, a.ffn_sum, w.post_ffw_norm, a.rstd_ffw, 1.0,
+  be.rmsnorm_backward(dsum, g.post_ffw_norm, dh, a.moe.out, w.post_ffw_norm, a.rstd_ffw, 1.0,
                       false);
-  mlp_backward(ctx, w, g, a.h, a.mlp, dsum, dh);
-  moe_backward(ctx, w, g, a.h, a.moe, dsum, dh);
+  mlp_backward(ctx, w, g, a.h(), a.mlp, dsum, dh);
+  moe_backward(ctx, w, g, a.h(), a.moe, dsum, dh);
   dsum = Tensor();
 
   // h = x + attention(x)

@@ -1,13 +1,12 @@
-// One Gemma-4 decoder layer (gemma4.md §3):
-//   h = x + Attention(x)
+// One Gemma-4 decoder layer (docs/MODEL.md §3):
+//   h = x + RMSNorm(Attention(x); post_attention_layernorm)
 //   f = RMSNorm( MLP(h) + MoE(h) ; post_feedforward_layernorm )
 //   y = (h + f) * layer_scalar
 //
-// Remat (training.md §10): the forward fills in only the activations its LayerActs does not
-// hold yet, and drop_unsaved() then releases what the remat policy does not keep. The
-// backward first re-runs the forward on the same LayerActs, which recomputes exactly what was
-// released: everything under `full`, all but the matmul outputs under `minimal`, nothing under
-// `none`.
+// Remat (docs/TRAINING.md §10): the forward fills in only the activations its LayerActs does not
+// hold yet, and drop_unsaved() then releases what the remat policy does not keep. The backward
+// first re-runs the forward on the same LayerActs, which recomputes exactly what was released:
+// everything under `full`, all but the matmul outputs under `minimal`, nothing under `none`.
 #pragma once
 
 #include "gemmax/model/attention.h"
@@ -17,18 +16,17 @@
 namespace gemmax {
 
 struct LayerActs {
-  AttentionActs attn;
-  Tensor h;                 // residual after attention [T, D]
+  AttentionActs attn;  // attn.out is h, the residual after attention [T, D]
   MlpActs mlp;
-  MoeActs moe;
-  Tensor ffn_sum;           // MLP out + MoE out [T, D]
-  Tensor rstd_ffw, ffn;     // f = RMSNorm(ffn_sum)
+  MoeActs moe;           // moe.out is MLP out + MoE out [T, D]
+  Tensor rstd_ffw, ffn;  // f = RMSNorm(moe.out)
 
+  const Tensor& h() const { return attn.out; }
   void drop_unsaved() {
     attn.drop_unsaved();
     mlp.drop_unsaved();
     moe.drop_unsaved();
-    gemmax::drop_unsaved({&h, &ffn_sum, &rstd_ffw, &ffn});
+    gemmax::drop_unsaved({&rstd_ffw, &ffn});
   }
 };
 

@@ -5,12 +5,11 @@ namespace gemmax {
 void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h, MlpActs& a) {
   Backend& be = ctx.be;
   const int64_t T = ctx.tokens(), D = ctx.cfg.d_model, F = ctx.cfg.mlp_dim;
-  const double eps = ctx.cfg.norm_eps;
   using enum ActClass;
   if (!a.normed.defined()) {
     a.normed = ctx.act_tensor({T, D}, Other);
     a.rstd_in = ctx.stat_tensor({T}, Other);
-    be.rmsnorm_forward(a.normed, a.rstd_in, h, w.pre_mlp_norm, eps, 1.0);
+    ctx.rmsnorm(a.normed, a.rstd_in, h, w.pre_mlp_norm);
   }
   if (!a.gate_up.defined()) {
     a.gate_up = ctx.act_tensor({T, 2 * F}, Matmul);
@@ -18,7 +17,7 @@ void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   }
   if (!a.act.defined()) {
     a.act = ctx.act_tensor({T, F}, Other);
-    be.geglu_forward(a.act, a.gate_up);
+    be.geglu_forward(a.act, a.gate_up, Tensor());
   }
   if (!a.proj.defined()) {
     a.proj = ctx.act_tensor({T, D}, Matmul);
@@ -27,7 +26,7 @@ void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   if (!a.out.defined()) {
     a.out = ctx.act_tensor({T, D}, Other);
     a.rstd_post = ctx.stat_tensor({T}, Other);
-    be.rmsnorm_forward(a.out, a.rstd_post, a.proj, w.post_mlp_norm, eps, 1.0);
+    ctx.rmsnorm(a.out, a.rstd_post, a.proj, w.post_mlp_norm);
   }
 }
 
@@ -43,7 +42,7 @@ void mlp_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
   be.matmul(dact, dproj, false, w.mlp_down, false, false);
   dproj = Tensor();
   Tensor dgate_up = ctx.work({T, 2 * F});
-  be.geglu_backward(dgate_up, dact, a.gate_up);
+  be.geglu_backward(dgate_up, Tensor(), dact, a.gate_up, Tensor());
   dact = Tensor();
   be.matmul(g.mlp_gate_up, dgate_up, true, a.normed, false, true);
   Tensor dnormed = ctx.work({T, D});

@@ -3,125 +3,209 @@
 #include <cmath>
 
 namespace gemmax {
+namespace {
 
-void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h, MoeActs& a) {
+struct Dims {
+  int64_t T, D, E, K, F;
+};
+
+Dims dims(const LayerContext& ctx) {
+  const ModelConfig& c = ctx.cfg;
+  return {ctx.tokens(), c.d_model, c.num_experts, c.num_experts_per_tok, c.moe_mlp_dim};
+}
+
+// Rows [begin, begin + rows) of each expert's gate_up weight: the gate or the up half.
+GmmRows half(const Tensor& in, const Tensor& out, int64_t F, bool up, bool accumulate = false) {
+  GmmRows r;
+  r.in = in;
+  r.out = out;
+  r.weight_begin = up ? F : 0;
+  r.weight_rows = F;
+  r.accumulate = accumulate;
+  return r;
+}
+
+GmmRows rows_of(const Tensor& in, const Tensor& out) {
+  GmmRows r;
+  r.in = in;
+  r.out = out;
+  return r;
+}
+
+// dlhs = dout . W_g for every row: in place (the weights read transposed inside the grouped matmul)
+// or, with moe_dlhs_in_place off, through a materialised transposed copy W_g^T and the forward's
+// grouped matmul (seed Part 3's "off").
+void expert_dlhs(const LayerContext& ctx, const Tensor& dlhs, const Tensor& dout,
+                 const Tensor& weight, const Tensor& group_sizes, const Tensor& dout_rows,
+                 const Tensor& dlhs_rows) {
+  Backend& be = ctx.be;
+  if (ctx.opt.moe_dlhs_in_place) {
+    be.gmm_dlhs(dlhs, dout, weight, group_sizes, rows_of(dlhs_rows, dout_rows));
+    return;
+  }
+  Tensor transposed = ctx.work({weight.dim(0), weight.dim(2), weight.dim(1)});
+  be.transpose_groups(transposed, weight);
+  be.gmm(dlhs, dout, transposed, group_sizes, rows_of(dout_rows, dlhs_rows));
+}
+
+}  // namespace
+
+void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h,
+                 const Tensor& residual, MoeActs& a) {
   Backend& be = ctx.be;
   const ModelConfig& c = ctx.cfg;
-  const int64_t T = ctx.tokens(), D = c.d_model, E = c.num_experts, K = c.num_experts_per_tok;
-  const int64_t F = c.moe_mlp_dim;
+  const Dims d = dims(ctx);
+  const bool fuse = ctx.opt.moe_fuse_permute_combine;
   using enum ActClass;
 
   // Router.
   if (!a.router_in.defined()) {
-    a.router_in = ctx.act_tensor({T, D}, Other);
-    a.rstd_router = ctx.stat_tensor({T}, Other);
-    be.rmsnorm_forward(a.router_in, a.rstd_router, h, w.router_scale, c.norm_eps,
-                       1.0 / std::sqrt(double(D)));
+    a.router_in = ctx.act_tensor({d.T, d.D}, Other);
+    a.rstd_router = ctx.stat_tensor({d.T}, Other);
+    ctx.rmsnorm(a.router_in, a.rstd_router, h, w.router_scale, 1.0 / std::sqrt(double(d.D)));
   }
   if (!a.logits.defined()) {
-    a.logits = ctx.act_tensor({T, E}, Matmul);
+    a.logits = ctx.act_tensor({d.T, d.E}, Matmul);
     be.matmul(a.logits, a.router_in, false, w.router_proj, true, false);
   }
   if (!a.probs.defined()) {
-    a.probs = ctx.stat_tensor({T, E}, Other);
-    a.idx = ctx.int_tensor({T, K}, Other);
-    a.weights = ctx.stat_tensor({T, K}, Other);
-    be.router_forward(a.probs, a.idx, a.weights, a.logits, w.router_expert_scale,
-                      c.norm_topk_prob);
+    a.probs = ctx.stat_tensor({d.T, d.E}, Other);
+    a.idx = ctx.int_tensor({d.T, d.K}, Other);
+    a.weights = ctx.stat_tensor({d.T, d.K}, Other);
+    be.router_forward(a.probs, a.idx, a.weights, a.logits, w.router_expert_scale, c.norm_topk_prob);
   }
   if (!a.density.defined()) {
-    a.density = ctx.stat_tensor({ctx.in.batch, E}, Other);
-    const double balance = be.load_balance_forward(a.density, a.probs, a.idx, ctx.in.seq);
-    a.lb_loss = c.load_balance_loss_weight * double(E) * double(E) * balance;
+    a.density = ctx.stat_tensor({ctx.in.batch, d.E}, Other);
+    be.load_balance_forward(a.density, ctx.lb_loss, a.probs, a.idx, ctx.in.seq,
+                            ctx.aux_weight * double(d.E) * double(d.E));
   }
 
-  // Experts: sort token copies by expert, two grouped matmuls, weighted combine.
+  // Experts: sort token copies by expert, grouped matmuls, weighted combine.
   if (!a.normed.defined()) {
-    a.normed = ctx.act_tensor({T, D}, Other);
-    a.rstd_in = ctx.stat_tensor({T}, Other);
-    be.rmsnorm_forward(a.normed, a.rstd_in, h, w.pre_moe_norm, c.norm_eps, 1.0);
+    a.normed = ctx.act_tensor({d.T, d.D}, Other);
+    a.rstd_in = ctx.stat_tensor({d.T}, Other);
+    ctx.rmsnorm(a.normed, a.rstd_in, h, w.pre_moe_norm);
   }
-  if (!a.routing.order.defined()) {
-    a.routing.order = ctx.int_tensor({T * K}, Other);
-    a.routing.inverse = ctx.int_tensor({T * K}, Other);
-    a.routing.group_sizes = ctx.int_tensor({E}, Other);
-    be.route_sort(a.routing, a.idx, E);
+  Routing& r = a.routing;
+  if (!r.order.defined()) {
+    r.order = ctx.int_tensor({d.T * d.K}, Other);
+    r.inverse = ctx.int_tensor({d.T * d.K}, Other);
+    r.token = ctx.int_tensor({d.T * d.K}, Other);
+    r.group_sizes = ctx.int_tensor({d.E}, Other);
+    be.route_sort(r, a.idx, d.E);
   }
-  if (!a.xs.defined()) {
-    a.xs = ctx.act_tensor({T * K, D}, Other);
-    be.permute(a.xs, a.normed, a.routing.order, K);
+  if (!fuse && !a.xs.defined()) {
+    a.xs = ctx.act_tensor({d.T * d.K, d.D}, Other);
+    be.permute(a.xs, a.normed, r.order, d.K);
   }
+  const Tensor& lhs = fuse ? a.normed : a.xs;
+  const Tensor lhs_rows = fuse ? r.token : Tensor();
   if (!a.gate_up.defined()) {
-    a.gate_up = ctx.act_tensor({T * K, 2 * F}, Matmul);
-    be.gmm(a.gate_up, a.xs, w.experts_gate_up, a.routing.group_sizes);
+    if (ctx.opt.moe_fused_gate_up) {
+      a.gate_up = ctx.act_tensor({d.T * d.K, 2 * d.F}, Matmul);
+      be.gmm(a.gate_up, lhs, w.experts_gate_up, r.group_sizes, rows_of(lhs_rows, Tensor()));
+    } else {
+      a.gate_up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
+      a.up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
+      be.gmm(a.gate_up, lhs, w.experts_gate_up, r.group_sizes,
+             half(lhs_rows, Tensor(), d.F, false));
+      be.gmm(a.up, lhs, w.experts_gate_up, r.group_sizes, half(lhs_rows, Tensor(), d.F, true));
+    }
   }
   if (!a.act.defined()) {
-    a.act = ctx.act_tensor({T * K, F}, Other);
-    be.geglu_forward(a.act, a.gate_up);
+    a.act = ctx.act_tensor({d.T * d.K, d.F}, Other);
+    be.geglu_forward(a.act, a.gate_up, a.up);
   }
   if (!a.y.defined()) {
-    a.y = ctx.act_tensor({T * K, D}, Matmul);
-    be.gmm(a.y, a.act, w.experts_down, a.routing.group_sizes);
+    a.y = ctx.act_tensor({d.T * d.K, d.D}, Matmul);
+    be.gmm(a.y, a.act, w.experts_down, r.group_sizes, rows_of(Tensor(), fuse ? r.order : Tensor()));
   }
   if (!a.combined.defined()) {
-    a.combined = ctx.act_tensor({T, D}, Other);
-    be.combine_forward(a.combined, a.y, a.routing.inverse, a.weights);
+    a.combined = ctx.act_tensor({d.T, d.D}, Other);
+    be.combine_forward(a.combined, a.y, fuse ? Tensor() : r.inverse, a.weights);
   }
   if (!a.out.defined()) {
-    a.out = ctx.act_tensor({T, D}, Other);
-    a.rstd_post = ctx.stat_tensor({T}, Other);
-    be.rmsnorm_forward(a.out, a.rstd_post, a.combined, w.post_moe_norm, c.norm_eps, 1.0);
+    a.out = ctx.act_tensor({d.T, d.D}, Other);
+    a.rstd_post = ctx.stat_tensor({d.T}, Other);
+    ctx.rmsnorm(a.out, a.rstd_post, a.combined, w.post_moe_norm, 1.0, residual);
   }
+}
+
+void expert_gate_up_backward_split(Backend& be, const Tensor& dlhs, const Tensor& g_gate_up,
+                                   const Tensor& dgate, const Tensor& dup, const Tensor& lhs,
+                                   const Tensor& gate_up, const Tensor& group_sizes,
+                                   const Tensor& lhs_rows, const Tensor& dlhs_rows) {
+  const int64_t F = gate_up.dim(1) / 2;
+  bool written = false;
+  for (const bool up : {false, true}) {
+    const Tensor& d = up ? dup : dgate;
+    if (!d.defined()) continue;
+    be.gmm_dlhs(dlhs, d, gate_up, group_sizes, half(dlhs_rows, Tensor(), F, up, written));
+    be.gmm_drhs(g_gate_up, lhs, d, group_sizes, half(lhs_rows, Tensor(), F, up));
+    written = true;
+  }
+  if (!written) be.fill(dlhs, 0.0);
 }
 
 void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,
                   const Tensor& h, const MoeActs& a, const Tensor& dout, const Tensor& dh) {
   Backend& be = ctx.be;
   const ModelConfig& c = ctx.cfg;
-  const int64_t T = ctx.tokens(), D = c.d_model, E = c.num_experts, K = c.num_experts_per_tok;
-  const int64_t F = c.moe_mlp_dim;
+  const Dims d = dims(ctx);
+  const bool fuse = ctx.opt.moe_fuse_permute_combine;
+  const Routing& r = a.routing;
+  const Tensor& lhs = fuse ? a.normed : a.xs;
+  const Tensor lhs_rows = fuse ? r.token : Tensor();   // where the first matmul's rows come from
+  const Tensor copy_rows = fuse ? r.order : Tensor();  // where each sorted row's copy lives
 
   // Experts, in reverse.
-  Tensor dcombined = ctx.work({T, D});
+  Tensor dcombined = ctx.work({d.T, d.D});
   be.rmsnorm_backward(dcombined, g.post_moe_norm, dout, a.combined, w.post_moe_norm, a.rstd_post,
                       1.0, false);
-  Tensor dy = ctx.work({T * K, D});
-  Tensor dweights = ctx.work_stat({T, K});
-  be.combine_backward(dy, dweights, dcombined, a.y, a.routing.order, a.weights);
+  Tensor dy = ctx.work({d.T * d.K, d.D});
+  Tensor dweights = ctx.work_stat({d.T, d.K});
+  be.combine_backward(dy, dweights, dcombined, a.y, fuse ? Tensor() : r.order, a.weights);
   dcombined = Tensor();
-  Tensor dact = ctx.work({T * K, F});
-  be.gmm_dlhs(dact, dy, w.experts_down, a.routing.group_sizes);
-  be.gmm_drhs(g.experts_down, a.act, dy, a.routing.group_sizes);
+  Tensor dact = ctx.work({d.T * d.K, d.F});
+  expert_dlhs(ctx, dact, dy, w.experts_down, r.group_sizes, copy_rows, Tensor());
+  be.gmm_drhs(g.experts_down, a.act, dy, r.group_sizes, rows_of(Tensor(), copy_rows));
   dy = Tensor();
-  Tensor dgate_up = ctx.work({T * K, 2 * F});
-  be.geglu_backward(dgate_up, dact, a.gate_up);
-  dact = Tensor();
-  Tensor dxs = ctx.work({T * K, D});
-  be.gmm_dlhs(dxs, dgate_up, w.experts_gate_up, a.routing.group_sizes);
-  be.gmm_drhs(g.experts_gate_up, a.xs, dgate_up, a.routing.group_sizes);
-  dgate_up = Tensor();
-  Tensor dnormed = ctx.work({T, D});
-  be.permute_backward(dnormed, dxs, a.routing.inverse, K, false);
+  Tensor dxs = ctx.work({d.T * d.K, d.D});  // in expert order, or token-copy order when fused
+  if (ctx.opt.moe_fused_gate_up) {
+    Tensor dgate_up = ctx.work({d.T * d.K, 2 * d.F});
+    be.geglu_backward(dgate_up, Tensor(), dact, a.gate_up, Tensor());
+    dact = Tensor();
+    expert_dlhs(ctx, dxs, dgate_up, w.experts_gate_up, r.group_sizes, Tensor(), copy_rows);
+    be.gmm_drhs(g.experts_gate_up, lhs, dgate_up, r.group_sizes, rows_of(lhs_rows, Tensor()));
+  } else {
+    Tensor dgate = ctx.work({d.T * d.K, d.F}), dup = ctx.work({d.T * d.K, d.F});
+    be.geglu_backward(dgate, dup, dact, a.gate_up, a.up);
+    dact = Tensor();
+    expert_gate_up_backward_split(be, dxs, g.experts_gate_up, dgate, dup, lhs, w.experts_gate_up,
+                                  r.group_sizes, lhs_rows, copy_rows);
+  }
+  Tensor dnormed = ctx.work({d.T, d.D});
+  be.permute_backward(dnormed, dxs, fuse ? Tensor() : r.inverse, d.K, false);
   dxs = Tensor();
   be.rmsnorm_backward(dh, g.pre_moe_norm, dnormed, h, w.pre_moe_norm, a.rstd_in, 1.0, true);
   dnormed = Tensor();
 
   // Router. The layer's load-balance loss w E^2 mean_{b,e}(density * mean_s p) has, for every
   // token s of sequence b, dL/dp[e] = w E density[b, e] / (B S); times this layer's share.
-  Tensor lb_dprobs = ctx.work_stat({ctx.in.batch, E});
+  Tensor lb_dprobs = ctx.work_stat({ctx.in.batch, d.E});
   be.copy(lb_dprobs, a.density);
-  be.scale(lb_dprobs, ctx.aux_weight * double(E) / double(T));
-  Tensor dlogits = ctx.work({T, E});
+  be.scale(lb_dprobs, ctx.aux_weight * double(d.E) / double(d.T));
+  Tensor dlogits = ctx.work({d.T, d.E});
   be.router_backward(dlogits, g.router_expert_scale, dweights, a.probs, a.idx,
                      w.router_expert_scale, c.norm_topk_prob, lb_dprobs, ctx.in.seq);
   dweights = Tensor();
   lb_dprobs = Tensor();
   be.matmul(g.router_proj, dlogits, true, a.router_in, false, true);
-  Tensor drouter_in = ctx.work({T, D});
+  Tensor drouter_in = ctx.work({d.T, d.D});
   be.matmul(drouter_in, dlogits, false, w.router_proj, false, false);
   dlogits = Tensor();
   be.rmsnorm_backward(dh, g.router_scale, drouter_in, h, w.router_scale, a.rstd_router,
-                      1.0 / std::sqrt(double(D)), true);
+                      1.0 / std::sqrt(double(d.D)), true);
 }
 
 }  // namespace gemmax

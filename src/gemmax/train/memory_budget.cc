@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "gemmax/base/strings.h"
 #include "gemmax/config/run_config.h"
 
 namespace gemmax {
@@ -14,27 +15,49 @@ MemoryPlanInput memory_plan_input(const Config& c) {
   in.seq = c.get_int("max_target_length");
   if (in.batch <= 0) fail("per_device_batch_size must be positive, got ", in.batch);
   if (in.seq <= 0) fail("max_target_length must be positive, got ", in.seq);
-  in.act = parse_dtype(c.get_string("dtype"));
+  ModelOptions& o = in.options;
+  o.act = parse_dtype(c.get_string("dtype"));
   in.weight = parse_dtype(c.get_string("weight_dtype"));
-  const bool same = in.act == in.weight && (in.act == DType::F32 || in.act == DType::F64);
-  const bool mixed = in.act == DType::BF16 && in.weight == DType::F32;
+  const bool same = o.act == in.weight && (o.act == DType::F32 || o.act == DType::F64);
+  const bool mixed = o.act == DType::BF16 && in.weight == DType::F32;
   if (!same && !mixed)
-    fail("dtype=", dtype_name(in.act), " with weight_dtype=", dtype_name(in.weight),
-         " is not supported: use dtype=bfloat16 weight_dtype=float32 (MaxText's default: bf16 "
-         "compute, fp32 master weights), or dtype=float32 (or float64) with the same "
+    fail("dtype=", dtype_name(o.act), " with weight_dtype=", dtype_name(in.weight),
+         " is not supported: use dtype=bfloat16 weight_dtype=float32 "
+         "(MaxText's default: bf16 "
+         "compute, fp32 master weights), or dtype=float32 (or float64) with "
+         "the same "
          "weight_dtype");
-  in.remat = parse_remat_policy(c.get_string("remat_policy"));
-  in.num_vocab_tiling = c.get_int("num_vocab_tiling");
-  if (in.num_vocab_tiling <= 0 || in.seq % in.num_vocab_tiling != 0)
-    fail("num_vocab_tiling=", in.num_vocab_tiling, " does not divide max_target_length=", in.seq,
-         ": the output head tiles positions along the sequence; use a divisor of ", in.seq,
-         " (1 turns tiling off)");
+  o.remat = parse_remat_policy(c.get_string("remat_policy"));
+  o.num_vocab_tiling = c.get_int("num_vocab_tiling");
+  if (o.num_vocab_tiling <= 0 || in.seq % o.num_vocab_tiling != 0)
+    fail("num_vocab_tiling=", o.num_vocab_tiling, " does not divide max_target_length=", in.seq,
+         ": the output head tiles positions along the sequence; use a divisor "
+         "of ",
+         in.seq, " (1 turns tiling off)");
+  o.norm_scale_in_fp32 = c.get_bool("norm_scale_in_fp32");
+  o.moe_fuse_permute_combine = c.get_bool("moe_fuse_permute_combine");
+  o.moe_fused_gate_up = c.get_bool("moe_fused_gate_up");
+  o.moe_dlhs_in_place = c.get_bool("moe_dlhs_in_place");
+  if (!o.moe_dlhs_in_place && !o.moe_fused_gate_up)
+    fail(
+        "moe_dlhs_in_place=false (a transposed copy of the expert weights) "
+        "needs "
+        "moe_fused_gate_up=true: the copy is of the fused [E, 2F, D] weight");
   in.freeze = c.get_string("freeze");
   in.fsdp = c.get_int("ici_fsdp_parallelism");
   if (in.fsdp <= 0)
     fail("ici_fsdp_parallelism=", in.fsdp,
          " must be a positive number of devices (1: a single device)");
   return in;
+}
+
+BackendOptions backend_options(const Config& c) {
+  BackendOptions b;
+  b.name = c.get_string("backend");
+  b.num_threads = int(c.get_int("num_threads"));
+  if (b.num_threads < 0) fail("num_threads=", b.num_threads, " must be >= 0 (0: every core)");
+  b.isa = c.get_string("cpu_isa");
+  return b;
 }
 
 void check_memory_limit(const Config& c, const MemoryPlan& plan) {
@@ -46,8 +69,10 @@ void check_memory_limit(const Config& c, const MemoryPlan& plan) {
   std::ostringstream os;
   os << "the memory plan needs " << format_bytes(double(plan.peak_total))
      << " per device, more than max_memory_gb=" << limit_gb
-     << " GiB; nothing was run. Lower it with remat_policy=full, a larger num_vocab_tiling, a "
-        "smaller per_device_batch_size or max_target_length (or more ici_fsdp_parallelism "
+     << " GiB; nothing was run. Lower it with remat_policy=full, a larger "
+        "num_vocab_tiling, a "
+        "smaller per_device_batch_size or max_target_length (or more "
+        "ici_fsdp_parallelism "
         "devices), or raise max_memory_gb.\n"
      << format_memory_plan(plan);
   fail(os.str());

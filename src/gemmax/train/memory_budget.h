@@ -3,8 +3,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "gemmax/backend/backend.h"
 #include "gemmax/config/config.h"
-#include "gemmax/model/memory_plan.h"
+#include "gemmax/train/memory_plan.h"
 
 namespace gemmax {
 
@@ -12,6 +13,9 @@ namespace gemmax {
 // max_target_length, dtype, weight_dtype, remat_policy, num_vocab_tiling,
 // ici_fsdp_parallelism). Errors name the key, the value and the fix.
 MemoryPlanInput memory_plan_input(const Config& config);
+
+// The backend the config names (backend, num_threads, cpu_isa).
+BackendOptions backend_options(const Config& config);
 
 // Throws gemmax::Error, with the plan printed, when the planned peak exceeds max_memory_gb
 // (GiB; 0 means no limit).

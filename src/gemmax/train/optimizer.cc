@@ -1,7 +1,5 @@
 #include "gemmax/train/optimizer.h"
 
-#include <cmath>
-
 namespace gemmax {
 
 AdamWConfig AdamWConfig::from(const Config& c) {
@@ -17,8 +15,8 @@ AdamWConfig AdamWConfig::from(const Config& c) {
   return a;
 }
 
-AdamW::AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trainable,
-             DType dtype, const AdamWConfig& config)
+AdamW::AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trainable, DType dtype,
+             const AdamWConfig& config)
     : be_(be), table_(table), trainable_(trainable), cfg_(config) {
   GEMMAX_CHECK(trainable.size() == table.specs().size(), "one trainable flag per parameter");
   int64_t state = 0;
@@ -35,23 +33,17 @@ AdamW::AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trai
   v_ = be.zeros({state}, dtype, MemKind::OptState);
 }
 
-GradNorms AdamW::step(const Tensor& weights, const Tensor& grads, double lr, int64_t t) {
-  double sum_sq = 0;
-  for (const Segment& s : segments_) {
-    const Tensor g = grads.flat_slice(s.begin, {s.count});
-    sum_sq += be_.dot(g, g);
-  }
-  GradNorms norms;
-  norms.raw = std::sqrt(sum_sq);
-  const double scale =
-      cfg_.clip_norm > 0 && norms.raw > cfg_.clip_norm ? cfg_.clip_norm / norms.raw : 1.0;
-  norms.clipped = norms.raw * scale;
-  const AdamWStep step{lr, cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay, scale, t};
+void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
+                 int64_t t) {
+  const Tensor sum_sq = scalars.flat_slice(StepScalars::kGradSumSq, {1});
+  be_.fill(sum_sq, 0.0);
+  for (const Segment& s : segments_) be_.sum_squares(sum_sq, grads.flat_slice(s.begin, {s.count}));
+  const AdamWStep step{
+      lr, cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay, cfg_.clip_norm, t};
   for (const Segment& s : segments_)
     be_.adamw_step(weights.flat_slice(s.begin, {s.count}), grads.flat_slice(s.begin, {s.count}),
                    m_.flat_slice(s.state_begin, {s.count}), v_.flat_slice(s.state_begin, {s.count}),
-                   step);
-  return norms;
+                   step, scalars);
 }
 
 NamedTensors AdamW::named_state() const {

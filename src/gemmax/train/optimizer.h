@@ -21,20 +21,19 @@ struct AdamWConfig {
   static AdamWConfig from(const Config& config);
 };
 
-struct GradNorms {
-  double raw = 0;      // before clipping
-  double clipped = 0;  // after clipping
-};
-
 class AdamW {
  public:
   // `trainable[i]` says whether table.specs()[i] is trained.
   AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trainable, DType dtype,
         const AdamWConfig& config);
 
-  // One update of `weights` from `grads` (both full flat buffers); `t` is the 1-based update
-  // count. Norms are over the trainable parameters.
-  GradNorms step(const Tensor& weights, const Tensor& grads, double lr, int64_t t);
+  // One update of `weights` from `grads` (both full flat buffers); `t` is the 1-based update count.
+  // Writes the gradient's sum of squares over the trainable parameters into scalars[kGradSumSq],
+  // clips by its square root and applies AdamW, on the device; the update is skipped if any of the
+  // step's scalars is not finite (Backend::adamw_step).
+  void step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
+            int64_t t);
+  const AdamWConfig& config() const { return cfg_; }
 
   // The moments of each trainable parameter, named "mu.<name>" and "nu.<name>" (views).
   NamedTensors named_state() const;

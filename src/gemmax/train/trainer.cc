@@ -4,20 +4,19 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "gemmax/base/convert.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
-#include "gemmax/io/atomic_file.h"
 #include "gemmax/data/tokenizer.h"
+#include "gemmax/io/atomic_file.h"
 #include "gemmax/io/model_dir.h"
-#include "gemmax/model/generate.h"
 #include "gemmax/io/train_checkpoint.h"
+#include "gemmax/model/generate.h"
 #include "gemmax/train/flops.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/metrics.h"
@@ -46,10 +45,17 @@ DataOptions data_options(const Config& c, int64_t vocab) {
 // numerics, what is trained, and the data stream whose position the checkpoint holds. Every
 // other key (steps, schedule, logging, checkpointing, remat, tiling) may change on resume.
 bool must_match_on_resume(const std::string& key) {
-  static const char* kKeys[] = {
-      "dtype", "weight_dtype", "freeze", "per_device_batch_size", "max_target_length",
-      "dataset_type", "dataset_path", "tokenizer_type", "tokenizer_path", "packing",
-      "data_shuffle_seed"};
+  static const char* kKeys[] = {"dtype",
+                                "weight_dtype",
+                                "freeze",
+                                "per_device_batch_size",
+                                "max_target_length",
+                                "dataset_type",
+                                "dataset_path",
+                                "tokenizer_type",
+                                "tokenizer_path",
+                                "packing",
+                                "data_shuffle_seed"};
   for (const char* k : kKeys)
     if (key == k) return true;
   return false;
@@ -58,13 +64,12 @@ bool must_match_on_resume(const std::string& key) {
 // Copies a checkpoint tensor into a view of one of the run's buffers, checking its shape.
 void restore_tensor(Backend& be, const SafetensorsFile& file, const std::string& name,
                     const Tensor& dst) {
-  if (!file.has(name))
-    fail("checkpoint file '", file.path(), "' has no tensor '", name, "'");
+  if (!file.has(name)) fail("checkpoint file '", file.path(), "' has no tensor '", name, "'");
   const SafetensorsEntry& e = file.entry(name);
   if (e.shape != dst.shape())
     fail("checkpoint file '", file.path(), "': '", name, "' has shape ", shape_str(e.shape),
          ", the model needs ", shape_str(dst.shape()));
-  be.copy(dst, be.to_device(file.read_as(name, dst.dtype()), MemKind::Workspace));
+  be.upload(dst, file.read_as(name, dst.dtype()));
 }
 
 }  // namespace
@@ -73,21 +78,19 @@ Trainer::Trainer(const Config& config) : config_(config) {
   // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
   const MemoryPlanInput plan_in = memory_plan_input(config_);
   if (plan_in.fsdp > 1)
-    fail("ici_fsdp_parallelism=", plan_in.fsdp, " is not implemented yet for training (one "
-         "device only): use it with dry_run=true to plan the memory of a sharded run, or set "
+    fail("ici_fsdp_parallelism=", plan_in.fsdp,
+         " is not implemented yet for training (one "
+         "device only): use it with dry_run=true to plan the memory of a "
+         "sharded run, or set "
          "ici_fsdp_parallelism=1");
-  plan_ = plan_memory(plan_in);
+  backend_ = make_backend(backend_options(config_));
+  plan_ = plan_memory(plan_in, *backend_);
   check_memory_limit(config_, plan_);
   const ModelConfig& mc = plan_in.model;
   batch_ = plan_in.batch;
   seq_ = plan_in.seq;
   steps_ = config_.get_int("steps");
   if (steps_ < 0) fail("steps must be >= 0, got ", steps_);
-
-  ModelOptions opts;
-  opts.act = plan_in.act;
-  opts.remat = plan_in.remat;
-  opts.num_vocab_tiling = plan_in.num_vocab_tiling;
   const DType wdt = plan_in.weight;
 
   schedule_.peak = config_.get_double("learning_rate");
@@ -96,22 +99,21 @@ Trainer::Trainer(const Config& config) : config_(config) {
   schedule_.warmup_fraction = config_.get_double("warmup_steps_fraction");
   schedule_.final_fraction = config_.get_double("cosine_learning_rate_final_fraction");
 
-  run_dir_ = (fs::path(config_.get_string("base_output_directory")) / config_.get_string("run_name")).string();
+  run_dir_ =
+      (fs::path(config_.get_string("base_output_directory")) / config_.get_string("run_name"))
+          .string();
   checkpoints_dir_ = (fs::path(run_dir_) / "checkpoints").string();
 
-  backend_ = make_backend(config_.get_string("backend"));
   data_ = make_data_loader(data_options(config_, mc.vocab_size));
-  model_ = std::make_unique<Gemma4Model>(mc, *backend_, opts);
+  model_ = std::make_unique<Gemma4Model>(mc, *backend_, plan_in.options);
   const ParamTable& table = model_->params();
   trainable_ = trainable_params(table, config_.get_string("freeze"));
-  weights_ = backend_->alloc({table.total()}, wdt, MemKind::Params);
-  grads_ = backend_->alloc({table.total()}, wdt, MemKind::Grads);
-  optimizer_ = std::make_unique<AdamW>(*backend_, table, trainable_, wdt, AdamWConfig::from(config_));
+  state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(config_));
 
   // Where the weights come from: the run's own latest checkpoint (resume), else released
   // weights (fine-tuning), else a fresh initialisation.
-  const std::vector<CheckpointRef> saved =
-      config_.get_bool("enable_checkpointing") ? list_train_checkpoints(checkpoints_dir_)
+  const std::vector<CheckpointRef> saved = config_.get_bool("enable_checkpointing")
+                                               ? list_train_checkpoints(checkpoints_dir_)
                                                : std::vector<CheckpointRef>();
   if (!saved.empty()) {
     resume_from(open_train_checkpoint(saved.back().dir));
@@ -120,7 +122,7 @@ Trainer::Trainer(const Config& config) : config_(config) {
   } else {
     Tensor host = Tensor::empty({table.total()}, wdt, MemKind::Workspace);
     init_params(table, host, uint64_t(config_.get_int("init_weights_seed")));
-    backend_->copy(weights_, backend_->to_device(host, MemKind::Workspace));
+    backend_->upload(state_.weights, host);
   }
   prepare_run_dir();
 }
@@ -135,21 +137,23 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
   const Config saved_config = Config::from_json(saved, ckpt.ref.dir + "/state.json");
   if (const std::string d = model_config_from(saved_config).shape_difference(mine); !d.empty())
     fail("checkpoint '", ckpt.ref.dir, "' is from a different model (", d,
-         " in checkpoint vs now); use another run_name or base_output_directory for a new run");
+         " in checkpoint vs now); use another run_name or "
+         "base_output_directory for a new run");
   std::vector<std::string> changed;
   for (const auto& [key, value] : now.items()) {
     if (!saved.contains(key) || saved[key] == value) continue;
     if (must_match_on_resume(key))
       fail("checkpoint '", ckpt.ref.dir, "' was written with ", key, "=", saved[key].dump(),
            " but this run has ", key, "=", value.dump(),
-           "; resuming needs the same value (or use another run_name for a new run)");
+           "; resuming needs the same value (or use another run_name for a new "
+           "run)");
     if (key != "steps") changed.push_back(key + " " + saved[key].dump() + " -> " + value.dump());
   }
 
   const ParamTable& table = model_->params();
   for (const ParamSpec& s : table.specs())
-    restore_tensor(*backend_, ckpt.params, s.name, table.view(weights_, s.name));
-  for (const auto& [name, view] : optimizer_->named_state())
+    restore_tensor(*backend_, ckpt.params, s.name, table.view(state_.weights, s.name));
+  for (const auto& [name, view] : state_.optimizer->named_state())
     restore_tensor(*backend_, ckpt.optimizer, name, view);
   data_->restore(ckpt.state.at("data"));
   start_step_ = ckpt.ref.step;
@@ -158,12 +162,13 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
 }
 
 void Trainer::load_pretrained(const std::string& dir) {
-  const LoadedModel m = load_model_dir(dir, weights_.dtype());
+  const LoadedModel m = load_model_dir(dir, state_.weights.dtype());
   if (const std::string d = m.config.shape_difference(model_->config()); !d.empty())
-    fail("load_parameters_path='", dir, "' holds a different model than model_name=",
-         model_->config().name, " (", d, " there vs the run's); set model_name or the model keys "
+    fail("load_parameters_path='", dir,
+         "' holds a different model than model_name=", model_->config().name, " (", d,
+         " there vs the run's); set model_name or the model keys "
          "to match it");
-  backend_->copy(weights_, backend_->to_device(m.weights, MemKind::Workspace));
+  backend_->upload(state_.weights, m.weights);
   notes_.push_back("initialised from " + m.source);
   if (!m.note.empty()) notes_.push_back(m.note);
 }
@@ -193,9 +198,9 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
   const ParamTable& table = model_->params();
   NamedTensors params;
   for (const ParamSpec& s : table.specs())
-    params.emplace_back(s.name, backend_->to_host(table.view(weights_, s.name)));
+    params.emplace_back(s.name, backend_->to_host(table.view(state_.weights, s.name)));
   NamedTensors moments;
-  for (const auto& [name, view] : optimizer_->named_state())
+  for (const auto& [name, view] : state_.optimizer->named_state())
     moments.emplace_back(name, backend_->to_host(view));
   nlohmann::json state;
   state["data"] = data_->state();
@@ -236,16 +241,17 @@ void Trainer::print_sample(std::ostream& log) const {
   opts.max_new_tokens = n;
   opts.temperature = 0.7;
   opts.top_k = 40;
-  const Generation g = generate(*model_, weights_, *tokenizer, config_.get_string("sample_prompt"), opts);
+  const Generation g =
+      generate(*model_, state_.weights, *tokenizer, config_.get_string("sample_prompt"), opts);
   log << "gemmax: sample (temperature 0.7, top_k 40): " << g.prompt_text << g.completion << "\n";
 }
 
 void Trainer::print_header(std::ostream& log) const {
   const ModelConfig& c = model_->config();
   const StepFlops f = training_flops(c, batch_, seq_);
-  log << "gemmax: model " << c.name << " | " << c.num_layers << " layers ("
-      << c.num_global_layers() << " global) | d_model " << c.d_model << " | " << c.num_experts
-      << " experts top-" << c.num_experts_per_tok << " | vocab " << c.vocab_size << "\n";
+  log << "gemmax: model " << c.name << " | " << c.num_layers << " layers (" << c.num_global_layers()
+      << " global) | d_model " << c.d_model << " | " << c.num_experts << " experts top-"
+      << c.num_experts_per_tok << " | vocab " << c.vocab_size << "\n";
   int64_t trained = 0;
   for (size_t i = 0; i < trainable_.size(); ++i)
     trained += trainable_[i] ? model_->params().specs()[i].numel() : 0;
@@ -258,7 +264,7 @@ void Trainer::print_header(std::ostream& log) const {
   log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4)
       << f.total() / 1e12 << " TFLOP (learnable " << 3 * f.learnable / 1e12 << ", attention "
       << 3 * f.attention / 1e12 << ")\n";
-  log << "gemmax: backend " << backend_->name() << " | dtype " << config_.get_string("dtype")
+  log << "gemmax: backend " << backend_->describe() << " | dtype " << config_.get_string("dtype")
       << " | remat " << config_.get_string("remat_policy") << " | data " << data_->describe()
       << "\n";
   log << "gemmax: " << format_memory_plan(plan_);
@@ -290,22 +296,29 @@ TrainSummary Trainer::run(std::ostream& log) {
     Timer timer;
     const Batch batch = data_->next();
     const StepInputs in = upload_batch(*backend_, batch);
-    backend_->fill(grads_, 0.0);
-    const LossInfo loss = model_->forward_backward(in, weights_, grads_);
-    if (std::isnan(loss.total_loss) && config_.get_bool("abort_on_nan_loss"))
-      fail("loss is NaN at step ", step, " (abort_on_nan_loss=true); lower learning_rate?");
-    if (std::isinf(loss.total_loss) && config_.get_bool("abort_on_inf_loss"))
-      fail("loss is infinite at step ", step, " (abort_on_inf_loss=true)");
     const double lr = schedule_.at(step);
-    const GradNorms norms = optimizer_->step(weights_, grads_, lr, step + 1);
+    train_step(*backend_, *model_, state_, in, lr, step + 1);
+    const StepResult r = read_step(*backend_, *model_, state_, in);  // the step's one read
+    const LossInfo& loss = r.loss;
+    if (std::isnan(loss.total_loss) && config_.get_bool("abort_on_nan_loss"))
+      fail("loss is NaN at step ", step,
+           " (abort_on_nan_loss=true; the update was not "
+           "applied); lower learning_rate?");
+    if (std::isinf(loss.total_loss) && config_.get_bool("abort_on_inf_loss"))
+      fail("loss is infinite at step ", step,
+           " (abort_on_inf_loss=true; the update was not "
+           "applied)");
+    if (!r.applied)
+      fail("the gradient norm is not finite at step ", step, " (loss ", loss.total_loss,
+           "); the update was not applied");
 
     StepMetrics m;
     m.step = step;
     m.loss = loss.total_loss;
     m.lm_loss = loss.ce_loss;
     m.lb_loss = loss.lb_loss;
-    m.grad_norm = norms.clipped;
-    m.raw_grad_norm = norms.raw;
+    m.grad_norm = r.grad_norm;
+    m.raw_grad_norm = r.raw_grad_norm;
     m.learning_rate = lr;
     m.step_seconds = timer.seconds();
     m.tokens_per_sec = double(batch_ * seq_) / m.step_seconds;
@@ -315,8 +328,10 @@ TrainSummary Trainer::run(std::ostream& log) {
     metrics.write(m);
     if (step % log_period == 0 || step + 1 == steps_) log << format_step_line(m) << std::endl;
 
-    if (sum.steps == 0) sum.first_loss = m.loss;
-    else timed_seconds += m.step_seconds;
+    if (sum.steps == 0)
+      sum.first_loss = m.loss;
+    else
+      timed_seconds += m.step_seconds;
     sum.last_loss = m.loss;
     sum.steps += 1;
     sum.final_step = step + 1;

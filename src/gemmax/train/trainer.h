@@ -11,9 +11,9 @@
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/model/gemma4.h"
-#include "gemmax/model/memory_plan.h"
-#include "gemmax/train/optimizer.h"
+#include "gemmax/train/memory_plan.h"
 #include "gemmax/train/schedule.h"
+#include "gemmax/train/step.h"
 
 namespace gemmax {
 
@@ -21,13 +21,13 @@ struct TrainCheckpoint;
 class StopSignal;
 
 struct TrainSummary {
-  int64_t steps = 0;        // steps run by this invocation
-  int64_t final_step = 0;   // completed steps of the run, resumed ones included
+  int64_t steps = 0;       // steps run by this invocation
+  int64_t final_step = 0;  // completed steps of the run, resumed ones included
   double first_loss = 0, last_loss = 0;
   double mean_step_seconds = 0;  // over this invocation's steps after its first
   double tokens_per_sec = 0, tflops_per_sec = 0;
-  int stop_signal = 0;           // SIGINT / SIGTERM that stopped the run early, or 0
-  std::string last_checkpoint;   // folder of the last checkpoint saved, if any
+  int stop_signal = 0;          // SIGINT / SIGTERM that stopped the run early, or 0
+  std::string last_checkpoint;  // folder of the last checkpoint saved, if any
 };
 
 class Trainer {
@@ -40,7 +40,7 @@ class Trainer {
   TrainSummary run(std::ostream& log);
 
   const Gemma4Model& model() const { return *model_; }
-  const Tensor& weights() const { return weights_; }
+  const Tensor& weights() const { return state_.weights; }
   const std::string& run_dir() const { return run_dir_; }
   int64_t start_step() const { return start_step_; }
   const MemoryPlan& memory_plan() const { return plan_; }
@@ -59,11 +59,10 @@ class Trainer {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<DataLoader> data_;
-  std::unique_ptr<AdamW> optimizer_;
   std::vector<bool> trainable_;
   LrSchedule schedule_;
   MemoryPlan plan_;
-  Tensor weights_, grads_;
+  TrainState state_;
   int64_t steps_ = 0, batch_ = 0, seq_ = 0, start_step_ = 0;
   std::string run_dir_, checkpoints_dir_;
   std::vector<std::string> notes_;  // what setup did (resume, fine-tune source), for the log

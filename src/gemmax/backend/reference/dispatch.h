@@ -5,6 +5,7 @@
 // result of the exact computation on its bf16 inputs ("fp32 accumulation" or better).
 #pragma once
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -27,9 +28,15 @@ using calc_t = std::conditional_t<std::is_same_v<T, bf16>, double, T>;
 template <class F>
 void dispatch_float(const Tensor& t, F&& f) {
   switch (t.dtype()) {
-    case DType::F32: f.template operator()<float>(); return;
-    case DType::F64: f.template operator()<double>(); return;
-    case DType::BF16: f.template operator()<bf16>(); return;
+    case DType::F32:
+      f.template operator()<float>();
+      return;
+    case DType::F64:
+      f.template operator()<double>();
+      return;
+    case DType::BF16:
+      f.template operator()<bf16>();
+      return;
     default:
       fail("reference backend: ", t.str(), " is not supported; use float32, bfloat16 or float64");
   }
@@ -39,9 +46,8 @@ void dispatch_float(const Tensor& t, F&& f) {
 // calls f.template operator()<A, B>().
 template <class F>
 void dispatch_float2(const Tensor& a, const Tensor& b, F&& f) {
-  dispatch_float(a, [&]<class A>() {
-    dispatch_float(b, [&]<class B>() { f.template operator()<A, B>(); });
-  });
+  dispatch_float(
+      a, [&]<class A>() { dispatch_float(b, [&]<class B>() { f.template operator()<A, B>(); }); });
 }
 
 // A small weight vector (norm scale, per-expert scale) of any float dtype, read into fp64 once
@@ -60,18 +66,44 @@ inline std::vector<double> read_vector(const Tensor& t) {
 
 // w[i] += add[i] (the gradient of a small weight vector, in the weights' own dtype).
 inline void accumulate_vector(const Tensor& w, const std::vector<double>& add) {
-  GEMMAX_CHECK(w.numel() == int64_t(add.size()), "accumulate_vector: ", w.str(), " += ",
-               add.size(), " values");
+  GEMMAX_CHECK(w.numel() == int64_t(add.size()), "accumulate_vector: ", w.str(), " += ", add.size(),
+               " values");
   dispatch_float(w, [&]<class W>() {
     W* p = w.data<W>();
     for (size_t i = 0; i < add.size(); ++i) p[i] = W(double(p[i]) + add[i]);
   });
 }
 
+// A float64 device scalar (one element) of the step: scalar[0] += value.
+inline void add_to_scalar(const Tensor& scalar, double value) {
+  GEMMAX_CHECK(scalar.dtype() == DType::F64 && scalar.numel() == 1,
+               "a device scalar must be float64 [1], got ", scalar.str());
+  scalar.data<double>()[0] += value;
+}
+
+// The sum of f(i) over [0, n) in one fixed order whatever the thread count: blocks of 4096 terms
+// summed in parallel, each in index order, then the block sums in block order.
+template <class F>
+double ordered_sum(int64_t n, F&& f) {
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(size_t(blocks), 0.0);
+#pragma omp parallel for if (blocks > 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    double s = 0;
+    const int64_t end = std::min(n, (b + 1) * kBlock);
+    for (int64_t i = b * kBlock; i < end; ++i) s += f(i);
+    partial[size_t(b)] = s;
+  }
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
 // Ops whose operands all share one dtype.
 inline void check_dtypes(const Tensor& a, const Tensor& b, const Tensor& c, const char* what) {
-  GEMMAX_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), what, " dtypes differ: ",
-               a.str(), " ", b.str(), " ", c.str());
+  GEMMAX_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), what, " dtypes differ: ", a.str(),
+               " ", b.str(), " ", c.str());
 }
 
 inline void check_same(const Tensor& a, const Tensor& b, const char* what) {

@@ -12,7 +12,13 @@ using ref::dispatch_float;
 using ref::dispatch_float2;
 
 Tensor ReferenceBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
-  return Tensor::empty(shape, dtype, kind);
+  return Tensor::empty(shape, dtype, kind, tracker());
+}
+
+void ReferenceBackend::upload(const Tensor& dst, const Tensor& host) {
+  GEMMAX_CHECK(dst.dtype() == host.dtype() && dst.numel() == host.numel(), "upload: ", host.str(),
+               " into ", dst.str());
+  std::memcpy(dst.raw(), host.raw(), host.nbytes());
 }
 
 void ReferenceBackend::fill(const Tensor& x, double value) {
@@ -79,24 +85,73 @@ void ReferenceBackend::scale(const Tensor& x, double alpha) {
   });
 }
 
-double ReferenceBackend::dot(const Tensor& a, const Tensor& b) {
-  check_same(a, b, "dot");
-  double total = 0;
-  dispatch_float(a, [&]<class T>() {
-    const T *pa = a.data<T>(), *pb = b.data<T>();
-    const int64_t n = a.numel();
-    double s = 0;
-#pragma omp parallel for simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += double(pa[i]) * double(pb[i]);
-    total = s;
+void ReferenceBackend::sum_squares(const Tensor& sum, const Tensor& x) {
+  dispatch_float(x, [&]<class T>() {
+    const T* p = x.data<T>();
+    ref::add_to_scalar(
+        sum, ref::ordered_sum(x.numel(), [&](int64_t i) { return double(p[i]) * double(p[i]); }));
   });
-  return total;
+}
+
+void ReferenceBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, const Tensor& b,
+                                          const Tensor& s) {
+  check_same(y, a, "scaled_sum_forward");
+  check_same(a, b, "scaled_sum_forward");
+  GEMMAX_CHECK(s.numel() == 1, "scaled_sum_forward: the scale must have one element, got ",
+               s.str());
+  const double scale = get_as_double(s, 0);
+  dispatch_float(y, [&]<class T>() {
+    T* o = y.data<T>();
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    const int64_t n = y.numel();
+    // The sum is rounded to the activation dtype first (as a separate add would), then scaled at
+    // the scale's precision and rounded once.
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = T(double(T(calc_t<T>(pa[i]) + calc_t<T>(pb[i]))) * scale);
+  });
+}
+
+void ReferenceBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, const Tensor& dy,
+                                           const Tensor& a, const Tensor& b, const Tensor& s) {
+  check_same(dab, dy, "scaled_sum_backward");
+  check_same(a, dy, "scaled_sum_backward");
+  check_same(b, dy, "scaled_sum_backward");
+  GEMMAX_CHECK(s.numel() == 1 && ds.numel() == 1, "scaled_sum_backward: scale ", s.str(),
+               " and its gradient ", ds.str(), " must have one element");
+  const double scale = get_as_double(s, 0);
+  dispatch_float(dy, [&]<class T>() {
+    const T *pd = dy.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
+    T* o = dab.data<T>();
+    const int64_t n = dy.numel();
+    const double dsum = ref::ordered_sum(n, [&](int64_t i) {
+      return double(pd[i]) * double(T(calc_t<T>(pa[i]) + calc_t<T>(pb[i])));
+    });
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) o[i] = T(double(pd[i]) * scale);
+    set_from_double(ds, 0, get_as_double(ds, 0) + dsum);
+  });
+}
+
+void ReferenceBackend::transpose_groups(const Tensor& out, const Tensor& in) {
+  GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&
+                   out.dim(1) == in.dim(2) && out.dim(2) == in.dim(1) && out.dtype() == in.dtype(),
+               "transpose_groups: ", in.str(), " into ", out.str());
+  const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2);
+  dispatch_float(in, [&]<class T>() {
+    const T* pi = in.data<T>();
+    T* po = out.data<T>();
+#pragma omp parallel for collapse(2)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t r = 0; r < R; ++r) po[(g * C + c) * R + r] = pi[(g * R + r) * C + c];
+  });
 }
 
 // ---- embedding -----------------------------------------------------------------------------
 
-void ReferenceBackend::embedding_forward(const Tensor& x, const Tensor& tokens,
-                                         const Tensor& table, double scale) {
+void ReferenceBackend::embedding_forward(const Tensor& x, const Tensor& tokens, const Tensor& table,
+                                         double scale) {
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
   GEMMAX_CHECK(x.numel() == n * d, "embedding_forward: x ", x.str(), " for ", n, " tokens");
   const int32_t* tok = tokens.data<int32_t>();
@@ -133,10 +188,17 @@ void ReferenceBackend::embedding_backward(const Tensor& dtable, const Tensor& dx
 // ---- AdamW (training.md §12: optax adamw, decoupled decay scaled by lr) ----------------------
 
 void ReferenceBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                                  const Tensor& v, const AdamWStep& s) {
+                                  const Tensor& v, const AdamWStep& s, const Tensor& scalars) {
   check_same(param, grad, "adamw_step");
   check_same(param, m, "adamw_step");
   check_same(param, v, "adamw_step");
+  GEMMAX_CHECK(scalars.dtype() == DType::F64 && scalars.numel() == StepScalars::kCount,
+               "adamw_step: the step scalars must be float64 [", int64_t(StepScalars::kCount),
+               "], got ", scalars.str());
+  const double* sc = scalars.data<double>();
+  for (int64_t i = 0; i < StepScalars::kCount; ++i)
+    if (!std::isfinite(sc[i])) return;  // a non-finite step is not applied
+  const double grad_scale = clip_factor(s.clip_norm, std::sqrt(sc[StepScalars::kGradSumSq]));
   const double bc1 = 1.0 - std::pow(s.b1, double(s.t));
   const double bc2 = 1.0 - std::pow(s.b2, double(s.t));
   dispatch_float(param, [&]<class T>() {
@@ -145,7 +207,7 @@ void ReferenceBackend::adamw_step(const Tensor& param, const Tensor& grad, const
     const int64_t n = param.numel();
 #pragma omp parallel for
     for (int64_t i = 0; i < n; ++i) {
-      const double gi = double(g[i]) * s.grad_scale;
+      const double gi = double(g[i]) * grad_scale;
       const double mi = s.b1 * double(pm[i]) + (1.0 - s.b1) * gi;
       const double vi = s.b2 * double(pv[i]) + (1.0 - s.b2) * gi * gi;
       pm[i] = T(mi);

@@ -19,35 +19,57 @@ inline double gelu_tanh_grad(double x) {
   return 0.5 * (1.0 + tau) + 0.5 * x * (1.0 - tau * tau) * kSqrt2OverPi * (1.0 + 0.134145 * x * x);
 }
 
+// Rows of [gate | up] in one tensor (up undefined), or gate and up in two.
+struct GegluRows {
+  int64_t m, F, stride;  // rows, width, elements between rows of h
+  bool split;
+};
+
+GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const char* op) {
+  const int64_t F = a.dim(-1), m = a.numel() / F;
+  const bool split = up.defined();
+  GEMMAX_CHECK(split ? h.numel() == m * F && up.numel() == m * F : h.numel() == 2 * m * F, op,
+               ": h ", h.str(), split ? " up " + up.str() : std::string(), " for a ", a.str());
+  return {m, F, split ? F : 2 * F, split};
+}
+
 }  // namespace
 
-void ReferenceBackend::geglu_forward(const Tensor& a, const Tensor& h) {
-  const int64_t F = a.dim(-1), m = a.numel() / F;
-  GEMMAX_CHECK(h.numel() == 2 * m * F, "geglu_forward: h ", h.str(), " for a ", a.str());
+void ReferenceBackend::geglu_forward(const Tensor& a, const Tensor& h, const Tensor& up) {
+  const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
   ref::dispatch_float(a, [&]<class T>() {
-    const T* ph = h.data<T>();
+    const T* pg = h.data<T>();
+    const T* pu = g.split ? up.data<T>() : pg + g.F;
     T* pa = a.data<T>();
 #pragma omp parallel for
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < F; ++j)
-        pa[r * F + j] = T(gelu_tanh(double(ph[r * 2 * F + j])) * double(ph[r * 2 * F + F + j]));
+    for (int64_t r = 0; r < g.m; ++r)
+      for (int64_t j = 0; j < g.F; ++j)
+        pa[r * g.F + j] = T(gelu_tanh(double(pg[r * g.stride + j])) * double(pu[r * g.stride + j]));
   });
 }
 
-void ReferenceBackend::geglu_backward(const Tensor& dh, const Tensor& da, const Tensor& h) {
-  const int64_t F = da.dim(-1), m = da.numel() / F;
-  GEMMAX_CHECK(h.numel() == 2 * m * F && dh.numel() == h.numel(), "geglu_backward: h ", h.str(),
-               " dh ", dh.str(), " da ", da.str());
+void ReferenceBackend::geglu_backward(const Tensor& dh, const Tensor& dup, const Tensor& da,
+                                      const Tensor& h, const Tensor& up) {
+  const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
+  GEMMAX_CHECK(g.split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),
+               "geglu_backward: fused rows need dh ", dh.defined() ? dh.str() : "(none)",
+               " shaped like h ", h.str());
+  for (const Tensor* d : {&dh, &dup})
+    GEMMAX_CHECK(!g.split || !d->defined() || d->numel() == da.numel(),
+                 "geglu_backward: a gradient half ", d->str(), " for da ", da.str());
   ref::dispatch_float(da, [&]<class T>() {
-    const T *ph = h.data<T>(), *pda = da.data<T>();
-    T* pdh = dh.data<T>();
+    const T* pg = h.data<T>();
+    const T* pu = g.split ? up.data<T>() : pg + g.F;
+    const T* pda = da.data<T>();
+    T* pdg = dh.defined() ? dh.data<T>() : nullptr;
+    T* pdu = g.split ? (dup.defined() ? dup.data<T>() : nullptr) : pdg + g.F;
 #pragma omp parallel for
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < F; ++j) {
-        const double gate = double(ph[r * 2 * F + j]), up = double(ph[r * 2 * F + F + j]);
-        const double g = double(pda[r * F + j]);
-        pdh[r * 2 * F + j] = T(g * up * gelu_tanh_grad(gate));
-        pdh[r * 2 * F + F + j] = T(g * gelu_tanh(gate));
+    for (int64_t r = 0; r < g.m; ++r)
+      for (int64_t j = 0; j < g.F; ++j) {
+        const double gate = double(pg[r * g.stride + j]), upv = double(pu[r * g.stride + j]);
+        const double d = double(pda[r * g.F + j]);
+        if (pdg) pdg[r * g.stride + j] = T(d * upv * gelu_tanh_grad(gate));
+        if (pdu) pdu[r * g.stride + j] = T(d * gelu_tanh(gate));
       }
   });
 }

@@ -1,15 +1,16 @@
 // Soft-capped cross-entropy on a tile of logits, with its gradient written in place.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "gemmax/backend/reference/dispatch.h"
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {
 
-double ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tensor& targets,
-                                               const Tensor& mask, double cap, double grad_scale,
-                                               bool write_grad) {
+void ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tensor& loss,
+                                             const Tensor& targets, const Tensor& mask, double cap,
+                                             double grad_scale, bool write_grad) {
   const int64_t C = logits.dim(0), V = logits.dim(1);
   GEMMAX_CHECK(targets.numel() == C && mask.numel() == C, "softcap_cross_entropy: logits ",
                logits.str(), " targets ", targets.str(), " mask ", mask.str());
@@ -18,10 +19,10 @@ double ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tenso
   for (int64_t r = 0; r < C; ++r)  // checked before the parallel loop, which cannot throw
     GEMMAX_CHECK(msk[r] == 0 || (tgt[r] >= 0 && tgt[r] < V), "target id ", tgt[r],
                  " is outside the vocabulary [0, ", V, ")");
-  double total = 0;
+  std::vector<double> row_loss(size_t(C), 0.0);  // summed in row order below
   ref::dispatch_float(logits, [&]<class T>() {
     T* pl = logits.data<T>();
-#pragma omp parallel for reduction(+ : total)
+#pragma omp parallel for
     for (int64_t r = 0; r < C; ++r) {
       T* row = pl + r * V;
       if (cap > 0)
@@ -31,7 +32,7 @@ double ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tenso
       double sum = 0;
       for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
       const double lse = mx + std::log(sum);
-      if (msk[r] != 0) total += lse - double(row[tgt[r]]);
+      if (msk[r] != 0) row_loss[size_t(r)] = lse - double(row[tgt[r]]);
       if (!write_grad) continue;
       const double g = msk[r] != 0 ? grad_scale : 0.0;
       for (int64_t v = 0; v < V; ++v) {
@@ -42,7 +43,9 @@ double ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tenso
       }
     }
   });
-  return total;
+  double total = 0;
+  for (double l : row_loss) total += l;
+  ref::add_to_scalar(loss, total);
 }
 
 }  // namespace gemmax

@@ -1,5 +1,7 @@
 // Dense and grouped matmuls. Products are summed in fp64 whatever the element type; the output
 // may be wider than the inputs (bf16 inputs, fp32 weight gradients) and is rounded once.
+#include <algorithm>
+#include <array>
 #include <type_traits>
 #include <vector>
 
@@ -101,6 +103,49 @@ void for_each_group(const Tensor& group_sizes, int64_t total_rows, F&& f) {
   }
 }
 
+// The sorted rows of a grouped matmul and where they live (GmmRows): row r of the input side is row
+// in(r) of its tensor, of the output side row out(r); each group's weight is rows [w0, w0 + n) of
+// its [N, k] block.
+struct GroupedRows {
+  const int32_t* in_map = nullptr;
+  const int32_t* out_map = nullptr;
+  int64_t m = 0, w0 = 0, n = 0, N = 0;  // rows; weight window; full weight rows per group
+  int64_t in(int64_t r) const { return in_map ? in_map[r] : r; }
+  int64_t out(int64_t r) const { return out_map ? out_map[r] : r; }
+};
+
+GroupedRows grouped_rows(const GmmRows& rows, int64_t m, int64_t N, const char* op) {
+  GroupedRows g;
+  g.m = m;
+  g.N = N;
+  g.w0 = rows.weight_begin;
+  g.n = rows.weight_rows < 0 ? N - rows.weight_begin : rows.weight_rows;
+  GEMMAX_CHECK(g.w0 >= 0 && g.n >= 0 && g.w0 + g.n <= N, op, ": weight rows [", g.w0, ", ",
+               g.w0 + g.n, ") of ", N);
+  for (const Tensor* map : {&rows.in, &rows.out})
+    GEMMAX_CHECK(!map->defined() || (map->dtype() == DType::I32 && map->numel() == m), op,
+                 ": a row map must be int32 [", m, "], got ", map->str());
+  if (rows.in.defined()) g.in_map = rows.in.data<int32_t>();
+  if (rows.out.defined()) g.out_map = rows.out.data<int32_t>();
+  return g;
+}
+
+void check_map_range(const int32_t* map, int64_t m, int64_t limit, const char* what) {
+  if (!map) return;
+  for (int64_t r = 0; r < m; ++r)
+    GEMMAX_CHECK(map[r] >= 0 && map[r] < limit, what, " row map entry ", map[r], " at ", r,
+                 " is outside [0, ", limit, ")");
+}
+
+// The group of each sorted row.
+std::vector<int32_t> row_groups(const Tensor& group_sizes, int64_t m) {
+  std::vector<int32_t> g(m);
+  for_each_group(group_sizes, m, [&](int64_t grp, int64_t first, int64_t rows) {
+    std::fill_n(g.begin() + first, rows, int32_t(grp));
+  });
+  return g;
+}
+
 }  // namespace
 
 void ReferenceBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
@@ -112,49 +157,110 @@ void ReferenceBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, co
   });
 }
 
-// out[r] = lhs[r] . rhs[g]^T : per group an "NT" product on its rows.
+// out[r] (+)= lhs[r] . rhs[g]^T: per row an "NT" product with its group's weight rows.
 void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
-                           const Tensor& group_sizes) {
-  const int64_t m = lhs.dim(0), k = lhs.dim(1), G = rhs.dim(0), n = rhs.dim(1);
-  GEMMAX_CHECK(rhs.dim(2) == k && out.dim(0) == m && out.dim(1) == n && group_sizes.numel() == G,
-               "gmm shapes: lhs ", lhs.str(), " rhs ", rhs.str(), " out ", out.str());
+                           const Tensor& group_sizes, const GmmRows& rows) {
+  const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
+  GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G, "gmm shapes: lhs ", lhs.str(), " rhs ",
+               rhs.str(), " out ", out.str());
+  const GroupedRows R = grouped_rows(rows, m, N, "gmm");
+  GEMMAX_CHECK(out.dim(1) == R.n && (R.in_map || lhs.dim(0) == m), "gmm shapes: lhs ", lhs.str(),
+               " rhs ", rhs.str(), " out ", out.str());
+  check_map_range(R.in_map, m, lhs.dim(0), "gmm lhs");
+  check_map_range(R.out_map, m, m, "gmm out");
   ref::check_dtypes(out, lhs, rhs, "gmm");
+  const std::vector<int32_t> grp = row_groups(group_sizes, m);
   ref::dispatch_float(out, [&]<class T>() {
-    for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t rows) {
-      matmul_loops(out.data<T>() + first * n, lhs.data<T>() + first * k, false,
-                   rhs.data<T>() + g * n * k, true, rows, n, k, false);
-    });
+    const T *pl = lhs.data<T>(), *pw = rhs.data<T>();
+    T* po = out.data<T>();
+#pragma omp parallel for
+    for (int64_t r = 0; r < m; ++r) {
+      const T* a = pl + R.in(r)*k;
+      T* o = po + R.out(r) * R.n;
+      for (int64_t j = 0; j < R.n; ++j) {
+        const T* w = pw + (grp[r] * N + R.w0 + j) * k;
+        double s = rows.accumulate ? double(o[j]) : 0.0;
+        for (int64_t c = 0; c < k; ++c) s += double(a[c]) * double(w[c]);
+        o[j] = T(s);
+      }
+    }
   });
 }
 
-// dlhs[r] = dout[r] . rhs[g] : "NN" on rhs as stored ([n, k] per group), no transposed copy.
+// dlhs[r] (+)= dout[r] . rhs[g]: "NN" on rhs as stored ([n, k] per group), no transposed copy.
 void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
-                                const Tensor& group_sizes) {
-  const int64_t m = dout.dim(0), n = dout.dim(1), G = rhs.dim(0), k = rhs.dim(2);
-  GEMMAX_CHECK(rhs.dim(1) == n && dlhs.dim(0) == m && dlhs.dim(1) == k && group_sizes.numel() == G,
-               "gmm_dlhs shapes: dout ", dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
+                                const Tensor& group_sizes, const GmmRows& rows) {
+  const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
+  GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G, "gmm_dlhs shapes: dout ", dout.str(),
+               " rhs ", rhs.str(), " dlhs ", dlhs.str());
+  const GroupedRows R = grouped_rows(rows, m, N, "gmm_dlhs");
+  GEMMAX_CHECK(dout.dim(1) == R.n && (R.out_map || dout.dim(0) == m), "gmm_dlhs shapes: dout ",
+               dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
+  check_map_range(R.in_map, m, m, "gmm_dlhs dlhs");
+  check_map_range(R.out_map, m, dout.dim(0), "gmm_dlhs dout");
   ref::check_dtypes(dlhs, dout, rhs, "gmm_dlhs");
+  const std::vector<int32_t> grp = row_groups(group_sizes, m);
   ref::dispatch_float(dlhs, [&]<class T>() {
-    for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t rows) {
-      matmul_loops(dlhs.data<T>() + first * k, dout.data<T>() + first * n, false,
-                   rhs.data<T>() + g * n * k, false, rows, k, n, false);
-    });
+    const T *pd = dout.data<T>(), *pw = rhs.data<T>();
+    T* pl = dlhs.data<T>();
+#pragma omp parallel
+    {
+      std::vector<double> acc(k);
+#pragma omp for
+      for (int64_t r = 0; r < m; ++r) {
+        const T* d = pd + R.out(r) * R.n;
+        T* o = pl + R.in(r)*k;
+        for (int64_t c = 0; c < k; ++c) acc[c] = rows.accumulate ? double(o[c]) : 0.0;
+        for (int64_t j = 0; j < R.n; ++j) {
+          const double dj = double(d[j]);
+          const T* w = pw + (grp[r] * N + R.w0 + j) * k;
+          for (int64_t c = 0; c < k; ++c) acc[c] += dj * double(w[c]);
+        }
+        for (int64_t c = 0; c < k; ++c) o[c] = T(acc[c]);
+      }
+    }
   });
 }
 
 // drhs[g] += dout_g^T . lhs_g : "TN" over the group's rows; empty groups are left untouched.
 // drhs may be wider than lhs and dout (fp32 expert-weight gradients of bf16 activations).
 void ReferenceBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
-                                const Tensor& group_sizes) {
-  const int64_t m = lhs.dim(0), k = lhs.dim(1), n = dout.dim(1), G = drhs.dim(0);
-  GEMMAX_CHECK(drhs.dim(1) == n && drhs.dim(2) == k && dout.dim(0) == m && group_sizes.numel() == G,
-               "gmm_drhs shapes: lhs ", lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
+                                const Tensor& group_sizes, const GmmRows& rows) {
+  const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
+  const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
+  GEMMAX_CHECK(drhs.dim(2) == k && group_sizes.numel() == G, "gmm_drhs shapes: lhs ", lhs.str(),
+               " dout ", dout.str(), " drhs ", drhs.str());
+  const GroupedRows R = grouped_rows(rows, m, N, "gmm_drhs");
+  GEMMAX_CHECK(dout.dim(1) == R.n && (R.out_map || dout.dim(0) == m), "gmm_drhs shapes: lhs ",
+               lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
+  check_map_range(R.in_map, m, lhs.dim(0), "gmm_drhs lhs");
+  check_map_range(R.out_map, m, dout.dim(0), "gmm_drhs dout");
   GEMMAX_CHECK(lhs.dtype() == dout.dtype(), "gmm_drhs: ", lhs.str(), " and ", dout.str());
+  std::vector<std::array<int64_t, 3>> groups;  // (g, first, rows)
+  for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t n) {
+    groups.push_back({g, first, n});
+  });
   ref::dispatch_float2(drhs, lhs, [&]<class TC, class T>() {
-    for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t rows) {
-      matmul_loops(drhs.data<TC>() + g * n * k, dout.data<T>() + first * n, true,
-                   lhs.data<T>() + first * k, false, n, k, rows, true);
-    });
+    const T *pl = lhs.data<T>(), *pd = dout.data<T>();
+    TC* pw = drhs.data<TC>();
+    const int64_t ng = int64_t(groups.size());
+#pragma omp parallel
+    {
+      std::vector<double> acc(k);
+#pragma omp for collapse(2)
+      for (int64_t gi = 0; gi < ng; ++gi)
+        for (int64_t j = 0; j < R.n; ++j) {
+          const auto [g, first, n] = groups[gi];
+          TC* w = pw + (g * N + R.w0 + j) * k;
+          for (int64_t c = 0; c < k; ++c) acc[c] = double(w[c]);
+          for (int64_t r = first; r < first + n; ++r) {
+            const double dj = double(pd[R.out(r) * R.n + j]);
+            const T* a = pl + R.in(r)*k;
+            for (int64_t c = 0; c < k; ++c) acc[c] += dj * double(a[c]);
+          }
+          for (int64_t c = 0; c < k; ++c) w[c] = TC(acc[c]);
+        }
+    }
   });
 }
 

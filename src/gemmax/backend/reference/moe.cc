@@ -12,9 +12,9 @@ namespace gemmax {
 using ref::dispatch_float;
 using ref::stat_t;
 
-void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx,
-                                      const Tensor& weights, const Tensor& logits,
-                                      const Tensor& per_expert_scale, bool renormalize) {
+void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx, const Tensor& weights,
+                                      const Tensor& logits, const Tensor& per_expert_scale,
+                                      bool renormalize) {
   const int64_t T_ = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
   GEMMAX_CHECK(probs.numel() == T_ * E && idx.dim(0) == T_ && weights.numel() == T_ * K &&
                    per_expert_scale.numel() == E,
@@ -36,7 +36,8 @@ void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx,
         for (int64_t e = 1; e < E; ++e) mx = std::max(mx, double(lt[e]));
         double sum = 0;
         for (int64_t e = 0; e < E; ++e) sum += std::exp(double(lt[e]) - mx);
-        for (int64_t e = 0; e < E; ++e) pp[t * E + e] = stat_t<T>(std::exp(double(lt[e]) - mx) / sum);
+        for (int64_t e = 0; e < E; ++e)
+          pp[t * E + e] = stat_t<T>(std::exp(double(lt[e]) - mx) / sum);
         // Top-k of the logits; equal logits keep the lower expert id first.
         std::iota(order.begin(), order.end(), 0);
         std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
@@ -114,8 +115,9 @@ void ReferenceBackend::router_backward(const Tensor& dlogits, const Tensor& dper
   });
 }
 
-double ReferenceBackend::load_balance_forward(const Tensor& density, const Tensor& probs,
-                                              const Tensor& idx, int64_t seq) {
+void ReferenceBackend::load_balance_forward(const Tensor& density, const Tensor& loss,
+                                            const Tensor& probs, const Tensor& idx, int64_t seq,
+                                            double coefficient) {
   const int64_t T_ = probs.dim(0), E = probs.dim(1), K = idx.dim(1), B = T_ / seq;
   GEMMAX_CHECK(density.numel() == B * E && T_ % seq == 0, "load_balance_forward: density ",
                density.str(), " probs ", probs.str(), " seq ", seq);
@@ -137,17 +139,16 @@ double ReferenceBackend::load_balance_forward(const Tensor& density, const Tenso
       }
     }
   });
-  return total / double(B * E);
+  if (loss.defined()) ref::add_to_scalar(loss, coefficient * total / double(B * E));
 }
 
-void ReferenceBackend::route_sort(const Routing& routing, const Tensor& idx,
-                                  int64_t num_experts) {
+void ReferenceBackend::route_sort(const Routing& routing, const Tensor& idx, int64_t num_experts) {
   const int64_t n = idx.numel();
   GEMMAX_CHECK(routing.order.numel() == n && routing.inverse.numel() == n &&
-                   routing.group_sizes.numel() == num_experts,
+                   routing.token.numel() == n && routing.group_sizes.numel() == num_experts,
                "route_sort: order ", routing.order.str(), " inverse ", routing.inverse.str(),
-               " group_sizes ", routing.group_sizes.str(), " for ", idx.str(), " and ",
-               num_experts, " experts");
+               " group_sizes ", routing.group_sizes.str(), " for ", idx.str(), " and ", num_experts,
+               " experts");
   const int32_t* pidx = idx.data<int32_t>();
   int32_t* sizes = routing.group_sizes.data<int32_t>();
   std::fill_n(sizes, num_experts, 0);
@@ -160,10 +161,13 @@ void ReferenceBackend::route_sort(const Routing& routing, const Tensor& idx,
   for (int64_t e = 1; e < num_experts; ++e) next[e] = next[e - 1] + sizes[e - 1];
   int32_t* order = routing.order.data<int32_t>();
   int32_t* inverse = routing.inverse.data<int32_t>();
+  int32_t* token = routing.token.data<int32_t>();
+  const int64_t k = idx.dim(-1);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = next[pidx[i]]++;
     order[r] = int32_t(i);
     inverse[i] = int32_t(r);
+    token[r] = int32_t(i / k);
   }
 }
 
@@ -175,17 +179,17 @@ void ReferenceBackend::permute(const Tensor& xs, const Tensor& x, const Tensor& 
     const T* px = x.data<T>();
     T* pxs = xs.data<T>();
 #pragma omp parallel for
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy_n(px + (po[r] / k) * d, d, pxs + r * d);
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(px + (po[r] / k) * d, d, pxs + r * d);
   });
 }
 
 void ReferenceBackend::permute_backward(const Tensor& dx, const Tensor& dxs, const Tensor& inverse,
                                         int64_t k, bool accumulate) {
   const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
-  GEMMAX_CHECK(inverse.numel() == T_ * k && dxs.numel() == T_ * k * d, "permute_backward: dx ",
-               dx.str(), " dxs ", dxs.str(), " inverse ", inverse.str());
-  const int32_t* inv = inverse.data<int32_t>();
+  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T_ * k) && dxs.numel() == T_ * k * d,
+               "permute_backward: dx ", dx.str(), " dxs ", dxs.str(), " inverse ",
+               inverse.defined() ? inverse.str() : "(token order)");
+  const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   dispatch_float(dx, [&]<class T>() {
     const T* g = dxs.data<T>();
     T* out = dx.data<T>();
@@ -193,7 +197,7 @@ void ReferenceBackend::permute_backward(const Tensor& dx, const Tensor& dxs, con
     for (int64_t t = 0; t < T_; ++t)
       for (int64_t c = 0; c < d; ++c) {
         double s = accumulate ? double(out[t * d + c]) : 0.0;
-        for (int64_t j = 0; j < k; ++j) s += double(g[inv[t * k + j] * d + c]);
+        for (int64_t j = 0; j < k; ++j) s += double(g[(inv ? inv[t * k + j] : t * k + j) * d + c]);
         out[t * d + c] = T(s);
       }
   });
@@ -202,9 +206,9 @@ void ReferenceBackend::permute_backward(const Tensor& dx, const Tensor& dxs, con
 void ReferenceBackend::combine_forward(const Tensor& m, const Tensor& y, const Tensor& inverse,
                                        const Tensor& weights) {
   const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
-  GEMMAX_CHECK(inverse.numel() == T_ * K && y.numel() == T_ * K * d, "combine_forward: m ",
-               m.str(), " y ", y.str(), " weights ", weights.str());
-  const int32_t* inv = inverse.data<int32_t>();
+  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T_ * K) && y.numel() == T_ * K * d,
+               "combine_forward: m ", m.str(), " y ", y.str(), " weights ", weights.str());
+  const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   dispatch_float(m, [&]<class T>() {
     const T* py = y.data<T>();
     const stat_t<T>* pw = weights.data<stat_t<T>>();
@@ -213,7 +217,10 @@ void ReferenceBackend::combine_forward(const Tensor& m, const Tensor& y, const T
     for (int64_t t = 0; t < T_; ++t)
       for (int64_t c = 0; c < d; ++c) {
         double s = 0;
-        for (int64_t j = 0; j < K; ++j) s += double(pw[t * K + j]) * double(py[inv[t * K + j] * d + c]);
+        for (int64_t j = 0; j < K; ++j) {
+          const int64_t r = inv ? inv[t * K + j] : t * K + j;
+          s += double(pw[t * K + j]) * double(py[r * d + c]);
+        }
         pm[t * d + c] = T(s);
       }
   });
@@ -222,10 +229,12 @@ void ReferenceBackend::combine_forward(const Tensor& m, const Tensor& y, const T
 void ReferenceBackend::combine_backward(const Tensor& dy, const Tensor& dweights, const Tensor& dm,
                                         const Tensor& y, const Tensor& order,
                                         const Tensor& weights) {
-  const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = order.numel(), K = rows / T_;
-  GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows, "combine_backward: dy ",
-               dy.str(), " dweights ", dweights.str(), " for ", rows, " rows");
-  const int32_t* po = order.data<int32_t>();
+  const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = weights.numel(), K = rows / T_;
+  GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows &&
+                   (!order.defined() || order.numel() == rows),
+               "combine_backward: dy ", dy.str(), " dweights ", dweights.str(), " for ", rows,
+               " rows");
+  const int32_t* po = order.defined() ? order.data<int32_t>() : nullptr;
   dispatch_float(dm, [&]<class T>() {
     const T *pdm = dm.data<T>(), *py = y.data<T>();
     const stat_t<T>* pw = weights.data<stat_t<T>>();
@@ -233,7 +242,7 @@ void ReferenceBackend::combine_backward(const Tensor& dy, const Tensor& dweights
     stat_t<T>* pdw = dweights.data<stat_t<T>>();
 #pragma omp parallel for
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t tk = po[r], t = tk / K;
+      const int64_t tk = po ? po[r] : r, t = tk / K;
       const double w = double(pw[tk]);
       double s = 0;
       for (int64_t c = 0; c < d; ++c) {

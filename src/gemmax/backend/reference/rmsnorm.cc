@@ -6,22 +6,28 @@
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {
+using ref::calc_t;
 using ref::dispatch_float;
 using ref::stat_t;
 
 void ReferenceBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x,
-                                       const Tensor& w, double eps, double out_scale) {
+                                       const Tensor& w, double eps, double out_scale,
+                                       const Tensor& residual, bool round_before_scale) {
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   GEMMAX_CHECK(y.numel() == x.numel() && rstd.numel() == rows && (!w.defined() || w.numel() == n),
-               "rmsnorm_forward shapes: x ", x.str(), " y ", y.str(), " rstd ", rstd.str(),
-               " w ", w.defined() ? w.str() : "none");
+               "rmsnorm_forward shapes: x ", x.str(), " y ", y.str(), " rstd ", rstd.str(), " w ",
+               w.defined() ? w.str() : "none");
   GEMMAX_CHECK(y.dtype() == x.dtype(), "rmsnorm_forward: y ", y.str(), " for x ", x.str());
+  GEMMAX_CHECK(
+      !residual.defined() || (residual.dtype() == y.dtype() && residual.numel() == y.numel()),
+      "rmsnorm_forward: residual ", residual.str(), " for y ", y.str());
   // The scale may be wider than x (fp32 master weights, bf16 activations): it is read into fp64
   // and multiplied before the one rounding of y (seed change 2).
   const std::vector<double> wv = ref::read_vector(w);
   const double* pw = w.defined() ? wv.data() : nullptr;
   dispatch_float(x, [&]<class T>() {
     const T* px = x.data<T>();
+    const T* pres = residual.defined() ? residual.data<T>() : nullptr;
     T* py = y.data<T>();
     stat_t<T>* pr = rstd.data<stat_t<T>>();
 #pragma omp parallel for
@@ -31,8 +37,14 @@ void ReferenceBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, cons
       for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * double(xr[i]);
       const double rs = 1.0 / std::sqrt(ss / double(n) + eps);
       pr[r] = stat_t<T>(rs);
-      for (int64_t i = 0; i < n; ++i)
-        py[r * n + i] = T(double(xr[i]) * rs * (pw ? pw[i] : 1.0) * out_scale);
+      for (int64_t i = 0; i < n; ++i) {
+        const double w_i = (pw ? pw[i] : 1.0) * out_scale;
+        // round_before_scale: x * rstd and the scale each rounded to T, multiplied, rounded.
+        const T normed = round_before_scale ? T(double(T(double(xr[i]) * rs)) * double(T(w_i)))
+                                            : T(double(xr[i]) * rs * w_i);
+        // A residual adds to the rounded norm, as a separate add would.
+        py[r * n + i] = pres ? T(calc_t<T>(pres[r * n + i]) + calc_t<T>(normed)) : normed;
+      }
     }
   });
 }
@@ -43,8 +55,8 @@ void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, cons
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   GEMMAX_CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && rstd.numel() == rows,
                "rmsnorm_backward shapes: x ", x.str(), " dx ", dx.str(), " dy ", dy.str());
-  GEMMAX_CHECK(dx.dtype() == x.dtype() && dy.dtype() == x.dtype(), "rmsnorm_backward: x ",
-               x.str(), " dx ", dx.str(), " dy ", dy.str());
+  GEMMAX_CHECK(dx.dtype() == x.dtype() && dy.dtype() == x.dtype(), "rmsnorm_backward: x ", x.str(),
+               " dx ", dx.str(), " dy ", dy.str());
   const std::vector<double> wv = ref::read_vector(w);
   const double* pw = w.defined() ? wv.data() : nullptr;
   dispatch_float(x, [&]<class T>() {
@@ -84,8 +96,7 @@ void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, cons
 
 void ReferenceBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
                             bool inverse) {
-  GEMMAX_CHECK(x.ndim() == 3 && positions.numel() == x.dim(0) &&
-                   inv_freq.numel() * 2 == x.dim(2),
+  GEMMAX_CHECK(x.ndim() == 3 && positions.numel() == x.dim(0) && inv_freq.numel() * 2 == x.dim(2),
                "rope shapes: x ", x.str(), " positions ", positions.str(), " inv_freq ",
                inv_freq.str());
   const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;

@@ -1,9 +1,10 @@
-#include "gemmax/model/memory_plan.h"
+#include "gemmax/train/fsdp_memory_estimate.h"
 
 #include <algorithm>
 #include <iomanip>
 #include <sstream>
 
+#include "gemmax/base/strings.h"
 #include "gemmax/model/params.h"
 #include "gemmax/model/weights.h"
 
@@ -16,8 +17,12 @@ struct Bytes {
   int64_t a, s, w;  // one element of an activation, a statistic, a master weight
 };
 
-// One layer's forward activations, tensor by tensor as attention.cc, layer.cc, mlp.cc and
-// moe.cc allocate them: {matmul outputs, everything else}.
+struct LayerActBytes {
+  int64_t matmul = 0, all = 0;
+};
+
+// One layer's forward activations as attention.cc, layer.cc, mlp.cc and moe.cc allocated them
+// before the step's plan was derived from the model itself: {matmul outputs, everything else}.
 LayerActBytes layer_acts(const ModelConfig& c, int64_t l, int64_t B, int64_t S, const Bytes& z) {
   const int64_t T = B * S, D = c.d_model, H = c.num_heads, KV = c.layer_kv_heads(l);
   const int64_t Hh = H * c.layer_head_dim(l), Kh = KV * c.layer_head_dim(l);
@@ -107,21 +112,15 @@ struct Phase {
 
 }  // namespace
 
-LayerActBytes layer_activation_bytes(const ModelConfig& cfg, int64_t layer, int64_t batch,
-                                     int64_t seq, DType act) {
-  return layer_acts(cfg, layer, batch, seq,
-                    {int64_t(dtype_size(act)), int64_t(dtype_size(stat_dtype(act))), 4});
-}
-
-MemoryPlan plan_memory(const MemoryPlanInput& in) {
+MemoryPlan estimate_fsdp_memory(const MemoryPlanInput& in) {
   const ModelConfig& c = in.model;
   const ParamTable table(c);
-  const Bytes z{int64_t(dtype_size(in.act)), int64_t(dtype_size(stat_dtype(in.act))),
-                int64_t(dtype_size(in.weight))};
+  const Bytes z{int64_t(dtype_size(in.options.act)),
+                int64_t(dtype_size(stat_dtype(in.options.act))), int64_t(dtype_size(in.weight))};
   const int64_t L = c.num_layers, B = in.batch, S = in.seq, T = B * S, D = c.d_model;
   const int64_t V = c.vocab_size, N = in.fsdp;
   const bool fsdp = N > 1;
-  const std::string act = std::string(dtype_name(in.act)), wname(dtype_name(in.weight));
+  const std::string act = std::string(dtype_name(in.options.act)), wname(dtype_name(in.weight));
   MemoryPlan plan;
   plan.input = in;
 
@@ -152,19 +151,19 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   int64_t kept_sum = 0;
   for (int64_t l = 0; l < L; ++l) {
     acts[l] = layer_acts(c, l, B, S, z);
-    kept[l] = in.remat == RematPolicy::None      ? acts[l].all
-              : in.remat == RematPolicy::Minimal ? acts[l].matmul
-                                                 : 0;
+    kept[l] = in.options.remat == RematPolicy::None      ? acts[l].all
+              : in.options.remat == RematPolicy::Minimal ? acts[l].matmul
+                                                         : 0;
     kept_sum += kept[l];
   }
   const int64_t x_bytes = T * D * z.a;
   items.push_back({MemKind::Activations,
                    "layer inputs x_0..x_" + std::to_string(L) + ": " + std::to_string(L + 1) +
-                       " x " + tensor_str({T, D}, in.act),
+                       " x " + tensor_str({T, D}, in.options.act),
                    (L + 1) * x_bytes});
-  if (in.remat != RematPolicy::Full)
+  if (in.options.remat != RematPolicy::Full)
     items.push_back({MemKind::Activations,
-                     in.remat == RematPolicy::None
+                     in.options.remat == RematPolicy::None
                          ? "every activation of the " + std::to_string(L) + " layers (remat none)"
                          : "matmul outputs of the " + std::to_string(L) + " layers (remat minimal)",
                      kept_sum});
@@ -173,7 +172,7 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   // the all-gathered weights (cast, then gathered).
   auto layer_weights = [&](int64_t l) -> int64_t {
     if (l < 0 || l >= L) return 0;
-    if (!fsdp && in.act == in.weight) return 0;
+    if (!fsdp && in.options.act == in.weight) return 0;
     return layer_matrix_params(c, l) * z.a;
   };
   const std::string weights_what = fsdp ? "all-gathered " + act + " weights of layer "
@@ -198,8 +197,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
     phases.push_back(f);
 
     Phase b{"backward of layer " + ls, (l + 1) * x_bytes + inputs_kept + kept[l], {}};
-    b.workspace.push_back(
-        {MemKind::Workspace, "dx, dx_prev: 2 x " + tensor_str({T, D}, in.act), 2 * x_bytes});
+    b.workspace.push_back({MemKind::Workspace,
+                           "dx, dx_prev: 2 x " + tensor_str({T, D}, in.options.act), 2 * x_bytes});
     b.workspace.push_back({MemKind::Workspace, weights_what + ls, layer_weights(l)});
     if (fsdp) {
       b.workspace.push_back(
@@ -217,21 +216,22 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
     inputs_kept += kept[l];
   }
   {
-    const int64_t C = T / in.num_vocab_tiling;
+    const int64_t C = T / in.options.num_vocab_tiling;
     Phase h{"output head", (L + 1) * x_bytes + kept_sum, {}};
-    h.workspace.push_back({MemKind::Workspace, "dx: " + tensor_str({T, D}, in.act), x_bytes});
+    h.workspace.push_back(
+        {MemKind::Workspace, "dx: " + tensor_str({T, D}, in.options.act), x_bytes});
     if (fsdp)
       h.workspace.push_back({MemKind::Workspace, act + " copy of the vocabulary-sharded table",
                              (V + N - 1) / N * D * z.a});
-    else if (in.act != in.weight)
+    else if (in.options.act != in.weight)
       h.workspace.push_back({MemKind::Workspace,
-                             act + " copy of the table " + tensor_str({V, D}, in.act),
+                             act + " copy of the table " + tensor_str({V, D}, in.options.act),
                              V * D * z.a});
     h.workspace.push_back({MemKind::Workspace,
-                           "one vocabulary tile of logits " + tensor_str({C, V}, in.act),
+                           "one vocabulary tile of logits " + tensor_str({C, V}, in.options.act),
                            C * V * z.a});
     h.workspace.push_back({MemKind::Workspace,
-                           "tile buffers: y, dy " + tensor_str({C, D}, in.act) +
+                           "tile buffers: y, dy " + tensor_str({C, D}, in.options.act) +
                                ", rstd, targets, mask [" + std::to_string(C) + "]",
                            2 * C * D * z.a + C * z.s + 2 * C * kInt});
     phases.push_back(h);
@@ -268,8 +268,9 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   }
   for (const auto& i : ws_peak->workspace)
     if (i.bytes > 0) items.push_back(i);
-  plan.workspace_phase = ws_peak->name;
+  plan.peak_phase[size_t(MemKind::Workspace)] = ws_peak->name;
   plan.total_phase = total_peak->name;
+  plan.estimate = true;
   plan.peak[size_t(MemKind::Workspace)] = ws_peak->workspace_bytes();
   int64_t fixed = 0;
   for (const auto& i : items) {
@@ -280,41 +281,6 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   plan.peak_total = fixed + total_peak->activations + total_peak->workspace_bytes();
   plan.items = std::move(items);
   return plan;
-}
-
-std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* measured) {
-  const MemoryPlanInput& in = plan.input;
-  std::ostringstream os;
-  os << "memory plan per device: " << in.model.name << " | batch " << in.batch << " x seq "
-     << in.seq << " | dtype " << dtype_name(in.act) << ", weights " << dtype_name(in.weight)
-     << " | remat " << remat_policy_name(in.remat) << " | num_vocab_tiling " << in.num_vocab_tiling;
-  if (in.fsdp > 1) os << " | FSDP over " << in.fsdp << " devices";
-  os << "\n";
-  auto row = [&](const std::string& name, double planned, double meas, bool with_meas) {
-    os << "  " << std::left << std::setw(14) << name << std::right << std::setw(12)
-       << format_bytes(planned);
-    if (with_meas) os << std::setw(14) << format_bytes(meas);
-    os << "\n";
-  };
-  os << "  " << std::left << std::setw(14) << "category" << std::right << std::setw(12)
-     << "planned";
-  if (measured) os << std::setw(14) << "measured peak";
-  os << "\n";
-  for (MemKind k : {MemKind::Params, MemKind::Grads, MemKind::OptState, MemKind::Activations,
-                    MemKind::Workspace, MemKind::Data}) {
-    row(std::string(mem_kind_name(k)), double(plan.peak[size_t(k)]),
-        measured ? double(measured->peak(k)) : 0.0, measured != nullptr);
-    for (const auto& i : plan.items)
-      if (i.kind == k)
-        os << "      " << std::setw(10) << format_bytes(double(i.bytes)) << "  " << i.what << "\n";
-    if (k == MemKind::Workspace)
-      os << "      (peaks in the " << plan.workspace_phase
-         << ")\n      by phase: " << plan.workspace_by_phase << "\n";
-  }
-  row("total", double(plan.peak_total), measured ? double(measured->peak_total()) : 0.0,
-      measured != nullptr);
-  os << "      (peaks in the " << plan.total_phase << ")\n";
-  return os.str();
 }
 
 }  // namespace gemmax

@@ -1,0 +1,55 @@
+// The memory plan of a training step: the peak bytes per category (parameters, gradients, optimizer
+// state, saved activations, workspace, data) and the phase of the step where each peaks.
+//
+// On one device the plan is derived, not hand-kept: the run's own setup and training step run once
+// against a PlanningBackend (backend/planning_backend.h) wrapped around the backend that will
+// train, which allocates nothing and counts every allocation in the model's order. It therefore
+// follows the backend, the remat policy, the tiling and every switch; the trainer prints it before
+// the first step (and refuses a run above max_memory_gb) and beside the measured peaks at the end,
+// which tests check are equal to the byte.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gemmax/backend/backend.h"
+#include "gemmax/base/memory.h"
+#include "gemmax/config/model_config.h"
+#include "gemmax/model/context.h"
+
+namespace gemmax {
+
+struct MemoryPlanInput {
+  ModelConfig model;
+  int64_t batch = 1, seq = 1;  // per device
+  ModelOptions options;        // dtype, remat, tiling, switches
+  DType weight = DType::F32;   // `weight_dtype`: master weights, gradients, Adam moments
+  int64_t fsdp = 1;            // devices the parameters are sharded over (ici_fsdp_parallelism)
+  std::string freeze;          // frozen parameters have no Adam moments
+};
+
+struct MemoryPlan {
+  struct Item {
+    MemKind kind;
+    std::string what;
+    int64_t bytes;
+  };
+  MemoryPlanInput input;
+  std::vector<Item> items;                   // what the categories hold (static ones in full)
+  std::array<int64_t, kNumMemKinds> peak{};  // planned peak per category
+  std::array<std::string, kNumMemKinds> peak_phase{};  // where each peaks
+  int64_t peak_total = 0;                              // planned peak of the sum
+  std::string total_phase;                             // where the total peaks
+  std::string workspace_by_phase;  // (estimates) the workspace of the largest phases
+  bool estimate = false;           // from the configuration (FSDP dry runs), not derived
+};
+
+// The plan of a run on `backend` (whose own allocations the plan does not touch).
+MemoryPlan plan_memory(const MemoryPlanInput& input, Backend& backend);
+
+// A table of the plan; with `measured`, a column of the measured peaks beside it.
+std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* measured = nullptr);
+
+}  // namespace gemmax

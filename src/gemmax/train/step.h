@@ -1,0 +1,45 @@
+// The device state of a training run and one training step on it.
+//
+// A step runs entirely on the backend: zero the gradients, forward and backward, the global
+// gradient norm, clipping and AdamW. Nothing is read back inside it; afterwards the host reads the
+// step's scalars (losses, gradient norm) once. The trainer and the memory plan
+// (train/memory_plan.h) run this same code, so the plan sees exactly what a step allocates.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gemmax/backend/backend.h"
+#include "gemmax/model/gemma4.h"
+#include "gemmax/train/optimizer.h"
+
+namespace gemmax {
+
+struct TrainState {
+  Tensor weights,
+      grads;                         // flat buffers in the weight dtype (MemKind::Params, Grads)
+  Tensor scalars;                    // float64 [StepScalars::kCount]: the step's losses and
+                                     // gradient norm
+  std::unique_ptr<AdamW> optimizer;  // holds the moments (MemKind::OptState)
+};
+
+// Allocates the state (weights uninitialised, moments zero).
+TrainState make_train_state(Backend& be, const ParamTable& table,
+                            const std::vector<bool>& trainable, DType weight_dtype,
+                            const AdamWConfig& config);
+
+// One step of `in` with learning rate `lr`; t is the 1-based update count.
+void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in, double lr,
+                int64_t t);
+
+// What the host reads of a step: its losses and gradient norms, from one read of the scalars.
+struct StepResult {
+  LossInfo loss;
+  double raw_grad_norm = 0;  // before clipping
+  double grad_norm = 0;      // after clipping
+  bool applied = true;       // false: a non-finite scalar kept the update from applying
+};
+StepResult read_step(Backend& be, const Gemma4Model& model, const TrainState& state,
+                     const StepInputs& in);
+
+}  // namespace gemmax
