@@ -113,7 +113,7 @@ json text_only_26b() {
   return t;
 }
 
-// gemma4.md §1.
+// docs/MODEL.md §1.
 void expect_26b(const ModelConfig& c) {
   EXPECT_EQ(c.num_layers, 30);
   EXPECT_EQ(c.d_model, 2816);

@@ -1,4 +1,4 @@
-// AdamW over the flat parameter buffer, with clipping by global norm (training.md §12).
+// AdamW over the flat parameter buffer, with clipping by global norm (docs/TRAINING.md §12).
 //
 // Frozen parameters (config `freeze`) have no optimizer state and are never updated; the
 // moments hold the trainable parameters only, back to back in registry order.
