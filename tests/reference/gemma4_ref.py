@@ -132,7 +132,8 @@ class Config:
         return inv.to(dtype)
 
     def param_shapes(self):
-        """{name relative to the prefix: shape} of every text-decoder parameter (docs/MODEL.md §5)."""
+        """{name relative to the prefix: shape} of every text-decoder parameter
+        (docs/MODEL.md §5)."""
         D, H, E, F, Fs = self.D, self.H, self.E, self.F, self.Fs
         s = {"embed_tokens.weight": (self.V, D), "norm.weight": (D,)}
         for l in range(self.L):
@@ -335,7 +336,8 @@ def ce_loss(logits, targets, mask):
 
 
 def lb_loss(stats, cfg, weight):
-    """Per-sequence load-balance loss, mean over layers (docs/TRAINING.md §7, docs/MODEL.md §4.7)."""
+    """Per-sequence load-balance loss, mean over layers (docs/TRAINING.md §7, docs/MODEL.md
+    §4.7)."""
     per_layer = []
     for st in stats:
         probs, idx = st["probs"], st["idx"]  # [B,S,E], [B,S,K]
