@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,17 @@ void remove_checkpoint(const std::string& dir) {
   fs::remove_all(ec ? fs::path(dir) : old, ec);
 }
 
+// A checkpoint must never hold a NaN or an infinity: resuming from it could not recover.
+void check_finite(const NamedTensors& tensors, const std::string& what, int64_t step) {
+  for (const auto& [name, t] : tensors) {
+    if (!is_float(t.dtype())) continue;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (const double v = get_as_double(t, i); !std::isfinite(v))
+        fail("refusing to save checkpoint step ", step, ": ", what, " '", name, "' holds ", v,
+             " at element ", i, "; the previous checkpoints are kept as they are");
+  }
+}
+
 // The JSON kinds state.json's keys must have.
 enum class Kind { Object, String, Count };
 
@@ -125,6 +137,8 @@ const nlohmann::json& required(const nlohmann::json& parent, const std::string& 
 std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t step,
                                   const NamedTensors& params, const NamedTensors& optimizer,
                                   const nlohmann::json& state, int64_t keep) {
+  check_finite(params, "parameter", step);
+  check_finite(optimizer, "optimizer state", step);
   const fs::path final_dir = fs::path(checkpoints_dir) / step_name(step);
   const fs::path tmp_dir = fs::path(checkpoints_dir) / (step_name(step) + ".tmp");
   std::error_code ec;

@@ -30,7 +30,8 @@ struct CheckpointRef {
 };
 
 // Writes step_<step>/ under `checkpoints_dir` (created if missing) and then removes all but
-// the newest `keep` complete checkpoints (keep <= 0: keep all). Returns the folder.
+// the newest `keep` complete checkpoints (keep <= 0: keep all). Returns the folder. Refuses
+// (throws, writing nothing) parameters or optimizer state holding a NaN or an infinity.
 std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t step,
                                   const NamedTensors& params, const NamedTensors& optimizer,
                                   const nlohmann::json& state, int64_t keep);

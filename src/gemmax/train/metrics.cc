@@ -36,6 +36,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   j["learning/raw_grad_norm"] = m.raw_grad_norm;
   j["learning/current_learning_rate"] = m.learning_rate;
   j["learning/total_weights"] = m.total_weights;
+  if (m.skipped_steps > 0) j["learning/skipped_steps"] = m.skipped_steps;
   j["perf/step_time_seconds"] = m.step_seconds;
   j["perf/per_device_tokens_per_sec"] = m.tokens_per_sec;
   j["perf/per_device_tflops_per_sec"] = m.tflops_per_sec;

@@ -209,6 +209,41 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
                                config_.get_int("max_num_checkpoints_to_keep"));
 }
 
+void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, TrainSummary& sum,
+                                          std::ostream& log) {
+  // The update was not applied (AdamW skips a step whose scalars are not finite), so the
+  // weights are still those after the previous step. Naming the culprit reads the gradients
+  // back, which only this rare path does.
+  const double loss = r.loss.total_loss;
+  const std::string culprit = state_.optimizer->first_nonfinite_gradient(state_.grads);
+  const std::string what = str_cat(
+      "step ", step, ": ",
+      std::isfinite(loss) ? str_cat("the gradient norm is ", r.raw_grad_norm, " (loss ", loss, ")")
+                          : str_cat("the loss is ", loss),
+      culprit.empty() ? std::string()
+                      : "; the first parameter with a non-finite gradient is " + culprit,
+      "; the update was not applied");
+  const char* abort_key =
+      std::isnan(loss) && config_.get_bool("abort_on_nan_loss")   ? "abort_on_nan_loss"
+      : std::isinf(loss) && config_.get_bool("abort_on_inf_loss") ? "abort_on_inf_loss"
+                                                                  : nullptr;
+  const int64_t allowed = config_.get_int("skip_nonfinite_steps");
+  if (abort_key == nullptr && sum.skipped_steps < allowed) {
+    sum.skipped_steps += 1;
+    log << "gemmax: " << what << "; step skipped (" << sum.skipped_steps
+        << " of skip_nonfinite_steps=" << allowed << ")" << std::endl;
+    return;
+  }
+  fail(what,
+       abort_key != nullptr ? str_cat(" (", abort_key, "=true)")
+                            : str_cat(" (", sum.skipped_steps, " such steps skipped already, ",
+                                      "skip_nonfinite_steps=", allowed, ")"),
+       "; the run stops",
+       sum.last_checkpoint.empty() ? std::string()
+                                   : "; its last checkpoint is " + sum.last_checkpoint,
+       ". Lower learning_rate, check the data, or set skip_nonfinite_steps to skip such steps");
+}
+
 std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t steps_done,
                                             std::ostream& log) {
   std::string dir;
@@ -300,17 +335,7 @@ TrainSummary Trainer::run(std::ostream& log) {
     train_step(*backend_, *model_, state_, in, lr, step + 1);
     const StepResult r = read_step(*backend_, *model_, state_, in);  // the step's one read
     const LossInfo& loss = r.loss;
-    if (std::isnan(loss.total_loss) && config_.get_bool("abort_on_nan_loss"))
-      fail("loss is NaN at step ", step,
-           " (abort_on_nan_loss=true; the update was not "
-           "applied); lower learning_rate?");
-    if (std::isinf(loss.total_loss) && config_.get_bool("abort_on_inf_loss"))
-      fail("loss is infinite at step ", step,
-           " (abort_on_inf_loss=true; the update was not "
-           "applied)");
-    if (!r.applied)
-      fail("the gradient norm is not finite at step ", step, " (loss ", loss.total_loss,
-           "); the update was not applied");
+    if (!r.applied) skip_or_stop_nonfinite_step(step, r, sum, log);
 
     StepMetrics m;
     m.step = step;
@@ -325,6 +350,7 @@ TrainSummary Trainer::run(std::ostream& log) {
     m.tflops_per_sec = step_tflop / m.step_seconds;
     m.mfu = peak > 0 ? m.tflops_per_sec / peak : 0.0;
     m.total_weights = loss.num_targets;
+    m.skipped_steps = sum.skipped_steps;
     metrics.write(m);
     if (step % log_period == 0 || step + 1 == steps_) log << format_step_line(m) << std::endl;
 
