@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -328,7 +330,7 @@ TEST(Stop, SignallingTimeoutStopsTheRunGracefully) {
 TEST(Stop, CtrlCTwiceAtATerminalStopsAtOnce) {
   TempDir dir;
   const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
-  ASSERT_GE(master, 0);
+  if (master < 0) GTEST_SKIP() << "no pseudo-terminals here: " << std::strerror(errno);
   ASSERT_EQ(::grantpt(master), 0);
   ASSERT_EQ(::unlockpt(master), 0);
   const std::string tty = ::ptsname(master);
