@@ -1,5 +1,6 @@
 #include "gemmax/backend/backend.h"
 
+#include "gemmax/backend/cpu/cpu_backend.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/error.h"
 
@@ -7,7 +8,8 @@ namespace gemmax {
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   if (options.name == "reference") return std::make_unique<ReferenceBackend>();
-  fail("unknown backend '", options.name, "': available backends are: reference");
+  if (options.name == "cpu") return std::make_unique<CpuBackend>(options);
+  fail("unknown backend '", options.name, "': available backends are: cpu, reference");
 }
 
 }  // namespace gemmax

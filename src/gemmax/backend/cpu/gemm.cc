@@ -15,11 +15,6 @@ constexpr int64_t kSharedBytes = int64_t(4) << 20;  // packed B of one column ch
 constexpr int64_t kReductionChunk = 512;            // gemm_tn: rows reduced per pass
 constexpr int64_t kRowBlocksPerUnit = 16;           // gemm: 224 rows of A reused from L2
 
-template <class T>
-const GemmKernels<T>& kernels(Isa isa) {
-  return isa == Isa::Avx512Bf16 ? avx512_kernels<T>() : portable_kernels<T>();
-}
-
 template <class TC, class T>
 auto tile_fn(const GemmKernels<T>& k) {
   if constexpr (std::is_same_v<TC, bf16>)
@@ -133,18 +128,7 @@ void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<con
         TC* c_rows[kTileRows];
         for (int64_t q = q0; q < q1; ++q) {
           const int64_t k0 = q * kPanelCols, nj = std::min<int64_t>(kPanelCols, k - k0);
-          // The B panel: B's rows r0.. and columns k0.. as [mc_pad / P][32][P], the layout
-          // of an A^T block 32 columns wide.
-          if (nj == kPanelCols) {
-            K.pack_at(panel, b, r0, mc, k0, kPanelCols);
-          } else {
-            std::fill_n(panel, mc_pad * kPanelCols, T{});
-            for (int64_t r = 0; r < mc; ++r) {
-              const T* src = b(r0 + r) + k0;
-              T* dst = panel + (r / P) * kPanelCols * P + r % P;
-              for (int64_t j = 0; j < nj; ++j) dst[j * P] = src[j];
-            }
-          }
+          pack_rows_panel(K, panel, b, r0, mc, k0, nj);
           for (int64_t i0 = 0; i0 < nb; i0 += kTileRows) {
             const int rows = int(std::min<int64_t>(kTileRows, nb - i0));
             for (int r = 0; r < rows; ++r) {

@@ -43,6 +43,48 @@ const GemmKernels<T>& avx512_kernels();
 template <class T>
 const GemmKernels<T>& portable_kernels();
 
+template <class T>
+const GemmKernels<T>& kernels(Isa isa) {
+  return isa == Isa::Avx512Bf16 ? avx512_kernels<T>() : portable_kernels<T>();
+}
+
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// The panel of a product reduced over rows (gemm_tn's B, attention's dV and dK): rows
+// [r0, r0 + mc) of b (the reduction, padded with zero rows to a multiple of kPair) and columns
+// [k0, k0 + nj) (nj <= 32; the rest zero) as [mc_pad / kPair][32][kPair].
+template <class T>
+void pack_rows_panel(const GemmKernels<T>& K, T* panel, const Rows<const T>& b, int64_t r0,
+                     int64_t mc, int64_t k0, int64_t nj) {
+  constexpr int64_t P = kPair<T>;
+  if (nj == kPanelCols) return K.pack_at(panel, b, r0, mc, k0, kPanelCols);
+  const int64_t mc_pad = round_up(mc, P);
+  for (int64_t i = 0; i < mc_pad * kPanelCols; ++i) panel[i] = T{};
+  for (int64_t r = 0; r < mc; ++r) {
+    const T* src = b(r0 + r) + k0;
+    T* dst = panel + (r / P) * kPanelCols * P + r % P;
+    for (int64_t j = 0; j < nj; ++j) dst[j * P] = src[j];
+  }
+}
+
+// C rows (+)= A rows . B on the calling thread: `rows` rows of A (a[i], groups of kPair
+// elements a_step apart, kc reduction elements) times packed panels (panel p holds columns
+// [32p, 32p + 32) of B; panel_elems apart) into columns [0, n) of C rows c[i].
+template <class T, class TC>
+void serial_product(const GemmKernels<T>& K, int64_t rows, const T* const* a, int64_t a_step,
+                    const T* panels, int64_t panel_elems, int64_t kc, int64_t n, TC* const* c,
+                    bool accumulate) {
+  TC* c_tile[kTileRows];
+  for (int64_t j0 = 0, p = 0; j0 < n; j0 += kPanelCols, ++p)
+    for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+      const int r = int(rows - r0 < kTileRows ? rows - r0 : kTileRows);
+      for (int i = 0; i < r; ++i) c_tile[i] = c[r0 + i] + j0;
+      const int64_t nj = n - j0 < kPanelCols ? n - j0 : kPanelCols;
+      if constexpr (sizeof(TC) == 2)
+        K.tile_to_bf16(r, a + r0, a_step, panels + p * panel_elems, kc, c_tile, nj, accumulate);
+      else
+        K.tile_to_f32(r, a + r0, a_step, panels + p * panel_elems, kc, c_tile, nj, accumulate);
+    }
+}
 
 }  // namespace gemmax::cpu
