@@ -3,7 +3,7 @@
 //
 // Work is split by (sequence, kv head): the query heads of one kv head attend together, so a
 // block of queries is `positions x group heads` rows sharing one K and V (GQA without copying
-// K/V per head). Keys come in blocks of 64; a block of queries visits only the key blocks that
+// K/V per head). Keys come in blocks of 128; a block of queries visits only the key blocks that
 // intersect its causal, windowed range: blocks above the diagonal or outside the sliding
 // window are skipped, never masked. Inside a visited block the mask (causal, window, segment)
 // is applied elementwise. Softmax statistics are fp32; probabilities enter the second product
@@ -23,6 +23,7 @@
 #include "gemmax/backend/cpu/cpu_backend.h"
 #include "gemmax/backend/cpu/dispatch.h"
 #include "gemmax/backend/cpu/gemm_kernels.h"
+#include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
 
 namespace gemmax {
@@ -30,7 +31,7 @@ using namespace cpu;
 
 namespace {
 
-constexpr int64_t kKeyBlock = 64;    // keys per block
+constexpr int64_t kKeyBlock = 128;   // keys per block
 constexpr int64_t kQueryRows = 128;  // query rows (positions x group heads) per block
 
 // Bump allocation from one thread's scratch.
@@ -99,85 +100,201 @@ void pack_keys(const GemmKernels<T>& K, T* panels, int64_t panel_elems, const T*
     K.pack_b(panels + p * panel_elems, m, 0, kc, j, std::min<int64_t>(kPanelCols, n - j));
 }
 
+// Packed panels of the key blocks [kb * 128, kb * 128 + 128) of one (sequence, kv head), made the
+// first time a block is needed and reused by every query block after (the packs are the size of
+// K and V themselves); when they do not fit the scratch, one slot repacked per use.
+template <class T>
+struct KeyPanels {
+  T* data = nullptr;
+  int64_t per_block = 0;
+  bool* made = nullptr;  // null: one slot, repacked
+  template <class Pack>
+  const T* get(int64_t kb, Pack&& pack) {
+    if (!made) {
+      pack(data);
+      return data;
+    }
+    T* p = data + kb * per_block;
+    if (!made[kb]) {
+      pack(p);
+      made[kb] = true;
+    }
+    return p;
+  }
+};
+
+// Room for `kinds` caches of nkb blocks of per_block elements each, cached if `budget` allows.
+template <class T>
+std::vector<KeyPanels<T>> key_panels(Arena& arena, int64_t nkb, std::vector<int64_t> per_block,
+                                     int64_t budget) {
+  int64_t all = 0;
+  for (int64_t n : per_block) all += round_up(nkb * n * int64_t(sizeof(T)), 64) + round_up(nkb, 64);
+  const bool cache = all <= budget;
+  std::vector<KeyPanels<T>> out;
+  for (int64_t n : per_block) {
+    KeyPanels<T> k;
+    k.per_block = n;
+    k.data = arena.take<T>(cache ? nkb * n : n);
+    if (cache) {
+      k.made = arena.take<bool>(nkb);
+      std::fill_n(k.made, nkb, false);
+    }
+    out.push_back(k);
+  }
+  return out;
+}
+
+// Masks one row of scores over keys [j0, j0 + nk) for query i (causal, window, segment):
+// hidden scores become -inf. Returns the row's largest score.
+GEMMAX_SIMD_BODY float mask_row(float* s, int64_t nk, int64_t i, int64_t j0, int64_t window,
+                                const int32_t* key_seg, int32_t query_seg) {
+  float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < nk; ++j) {
+    const int64_t key = j0 + j;
+    const bool visible = key <= i && (window == 0 || key > i - window) && key_seg[j] == query_seg;
+    s[j] = visible ? s[j] : -INFINITY;
+    mx = std::max(mx, s[j]);
+  }
+  return mx;
+}
+
+// p = exp(s - m) in T; returns the sum of the unrounded exponentials.
+template <class T>
+GEMMAX_SIMD_BODY float exp_row(T* p, const float* s, int64_t nk, float m) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < nk; ++j) {
+    const float e = exp_approx(s[j] - m);
+    p[j] = from_f32<T>(e);
+    sum += e;
+  }
+  return sum;
+}
+
+// The backward's row: p = exp(s - lse) on visible keys (0 elsewhere), ds = p (dp - delta).
+template <class T>
+GEMMAX_SIMD_BODY void grad_row(T* p, T* ds, const float* s, const float* dp, int64_t nk, int64_t i,
+                               int64_t j0, int64_t window, const int32_t* key_seg,
+                               int32_t query_seg, float lse, float delta) {
+#pragma omp simd
+  for (int64_t j = 0; j < nk; ++j) {
+    const int64_t key = j0 + j;
+    const bool visible = key <= i && (window == 0 || key > i - window) && key_seg[j] == query_seg;
+    const float pv = visible ? exp_approx(s[j] - lse) : 0.0f;
+    p[j] = from_f32<T>(pv);
+    ds[j] = from_f32<T>(pv * (dp[j] - delta));
+  }
+}
+
+// The softmax of one row of a key block: mask, running max, exponentials; returns the
+// exponentials' sum (0 with nothing visible yet; m stays -inf then).
+template <class T>
+GEMMAX_SIMD_BODY float softmax_row(T* p, float* s, float* acc, float& m, int64_t nk, int64_t hd,
+                                   int64_t i, int64_t j0, int64_t window, const int32_t* key_seg,
+                                   int32_t query_seg, float& alpha) {
+  const float mx = mask_row(s, nk, i, j0, window, key_seg, query_seg);
+  const float m_new = std::max(m, mx);
+  alpha = 1.0f;
+  if (m_new == -INFINITY) {
+    for (int64_t j = 0; j < nk; ++j) p[j] = T{};
+    return 0.0f;
+  }
+  alpha = exp_approx(m - m_new);
+  const float sum = exp_row(p, s, nk, m_new);
+  m = m_new;
+  if (alpha != 1.0f) {
+#pragma omp simd
+    for (int64_t c = 0; c < hd; ++c) acc[c] *= alpha;
+  }
+  return sum;
+}
+
+template <class T>
+GEMMAX_AVX512 float softmax_row_avx512(T* p, float* s, float* acc, float& m, int64_t nk, int64_t hd,
+                                       int64_t i, int64_t j0, int64_t window,
+                                       const int32_t* key_seg, int32_t query_seg, float& alpha) {
+  return softmax_row(p, s, acc, m, nk, hd, i, j0, window, key_seg, query_seg, alpha);
+}
+
+template <class T>
+GEMMAX_AVX512 void grad_row_avx512(T* p, T* ds, const float* s, const float* dp, int64_t nk,
+                                   int64_t i, int64_t j0, int64_t window, const int32_t* key_seg,
+                                   int32_t query_seg, float lse, float delta) {
+  grad_row(p, ds, s, dp, nk, i, j0, window, key_seg, query_seg, lse, delta);
+}
+
 template <class T>
 void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const int32_t* seg,
              T* o, float* lse, const std::vector<void*>& scratch, int64_t scratch_bytes) {
   const GemmKernels<T>& K = kernels<T>(isa);
+  const bool avx512 = isa == Isa::Avx512Bf16;
   constexpr int64_t P = kPair<T>;
-  const int64_t nqb = (g.S + g.bq - 1) / g.bq, tasks = g.B * g.KV * nqb;
+  const int64_t nqb = (g.S + g.bq - 1) / g.bq, nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
   const int64_t kt_elems = round_up(g.hd, P) * kPanelCols;      // one K^T panel: 32 keys
   const int64_t v_elems = round_up(kKeyBlock, P) * kPanelCols;  // one V panel: 32 columns
   const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
+  // Each (sequence, kv head) in enough parts to keep every thread busy; a part packs the key
+  // blocks it needs once.
+  const int64_t parts =
+      std::min<int64_t>(nqb, (2 * omp_get_max_threads() + g.B * g.KV - 1) / (g.B * g.KV));
+  const int64_t tasks = g.B * g.KV * parts;
+  const int64_t max_rows = g.bq * g.G;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t b = task / (g.KV * nqb), kvh = (task / nqb) % g.KV, qb = task % nqb;
-    const int64_t i0 = qb * g.bq, i1 = std::min(g.S, i0 + g.bq), rows = (i1 - i0) * g.G;
+    const int64_t b = task / (g.KV * parts), kvh = (task / parts) % g.KV, part = task % parts;
     Arena arena{static_cast<char*>(scratch[size_t(omp_get_thread_num())]), scratch_bytes};
-    T* kt = arena.take<T>(2 * kt_elems);
-    T* vp = arena.take<T>(hd_panels * v_elems);
-    float* s = arena.take<float>(rows * kKeyBlock);
-    T* p = arena.take<T>(rows * kKeyBlock);
-    float* acc = arena.take<float>(rows * g.hd);
-    float* m = arena.take<float>(rows);
-    float* l = arena.take<float>(rows);
-    const T** qrows = arena.take<const T*>(rows);
-    const T** prows = arena.take<const T*>(rows);
-    float** srows = arena.take<float*>(rows);
-    float** arows = arena.take<float*>(rows);
-    block_rows(q, g, b, kvh, i0, rows, qrows);
-    for (int64_t r = 0; r < rows; ++r) {
+    float* s = arena.take<float>(max_rows * kKeyBlock);
+    T* p = arena.take<T>(max_rows * kKeyBlock);
+    float* acc = arena.take<float>(max_rows * g.hd);
+    float* m = arena.take<float>(max_rows);
+    float* l = arena.take<float>(max_rows);
+    const T** qrows = arena.take<const T*>(max_rows);
+    const T** prows = arena.take<const T*>(max_rows);
+    float** srows = arena.take<float*>(max_rows);
+    float** arows = arena.take<float*>(max_rows);
+    std::vector<KeyPanels<T>> packs =
+        key_panels<T>(arena, nkb, {2 * kt_elems, hd_panels * v_elems}, arena.left);
+    for (int64_t r = 0; r < max_rows; ++r) {
       prows[r] = p + r * kKeyBlock;
       srows[r] = s + r * kKeyBlock;
       arows[r] = acc + r * g.hd;
-      m[r] = -INFINITY;
-      l[r] = 0;
     }
-    std::fill_n(acc, rows * g.hd, 0.0f);
     const int32_t* sseg = seg + b * g.S;
-    for (int64_t j0 = g.first_key(i0); j0 < i1; j0 += kKeyBlock) {
-      const int64_t j1 = std::min(i1, j0 + kKeyBlock), nk = j1 - j0;
-      pack_keys(K, kt, kt_elems, k, g, b, kvh, j0, j1, true);
-      serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
-      for (int64_t r = 0; r < rows; ++r) {  // masked online softmax of the row
-        const int64_t i = i0 + r / g.G;
-        float* sr = srows[r];
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < nk; ++j) {
-          if (!g.visible(i, j0 + j, sseg)) sr[j] = -INFINITY;
-          mx = std::max(mx, sr[j]);
+    for (int64_t qb = nqb * part / parts; qb < nqb * (part + 1) / parts; ++qb) {
+      const int64_t i0 = qb * g.bq, i1 = std::min(g.S, i0 + g.bq), rows = (i1 - i0) * g.G;
+      block_rows(q, g, b, kvh, i0, rows, qrows);
+      std::fill_n(m, rows, -INFINITY);
+      std::fill_n(l, rows, 0.0f);
+      std::fill_n(acc, rows * g.hd, 0.0f);
+      for (int64_t kb = g.first_key(i0) / kKeyBlock; kb * kKeyBlock < i1; ++kb) {
+        const int64_t j0 = kb * kKeyBlock, j1 = std::min(i1, j0 + kKeyBlock), nk = j1 - j0;
+        const int64_t jend = std::min(g.S, j0 + kKeyBlock);  // the packed block's keys
+        const T* kt = packs[0].get(
+            kb, [&](T* dst) { pack_keys(K, dst, kt_elems, k, g, b, kvh, j0, jend, true); });
+        serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
+        for (int64_t r = 0; r < rows; ++r) {  // masked online softmax of the row
+          const int64_t i = i0 + r / g.G;
+          float alpha = 1.0f;
+          const float sum =
+              avx512 ? softmax_row_avx512(p + r * kKeyBlock, srows[r], arows[r], m[r], nk, g.hd, i,
+                                          j0, g.W, sseg + j0, sseg[i], alpha)
+                     : softmax_row(p + r * kKeyBlock, srows[r], arows[r], m[r], nk, g.hd, i, j0,
+                                   g.W, sseg + j0, sseg[i], alpha);
+          l[r] = l[r] * alpha + sum;
         }
-        T* pr = p + r * kKeyBlock;
-        const float m_new = std::max(m[r], mx);
-        if (m_new == -INFINITY) {  // nothing visible yet
-          std::fill_n(pr, nk, T{});
-          continue;
-        }
-        const float alpha = exp_approx(m[r] - m_new);
-        float sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < nk; ++j) {
-          const float e = exp_approx(sr[j] - m_new);
-          pr[j] = from_f32<T>(e);
-          sum += e;
-        }
-        l[r] = l[r] * alpha + sum;
-        m[r] = m_new;
-        if (alpha != 1.0f) {
-          float* ar = arows[r];
-#pragma omp simd
-          for (int64_t c = 0; c < g.hd; ++c) ar[c] *= alpha;
-        }
+        const T* vp = packs[1].get(
+            kb, [&](T* dst) { pack_keys(K, dst, v_elems, v, g, b, kvh, j0, jend, false); });
+        serial_product(K, rows, prows, P, vp, v_elems, nk, g.hd, arows, true);
       }
-      pack_keys(K, vp, v_elems, v, g, b, kvh, j0, j1, false);
-      serial_product(K, rows, prows, P, vp, v_elems, nk, g.hd, arows, true);
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;
-      T* orow = o + ((b * g.S + i) * g.H + h) * g.hd;
-      const float inv = 1.0f / l[r];
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;
+        T* orow = o + ((b * g.S + i) * g.H + h) * g.hd;
+        const float inv = 1.0f / l[r];
 #pragma omp simd
-      for (int64_t c = 0; c < g.hd; ++c) orow[c] = from_f32<T>(arows[r][c] * inv);
-      lse[(b * g.H + h) * g.S + i] = m[r] + std::log(l[r]);
+        for (int64_t c = 0; c < g.hd; ++c) orow[c] = from_f32<T>(arows[r][c] * inv);
+        lse[(b * g.H + h) * g.S + i] = m[r] + std::log(l[r]);
+      }
     }
   }
 }
@@ -187,6 +304,7 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
               const T* dout, const float* lse, const int32_t* seg, T* dq, T* dk, T* dv,
               const std::vector<void*>& scratch, int64_t scratch_bytes) {
   const GemmKernels<T>& K = kernels<T>(isa);
+  const bool avx512 = isa == Isa::Avx512Bf16;
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, tasks = g.B * g.KV;
   const int64_t max_rows = g.bq * g.G, rows_pad = round_up(max_rows, P);
@@ -219,9 +337,16 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
     float** dqrows = arena.take<float*>(max_rows);
     const T** arow = arena.take<const T*>(kTileRows);
     float** crow = arena.take<float*>(kTileRows);
-    // What is left holds the fp32 dK and dV of a chunk of keys.
+    // The key blocks' K^T (scores), V^T (dP = dO . V^T) and K (dQ = dS . K) panels, cached if
+    // there is room beside fp32 dK and dV for the whole sequence; what is left holds dK and dV
+    // of a chunk of keys (the whole sequence when it fits).
+    const int64_t nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
+    const int64_t whole = 2 * g.S * g.hd * int64_t(sizeof(float)) + 256;
+    std::vector<KeyPanels<T>> packs = key_panels<T>(
+        arena, nkb, {2 * kt_elems, 2 * kt_elems, hd_panels * kp_elems}, arena.left - whole);
     const int64_t chunk = std::max<int64_t>(
-        kKeyBlock, std::min<int64_t>(g.S, arena.left / (2 * g.hd * int64_t(sizeof(float)) + 128)));
+        kKeyBlock, std::min<int64_t>(g.S, arena.left / (2 * g.hd * int64_t(sizeof(float)) + 128)) /
+                       kKeyBlock * kKeyBlock);
     float* dkacc = arena.take<float>(chunk * g.hd);
     float* dvacc = arena.take<float>(chunk * g.hd);
     for (int64_t r = 0; r < max_rows; ++r) {
@@ -259,20 +384,24 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
         const Rows<const T> q_rows{q + ((b * g.S + i0) * g.H + kvh * g.G) * g.hd, g.hd, rowmap};
         const Rows<const T> do_rows{dout + ((b * g.S + i0) * g.H + kvh * g.G) * g.hd, g.hd, rowmap};
         std::fill_n(dqacc, rows * g.hd, 0.0f);
-        for (int64_t j0 = lo; j0 < hi; j0 += kKeyBlock) {
-          const int64_t j1 = std::min(hi, j0 + kKeyBlock), nk = j1 - j0;
-          pack_keys(K, kt, kt_elems, k, g, b, kvh, j0, j1, true);
-          pack_keys(K, vt, kt_elems, v, g, b, kvh, j0, j1, true);
+        for (int64_t kb = lo / kKeyBlock; kb * kKeyBlock < hi; ++kb) {
+          const int64_t j0 = kb * kKeyBlock, j1 = std::min(hi, j0 + kKeyBlock), nk = j1 - j0;
+          const int64_t jend = std::min(g.S, j0 + kKeyBlock);  // the packed block's keys
+          const T* kt = packs[0].get(
+              kb, [&](T* dst) { pack_keys(K, dst, kt_elems, k, g, b, kvh, j0, jend, true); });
+          const T* vt = packs[1].get(
+              kb, [&](T* dst) { pack_keys(K, dst, kt_elems, v, g, b, kvh, j0, jend, true); });
           serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
           serial_product(K, rows, dorows, P, vt, kt_elems, g.hd, nk, dprows, false);
           for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse), dS = P (dP - delta)
             const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;
             const float lse_r = lse[(b * g.H + h) * g.S + i], dl = delta[i * g.G + r % g.G];
-            for (int64_t j = 0; j < nk; ++j) {
-              const float pv = g.visible(i, j0 + j, sseg) ? exp_approx(srows[r][j] - lse_r) : 0.0f;
-              p[r * kKeyBlock + j] = from_f32<T>(pv);
-              ds[r * kKeyBlock + j] = from_f32<T>(pv * (dprows[r][j] - dl));
-            }
+            if (avx512)
+              grad_row_avx512(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0,
+                              g.W, sseg + j0, sseg[i], lse_r, dl);
+            else
+              grad_row(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0, g.W,
+                       sseg + j0, sseg[i], lse_r, dl);
           }
           // dV[j] += sum_r P[r][j] dO[r];  dK[j] += sum_r dS[r][j] Q[r]: reduced over rows.
           const int64_t mc_pad = round_up(rows, P);
@@ -295,7 +424,8 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
             }
           }
           // dQ += dS . K
-          pack_keys(K, kp, kp_elems, k, g, b, kvh, j0, j1, false);
+          const T* kp = packs[2].get(
+              kb, [&](T* dst) { pack_keys(K, dst, kp_elems, k, g, b, kvh, j0, jend, false); });
           serial_product(K, rows, dsrows, P, kp, kp_elems, nk, g.hd, dqrows, true);
         }
         for (int64_t r = 0; r < rows; ++r) {

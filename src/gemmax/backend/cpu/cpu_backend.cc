@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "gemmax/backend/cpu/dispatch.h"
+#include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
 
 namespace gemmax {
@@ -18,6 +19,61 @@ namespace {
 int default_threads() { return omp_get_num_procs(); }
 
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which a loop runs on one thread
+
+template <class D, class S>
+GEMMAX_SIMD_BODY void cast(D* d, const S* s, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = from_f32<D>(to_f32(s[i]));
+}
+template <class D, class S>
+GEMMAX_AVX512 void cast_avx512(D* d, const S* s, int64_t n) {
+  cast(d, s, n);
+}
+
+struct AdamWConstants {
+  float gs, b1, b2, eps, eps_root, inv_bc1, inv_bc2, lr, wd;
+};
+
+GEMMAX_SIMD_BODY void adamw(float* p, float* m, float* v, const float* g, int64_t n,
+                            AdamWConstants c) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * c.gs;
+    const float mi = c.b1 * m[i] + (1.0f - c.b1) * gi;
+    const float vi = c.b2 * v[i] + (1.0f - c.b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const float update = (mi * c.inv_bc1) / (std::sqrt(vi * c.inv_bc2 + c.eps_root) + c.eps);
+    p[i] = p[i] - c.lr * (update + c.wd * p[i]);
+  }
+}
+GEMMAX_AVX512 void adamw_avx512(float* p, float* m, float* v, const float* g, int64_t n,
+                                AdamWConstants c) {
+  adamw(p, m, v, g, n, c);
+}
+
+constexpr int64_t kChunk = 1 << 14;  // elements per parallel chunk of a flat loop
+
+template <class T>
+GEMMAX_SIMD_BODY double sum_of_squares(const T* p, int64_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += double(to_f32(p[i])) * double(to_f32(p[i]));
+  return s;
+}
+
+// o = dy * scale; returns sum dy (a + b), the sum rounded to T first.
+template <class T>
+GEMMAX_SIMD_BODY double scaled_sum_grad(T* o, const T* dy, const T* a, const T* b, int64_t n,
+                                        float scale) {
+  double acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) {
+    o[i] = from_f32<T>(to_f32(dy[i]) * scale);
+    acc += double(to_f32(dy[i])) * double(round_f32<T>(to_f32(a[i]) + to_f32(b[i])));
+  }
+  return acc;
+}
 constexpr int64_t kAttentionScratch = int64_t(8) << 20;  // per thread
 
 }  // namespace
@@ -40,13 +96,25 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 }
 
 std::string CpuBackend::describe() const {
-  std::string s = str_cat("cpu (", isa_name(isa_), ", ", threads_, " threads)");
-  if (isa_ == Isa::Portable && cpu_has_avx512_bf16()) s += " [forced by cpu_isa]";
-  return s;
+  if (isa_ == Isa::Avx512Bf16) return str_cat("cpu (avx512_bf16 kernels, ", threads_, " threads)");
+  return str_cat("cpu (portable kernels, slower: ",
+                 cpu_has_avx512_bf16() ? "forced by cpu_isa=avx2"
+                                       : "this CPU has no AVX-512 BF16 instructions",
+                 "; ", threads_, " threads)");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
-  return Tensor::empty(shape, dtype, kind, tracker());
+  for (int64_t d : shape) GEMMAX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  auto st = std::make_shared<Storage>();
+  st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  st->ptr = allocator_->allocate(st->bytes);
+  st->kind = kind;
+  st->tracker = &tracker();
+  st->release = HostAllocator::release;
+  st->allocator = allocator_.get();
+  st->keep_alive = allocator_;  // blocks go back to the cache even after the backend is gone
+  st->tracker->on_alloc(kind, st->bytes);
+  return Tensor::from_storage(std::move(st), shape, dtype);
 }
 
 void CpuBackend::upload(const Tensor& dst, const Tensor& host) {
@@ -91,11 +159,18 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   }
   if (!is_fast(dst) || !is_fast(src)) return reference_.copy(dst, src);
   // fp32 <-> bf16 (a layer's fp32 weights to their bf16 compute copy): one rounding.
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
   dispatch2(dst, src, [&]<class D, class S>() {
     D* d = dst.data<D>();
     const S* s = src.data<S>();
-#pragma omp parallel for simd if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) d[i] = from_f32<D>(to_f32(s[i]));
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t c = 0; c < n; c += kChunk) {
+      const int64_t len = std::min(kChunk, n - c);
+      if (avx512)
+        cast_avx512(d + c, s + c, len);
+      else
+        cast(d + c, s + c, len);
+    }
   });
 }
 
@@ -140,12 +215,8 @@ void CpuBackend::sum_squares(const Tensor& sum, const Tensor& x) {
   if (is_wide(x)) return reference_.sum_squares(sum, x);
   dispatch(x, [&]<class T>() {
     const T* p = x.data<T>();
-    add_to_scalar(sum, ordered_sum(x.numel(), [&](int64_t b, int64_t e) {
-                    double s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int64_t i = b; i < e; ++i)
-                      s += double(to_f32(p[i])) * double(to_f32(p[i]));
-                    return s;
+    add_to_scalar(sum, ordered_sum(x.numel(), [p](int64_t b, int64_t e) {
+                    return sum_of_squares(p + b, e - b);
                   }));
   });
 }
@@ -160,10 +231,11 @@ void CpuBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, const Tens
     T* o = y.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
     const int64_t n = y.numel();
+    const float sc = scale;
     // The sum is rounded to the activation dtype first (as a separate add would).
 #pragma omp parallel for simd if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
-      o[i] = from_f32<T>(to_f32(from_f32<T>(to_f32(pa[i]) + to_f32(pb[i]))) * scale);
+      o[i] = from_f32<T>(round_f32<T>(to_f32(pa[i]) + to_f32(pb[i])) * sc);
   });
 }
 
@@ -177,14 +249,8 @@ void CpuBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, const 
   dispatch(dy, [&]<class T>() {
     const T *pd = dy.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
     T* o = dab.data<T>();
-    const double dsum = ordered_sum(dy.numel(), [&](int64_t lo, int64_t hi) {
-      double acc = 0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t i = lo; i < hi; ++i) {
-        o[i] = from_f32<T>(to_f32(pd[i]) * scale);
-        acc += double(to_f32(pd[i])) * double(to_f32(from_f32<T>(to_f32(pa[i]) + to_f32(pb[i]))));
-      }
-      return acc;
+    const double dsum = ordered_sum(dy.numel(), [=](int64_t lo, int64_t hi) {
+      return scaled_sum_grad(o + lo, pd + lo, pa + lo, pb + lo, hi - lo, scale);
     });
     set_from_double(ds, 0, get_as_double(ds, 0) + dsum);
   });
@@ -260,23 +326,26 @@ void CpuBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
   const double* sc = scalars.data<double>();
   for (int64_t i = 0; i < StepScalars::kCount; ++i)
     if (!std::isfinite(sc[i])) return;  // a non-finite step is not applied
-  const float gs = float(clip_factor(s.clip_norm, std::sqrt(sc[StepScalars::kGradSumSq])));
-  const float b1 = float(s.b1), b2 = float(s.b2), eps = float(s.eps), eps_root = float(s.eps_root);
-  const float inv_bc1 = float(1.0 / (1.0 - std::pow(s.b1, double(s.t))));
-  const float inv_bc2 = float(1.0 / (1.0 - std::pow(s.b2, double(s.t))));
-  const float lr = float(s.lr), wd = float(s.weight_decay);
+  const AdamWConstants c{float(clip_factor(s.clip_norm, std::sqrt(sc[StepScalars::kGradSumSq]))),
+                         float(s.b1),
+                         float(s.b2),
+                         float(s.eps),
+                         float(s.eps_root),
+                         float(1.0 / (1.0 - std::pow(s.b1, double(s.t)))),
+                         float(1.0 / (1.0 - std::pow(s.b2, double(s.t)))),
+                         float(s.lr),
+                         float(s.weight_decay)};
   float *p = param.data<float>(), *pm = m.data<float>(), *pv = v.data<float>();
   const float* g = grad.data<float>();
   const int64_t n = param.numel();
-#pragma omp parallel for simd if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * gs;
-    const float mi = b1 * pm[i] + (1.0f - b1) * gi;
-    const float vi = b2 * pv[i] + (1.0f - b2) * gi * gi;
-    pm[i] = mi;
-    pv[i] = vi;
-    const float update = (mi * inv_bc1) / (std::sqrt(vi * inv_bc2 + eps_root) + eps);
-    p[i] = p[i] - lr * (update + wd * p[i]);
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    if (avx512)
+      adamw_avx512(p + i, pm + i, pv + i, g + i, len, c);
+    else
+      adamw(p + i, pm + i, pv + i, g + i, len, c);
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/backend/cpu/gemm.h"
+#include "gemmax/backend/cpu/host_allocator.h"
 #include "gemmax/backend/cpu/isa.h"
 #include "gemmax/backend/reference/reference_backend.h"
 
@@ -115,6 +116,9 @@ class CpuBackend final : public Backend {
                   const AdamWStep& step, const Tensor& scalars) override;
 
  private:
+  // Declared first: tensors may outlive the backend's other members, never the allocator's
+  // blocks it hands out (a tensor alive after the backend holds an owning block: see alloc).
+  std::shared_ptr<cpu::HostAllocator> allocator_ = std::make_shared<cpu::HostAllocator>();
   cpu::Isa isa_;
   int threads_;
   ReferenceBackend reference_;            // float64 runs, KV-cache attention

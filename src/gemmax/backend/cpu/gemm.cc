@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "gemmax/backend/cpu/gemm_kernels.h"
 #include "gemmax/base/error.h"
@@ -12,8 +13,8 @@ namespace gemmax::cpu {
 namespace {
 
 constexpr int64_t kSharedBytes = int64_t(4) << 20;  // packed B of one column chunk; A^T blocks
-constexpr int64_t kReductionChunk = 512;            // gemm_tn: rows reduced per pass
 constexpr int64_t kRowBlocksPerUnit = 16;           // gemm: 224 rows of A reused from L2
+constexpr int64_t kThreadBytes = int64_t(2) << 20;  // per thread: packing of the serial forms
 
 template <class TC, class T>
 auto tile_fn(const GemmKernels<T>& k) {
@@ -28,6 +29,20 @@ void zero_rows(Rows<TC> c, int64_t m, int64_t n) {
   for (int64_t i = 0; i < m; ++i) std::fill_n(c(i), n, TC{});
 }
 
+// gemm_tn reduces its m rows in as few passes as its panels allow: a pass's B panel (mc rows x
+// 32 columns) must fit `budget` bytes. One pass when it can: C is then read and written once.
+template <class T>
+int64_t reduction_chunk(int64_t m, int64_t budget) {
+  const int64_t rows = budget / (kPanelCols * int64_t(sizeof(T))) / kPair<T> * kPair<T>;
+  return std::max<int64_t>(kPair<T>, std::min(m, rows));
+}
+
+template <class T, class TC>
+void check_tn_output(int64_t m, int64_t mc) {
+  GEMMAX_CHECK((std::is_same_v<TC, float> || m <= mc), "gemm_tn: a bf16 output of a ", m,
+               "-row reduction would be rounded once per ", mc, " rows; reduce into fp32");
+}
+
 // The contiguous share [begin, end) of `count` work units that thread `t` of `n` runs.
 std::pair<int64_t, int64_t> share(int64_t count, int t, int n) {
   return {count * t / n, count * (t + 1) / n};
@@ -36,7 +51,7 @@ std::pair<int64_t, int64_t> share(int64_t count, int t, int n) {
 }  // namespace
 
 int64_t gemm_shared_bytes() { return kSharedBytes; }
-int64_t gemm_thread_bytes() { return kReductionChunk * kPanelCols * int64_t(sizeof(float)); }
+int64_t gemm_thread_bytes() { return kThreadBytes; }
 
 template <class T, class TC>
 void gemm(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b, Rows<TC> c,
@@ -101,14 +116,13 @@ void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<con
   const GemmKernels<T>& K = kernels<T>(isa);
   const auto tile = tile_fn<TC>(K);
   constexpr int64_t P = kPair<T>;
-  GEMMAX_CHECK((std::is_same_v<TC, float> || m <= kReductionChunk), "gemm_tn: a bf16 output of a ",
-               m, "-row reduction would be rounded once per ", kReductionChunk,
-               " rows; reduce into fp32");
+  const int64_t chunk = reduction_chunk<T>(m, scratch.thread_bytes);
+  check_tn_output<T, TC>(m, chunk);
   GEMMAX_CHECK(int64_t(scratch.thread.size()) >= omp_get_max_threads(), "gemm_tn: scratch for ",
                scratch.thread.size(), " threads, running ", omp_get_max_threads());
   const int64_t panels = (k + kPanelCols - 1) / kPanelCols;
-  for (int64_t r0 = 0; r0 < m; r0 += kReductionChunk) {
-    const int64_t mc = std::min(kReductionChunk, m - r0), mc_pad = round_up(mc, P);
+  for (int64_t r0 = 0; r0 < m; r0 += chunk) {
+    const int64_t mc = std::min(chunk, m - r0), mc_pad = round_up(mc, P);
     const bool acc = accumulate || r0 > 0;  // reduction chunks add up in order
     const int64_t nc =
         std::max<int64_t>(1, std::min(n, scratch.shared_bytes / (mc_pad * int64_t(sizeof(T)))));
@@ -143,11 +157,95 @@ void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<con
   }
 }
 
+template <class T, class TC>
+void gemm_serial(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b,
+                 Rows<TC> c, bool accumulate, void* scratch, int64_t scratch_bytes) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate) zero_rows(c, m, n);
+    return;
+  }
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const int64_t panel_elems = round_up(k, kPair<T>) * kPanelCols;
+  const int64_t panel_bytes = panel_elems * int64_t(sizeof(T));
+  GEMMAX_CHECK(panel_bytes <= scratch_bytes, "gemm: a reduction of ", k,
+               " does not fit the packing scratch");
+  const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+  const int64_t chunk = std::max<int64_t>(1, scratch_bytes / panel_bytes);
+  T* packed = static_cast<T*>(scratch);
+  std::vector<const T*> a_rows(static_cast<size_t>(std::min(m, kTileRows * kRowBlocksPerUnit)));
+  std::vector<TC*> c_rows(a_rows.size());
+  for (int64_t pc0 = 0; pc0 < panels; pc0 += chunk) {
+    const int64_t np = std::min(chunk, panels - pc0);
+    for (int64_t p = 0; p < np; ++p) {
+      const int64_t j0 = (pc0 + p) * kPanelCols;
+      K.pack_b(packed + p * panel_elems, b, 0, k, j0, std::min<int64_t>(kPanelCols, n - j0));
+    }
+    // Rows in groups that stay in cache while the chunk's panels pass over them.
+    for (int64_t r0 = 0; r0 < m; r0 += int64_t(a_rows.size())) {
+      const int64_t rows = std::min(int64_t(a_rows.size()), m - r0);
+      for (int64_t r = 0; r < rows; ++r) {
+        a_rows[size_t(r)] = a(r0 + r);
+        c_rows[size_t(r)] = c(r0 + r) + pc0 * kPanelCols;
+      }
+      serial_product(K, rows, a_rows.data(), kPair<T>, packed, panel_elems, k,
+                     std::min(np * kPanelCols, n - pc0 * kPanelCols), c_rows.data(), accumulate);
+    }
+  }
+}
+
+template <class T, class TC>
+void gemm_tn_serial(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<const T> b,
+                    TC* c, int64_t ldc, bool accumulate, void* scratch, int64_t scratch_bytes) {
+  if (n == 0 || k == 0) return;
+  if (m == 0) {
+    if (!accumulate) zero_rows(Rows<TC>{c, ldc}, n, k);
+    return;
+  }
+  const int64_t chunk = reduction_chunk<T>(m, scratch_bytes / 4);  // the rest: A^T blocks
+  check_tn_output<T, TC>(m, chunk);
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const auto tile = tile_fn<TC>(K);
+  constexpr int64_t P = kPair<T>;
+  const int64_t panels = (k + kPanelCols - 1) / kPanelCols;
+  const int64_t panel_bytes = round_up(round_up(chunk, P) * kPanelCols * int64_t(sizeof(T)), 64);
+  T* panel = static_cast<T*>(scratch);
+  T* at = panel + panel_bytes / int64_t(sizeof(T));
+  const int64_t at_bytes = scratch_bytes - panel_bytes;
+  const T* a_rows[kTileRows];
+  TC* c_rows[kTileRows];
+  for (int64_t r0 = 0; r0 < m; r0 += chunk) {
+    const int64_t mc = std::min(chunk, m - r0), mc_pad = round_up(mc, P);
+    const bool acc = accumulate || r0 > 0;  // reduction chunks add up in order
+    const int64_t nc = std::max<int64_t>(1, std::min(n, at_bytes / (mc_pad * int64_t(sizeof(T)))));
+    for (int64_t n0 = 0; n0 < n; n0 += nc) {
+      const int64_t nb = std::min(nc, n - n0);
+      K.pack_at(at, a, r0, mc, n0, nb);
+      for (int64_t q = 0; q < panels; ++q) {
+        const int64_t k0 = q * kPanelCols, nj = std::min<int64_t>(kPanelCols, k - k0);
+        pack_rows_panel(K, panel, b, r0, mc, k0, nj);
+        for (int64_t i0 = 0; i0 < nb; i0 += kTileRows) {
+          const int rows = int(std::min<int64_t>(kTileRows, nb - i0));
+          for (int r = 0; r < rows; ++r) {
+            a_rows[r] = at + (i0 + r) * P;
+            c_rows[r] = c + (n0 + i0 + r) * ldc + k0;
+          }
+          tile(rows, a_rows, nb * P, panel, mc_pad, c_rows, nj, acc);
+        }
+      }
+    }
+  }
+}
+
 #define GEMMAX_GEMM(T, TC)                                                                        \
   template void gemm<T, TC>(Isa, int64_t, int64_t, int64_t, Rows<const T>, BMatrix<T>, Rows<TC>,  \
                             bool, const GemmScratch&);                                            \
   template void gemm_tn<T, TC>(Isa, int64_t, int64_t, int64_t, Rows<const T>, Rows<const T>, TC*, \
-                               int64_t, bool, const GemmScratch&);
+                               int64_t, bool, const GemmScratch&);                                \
+  template void gemm_serial<T, TC>(Isa, int64_t, int64_t, int64_t, Rows<const T>, BMatrix<T>,     \
+                                   Rows<TC>, bool, void*, int64_t);                               \
+  template void gemm_tn_serial<T, TC>(Isa, int64_t, int64_t, int64_t, Rows<const T>,              \
+                                      Rows<const T>, TC*, int64_t, bool, void*, int64_t);
 GEMMAX_GEMM(bf16, bf16)
 GEMMAX_GEMM(bf16, float)
 GEMMAX_GEMM(float, float)

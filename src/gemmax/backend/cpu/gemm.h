@@ -47,7 +47,7 @@ struct BMatrix {
 struct GemmScratch {
   void* shared = nullptr;  // packed B panels of one column chunk (gemm), A^T blocks (gemm_tn)
   int64_t shared_bytes = 0;
-  std::vector<void*> thread;  // per thread: one packed panel (gemm_tn)
+  std::vector<void*> thread;  // per thread: packing of gemm_tn and of the serial forms
   int64_t thread_bytes = 0;
 };
 
@@ -59,12 +59,21 @@ void gemm(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> 
           bool accumulate, const GemmScratch& scratch);
 
 // C [n, k] (+)= A^T . B over m rows: A [m, n] and B [m, k] by rows (weight gradients: a
-// reduction over tokens). C is row-major with row stride ldc. The reduction runs in chunks of
-// 512 rows added into C in order: a bf16 C takes at most one chunk (longer reductions go into
-// fp32).
+// reduction over tokens). C is row-major with row stride ldc. The reduction runs in one pass
+// when its packed panels fit the scratch, else in chunks added into C in order: a bf16 C takes
+// one pass only (longer reductions go into fp32).
 template <class T, class TC>
 void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<const T> b, TC* c,
              int64_t ldc, bool accumulate, const GemmScratch& scratch);
+
+// The same products on the calling thread alone, with that thread's scratch (each thread's
+// share of a grouped matmul whose groups run in parallel).
+template <class T, class TC>
+void gemm_serial(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b,
+                 Rows<TC> c, bool accumulate, void* scratch, int64_t scratch_bytes);
+template <class T, class TC>
+void gemm_tn_serial(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<const T> b,
+                    TC* c, int64_t ldc, bool accumulate, void* scratch, int64_t scratch_bytes);
 
 // The scratch gemm and gemm_tn need for blockings that work on any size.
 int64_t gemm_shared_bytes();

@@ -10,8 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "gemmax/backend/cpu/gemm_kernels.h"
-
-#define GEMMAX_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
+#include "gemmax/backend/cpu/simd.h"
 
 namespace gemmax::cpu {
 namespace {
@@ -120,17 +119,33 @@ GEMMAX_AVX512 void pack_b_bf16(bf16* panel, const BMatrix<bf16>& b, int64_t p0, 
     }
     return;
   }
-  // W [n, k]: column j of the panel is row j0 + j of W; its pairs are 32-bit words.
+  // W [n, k]: column j of the panel is row j0 + j of W; its pairs are 32-bit words, gathered
+  // 16 rows at a time.
   uint32_t* out = reinterpret_cast<uint32_t*>(panel);
-  for (int64_t j = 0; j < 32; ++j) {
-    if (j >= nj) {
-      for (int64_t kp = 0; kp < pairs; ++kp) out[kp * 32 + j] = 0;
-      continue;
+  const int64_t full = kc / 2;
+  const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i offsets = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(int(b.ldw / 2)));
+  const bool even_rows = (b.ldw % 2) == 0;
+  const __mmask16 m0 = col_mask16(nj), m1 = col_mask16(nj - 16);
+  const bf16* base0 = b.w + j0 * b.ldw + p0;
+  const bf16* base1 = base0 + 16 * b.ldw;
+  if (even_rows && (reinterpret_cast<uintptr_t>(base0) % 4) == 0) {
+    const int* w0 = reinterpret_cast<const int*>(base0);
+    const int* w1 = reinterpret_cast<const int*>(base1);
+    for (int64_t kp = 0; kp < full; ++kp) {
+      _mm512_storeu_si512(out + kp * 32, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m0,
+                                                                     offsets, w0 + kp, 4));
+      _mm512_storeu_si512(out + kp * 32 + 16, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(),
+                                                                          m1, offsets, w1 + kp, 4));
     }
-    const bf16* row = b.w + (j0 + j) * b.ldw + p0;
-    for (int64_t kp = 0; kp < kc / 2; ++kp) out[kp * 32 + j] = load_u32(row + 2 * kp);
-    if (kc & 1) out[(pairs - 1) * 32 + j] = row[kc - 1].bits;
+  } else {  // rows not 4-byte aligned: one word at a time
+    for (int64_t j = 0; j < 32; ++j)
+      for (int64_t kp = 0; kp < full; ++kp)
+        out[kp * 32 + j] = j < nj ? load_u32(b.w + (j0 + j) * b.ldw + p0 + 2 * kp) : 0u;
   }
+  if (kc & 1)
+    for (int64_t j = 0; j < 32; ++j)
+      out[full * 32 + j] = j < nj ? b.w[(j0 + j) * b.ldw + p0 + kc - 1].bits : 0u;
 }
 
 GEMMAX_AVX512 void pack_at_bf16(bf16* block, const Rows<const bf16>& a, int64_t r0, int64_t mc,
@@ -197,9 +212,11 @@ GEMMAX_AVX512 void tile_rows_bf16(int rows, const bf16* const* a, int64_t a_step
     GEMMAX_TILE_CASE(1)
     GEMMAX_TILE_CASE(2)
     GEMMAX_TILE_CASE(3)
-    GEMMAX_TILE_CASE(4) GEMMAX_TILE_CASE(5) GEMMAX_TILE_CASE(6) GEMMAX_TILE_CASE(7)
-        GEMMAX_TILE_CASE(8) GEMMAX_TILE_CASE(9) GEMMAX_TILE_CASE(10) GEMMAX_TILE_CASE(11)
-            GEMMAX_TILE_CASE(12) GEMMAX_TILE_CASE(13) GEMMAX_TILE_CASE(14)
+    GEMMAX_TILE_CASE(4)
+    GEMMAX_TILE_CASE(5)
+    GEMMAX_TILE_CASE(6)
+    GEMMAX_TILE_CASE(7) GEMMAX_TILE_CASE(8) GEMMAX_TILE_CASE(9) GEMMAX_TILE_CASE(10)
+        GEMMAX_TILE_CASE(11) GEMMAX_TILE_CASE(12) GEMMAX_TILE_CASE(13) GEMMAX_TILE_CASE(14)
 #undef GEMMAX_TILE_CASE
   }
 }
@@ -215,9 +232,11 @@ GEMMAX_AVX512 void tile_rows_f32(int rows, const float* const* a, int64_t a_step
     GEMMAX_TILE_CASE(1)
     GEMMAX_TILE_CASE(2)
     GEMMAX_TILE_CASE(3)
-    GEMMAX_TILE_CASE(4) GEMMAX_TILE_CASE(5) GEMMAX_TILE_CASE(6) GEMMAX_TILE_CASE(7)
-        GEMMAX_TILE_CASE(8) GEMMAX_TILE_CASE(9) GEMMAX_TILE_CASE(10) GEMMAX_TILE_CASE(11)
-            GEMMAX_TILE_CASE(12) GEMMAX_TILE_CASE(13) GEMMAX_TILE_CASE(14)
+    GEMMAX_TILE_CASE(4)
+    GEMMAX_TILE_CASE(5)
+    GEMMAX_TILE_CASE(6)
+    GEMMAX_TILE_CASE(7) GEMMAX_TILE_CASE(8) GEMMAX_TILE_CASE(9) GEMMAX_TILE_CASE(10)
+        GEMMAX_TILE_CASE(11) GEMMAX_TILE_CASE(12) GEMMAX_TILE_CASE(13) GEMMAX_TILE_CASE(14)
 #undef GEMMAX_TILE_CASE
   }
 }

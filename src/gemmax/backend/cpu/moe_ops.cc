@@ -9,6 +9,7 @@
 
 #include "gemmax/backend/cpu/cpu_backend.h"
 #include "gemmax/backend/cpu/dispatch.h"
+#include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
 
 namespace gemmax {
@@ -31,6 +32,37 @@ GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const c
   return {m, F, split ? F : 2 * F, split};
 }
 
+template <class T>
+GEMMAX_SIMD_BODY void geglu_row(T* a, const T* gate, const T* up, int64_t F) {
+#pragma omp simd
+  for (int64_t j = 0; j < F; ++j) a[j] = from_f32<T>(gelu_tanh(to_f32(gate[j])) * to_f32(up[j]));
+}
+template <class T>
+GEMMAX_AVX512 void geglu_row_avx512(T* a, const T* gate, const T* up, int64_t F) {
+  geglu_row(a, gate, up, F);
+}
+
+// dgate = da up gelu'(gate), dup = da gelu(gate); either may be null (not needed).
+template <class T>
+GEMMAX_SIMD_BODY void geglu_grad_row(T* dgate, T* dup, const T* da, const T* gate, const T* up,
+                                     int64_t F) {
+  if (dgate) {
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j)
+      dgate[j] = from_f32<T>(to_f32(da[j]) * to_f32(up[j]) * gelu_tanh_grad(to_f32(gate[j])));
+  }
+  if (dup) {
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j)
+      dup[j] = from_f32<T>(to_f32(da[j]) * gelu_tanh(to_f32(gate[j])));
+  }
+}
+template <class T>
+GEMMAX_AVX512 void geglu_grad_row_avx512(T* dgate, T* dup, const T* da, const T* gate, const T* up,
+                                         int64_t F) {
+  geglu_grad_row(dgate, dup, da, gate, up, F);
+}
+
 }  // namespace
 
 // ---- GeGLU ------------------------------------------------------------------------------------
@@ -38,17 +70,18 @@ GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const c
 void CpuBackend::geglu_forward(const Tensor& a, const Tensor& h, const Tensor& up) {
   if (is_wide(a)) return reference_.geglu_forward(a, h, up);
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
   dispatch(a, [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;
     T* pa = a.data<T>();
+    const int64_t F = g.F, stride = g.stride;
 #pragma omp parallel for if (g.m > kParallelRows)
     for (int64_t r = 0; r < g.m; ++r) {
-      const T *gr = pg + r * g.stride, *ur = pu + r * g.stride;
-      T* ar = pa + r * g.F;
-#pragma omp simd
-      for (int64_t j = 0; j < g.F; ++j)
-        ar[j] = from_f32<T>(gelu_tanh(to_f32(gr[j])) * to_f32(ur[j]));
+      if (avx512)
+        geglu_row_avx512(pa + r * F, pg + r * stride, pu + r * stride, F);
+      else
+        geglu_row(pa + r * F, pg + r * stride, pu + r * stride, F);
     }
   });
 }
@@ -59,27 +92,22 @@ void CpuBackend::geglu_backward(const Tensor& dh, const Tensor& dup, const Tenso
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
   GEMMAX_CHECK(g.split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),
                "geglu_backward: fused rows need dh shaped like h ", h.str());
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
   dispatch(da, [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;
     const T* pda = da.data<T>();
     T* pdg = dh.defined() ? dh.data<T>() : nullptr;
     T* pdu = g.split ? (dup.defined() ? dup.data<T>() : nullptr) : pdg + g.F;
+    const int64_t F = g.F, stride = g.stride;
 #pragma omp parallel for if (g.m > kParallelRows)
     for (int64_t r = 0; r < g.m; ++r) {
-      const T *gr = pg + r * g.stride, *ur = pu + r * g.stride, *dr = pda + r * g.F;
-      if (pdg) {
-        T* o = pdg + r * g.stride;
-#pragma omp simd
-        for (int64_t j = 0; j < g.F; ++j)
-          o[j] = from_f32<T>(to_f32(dr[j]) * to_f32(ur[j]) * gelu_tanh_grad(to_f32(gr[j])));
-      }
-      if (pdu) {
-        T* o = pdu + r * g.stride;
-#pragma omp simd
-        for (int64_t j = 0; j < g.F; ++j)
-          o[j] = from_f32<T>(to_f32(dr[j]) * gelu_tanh(to_f32(gr[j])));
-      }
+      T* dgr = pdg ? pdg + r * stride : nullptr;
+      T* dur = pdu ? pdu + r * stride : nullptr;
+      if (avx512)
+        geglu_grad_row_avx512(dgr, dur, pda + r * F, pg + r * stride, pu + r * stride, F);
+      else
+        geglu_grad_row(dgr, dur, pda + r * F, pg + r * stride, pu + r * stride, F);
     }
   });
 }

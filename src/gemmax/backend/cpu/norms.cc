@@ -5,6 +5,7 @@
 
 #include "gemmax/backend/cpu/cpu_backend.h"
 #include "gemmax/backend/cpu/dispatch.h"
+#include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
 
 namespace gemmax {
@@ -23,6 +24,78 @@ std::vector<float> scale_row(const Tensor& w, int64_t n, double out_scale) {
 
 constexpr int64_t kRowBlock = 64;  // rows per partial sum of a norm-scale gradient
 
+// y = [res +] x * rstd * scale for one row; returns rstd.
+template <class T>
+GEMMAX_SIMD_BODY float norm_row(T* y, const T* x, const T* res, const float* scale, int64_t n,
+                                double eps, bool round_first) {
+  double ss = 0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t i = 0; i < n; ++i) ss += double(to_f32(x[i])) * double(to_f32(x[i]));
+  const float rs = float(1.0 / std::sqrt(ss / double(n) + eps));
+  if (round_first) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(round_f32<T>(to_f32(x[i]) * rs) * scale[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(to_f32(x[i]) * rs * scale[i]);
+  }
+  if (res) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(to_f32(res[i]) + to_f32(y[i]));
+  }
+  return rs;
+}
+
+template <class T>
+GEMMAX_AVX512 float norm_row_avx512(T* y, const T* x, const T* res, const float* scale, int64_t n,
+                                    double eps, bool round_first) {
+  return norm_row(y, x, res, scale, n, eps, round_first);
+}
+
+// One row's dx (+)= rstd (g - xhat mean(g xhat)), g = dy * scale; part[i] += dy xhat out_scale.
+template <class T>
+GEMMAX_SIMD_BODY void norm_grad_row(T* dx, float* part, const T* dy, const T* x, const float* scale,
+                                    float rs, int64_t n, float out_scale, bool accumulate) {
+  float mean_gx = 0;
+#pragma omp simd reduction(+ : mean_gx)
+  for (int64_t i = 0; i < n; ++i) mean_gx += to_f32(dy[i]) * scale[i] * to_f32(x[i]);
+  mean_gx *= rs / float(n);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float xhat = to_f32(x[i]) * rs;
+    const float d = rs * (to_f32(dy[i]) * scale[i] - xhat * mean_gx);
+    dx[i] = from_f32<T>(accumulate ? to_f32(dx[i]) + d : d);
+  }
+  if (part) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) part[i] += to_f32(dy[i]) * to_f32(x[i]) * rs * out_scale;
+  }
+}
+
+template <class T>
+GEMMAX_AVX512 void norm_grad_row_avx512(T* dx, float* part, const T* dy, const T* x,
+                                        const float* scale, float rs, int64_t n, float out_scale,
+                                        bool accumulate) {
+  norm_grad_row(dx, part, dy, x, scale, rs, n, out_scale, accumulate);
+}
+
+// Rotates one head's split-half pairs by the table's (cos, sin) (sign -1: back).
+template <class T>
+GEMMAX_SIMD_BODY void rope_head(T* v, const float* cs, int64_t half, float sign) {
+#pragma omp simd
+  for (int64_t i = 0; i < half; ++i) {
+    const float c = cs[2 * i], s = sign * cs[2 * i + 1];
+    const float a = to_f32(v[i]), b = to_f32(v[i + half]);
+    v[i] = from_f32<T>(a * c - b * s);
+    v[i + half] = from_f32<T>(b * c + a * s);
+  }
+}
+
+template <class T>
+GEMMAX_AVX512 void rope_head_avx512(T* v, const float* cs, int64_t half, float sign) {
+  rope_head(v, cs, half, sign);
+}
+
 }  // namespace
 
 void CpuBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x,
@@ -38,6 +111,7 @@ void CpuBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tens
       !residual.defined() || (residual.dtype() == y.dtype() && residual.numel() == y.numel()),
       "rmsnorm_forward: residual ", residual.str(), " for y ", y.str());
   const std::vector<float> ws = scale_row(w, n, out_scale);
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
   dispatch(x, [&]<class T>() {
     const T* px = x.data<T>();
     const T* pres = residual.defined() ? residual.data<T>() : nullptr;
@@ -45,31 +119,14 @@ void CpuBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tens
     float* pr = rstd.data<float>();
     std::vector<float> ws_rounded(ws);
     if (round_before_scale)
-      for (float& v : ws_rounded) v = to_f32(from_f32<T>(v));
+      for (float& v : ws_rounded) v = round_f32<T>(v);
     const float* scale = round_before_scale ? ws_rounded.data() : ws.data();
 #pragma omp parallel for if (rows * n > (1 << 15))
     for (int64_t r = 0; r < rows; ++r) {
-      const T* xr = px + r * n;
-      T* yr = py + r * n;
-      double ss = 0;
-#pragma omp simd reduction(+ : ss)
-      for (int64_t i = 0; i < n; ++i) ss += double(to_f32(xr[i])) * double(to_f32(xr[i]));
-      const double rs_d = 1.0 / std::sqrt(ss / double(n) + eps);
-      const float rs = float(rs_d);
-      pr[r] = rs;
-      if (round_before_scale) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i)
-          yr[i] = from_f32<T>(to_f32(from_f32<T>(to_f32(xr[i]) * rs)) * scale[i]);
-      } else {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) yr[i] = from_f32<T>(to_f32(xr[i]) * rs * scale[i]);
-      }
-      if (pres) {
-        const T* res = pres + r * n;
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) yr[i] = from_f32<T>(to_f32(res[i]) + to_f32(yr[i]));
-      }
+      const T* res = pres ? pres + r * n : nullptr;
+      pr[r] = avx512
+                  ? norm_row_avx512(py + r * n, px + r * n, res, scale, n, eps, round_before_scale)
+                  : norm_row(py + r * n, px + r * n, res, scale, n, eps, round_before_scale);
     }
   });
 }
@@ -84,6 +141,7 @@ void CpuBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tens
                    dx.dtype() == x.dtype() && dy.dtype() == x.dtype(),
                "rmsnorm_backward shapes: x ", x.str(), " dx ", dx.str(), " dy ", dy.str());
   const std::vector<float> ws = scale_row(w, n, out_scale);
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   std::vector<float> partial(dw.defined() ? size_t(blocks * n) : 0, 0.0f);
   dispatch(x, [&]<class T>() {
@@ -91,27 +149,19 @@ void CpuBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tens
     const float* pr = rstd.data<float>();
     T* pdx = dx.data<T>();
     const float scale = float(out_scale);
+    const float* wsp = ws.data();
+    float* partials = partial.data();
+    const bool with_dw = dw.defined();
 #pragma omp parallel for if (rows * n > (1 << 15))
     for (int64_t b = 0; b < blocks; ++b) {
-      float* part = dw.defined() ? partial.data() + b * n : nullptr;
+      float* part = with_dw ? partials + b * n : nullptr;
       for (int64_t r = b * kRowBlock; r < std::min(rows, (b + 1) * kRowBlock); ++r) {
-        const T *xr = px + r * n, *gr = pdy + r * n;
-        T* dr = pdx + r * n;
-        const float rs = pr[r];
-        float mean_gx = 0;  // mean over the row of g * xhat, g = dy * w * out_scale
-#pragma omp simd reduction(+ : mean_gx)
-        for (int64_t i = 0; i < n; ++i) mean_gx += to_f32(gr[i]) * ws[size_t(i)] * to_f32(xr[i]);
-        mean_gx *= rs / float(n);
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) {
-          const float xhat = to_f32(xr[i]) * rs;
-          const float d = rs * (to_f32(gr[i]) * ws[size_t(i)] - xhat * mean_gx);
-          dr[i] = from_f32<T>(accumulate_dx ? to_f32(dr[i]) + d : d);
-        }
-        if (part) {
-#pragma omp simd
-          for (int64_t i = 0; i < n; ++i) part[i] += to_f32(gr[i]) * to_f32(xr[i]) * rs * scale;
-        }
+        if (avx512)
+          norm_grad_row_avx512(pdx + r * n, part, pdy + r * n, px + r * n, wsp, pr[r], n, scale,
+                               accumulate_dx);
+        else
+          norm_grad_row(pdx + r * n, part, pdy + r * n, px + r * n, wsp, pr[r], n, scale,
+                        accumulate_dx);
       }
     }
   });
@@ -148,22 +198,18 @@ void CpuBackend::rope(const Tensor& x, const Tensor& table, bool inverse) {
   const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
   const float sign = inverse ? -1.0f : 1.0f;
   const float* tab = table.data<float>();
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
   dispatch(x, [&]<class T>() {
     T* px = x.data<T>();
 #pragma omp parallel for if (x.numel() > (1 << 15))
-    for (int64_t t = 0; t < T_; ++t) {
-      const float* cs = tab + t * half * 2;
+    for (int64_t t = 0; t < T_; ++t)
       for (int64_t h = 0; h < heads; ++h) {
         T* v = px + (t * heads + h) * hd;
-#pragma omp simd
-        for (int64_t i = 0; i < half; ++i) {
-          const float c = cs[2 * i], s = sign * cs[2 * i + 1];
-          const float a = to_f32(v[i]), b = to_f32(v[i + half]);
-          v[i] = from_f32<T>(a * c - b * s);
-          v[i + half] = from_f32<T>(b * c + a * s);
-        }
+        if (avx512)
+          rope_head_avx512(v, tab + t * half * 2, half, sign);
+        else
+          rope_head(v, tab + t * half * 2, half, sign);
       }
-    }
   });
 }
 

@@ -2,6 +2,9 @@
 // product per expert over that expert's contiguous sorted rows; GmmRows' maps become the row
 // maps of the engine's operands, so the permute and un-permute around the experts cost
 // nothing. An expert with no rows is skipped: its weight gradient stays as it is.
+#include <omp.h>
+
+#include <tuple>
 #include <type_traits>
 
 #include "gemmax/backend/cpu/cpu_backend.h"
@@ -55,6 +58,23 @@ std::pair<int64_t, int64_t> window(const GmmRows& rows, int64_t N, const char* o
   return {w0, n};
 }
 
+// Runs one product per group: with enough groups, whole groups per thread (each on its own
+// scratch, no barrier inside a grouped matmul; any schedule gives the same result, as every
+// output row is computed by one thread in one order); with few, the groups one after another,
+// each on every thread.
+template <class Serial, class Parallel>
+void for_each_group(const std::vector<Group>& groups, const GemmScratch& scratch, Serial&& serial,
+                    Parallel&& parallel) {
+  const int64_t n = int64_t(groups.size());
+  if (n >= 2 * omp_get_max_threads()) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i)
+      serial(groups[size_t(i)], scratch.thread[size_t(omp_get_thread_num())]);
+  } else {
+    for (const Group& g : groups) parallel(g);
+  }
+}
+
 bool fast_dtypes(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
     if (!is_fast(*t)) return false;
@@ -74,7 +94,7 @@ void CpuBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Te
   GEMMAX_CHECK(K == Kb && c.dim(0) == M && c.dim(1) == N && a.dtype() == b.dtype(),
                "matmul shapes: op(", a.str(), trans_a ? ")^T" : ")", " . op(", b.str(),
                trans_b ? ")^T" : ")", " -> ", c.str());
-  if (trans_a && c.dtype() == DType::BF16 && K > 512)  // long reductions into bf16: rare
+  if (trans_a && c.dtype() == DType::BF16 && K > 8192)  // long reductions into bf16: rare
     return reference_.matmul(c, a, trans_a, b, trans_b, accumulate);
   dispatch2(a, c, [&]<class T, class TC>() {
     if (trans_a) {  // c [M, N] = a^T b: a [K, M], b [K, N] by rows, reduced over K
@@ -100,10 +120,24 @@ void CpuBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
   check_map(rows.in, m, lhs.dim(0), "gmm lhs");
   check_map(rows.out, m, m, "gmm out");
   dispatch(out, [&]<class T>() {
-    for (const Group& g : groups_of(group_sizes, m))
-      gemm<T, T>(isa_, g.rows, n, k, rows_of<const T>(lhs.data<T>(), k, rows.in, g.first),
-                 BMatrix<T>{rhs.data<T>() + (g.g * N + w0) * k, k, true},
-                 rows_of<T>(out.data<T>(), n, rows.out, g.first), rows.accumulate, gemm_);
+    const T *pl = lhs.data<T>(), *pr = rhs.data<T>();
+    T* po = out.data<T>();
+    auto args = [&](const Group& g) {
+      return std::tuple(rows_of<const T>(pl, k, rows.in, g.first),
+                        BMatrix<T>{pr + (g.g * N + w0) * k, k, true},
+                        rows_of<T>(po, n, rows.out, g.first));
+    };
+    for_each_group(
+        groups_of(group_sizes, m), gemm_,
+        [&](const Group& g, void* scratch) {
+          const auto [a, b, c] = args(g);
+          gemm_serial<T, T>(isa_, g.rows, n, k, a, b, c, rows.accumulate, scratch,
+                            gemm_.thread_bytes);
+        },
+        [&](const Group& g) {
+          const auto [a, b, c] = args(g);
+          gemm<T, T>(isa_, g.rows, n, k, a, b, c, rows.accumulate, gemm_);
+        });
   });
 }
 
@@ -121,10 +155,24 @@ void CpuBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& 
   check_map(rows.out, m, dout.dim(0), "gmm_dlhs dout");
   dispatch(dlhs, [&]<class T>() {
     // dlhs = dout . W_g, W_g [n, k] read in place (its rows are the reduction).
-    for (const Group& g : groups_of(group_sizes, m))
-      gemm<T, T>(isa_, g.rows, k, n, rows_of<const T>(dout.data<T>(), n, rows.out, g.first),
-                 BMatrix<T>{rhs.data<T>() + (g.g * N + w0) * k, k, false},
-                 rows_of<T>(dlhs.data<T>(), k, rows.in, g.first), rows.accumulate, gemm_);
+    const T *pd = dout.data<T>(), *pr = rhs.data<T>();
+    T* pl = dlhs.data<T>();
+    auto args = [&](const Group& g) {
+      return std::tuple(rows_of<const T>(pd, n, rows.out, g.first),
+                        BMatrix<T>{pr + (g.g * N + w0) * k, k, false},
+                        rows_of<T>(pl, k, rows.in, g.first));
+    };
+    for_each_group(
+        groups_of(group_sizes, m), gemm_,
+        [&](const Group& g, void* scratch) {
+          const auto [a, b, c] = args(g);
+          gemm_serial<T, T>(isa_, g.rows, k, n, a, b, c, rows.accumulate, scratch,
+                            gemm_.thread_bytes);
+        },
+        [&](const Group& g) {
+          const auto [a, b, c] = args(g);
+          gemm<T, T>(isa_, g.rows, k, n, a, b, c, rows.accumulate, gemm_);
+        });
   });
 }
 
@@ -143,10 +191,20 @@ void CpuBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& d
   check_map(rows.out, m, dout.dim(0), "gmm_drhs dout");
   dispatch(lhs, [&]<class T>() {
     // drhs[g][w0 + j][c] += sum over the group's rows of dout[r][j] lhs[r][c]
-    for (const Group& g : groups_of(group_sizes, m))
-      gemm_tn<T, float>(isa_, n, k, g.rows, rows_of<const T>(dout.data<T>(), n, rows.out, g.first),
-                        rows_of<const T>(lhs.data<T>(), k, rows.in, g.first),
-                        drhs.data<float>() + (g.g * N + w0) * k, k, true, gemm_);
+    const T *pd = dout.data<T>(), *pl = lhs.data<T>();
+    float* pw = drhs.data<float>();
+    for_each_group(
+        groups_of(group_sizes, m), gemm_,
+        [&](const Group& g, void* scratch) {
+          gemm_tn_serial<T, float>(isa_, n, k, g.rows, rows_of<const T>(pd, n, rows.out, g.first),
+                                   rows_of<const T>(pl, k, rows.in, g.first),
+                                   pw + (g.g * N + w0) * k, k, true, scratch, gemm_.thread_bytes);
+        },
+        [&](const Group& g) {
+          gemm_tn<T, float>(isa_, n, k, g.rows, rows_of<const T>(pd, n, rows.out, g.first),
+                            rows_of<const T>(pl, k, rows.in, g.first), pw + (g.g * N + w0) * k, k,
+                            true, gemm_);
+        });
   });
 }
 

@@ -30,6 +30,15 @@ inline T from_f32(float f) {
     return f;
 }
 
+// f rounded to T's precision, as an fp32 value (exact in T).
+template <class T>
+inline float round_f32(float f) {
+  if constexpr (sizeof(T) == 2)
+    return to_f32(to_bf16(f));
+  else
+    return f;
+}
+
 // e^x: x = n ln2 + r, |r| <= ln2 / 2, e^r by its degree-6 Taylor polynomial, 2^n in the
 // exponent bits. Relative error below 2e-7; 0 below -87.3, +inf above 88.7.
 inline float exp_approx(float x) {
