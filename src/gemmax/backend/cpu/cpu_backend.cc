@@ -83,16 +83,18 @@ CpuBackend::CpuBackend(const BackendOptions& options)
       threads_(options.num_threads > 0 ? options.num_threads : default_threads()) {
   omp_set_num_threads(threads_);
   const int64_t shared = gemm_shared_bytes(), per_thread = gemm_thread_bytes();
-  scratch_ =
-      alloc({shared + (per_thread + kAttentionScratch) * threads_}, DType::U8, MemKind::Workspace);
+  const int64_t attention = options.attention_scratch_bytes > 0
+                                ? (options.attention_scratch_bytes + 63) / 64 * 64
+                                : kAttentionScratch;
+  scratch_ = alloc({shared + (per_thread + attention) * threads_}, DType::U8, MemKind::Workspace);
   char* base = static_cast<char*>(scratch_.raw());
   gemm_.shared = base;
   gemm_.shared_bytes = shared;
   gemm_.thread_bytes = per_thread;
   for (int t = 0; t < threads_; ++t) gemm_.thread.push_back(base + shared + per_thread * t);
   base += shared + per_thread * threads_;
-  attention_scratch_bytes_ = kAttentionScratch;
-  for (int t = 0; t < threads_; ++t) attention_scratch_.push_back(base + kAttentionScratch * t);
+  attention_scratch_bytes_ = attention;
+  for (int t = 0; t < threads_; ++t) attention_scratch_.push_back(base + attention * t);
 }
 
 std::string CpuBackend::describe() const {
@@ -257,7 +259,23 @@ void CpuBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, const 
 }
 
 void CpuBackend::transpose_groups(const Tensor& out, const Tensor& in) {
-  reference_.transpose_groups(out, in);  // only the seed Part 3 "off" path uses it
+  if (is_wide(in)) return reference_.transpose_groups(out, in);
+  GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&
+                   out.dim(1) == in.dim(2) && out.dim(2) == in.dim(1) && out.dtype() == in.dtype(),
+               "transpose_groups: ", in.str(), " into ", out.str());
+  const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2), tile = 32;
+  // In 32 x 32 tiles, so that both sides stay in cache (the seed Part 3 "off" path).
+  dispatch(in, [&]<class T>() {
+    const T* pi = in.data<T>();
+    T* po = out.data<T>();
+#pragma omp parallel for collapse(2)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t r0 = 0; r0 < R; r0 += tile)
+        for (int64_t c0 = 0; c0 < C; c0 += tile)
+          for (int64_t c = c0; c < std::min(C, c0 + tile); ++c)
+            for (int64_t r = r0; r < std::min(R, r0 + tile); ++r)
+              po[(g * C + c) * R + r] = pi[(g * R + r) * C + c];
+  });
 }
 
 // ---- embedding -----------------------------------------------------------------------------
