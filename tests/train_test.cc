@@ -93,26 +93,26 @@ TEST_P(TrainThreads, VocabularyTilingGivesTheSameLosses) {
 INSTANTIATE_TEST_SUITE_P(Train, TrainThreads, ::testing::Values(1, 2, 3), testing::threads_name);
 
 // The same run twice gives the same bits: every reduction sums in a fixed order, whatever
-// order the threads finish in (fp32 with a tiled head, and the bf16 default). With one thread
-// this holds trivially, and with two a sum of two partials cannot depend on their order: three
-// threads is the first count where an arrival-order reduction shows.
+// order the threads finish in (fp32 with a tiled head, and the bf16 default; both backends).
+// With one thread this holds trivially, and with two a sum of two partials cannot depend on
+// their order: three threads is the first count where an arrival-order reduction shows.
 class RepeatThreads : public testing::WithThreads {};
 
 TEST_P(RepeatThreads, RepeatedRunsAreBitIdentical) {
-  for (const std::string dtype : {"float32", "bfloat16"}) {
-    TempDir a, b;
-    std::vector<std::string> args_a = small_run(a, 3), args_b = small_run(b, 3);
-    for (auto* v : {&args_a, &args_b}) {
-      v->push_back("dtype=" + dtype);
-      v->push_back("num_vocab_tiling=4");
+  for (const std::string backend : {"reference", "cpu"}) {
+    for (const std::string dtype : {"float32", "bfloat16"}) {
+      TempDir a, b;
+      std::vector<std::string> args_a = small_run(a, 3), args_b = small_run(b, 3);
+      for (auto* v : {&args_a, &args_b})
+        v->insert(v->end(), {"backend=" + backend, "dtype=" + dtype, "num_vocab_tiling=4"});
+      Trainer ta(Config::defaults(args_a)), tb(Config::defaults(args_b));
+      std::ostringstream log;
+      ta.run(log);
+      tb.run(log);
+      EXPECT_EQ(losses_of(a), losses_of(b)) << backend << " " << dtype;
+      EXPECT_EQ(0, std::memcmp(ta.weights().raw(), tb.weights().raw(), ta.weights().nbytes()))
+          << backend << " " << dtype;
     }
-    Trainer ta(Config::defaults(args_a)), tb(Config::defaults(args_b));
-    std::ostringstream log;
-    ta.run(log);
-    tb.run(log);
-    EXPECT_EQ(losses_of(a), losses_of(b)) << dtype;
-    EXPECT_EQ(0, std::memcmp(ta.weights().raw(), tb.weights().raw(), ta.weights().nbytes()))
-        << dtype;
   }
 }
 
