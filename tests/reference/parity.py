@@ -17,8 +17,9 @@ Missing or extra gradient names and shape mismatches are failures. Exit status 1
 failure. The float64 bounds sit at least 10x above what gemmax measures (losses <= 3e-16, logits
 <= 3e-15, gradients <= 9e-13 on the presets): a defect of 1e-10 relative fails.
 
-One allowance (float32 only): a tensor whose exact gradient is below what float32 arithmetic can resolve
-may instead be off by up to NOISE_FACTOR x the error of the float32 reference on that tensor.
+One allowance (float32 only): a tensor whose exact gradient is below what float32 arithmetic can
+resolve may instead be off by up to NOISE_FACTOR x the error of the float32 reference on that
+tensor.
 This is the last layer's layer_scalar: the final RMSNorm makes the loss invariant to the scale
 of the last layer's output (up to eps), so its gradient is ~1e-8 of the whole, a sum of O(1)
 terms that cancel; any float32 engine gets it only to ~1e-7. (With top-1 routing the same
@@ -63,7 +64,8 @@ def compare(ref, got, noise=None, dtype="float32"):
             continue
         e = abs(got[k] - ref[k]) / max(abs(ref[k]), 1e-30)
         if e > loss_tol:
-            fails.append("%s %.17g vs %.17g: rel err %.2e > %.0e" % (k, got[k], ref[k], e, loss_tol))
+            fails.append("%s %.17g vs %.17g: rel err %.2e > %.0e"
+                         % (k, got[k], ref[k], e, loss_tol))
     rl, gl = np.asarray(ref["logits"], np.float64), np.asarray(got["logits"], np.float64)
     if rl.shape != gl.shape:
         fails.append("logits shape %s vs %s" % (gl.shape, rl.shape))
