@@ -286,6 +286,55 @@ TEST(DataSplit, RanksReadTheirRowsOfTheGlobalBatch) {
     }
 }
 
+// A sharded checkpoint's state.json is validated like a whole one's, with its own keys: "ranks",
+// and one file entry per rank; a NaN in a piece is refused before anything is written.
+TEST(FsdpCheckpoint, ShardedStateJsonIsValidatedAndNamed) {
+  TempDir dir;
+  SingleComm comm;
+  const std::string ckpts = dir / "checkpoints";
+  Tensor piece = Tensor::zeros({4}, DType::F32);
+  const nlohmann::json state = {{"config", nlohmann::json::object()},
+                                {"data", nlohmann::json::object()}};
+  const std::string ckpt =
+      save_sharded_checkpoint(comm, ckpts, 3, {{"w", piece, 2, {2, 3}}}, {}, state, 0);
+  const std::string state_path = ckpt + "/state.json";
+  const TrainCheckpoint c = open_train_checkpoint(ckpt);
+  EXPECT_EQ(c.ranks, 1);
+  ASSERT_EQ(c.params.names(), std::vector<std::string>{"w"});
+  EXPECT_EQ(c.params.shape("w"), (Shape{2, 3}));
+  const nlohmann::json good = nlohmann::json::parse(testing::read_file(state_path));
+  const std::string params = "params.rank00000-of-00001.safetensors";
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+      {"/ranks", "1"},
+      {"/ranks", 0},
+      {"/ranks", 2},  // names a second rank's files, which do not exist
+      {"/files/" + params, nullptr},
+      {"/files/" + params + "/crc32", int64_t(1) << 33},
+  };
+  const std::vector<std::string> named = {
+      "'ranks' must be a non-negative integer", "ranks=0 is out of range",
+      "'files.params.rank00000-of-00002.safetensors'", "'files." + params + "'",
+      "'files." + params + ".crc32' is 8589934592, not a CRC-32"};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    nlohmann::json bad = good;
+    const nlohmann::json::json_pointer p(cases[i].first);
+    if (cases[i].second.is_null())
+      bad[p.parent_pointer()].erase(p.back());
+    else
+      bad[p] = cases[i].second;
+    testing::write_file(state_path, bad.dump());
+    SCOPED_TRACE(cases[i].first);
+    testing::expect_error([&] { open_train_checkpoint(ckpt); }, {state_path, named[i]});
+  }
+  piece.data<float>()[1] = NAN;
+  testing::expect_error(
+      [&] {
+        save_sharded_checkpoint(comm, ckpts, 4, {{"w", piece, 2, {2, 3}}}, {}, state, 0);
+      },
+      {"refusing to save checkpoint step 4", "parameter 'w' holds nan at element 3"});
+  EXPECT_FALSE(fs::exists(ckpts + "/step_00000004.tmp"));
+}
+
 // ---- whole runs under mpirun ----------------------------------------------------------------
 
 // mpirun as the tests start it: more ranks than the 2 cores of CI, as root in its containers.
@@ -305,10 +354,14 @@ int launch(int ranks, const std::vector<std::string>& args, std::string* out) {
 #define REQUIRE_MPI() \
   if (std::string(GEMMAX_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI"
 
-// The tiny structure at width 32, fp32, five steps of 32 tokens per row.
+// The tiny structure at width 32, fp32, five steps of 32 tokens per row, on the reference backend:
+// these tests check that N ranks compute what one rank computes, which the cpu backend's
+// approximate exponentials would blur (its head differs between the whole-table and the
+// vocabulary-parallel paths); FsdpRun.TheCpuBackendTrainsOnSeveralRanks covers the cpu backend.
 std::vector<std::string> tiny(const std::string& dir, int64_t rows, std::vector<std::string> more) {
   std::vector<std::string> v = {"base_output_directory=" + dir,
                                 "run_name=r",
+                                "backend=reference",
                                 "base_emb_dim=32",
                                 "max_target_length=32",
                                 "dtype=float32",
@@ -393,6 +446,25 @@ TEST(FsdpRun, NRanksTrainWhatOneRankTrainsWithTheWholeBatch) {
       ASSERT_LE(std::abs(x - y), 2 * (std::nextafter(m, INFINITY) - m))
           << N << " ranks, fp32, element " << i << ": " << x << " vs " << y;
     }
+  }
+}
+
+// The default backend under FSDP: with the table gathered, 2 ranks run one rank's kernels and
+// agree with it to fp32 rounding; vocabulary-parallel, the head's log-sum-exp is the exact one
+// where one rank's uses approximate exponentials, so the first loss agrees to rounding and the
+// later ones (Adam amplifies the difference) to 1e-4.
+TEST(FsdpRun, TheCpuBackendTrainsOnSeveralRanks) {
+  REQUIRE_MPI();
+  TempDir one;
+  run_ok(0, tiny(one.str(), 2, {"backend=cpu"}));
+  const std::vector<double> want = losses(one.str());
+  for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
+    TempDir dir;
+    run_ok(2, tiny(dir.str(), 1, {"backend=cpu", mode}));
+    const std::vector<double> got = losses(dir.str());
+    ASSERT_EQ(got.size(), want.size()) << mode;
+    EXPECT_NEAR(got[0], want[0], 1e-6 * want[0]) << mode;
+    expect_close(got, want, std::string(mode) == "fsdp_embedding=gather" ? 1e-6 : 1e-4, mode);
   }
 }
 
@@ -548,6 +620,50 @@ TEST(FsdpFaults, ADeadRankEndsTheJobAndCheckpointsSurvive) {
   out.clear();
   ASSERT_EQ(launch(2, tiny(dir.str(), 1, {}), &out), 0) << out;
   EXPECT_NE(out.find("resumed from " + complete[0].dir), std::string::npos) << out;
+  EXPECT_EQ(metrics(dir.str()).size(), 5u);
+}
+
+// A NaN in one rank's gradient piece makes every rank skip the same step (the gradient norm is
+// global), or, with no skips allowed, stop naming the step and the parameter.
+TEST(FsdpFaults, ANonFiniteGradientOnOneRankIsSkippedOrStopsEveryRank) {
+  REQUIRE_MPI();
+  TempDir dir, stopped;
+  std::string out;
+  ASSERT_EQ(
+      launch(2, tiny(dir.str(), 1, {"fault_injection=1:1:nan", "skip_nonfinite_steps=1"}), &out), 0)
+      << out;
+  EXPECT_NE(out.find("step 1: the gradient norm is nan"), std::string::npos) << out;
+  std::vector<int64_t> skipped;
+  for (const auto& m : metrics(dir.str()))
+    skipped.push_back(m.value("learning/skipped_steps", int64_t(0)));
+  EXPECT_EQ(skipped, (std::vector<int64_t>{0, 1, 1, 1, 1}));
+  const Tensor w = final_weights(dir.str(), DType::F32);  // every rank's shard, finite
+  for (int64_t i = 0; i < w.numel(); ++i) ASSERT_TRUE(std::isfinite(w.data<float>()[i])) << i;
+  out.clear();
+  EXPECT_NE(launch(2, tiny(stopped.str(), 1, {"fault_injection=1:1:nan"}), &out), 0) << out;
+  EXPECT_NE(out.find("step 1: the gradient norm is nan"), std::string::npos) << out;
+  EXPECT_NE(out.find("the first parameter with a non-finite gradient is "), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("(element 0: nan)"), std::string::npos) << out;
+  EXPECT_EQ(metrics(stopped.str()).size(), 1u) << "step 0 only";
+}
+
+// SIGTERM that reaches one rank stops every rank after the same step, with a complete sharded
+// checkpoint of it; the run then resumes to the end.
+TEST(FsdpFaults, AStopSignalOnOneRankStopsEveryRankAfterTheSameStep) {
+  REQUIRE_MPI();
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(launch(2, tiny(dir.str(), 1, {"fault_injection=1:2:sigterm"}), &out), 0) << out;
+  EXPECT_NE(out.find("stopped by SIGTERM after step 3"), std::string::npos) << out;
+  const auto saved = list_train_checkpoints(dir / "r/checkpoints");
+  ASSERT_EQ(saved.size(), 1u) << out;
+  EXPECT_EQ(saved[0].step, 3);
+  EXPECT_EQ(open_train_checkpoint(saved[0].dir).ranks, 2);
+  EXPECT_EQ(metrics(dir.str()).size(), 3u);
+  out.clear();
+  ASSERT_EQ(launch(2, tiny(dir.str(), 1, {}), &out), 0) << out;
+  EXPECT_NE(out.find("resumed from " + saved[0].dir), std::string::npos) << out;
   EXPECT_EQ(metrics(dir.str()).size(), 5u);
 }
 

@@ -27,9 +27,12 @@ struct Fixture {
   Tensor weights = random_weights(table, 7);
   Batch batch = make_batch(2, 8, cfg.vocab_size, 3, /*split=*/5);
   StepInputs in = upload_batch(be, batch);
-  Tensor rope_local = rope_inv_freq(cfg.head_dim, cfg.local_rope_theta, cfg.local_rope_proportion);
-  Tensor rope_global =
-      rope_inv_freq(cfg.global_head_dim, cfg.global_rope_theta, cfg.global_rope_proportion);
+  Tensor rope_local = rope_table(
+      be, in, rope_inv_freq(cfg.head_dim, cfg.local_rope_theta, cfg.local_rope_proportion),
+      DType::F64);
+  Tensor rope_global = rope_table(
+      be, in, rope_inv_freq(cfg.global_head_dim, cfg.global_rope_theta, cfg.global_rope_proportion),
+      DType::F64);
   LayerContext ctx{be, cfg, in, ModelOptions{DType::F64}, rope_local, rope_global, 0.01};
 };
 
@@ -95,7 +98,9 @@ TEST(ModelGradient, WholeModelMatchesFiniteDifferences) {
 
 // The three remat policies give bit-identical losses and gradients: recomputation re-runs the
 // same deterministic ops on the same inputs. bf16 runs use fp32 master weights.
-TEST(ModelGradient, RematPoliciesGiveIdenticalGradients) {
+class RematThreads : public testing::WithThreads {};
+
+TEST_P(RematThreads, RematPoliciesGiveIdenticalGradients) {
   Fixture f;
   for (DType act : {DType::F64, DType::F32, DType::BF16}) {
     const DType wdt = act == DType::BF16 ? DType::F32 : act;
@@ -115,6 +120,9 @@ TEST(ModelGradient, RematPoliciesGiveIdenticalGradients) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ModelGradient, RematThreads, ::testing::Values(1, 2),
+                         testing::threads_name);
 
 // What each policy keeps after a layer's forward, and that the backward's recompute fills in
 // exactly the rest as workspace.

@@ -20,7 +20,7 @@ namespace {
 const char* kUsage =
     "usage: gemmax grad --model DIR --tokens FILE --batch B --out GRADS.safetensors\n"
     "                   [--logits LOGITS.safetensors] [--dtype float32|float64]\n"
-    "                   [--load_balance_loss_weight W]\n"
+    "                   [--load_balance_loss_weight W] [--backend reference|cpu]\n"
     "\n"
     "Computes one batch's loss and the gradient of total_loss = ce_loss + lb_loss with respect\n"
     "to every parameter of the Hugging Face Gemma-4 folder DIR (config.json + safetensors).\n"
@@ -28,6 +28,7 @@ const char* kUsage =
     "             [:, 1:]; one document per row; every target counts (id 0 included)\n"
     "  --out      gradients under the folder's own tensor names, in --dtype (default float32)\n"
     "  --logits   also write the soft-capped logits [B, S, V] as tensor 'logits'\n"
+    "  --backend  reference (default: the ground truth) or cpu (the fast kernels, float32)\n"
     "Prints {\"ce_loss\", \"lb_loss\", \"total_loss\", ...} as one JSON object on stdout.\n";
 
 // Reads an int32 [B, S+1] token file into a batch of B rows of S inputs and targets.
@@ -67,7 +68,7 @@ Batch read_token_rows(const std::string& path, int64_t rows, int64_t vocab) {
 int cmd_grad(int argc, char** argv) {
   const Flags flags("grad", argc, argv,
                     {{"model"}, {"tokens"}, {"batch"}, {"out"}, {"logits"}, {"dtype"},
-                     {"load_balance_loss_weight"}});
+                     {"load_balance_loss_weight"}, {"backend"}});
   if (flags.help()) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -82,21 +83,25 @@ int cmd_grad(int argc, char** argv) {
                                       folder.config.vocab_size);
   const std::string out = flags.get("out");
 
-  auto backend = make_backend("reference");
+  auto backend = make_backend(flags.get("backend", "reference"));
   Gemma4Model model(folder.config, *backend, {dtype, RematPolicy::None, 1});
   const ParamTable& table = model.params();
-  Tensor weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
-  if (const std::string note = load_hf_weights(table, folder, weights); !note.empty())
+  Tensor host = Tensor::empty({table.total()}, dtype, MemKind::Params);
+  if (const std::string note = load_hf_weights(table, folder, host); !note.empty())
     std::cerr << "gemmax: " << note << "\n";
-  Tensor grads = Tensor::zeros({table.total()}, dtype, MemKind::Grads);
+  const Tensor weights = backend->to_device(host, MemKind::Params);
+  host = Tensor();
+  const Tensor grads = backend->zeros({table.total()}, dtype, MemKind::Grads);
   const StepInputs in = upload_batch(*backend, batch);
   const LossInfo loss = model.forward_backward(in, weights, grads);
-  write_safetensors(out, hf_named_tensors(table, grads, folder.info.weight_prefix, dtype));
+  write_safetensors(out, hf_named_tensors(table, backend->to_host(grads),
+                                          folder.info.weight_prefix, dtype));
   if (flags.has("logits")) {
     Tensor logits;
     model.forward(in, weights, &logits);
     write_safetensors(flags.get("logits"),
-                      {{"logits", logits.view({batch.batch, batch.seq, folder.config.vocab_size})}});
+                      {{"logits", backend->to_host(logits).view(
+                                      {batch.batch, batch.seq, folder.config.vocab_size})}});
   }
   nlohmann::json j;
   j["ce_loss"] = loss.ce_loss;
@@ -104,6 +109,7 @@ int cmd_grad(int argc, char** argv) {
   j["total_loss"] = loss.total_loss;
   j["num_targets"] = loss.num_targets;
   j["dtype"] = dtype_name(dtype);
+  j["backend"] = backend->describe();
   j["gradients"] = out;
   std::cout << j.dump() << std::endl;
   return 0;

@@ -1,5 +1,8 @@
 #include "gemmax/backend/backend.h"
 
+#include <omp.h>
+
+#include "gemmax/backend/cpu/cpu_backend.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/error.h"
 
@@ -20,8 +23,12 @@ void Backend::vocab_ce_finish(const Tensor&, const Tensor&, const Tensor&, const
 }
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
-  if (options.name == "reference") return std::make_unique<ReferenceBackend>();
-  fail("unknown backend '", options.name, "': available backends are: reference");
+  if (options.name == "reference") {
+    if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
+    return std::make_unique<ReferenceBackend>();
+  }
+  if (options.name == "cpu") return std::make_unique<CpuBackend>(options);
+  fail("unknown backend '", options.name, "': available backends are: cpu, reference");
 }
 
 }  // namespace gemmax

@@ -51,7 +51,7 @@ constexpr DType dtype_of<uint8_t>() {
 // A block of memory and the accounting of it. `owned == false` wraps foreign memory (e.g. a
 // memory-mapped file) that the Storage never frees and does not count. A planned storage (ptr ==
 // nullptr, tracker set) holds no memory: it counts the bytes a planning run would allocate
-// (model/memory_plan.h).
+// (train/memory_plan.h).
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
@@ -60,8 +60,9 @@ struct Storage {
   bool owned = true;
   MemoryTracker* tracker = nullptr;  // where the bytes are counted (owned storage)
   std::shared_ptr<void> keep_alive;  // for wrapped memory: whatever owns it
-  // Frees device memory (set by the backend that allocated it; host memory: std::free).
-  void (*release)(void* ptr) = nullptr;
+  // Gives the memory back to the allocator of the backend that made it (null: std::free).
+  void (*release)(void* allocator, void* ptr, size_t bytes) = nullptr;
+  void* allocator = nullptr;
 
   Storage() = default;
   Storage(const Storage&) = delete;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "gemmax/base/progress.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/io/hf_model.h"
 #include "gemmax/io/train_checkpoint.h"
@@ -28,9 +29,10 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
   const CheckpointRef ref = find_train_checkpoint(path);
   const TrainCheckpoint ckpt = open_train_checkpoint(ref.dir);
   LoadedModel m;
-  m.config = model_config_from(Config::from_json(ckpt.state["config"], ref.dir + "/state.json"));
+  m.config = model_config_from(Config::from_json(ckpt.state.at("config"), ref.dir + "/state.json"));
   const ParamTable table(m.config);
   m.weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
+  Progress progress("loading " + ref.dir, double(ckpt.params.data_bytes()), "bytes");
   for (const ParamSpec& s : table.specs()) {
     if (!ckpt.params.has(s.name))
       fail("checkpoint '", ref.dir, "' has no parameter '", s.name, "'");
@@ -38,7 +40,9 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
       fail("checkpoint '", ref.dir, "': '", s.name, "' has shape ",
            shape_str(ckpt.params.shape(s.name)), ", its config implies ", shape_str(s.shape));
     ckpt.params.read(s.name, 0, table.view(m.weights, s.name));
+    progress.add(double(ckpt.params.nbytes(s.name)));
   }
+  progress.finish();
   m.source =
       str_cat("checkpoint '", ref.dir, "' (step ", ref.step,
               ckpt.ranks > 1 ? str_cat(", written by ", ckpt.ranks, " ranks") : std::string(), ")");

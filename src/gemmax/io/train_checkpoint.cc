@@ -3,13 +3,16 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "gemmax/base/convert.h"
 #include "gemmax/base/error.h"
+#include "gemmax/base/progress.h"
 #include "gemmax/io/atomic_file.h"
 
 namespace gemmax {
@@ -37,9 +40,9 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
-// step_<digits> -> step; anything else -> -1.
+// step_<digits> -> step; anything else (or more than 18 digits) -> -1.
 int64_t parse_step(const std::string& name) {
-  if (name.size() <= 5 || name.rfind("step_", 0) != 0) return -1;
+  if (name.size() <= 5 || name.size() > 5 + 18 || name.rfind("step_", 0) != 0) return -1;
   int64_t step = 0;
   for (size_t i = 5; i < name.size(); ++i) {
     if (name[i] < '0' || name[i] > '9') return -1;
@@ -48,12 +51,18 @@ int64_t parse_step(const std::string& name) {
   return step;
 }
 
+uint64_t file_bytes(const fs::path& p) {
+  std::error_code ec;
+  const uintmax_t n = fs::file_size(p, ec);
+  return ec ? 0 : uint64_t(n);
+}
+
 struct FileDigest {
   uint64_t bytes = 0;
   uint32_t crc = 0;
 };
 
-FileDigest digest(const std::string& path) {
+FileDigest digest(const std::string& path, Progress& progress) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read checkpoint file '", path, "'");
   FileDigest d;
@@ -65,26 +74,106 @@ FileDigest digest(const std::string& path) {
     if (n <= 0) break;
     crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), uInt(n));
     d.bytes += uint64_t(n);
+    progress.add(double(n));
   }
   d.crc = uint32_t(crc);
   return d;
 }
 
-void write_pieces(const std::string& path, const std::vector<TensorPiece>& pieces) {
+// Removes what interrupted saves and deletions (crash, kill, forced stop) left behind: the
+// step_<N>.tmp folders being written and the step_<N>.old folders being deleted.
+void remove_leftovers(const std::string& checkpoints_dir) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool leftover = name.ends_with(".tmp") || name.ends_with(".old");
+    if (leftover && parse_step(name.substr(0, name.size() - 4)) >= 0) stale.push_back(e.path());
+  }
+  for (const fs::path& p : stale) fs::remove_all(p, ec);
+}
+
+// Deletes a checkpoint so that no interruption can leave a damaged folder that looks complete:
+// the folder is first renamed to step_<N>.old (one atomic step), then removed.
+void remove_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  const fs::path old = dir + ".old";
+  fs::remove_all(old, ec);
+  fs::rename(dir, old, ec);
+  fs::remove_all(ec ? fs::path(dir) : old, ec);
+}
+
+// The first NaN or infinity of `t` (element `offset + i` of tensor `name`), as the reason to
+// refuse the save; "" if there is none.
+std::string nonfinite_value(const std::string& name, const Tensor& t, int64_t offset,
+                            const std::string& what, int64_t step) {
+  if (!is_float(t.dtype())) return "";
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (const double v = get_as_double(t, i); !std::isfinite(v))
+      return str_cat("refusing to save checkpoint step ", step, ": ", what, " '", name, "' holds ",
+                     v, " at element ", offset + i,
+                     "; the previous checkpoints are kept as they are");
+  return "";
+}
+
+// A checkpoint must never hold a NaN or an infinity: resuming from it could not recover.
+void check_finite(const NamedTensors& tensors, const std::string& what, int64_t step) {
+  for (const auto& [name, t] : tensors)
+    if (const std::string why = nonfinite_value(name, t, 0, what, step); !why.empty()) fail(why);
+}
+
+// The JSON kinds state.json's keys must have.
+enum class Kind { Object, String, Count };
+
+const char* kind_name(Kind k) {
+  return k == Kind::Object   ? "an object"
+         : k == Kind::String ? "a string"
+                             : "a non-negative integer";
+}
+
+bool has_kind(const nlohmann::json& v, Kind k) {
+  return k == Kind::Object   ? v.is_object()
+         : k == Kind::String ? v.is_string()
+                             : v.is_number_unsigned();
+}
+
+// A JSON value for a message, cut short if long.
+std::string excerpt(const nlohmann::json& v) {
+  const std::string s = v.dump();
+  return s.size() <= 80 ? s : s.substr(0, 77) + "...";
+}
+
+// `parent[key]` of state.json, checked to exist with the right kind; `where` names the parent
+// ("" for the top level, else e.g. "files.params.safetensors") in the message.
+const nlohmann::json& required(const nlohmann::json& parent, const std::string& key, Kind kind,
+                               const std::string& state_path, const std::string& where = "") {
+  const std::string name = where.empty() ? key : where + "." + key;
+  const auto it = parent.find(key);
+  if (it == parent.end())
+    fail("checkpoint file '", state_path, "' has no key '", name, "' (expected ", kind_name(kind),
+         "); the checkpoint is damaged or not written by gemmax: remove it to resume from an "
+         "earlier one");
+  if (!has_kind(*it, kind))
+    fail("checkpoint file '", state_path, "': key '", name, "' must be ", kind_name(kind), ", got ",
+         excerpt(*it), "; the checkpoint is damaged: remove it to resume from an earlier one");
+  return *it;
+}
+
+void write_pieces(const std::string& path, const std::vector<TensorPiece>& pieces,
+                  Progress& progress) {
   NamedTensors tensors;
   nlohmann::json where = nlohmann::json::object();
   for (const TensorPiece& p : pieces) {
     tensors.emplace_back(p.name, p.piece.view({p.piece.numel()}));
     where[p.name] = {{"begin", p.begin}, {"shape", p.shape}};
   }
-  write_safetensors(path, tensors, {{kPiecesKey, where.dump()}});
+  write_safetensors(path, tensors, {{kPiecesKey, where.dump()}}, &progress);
 }
 
 void prune(const std::string& checkpoints_dir, int64_t keep) {
   if (keep <= 0) return;
-  std::error_code ec;
   const std::vector<CheckpointRef> all = list_train_checkpoints(checkpoints_dir);
-  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i].dir, ec);
+  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) remove_checkpoint(all[i].dir);
 }
 
 }  // namespace
@@ -92,27 +181,36 @@ void prune(const std::string& checkpoints_dir, int64_t keep) {
 std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t step,
                                   const NamedTensors& params, const NamedTensors& optimizer,
                                   const nlohmann::json& state, int64_t keep) {
+  check_finite(params, "parameter", step);
+  check_finite(optimizer, "optimizer state", step);
   const fs::path final_dir = fs::path(checkpoints_dir) / step_name(step);
   const fs::path tmp_dir = fs::path(checkpoints_dir) / (step_name(step) + ".tmp");
   std::error_code ec;
   fs::create_directories(checkpoints_dir, ec);
   if (ec) fail("cannot create checkpoint folder '", checkpoints_dir, "': ", ec.message());
-  fs::remove_all(tmp_dir, ec);  // a leftover of an interrupted save of the same step
+  remove_leftovers(checkpoints_dir);
   fs::create_directory(tmp_dir, ec);
   if (ec) fail("cannot create '", tmp_dir.string(), "': ", ec.message());
   try {
-    write_safetensors((tmp_dir / kParams).string(), params);
-    write_safetensors((tmp_dir / kOptimizer).string(), optimizer);
+    Progress saving("saving " + final_dir.string(),
+                    double(tensor_bytes(params) + tensor_bytes(optimizer)), "bytes");
+    write_safetensors((tmp_dir / kParams).string(), params, {}, &saving);
+    write_safetensors((tmp_dir / kOptimizer).string(), optimizer, {}, &saving);
+    saving.finish();
+    Progress checking("checksumming " + final_dir.string(),
+                      double(file_bytes(tmp_dir / kParams) + file_bytes(tmp_dir / kOptimizer)),
+                      "bytes");
     nlohmann::json full = state;
     full["format"] = kFormat;
     full["version"] = kVersion;
     full["step"] = step;
     for (const char* f : {kParams, kOptimizer}) {
-      const FileDigest d = digest((tmp_dir / f).string());
+      const FileDigest d = digest((tmp_dir / f).string(), checking);
       full["files"][f] = {{"bytes", d.bytes}, {"crc32", d.crc}};
     }
+    checking.finish();
     write_file_atomic((tmp_dir / kState).string(), full.dump(1) + "\n");
-    fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
+    if (fs::exists(final_dir)) remove_checkpoint(final_dir.string());  // an earlier attempt
     fs::rename(tmp_dir, final_dir, ec);
     if (ec)
       fail("cannot rename '", tmp_dir.string(), "' to '", final_dir.string(), "': ", ec.message());
@@ -133,11 +231,25 @@ std::string save_sharded_checkpoint(Comm& comm, const std::string& checkpoints_d
   const fs::path final_dir = fs::path(checkpoints_dir) / step_name(step);
   const fs::path tmp_dir = fs::path(checkpoints_dir) / (step_name(step) + ".tmp");
   const int64_t rank = comm.rank(), ranks = comm.size();
+  // A NaN or an infinity on any rank: every rank refuses before anything is written.
+  std::string nonfinite;
+  for (const auto* pieces : {&params, &optimizer})
+    for (const TensorPiece& p : *pieces)
+      if (nonfinite.empty())
+        nonfinite = nonfinite_value(p.name, p.piece, p.begin,
+                                    pieces == &params ? "parameter" : "optimizer state", step);
+  Tensor refused = control_buffer({1}, DType::I32);
+  refused.data<int32_t>()[0] = nonfinite.empty() ? -1 : int32_t(rank);
+  comm.all_reduce(refused, ReduceOp::Max, "the checkpoint's finiteness").wait();
+  if (!nonfinite.empty()) fail(nonfinite);
+  if (const int32_t r = refused.data<int32_t>()[0]; r >= 0)
+    fail("refusing to save checkpoint step ", step, ": rank ", r,
+         " holds a NaN or an infinity; the previous checkpoints are kept as they are");
   std::error_code ec;
   if (rank == 0) {
     fs::create_directories(checkpoints_dir, ec);
     if (ec) fail("cannot create checkpoint folder '", checkpoints_dir, "': ", ec.message());
-    fs::remove_all(tmp_dir, ec);  // a leftover of an interrupted save of the same step
+    remove_leftovers(checkpoints_dir);
     fs::create_directory(tmp_dir, ec);
     if (ec) fail("cannot create '", tmp_dir.string(), "': ", ec.message());
   }
@@ -148,9 +260,16 @@ std::string save_sharded_checkpoint(Comm& comm, const std::string& checkpoints_d
   Tensor digests = control_buffer({4}, DType::I64);
   for (int f = 0; f < 2; ++f) {
     const std::string path = (tmp_dir / names[f]).string();
-    write_pieces(path, f == 0 ? params : optimizer);
+    const std::vector<TensorPiece>& pieces = f == 0 ? params : optimizer;
+    int64_t bytes = 0;
+    for (const TensorPiece& p : pieces) bytes += int64_t(p.piece.nbytes());
+    Progress saving("saving " + path, double(bytes), "bytes");
+    write_pieces(path, pieces, saving);
+    saving.finish();
     if (on_file) on_file(path);
-    const FileDigest d = digest(path);
+    Progress checking("checksumming " + path, double(file_bytes(path)), "bytes");
+    const FileDigest d = digest(path, checking);
+    checking.finish();
     digests.data<int64_t>()[2 * f] = int64_t(d.bytes);
     digests.data<int64_t>()[2 * f + 1] = int64_t(d.crc);
   }
@@ -170,7 +289,7 @@ std::string save_sharded_checkpoint(Comm& comm, const std::string& checkpoints_d
               {"bytes", uint64_t(d[0])}, {"crc32", uint32_t(d[1])}};
         }
       write_file_atomic((tmp_dir / kState).string(), full.dump(1) + "\n");
-      fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
+      if (fs::exists(final_dir)) remove_checkpoint(final_dir.string());  // an earlier attempt
       fs::rename(tmp_dir, final_dir, ec);
       if (ec)
         fail("cannot rename '", tmp_dir.string(), "' to '", final_dir.string(),
@@ -207,7 +326,9 @@ const Shape& CheckpointTensors::shape(const std::string& name) const {
 
 void CheckpointTensors::check(const File& f) const {
   if (f.checked) return;
-  const FileDigest got = digest(f.st.path());
+  Progress checking("checking " + f.st.path(), double(f.bytes), "bytes");
+  const FileDigest got = digest(f.st.path(), checking);
+  checking.finish();
   const std::string name = fs::path(f.st.path()).filename().string();
   if (got.bytes != f.bytes)
     fail("checkpoint '", dir_, "': ", name, " has ", got.bytes, " bytes but ", f.bytes,
@@ -248,39 +369,84 @@ Tensor CheckpointTensors::read_as(const std::string& name, DType dtype) const {
   return t;
 }
 
+std::vector<std::string> CheckpointTensors::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, shape] : shapes_) out.push_back(name);
+  return out;
+}
+
+uint64_t CheckpointTensors::nbytes(const std::string& name) const {
+  (void)shape(name);  // fails naming the tensor if absent
+  uint64_t n = 0;
+  for (const Piece& p : pieces_.at(name)) n += files_[p.file].st.entry(name).nbytes();
+  return n;
+}
+
+uint64_t CheckpointTensors::data_bytes() const {
+  uint64_t n = 0;
+  for (const File& f : files_) n += f.st.file_bytes() - f.st.data_offset();
+  return n;
+}
+
 TrainCheckpoint open_train_checkpoint(const std::string& dir) {
   const fs::path d(dir);
-  const fs::path state_path = d / kState;
+  const std::string state_path = (d / kState).string();
   if (!fs::exists(state_path)) fail("'", dir, "' is not a checkpoint: it has no ", kState);
   nlohmann::json state;
   try {
     std::ifstream in(state_path);
     state = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    fail("checkpoint '", dir, "': ", kState, " is not valid JSON (", e.what(), ")");
+    fail("checkpoint file '", state_path, "' is not valid JSON (", e.what(), ")");
   }
-  if (!state.is_object() || state.value("format", "") != kFormat)
-    fail("checkpoint '", dir, "': ", kState, " is not a gemmax train state");
-  if (state.value("version", 0) != kVersion)
-    fail("checkpoint '", dir, "': format version ", state.value("version", 0),
+  if (!state.is_object())
+    fail("checkpoint file '", state_path, "' is not a gemmax train state (not a JSON object)");
+  if (required(state, "format", Kind::String, state_path) != kFormat)
+    fail("checkpoint file '", state_path, "' is not a gemmax train state (format ",
+         excerpt(state["format"]), ", expected \"", kFormat, "\")");
+  const uint64_t version = required(state, "version", Kind::Count, state_path).get<uint64_t>();
+  if (version != kVersion)
+    fail("checkpoint file '", state_path, "': format version ", version,
          " is not the supported version ", kVersion);
+  const uint64_t step = required(state, "step", Kind::Count, state_path).get<uint64_t>();
+  if (step > uint64_t(std::numeric_limits<int64_t>::max()))
+    fail("checkpoint file '", state_path, "': step ", step, " is out of range");
+  if (const int64_t named = parse_step(d.filename().string());
+      named >= 0 && uint64_t(named) != step)
+    fail("checkpoint file '", state_path, "' says step ", step, " but its folder name says ", named,
+         "; the checkpoint is damaged: remove it to resume from an earlier one");
+  required(state, "config", Kind::Object, state_path);
+  required(state, "data", Kind::Object, state_path);
+  const nlohmann::json& files = required(state, "files", Kind::Object, state_path);
   TrainCheckpoint c;
-  c.ref = {state["step"].get<int64_t>(), dir};
-  c.ranks = state.value("ranks", int64_t(1));
-  if (c.ranks < 1) fail("checkpoint '", dir, "': ", kState, " says ranks=", c.ranks);
+  c.ref = {int64_t(step), dir};
+  // A sharded checkpoint says how many ranks wrote it; a whole one does not.
   const bool sharded = state.contains("ranks");
+  if (sharded) {
+    const uint64_t ranks = required(state, "ranks", Kind::Count, state_path).get<uint64_t>();
+    if (ranks < 1 || ranks > 99999)
+      fail("checkpoint file '", state_path, "': ranks=", ranks,
+           " is out of range (1 to 99999); the checkpoint is damaged: remove it to resume from an "
+           "earlier one");
+    c.ranks = int64_t(ranks);
+  }
   for (CheckpointTensors* t : {&c.params, &c.optimizer}) {
     const bool params = t == &c.params;
     t->dir_ = dir;
-    const int64_t files = sharded ? c.ranks : 1;
-    for (int64_t r = 0; r < files; ++r) {
+    const int64_t n = sharded ? c.ranks : 1;
+    for (int64_t r = 0; r < n; ++r) {
       const std::string f = sharded ? shard_file(params ? "params" : "optimizer", r, c.ranks)
                                     : std::string(params ? kParams : kOptimizer);
-      const auto& want = state["files"][f];
-      if (!want.is_object()) fail("checkpoint '", dir, "': ", kState, " lists no ", f);
+      const std::string where = "files." + f;
+      const nlohmann::json& want = required(files, f, Kind::Object, state_path, "files");
+      const uint64_t bytes =
+          required(want, "bytes", Kind::Count, state_path, where).get<uint64_t>();
+      const uint64_t crc = required(want, "crc32", Kind::Count, state_path, where).get<uint64_t>();
+      if (crc > 0xffffffffu)
+        fail("checkpoint file '", state_path, "': key '", where, ".crc32' is ", crc,
+             ", not a CRC-32; the checkpoint is damaged: remove it to resume from an earlier one");
       if (!fs::exists(d / f)) fail("checkpoint '", dir, "' is missing ", f);
-      CheckpointTensors::File file{SafetensorsFile::open((d / f).string()),
-                                   want["bytes"].get<uint64_t>(), want["crc32"].get<uint32_t>()};
+      CheckpointTensors::File file{SafetensorsFile::open((d / f).string()), bytes, uint32_t(crc)};
       if (!sharded) t->check(file);  // one file: checked now, as every rank reads all of it
       const size_t index = t->files_.size();
       if (!sharded) {
@@ -292,20 +458,34 @@ TrainCheckpoint open_train_checkpoint(const std::string& dir) {
         auto meta = file.st.metadata().find(kPiecesKey);
         if (meta == file.st.metadata().end())
           fail("checkpoint '", dir, "': ", f, " has no '", kPiecesKey, "' metadata");
-        const auto where = nlohmann::json::parse(meta->second, nullptr, false);
-        if (!where.is_object())
+        const auto places = nlohmann::json::parse(meta->second, nullptr, false);
+        if (!places.is_object())
           fail("checkpoint '", dir, "': ", f, "'s '", kPiecesKey, "' metadata is not JSON");
         for (const SafetensorsEntry& e : file.st.entries()) {
-          if (!where.contains(e.name) || !where[e.name].contains("begin") ||
-              !where[e.name].contains("shape"))
+          const auto p = places.find(e.name);
+          if (p == places.end() || !p->is_object() || !p->contains("begin") ||
+              !(*p)["begin"].is_number_unsigned() || !p->contains("shape") ||
+              !(*p)["shape"].is_array())
             fail("checkpoint '", dir, "': ", f, " does not place its tensor '", e.name, "'");
-          const Shape shape = where[e.name]["shape"].get<Shape>();
+          Shape shape;
+          int64_t numel = 1;  // bounded by 2^48 elements, so that no product overflows
+          for (const nlohmann::json& dim : (*p)["shape"]) {
+            if (!dim.is_number_unsigned() || dim.get<uint64_t>() > (uint64_t(1) << 48) ||
+                (dim.get<int64_t>() > 0 && numel > (int64_t(1) << 48) / dim.get<int64_t>()))
+              fail("checkpoint '", dir, "': ", f, " gives '", e.name, "' a bad shape ",
+                   excerpt((*p)["shape"]));
+            shape.push_back(dim.get<int64_t>());
+            numel *= shape.back();
+          }
+          const int64_t begin = (*p)["begin"].get<int64_t>(), count = shape_numel(e.shape);
+          if (begin > shape_numel(shape) || count > shape_numel(shape) - begin)
+            fail("checkpoint '", dir, "': ", f, " places ", count, " elements of '", e.name,
+                 "' at ", begin, ", outside its shape ", shape_str(shape));
           auto [it, fresh] = t->shapes_.emplace(e.name, shape);
           if (!fresh && it->second != shape)
             fail("checkpoint '", dir, "': '", e.name, "' has shape ", shape_str(shape), " in ", f,
                  " but ", shape_str(it->second), " in another file");
-          t->pieces_[e.name].push_back(
-              {index, where[e.name]["begin"].get<int64_t>(), shape_numel(e.shape)});
+          t->pieces_[e.name].push_back({index, begin, count});
         }
       }
       t->files_.push_back(std::move(file));

@@ -9,16 +9,18 @@
 // A checkpoint is written into step_N.tmp/ (each file written, flushed and renamed by
 // AtomicFile, state.json last), then the folder is renamed to step_N and the parent fsynced:
 // a crash or a failed write never damages an earlier checkpoint, and a folder without
-// state.json is never taken for a checkpoint.
+// state.json is never taken for a checkpoint. Old checkpoints are deleted by renaming them to
+// step_N.old/ first. The next save removes the .tmp and .old folders that an interrupted save
+// or deletion left.
 //
 // An FSDP run over N ranks writes the same folder sharded: each rank r writes its own pieces to
 //     params.rank<r>-of-<N>.safetensors, optimizer.rank<r>-of-<N>.safetensors
 // (flat pieces of the parameters, each file's metadata giving every piece's place in its
 // parameter; replicated parameters in rank 0's file only), and once every rank has written, rank 0
-// writes state.json with the size and CRC-32 of every file and renames the folder. A rank that dies
-// while writing leaves only the .tmp folder. Any number of ranks reads either form
-// (CheckpointTensors), so a run resumes on a different number of ranks, and `gemmax export` turns
-// a sharded checkpoint into a Hugging Face folder.
+// writes state.json (which then has "ranks": N) with the size and CRC-32 of every file and renames
+// the folder. A rank that dies while writing leaves only the .tmp folder. Any number of ranks reads
+// either form (CheckpointTensors), so a run resumes on a different number of ranks, and
+// `gemmax export` turns a sharded checkpoint into a Hugging Face folder.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +41,8 @@ struct CheckpointRef {
 };
 
 // Writes step_<step>/ under `checkpoints_dir` (created if missing) and then removes all but
-// the newest `keep` complete checkpoints (keep <= 0: keep all). Returns the folder.
+// the newest `keep` complete checkpoints (keep <= 0: keep all). Returns the folder. Refuses
+// (throws, writing nothing) parameters or optimizer state holding a NaN or an infinity.
 std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t step,
                                   const NamedTensors& params, const NamedTensors& optimizer,
                                   const nlohmann::json& state, int64_t keep);
@@ -54,8 +57,9 @@ struct TensorPiece {
 };
 
 // The sharded save: every rank of `comm` calls it with its own pieces at the same step; returns
-// the folder on every rank once rank 0 has committed it. `on_file` (tests: fault injection) is
-// called after each file this rank writes.
+// the folder on every rank once rank 0 has committed it. A NaN or an infinity in any rank's
+// pieces makes every rank refuse (throw) before anything is written. `on_file` (tests: fault
+// injection) is called after each file this rank writes.
 std::string save_sharded_checkpoint(Comm& comm, const std::string& checkpoints_dir, int64_t step,
                                     const std::vector<TensorPiece>& params,
                                     const std::vector<TensorPiece>& optimizer,
@@ -63,7 +67,7 @@ std::string save_sharded_checkpoint(Comm& comm, const std::string& checkpoints_d
                                     const std::function<void(const std::string&)>& on_file = {});
 
 // The complete checkpoints (a step_<N> folder with state.json), oldest first. Leftover
-// step_<N>.tmp folders of interrupted saves are ignored.
+// step_<N>.tmp and .old folders of interrupted saves and deletions are ignored.
 std::vector<CheckpointRef> list_train_checkpoints(const std::string& checkpoints_dir);
 
 struct TrainCheckpoint;
@@ -78,6 +82,9 @@ class CheckpointTensors {
   void read(const std::string& name, int64_t begin, const Tensor& out) const;
   // The whole tensor, converted.
   Tensor read_as(const std::string& name, DType dtype) const;
+  std::vector<std::string> names() const;          // sorted
+  uint64_t nbytes(const std::string& name) const;  // as stored, over all its pieces
+  uint64_t data_bytes() const;                     // all tensors, as stored
 
  private:
   friend TrainCheckpoint open_train_checkpoint(const std::string& dir);

@@ -1,5 +1,5 @@
 // The whole Gemma-4 text model: embedding, decoder layers, output head and loss, with the
-// backward written out by hand (gemma4.md §2; training.md §8-10).
+// backward written out by hand (docs/MODEL.md §2; docs/TRAINING.md §8-10).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,7 @@ class Gemma4Model {
   ParamTable table_;
   Backend& be_;
   ModelOptions options_;
-  Tensor rope_local_, rope_global_;
+  Tensor rope_local_, rope_global_;  // RoPE inverse frequencies of sliding and global layers
 };
 
 }  // namespace gemmax

@@ -1,6 +1,22 @@
 #include "gemmax/train/optimizer.h"
 
+#include <cmath>
+#include <limits>
+
 namespace gemmax {
+namespace {
+
+struct NonfiniteInjection {
+  std::string name;
+  int64_t first_t = 0, count = 0;
+} g_injection;
+
+}  // namespace
+
+void inject_nonfinite_gradient_for_testing(const std::string& name, int64_t first_t,
+                                           int64_t count) {
+  g_injection = {name, first_t, count};
+}
 
 AdamWConfig AdamWConfig::from(const Config& c) {
   if (c.get_string("opt_type") != "adamw")
@@ -44,6 +60,17 @@ void AdamW::sum_squares(const Tensor& grads, const Tensor& sum, bool replicated)
     if (s.replicated == replicated) be_.sum_squares(sum, grads.flat_slice(s.begin, {s.count}));
 }
 
+void AdamW::inject_nonfinite_for_testing(const Tensor& grads, int64_t t, bool replicated) const {
+  if (g_injection.name.empty() || t < g_injection.first_t ||
+      t >= g_injection.first_t + g_injection.count)
+    return;
+  // The piece holding the parameter's first element, if it is on this rank.
+  const ParamPiece& p =
+      layout_.pieces[size_t(&table_.at(g_injection.name) - table_.specs().data())];
+  if (p.count > 0 && p.begin == 0 && p.replicated == replicated)
+    be_.fill(grads.flat_slice(p.local, {1}), std::numeric_limits<double>::quiet_NaN());
+}
+
 void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
                   int64_t t) const {
   const AdamWStep step{
@@ -56,6 +83,8 @@ void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scal
 
 void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
                  int64_t t) {
+  inject_nonfinite_for_testing(grads, t, false);
+  inject_nonfinite_for_testing(grads, t, true);
   const Tensor sum_sq = scalars.flat_slice(StepScalars::kGradSumSq, {1});
   be_.fill(sum_sq, 0.0);
   for (const Segment& s : segments_) be_.sum_squares(sum_sq, grads.flat_slice(s.begin, {s.count}));
@@ -66,6 +95,18 @@ std::pair<Tensor, Tensor> AdamW::moments_of(size_t spec) const {
   if (state_offset_[spec] < 0) return {};
   const Shape shape{layout_.pieces[spec].count};
   return {m_.flat_slice(state_offset_[spec], shape), v_.flat_slice(state_offset_[spec], shape)};
+}
+
+NonfiniteGradient AdamW::first_nonfinite_gradient(const Tensor& grads) const {
+  for (size_t i = 0; i < trainable_.size(); ++i) {
+    const ParamPiece& p = layout_.pieces[i];
+    if (!trainable_[i] || p.count == 0) continue;
+    const Tensor g = be_.to_host(grads.flat_slice(p.local, {p.count}));
+    for (int64_t j = 0; j < g.numel(); ++j)
+      if (const double v = get_as_double(g, j); !std::isfinite(v))
+        return {int64_t(i), p.begin + j, v};
+  }
+  return {};
 }
 
 NamedTensors AdamW::named_state() const {

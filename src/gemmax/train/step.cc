@@ -42,9 +42,11 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
   // then the replicated parameters', which every rank holds whole and alike.
   const Tensor sum_sq = state.scalars.flat_slice(StepScalars::kGradSumSq, {1});
   be.fill(sum_sq, 0.0);
+  state.optimizer->inject_nonfinite_for_testing(state.grads, t, false);
   state.optimizer->sum_squares(state.grads, sum_sq, false);
   comm.all_reduce(state.scalars, ReduceOp::Sum, "the step's losses and gradient norm").wait();
   replicated.wait();
+  state.optimizer->inject_nonfinite_for_testing(state.grads, t, true);
   state.optimizer->sum_squares(state.grads, sum_sq, true);
   state.optimizer->apply(state.weights, state.grads, state.scalars, lr, t);
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "gemmax/base/convert.h"
+#include "gemmax/base/progress.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
@@ -79,12 +81,24 @@ Fault parse_fault(const std::string& spec) {
   } catch (const std::exception&) {
     fail("fault_injection='", spec, "' is not RANK:STEP:KIND");
   }
-  if (f.kind != "hang" && f.kind != "exit" && f.kind != "save")
-    fail("fault_injection='", spec, "': KIND must be hang, exit or save");
+  if (f.kind != "hang" && f.kind != "exit" && f.kind != "save" && f.kind != "nan" &&
+      f.kind != "sigterm")
+    fail("fault_injection='", spec, "': KIND must be hang, exit, save, nan or sigterm");
   return f;
 }
 
 }  // namespace
+
+int Trainer::agreed_stop_signal(const StopSignal& stop, const char* what) const {
+  int signal = stop.received();
+  if (comm_->size() > 1) {
+    Tensor sig = control_buffer({1}, DType::I32);
+    sig.data<int32_t>()[0] = signal;
+    comm_->all_reduce(sig, ReduceOp::Max, what).wait();
+    signal = sig.data<int32_t>()[0];
+  }
+  return signal;
+}
 
 void Trainer::inject_fault(const char* where, int64_t step) const {
   const Fault f = parse_fault(config_.get_string("fault_injection"));
@@ -95,6 +109,10 @@ void Trainer::inject_fault(const char* where, int64_t step) const {
   if (f.kind == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   if (f.kind == "exit") std::_Exit(7);  // leaves without a word to the other ranks
+  if (f.kind == "sigterm") {            // a stop request that reaches this rank alone
+    std::raise(SIGTERM);
+    return;
+  }
   std::raise(SIGKILL);                  // save: killed half-way through writing its shard
 }
 
@@ -147,6 +165,18 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   trainable_ = trainable_params(table, config_.get_string("freeze"));
   state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(config_), comm_,
                             plan_in.fsdp_options);
+  // fault_injection=RANK:STEP:nan: a NaN in the first element of the first sharded piece this
+  // rank holds from a parameter's start, as a blow-up in its backward would leave (the other
+  // ranks' gradients stay finite).
+  if (const Fault f = parse_fault(config_.get_string("fault_injection"));
+      f.kind == "nan" && f.rank == comm_->rank()) {
+    for (size_t i = 0; i < table.specs().size(); ++i) {
+      const ParamPiece& p = state_.layout.pieces[i];
+      if (!trainable_[i] || p.count == 0 || p.begin != 0 || p.replicated) continue;
+      inject_nonfinite_gradient_for_testing(table.specs()[i].name, f.step + 1, 1);
+      break;
+    }
+  }
 
   // Where the weights come from: the run's own latest checkpoint (resume), else released
   // weights (fine-tuning), else a fresh initialisation. Rank 0 picks the checkpoint for all.
@@ -198,7 +228,7 @@ void Trainer::initialise() {
 Trainer::~Trainer() = default;
 
 void Trainer::resume_from(const TrainCheckpoint& ckpt) {
-  const nlohmann::json& saved = ckpt.state["config"];
+  const nlohmann::json& saved = ckpt.state.at("config");  // checked by open_train_checkpoint
   const nlohmann::json now = config_.to_json();
   const ModelConfig mine = model_->config();
   // The network: compare through ModelConfig so that the message names the MaxText key.
@@ -236,6 +266,7 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
   const ParamTable& table = model_->params();
   const ShardLayout& layout = state_.layout;
   const DType wdt = state_.weights.dtype();
+  Progress progress("restoring " + ckpt.ref.dir, double(table.specs().size()), "tensors");
   Tensor host = Tensor::zeros({layout.local_total}, wdt);
   for (size_t i = 0; i < table.specs().size(); ++i) {
     const ParamSpec& s = table.specs()[i];
@@ -247,6 +278,7 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
            shape_str(ckpt.params.shape(s.name)), ", the model needs ", shape_str(s.shape));
     if (p.count > 0) ckpt.params.read(s.name, p.begin, host.flat_slice(p.local, {p.count}));
     const auto [mu, nu] = state_.optimizer->moments_of(i);
+    progress.add(1);
     if (!mu.defined()) continue;
     for (const auto& [name, dst] : {std::pair{"mu." + s.name, mu}, std::pair{"nu." + s.name, nu}}) {
       if (!ckpt.optimizer.has(name))
@@ -256,8 +288,9 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
       backend_->upload(dst, m);
     }
   }
+  progress.finish();
   backend_->upload(state_.weights, host);
-  data_->restore(ckpt.state["data"]);
+  data_->restore(ckpt.state.at("data"));
   start_step_ = ckpt.ref.step;
   notes_.push_back(
       str_cat("resumed from ", ckpt.ref.dir, " (step ", start_step_,
@@ -297,18 +330,9 @@ void Trainer::prepare_run_dir() {
     fail("cannot create the run directory '", run_dir_, "': ", ec.message(),
          " (set base_output_directory to a writable folder)");
   write_file_atomic((fs::path(run_dir_) / "config.yml").string(), config_.to_yaml());
-  // metrics.jsonl holds one line per completed step of the run: on resume, drop the lines of
-  // steps after the checkpoint (the run is about to redo them).
-  const std::string metrics = (fs::path(run_dir_) / "metrics.jsonl").string();
-  std::string kept;
-  if (start_step_ > 0) {
-    std::ifstream in(metrics);
-    for (std::string line; std::getline(in, line);) {
-      const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("step", int64_t(-1)) < start_step_) kept += line + "\n";
-    }
-  }
-  write_file_atomic(metrics, kept);
+  // The metrics hold each completed step of the run once: on resume, drop the steps after the
+  // checkpoint (the run is about to redo them).
+  drop_metrics_from(metrics_options(config_, run_dir_), start_step_);
 }
 
 std::string Trainer::save_checkpoint(int64_t steps_done) {
@@ -341,6 +365,85 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
   }
   return save_sharded_checkpoint(*comm_, checkpoints_dir_, steps_done, params, moments, state, keep,
                                  [&](const std::string&) { inject_fault("save", steps_done); });
+}
+
+void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, TrainSummary& sum,
+                                          std::ostream& log) {
+  // The update was not applied (AdamW skips a step whose scalars are not finite), so the
+  // weights are still those after the previous step. Naming the culprit reads the gradients
+  // back, which only this rare path does.
+  const double loss = r.loss.total_loss;
+  NonfiniteGradient g = state_.optimizer->first_nonfinite_gradient(state_.grads);
+  if (comm_->size() > 1) {
+    // Each rank's first, then the first of all: registry order, then the lower rank (whose
+    // elements come first), so that every rank names the same one.
+    Tensor mine = control_buffer({3}, DType::I64);
+    mine.data<int64_t>()[0] = g.spec;
+    mine.data<int64_t>()[1] = g.element;
+    std::memcpy(mine.data<int64_t>() + 2, &g.value, sizeof(double));
+    Tensor all = control_buffer({3 * comm_->size()}, DType::I64);
+    comm_->all_gather(mine, all, "the non-finite gradients").wait();
+    g = {};
+    for (int q = 0; q < comm_->size(); ++q) {
+      const int64_t* a = all.data<int64_t>() + 3 * q;
+      if (a[0] < 0 || (g.spec >= 0 && a[0] >= g.spec)) continue;
+      g.spec = a[0];
+      g.element = a[1];
+      std::memcpy(&g.value, a + 2, sizeof(double));
+    }
+  }
+  const std::string culprit = g.spec < 0 ? std::string()
+                                         : str_cat(model_->params().specs()[size_t(g.spec)].name,
+                                                   " (element ", g.element, ": ", g.value, ")");
+  const std::string what = str_cat(
+      "step ", step, ": ",
+      std::isfinite(loss) ? str_cat("the gradient norm is ", r.raw_grad_norm, " (loss ", loss, ")")
+                          : str_cat("the loss is ", loss),
+      culprit.empty() ? std::string()
+                      : "; the first parameter with a non-finite gradient is " + culprit,
+      "; the update was not applied");
+  const char* abort_key =
+      std::isnan(loss) && config_.get_bool("abort_on_nan_loss")   ? "abort_on_nan_loss"
+      : std::isinf(loss) && config_.get_bool("abort_on_inf_loss") ? "abort_on_inf_loss"
+                                                                  : nullptr;
+  const int64_t allowed = config_.get_int("skip_nonfinite_steps");
+  if (abort_key == nullptr && sum.skipped_steps < allowed) {
+    sum.skipped_steps += 1;
+    log << "gemmax: " << what << "; step skipped (" << sum.skipped_steps
+        << " of skip_nonfinite_steps=" << allowed << ")" << std::endl;
+    return;
+  }
+  fail(what,
+       abort_key != nullptr ? str_cat(" (", abort_key, "=true)")
+                            : str_cat(" (", sum.skipped_steps, " such steps skipped already, ",
+                                      "skip_nonfinite_steps=", allowed, ")"),
+       "; the run stops",
+       sum.last_checkpoint.empty() ? std::string()
+                                   : "; its last checkpoint is " + sum.last_checkpoint,
+       ". Lower learning_rate, check the data, or set skip_nonfinite_steps to skip such steps");
+}
+
+std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t steps_done,
+                                            std::ostream& log) {
+  std::string dir;
+  {
+    const StopSignal::Saving saving;
+    try {
+      dir = save_checkpoint(steps_done);
+    } catch (const Error& e) {
+      if (!stop.forced()) throw;
+      log << "gemmax: forced stop (Ctrl-C twice) while saving step " << steps_done
+          << ": that checkpoint was abandoned and removed; the previous one (if any) is intact"
+          << std::endl;
+      StopSignal::die_by_forced_stop();
+    }
+  }
+  // A forced stop that came after the save's last write: the checkpoint is complete.
+  if (stop.forced()) {
+    log << "gemmax: forced stop (Ctrl-C twice) after saving " << dir << std::endl;
+    StopSignal::die_by_forced_stop();
+  }
+  return dir;
 }
 
 void Trainer::print_sample(std::ostream& log) const {
@@ -407,11 +510,10 @@ TrainSummary Trainer::run(std::ostream& out) {
   // Measured peaks cover the steps only (setup's transients, e.g. initialisation, are not part
   // of the plan). The tracker is process-wide: other live models would count too.
   MemoryTracker::global().reset_peaks();
-  std::optional<MetricsWriter> metrics;
-  if (rank0()) metrics.emplace((fs::path(run_dir_) / "metrics.jsonl").string());
+  std::optional<MetricsSink> metrics;  // rank 0 writes the run's metrics
+  if (rank0()) metrics.emplace(metrics_options(config_, run_dir_), log);
   const double step_tflop = training_flops(model_->config(), batch_, seq_).total() / 1e12;
   const double peak = config_.get_double("peak_tflops_per_device");
-  const int64_t log_period = std::max<int64_t>(1, config_.get_int("log_period"));
   const bool checkpointing = config_.get_bool("enable_checkpointing");
   const int64_t period = config_.get_int("checkpoint_period");
   const StopSignal stop;
@@ -421,6 +523,7 @@ TrainSummary Trainer::run(std::ostream& out) {
     comm_->set_progress(str_cat("step ", step));
     inject_fault("hang", step);
     inject_fault("exit", step);
+    inject_fault("sigterm", step);
     const CommStats comm_before = comm_->stats();
     const Batch batch = data_->next();
     const double lr = schedule_.at(step);
@@ -437,17 +540,7 @@ TrainSummary Trainer::run(std::ostream& out) {
     }
     const StepResult r = read_step(*backend_, *model_, state_, in);  // the step's one read
     const LossInfo& loss = r.loss;
-    if (std::isnan(loss.total_loss) && config_.get_bool("abort_on_nan_loss"))
-      fail("loss is NaN at step ", step,
-           " (abort_on_nan_loss=true; the update was not "
-           "applied); lower learning_rate?");
-    if (std::isinf(loss.total_loss) && config_.get_bool("abort_on_inf_loss"))
-      fail("loss is infinite at step ", step,
-           " (abort_on_inf_loss=true; the update was not "
-           "applied)");
-    if (!r.applied)
-      fail("the gradient norm is not finite at step ", step, " (loss ", loss.total_loss,
-           "); the update was not applied");
+    if (!r.applied) skip_or_stop_nonfinite_step(step, r, sum, log);
 
     StepMetrics m;
     m.step = step;
@@ -462,6 +555,7 @@ TrainSummary Trainer::run(std::ostream& out) {
     m.tflops_per_sec = step_tflop / m.step_seconds;
     m.mfu = peak > 0 ? m.tflops_per_sec / peak : 0.0;
     m.total_weights = loss.num_targets;
+    m.skipped_steps = sum.skipped_steps;
     if (state_.sharded()) {
       const CommStats c = comm_->stats() - comm_before;
       m.has_comm = true;
@@ -470,8 +564,7 @@ TrainSummary Trainer::run(std::ostream& out) {
       m.comm_all_reduce_bytes = c.all_reduce_bytes;
       m.comm_wait_seconds = c.wait_seconds;
     }
-    if (metrics) metrics->write(m);
-    if (step % log_period == 0 || step + 1 == steps_) log << format_step_line(m) << std::endl;
+    if (metrics) metrics->write(m, step + 1 == steps_);
 
     if (sum.steps == 0)
       sum.first_loss = m.loss;
@@ -481,19 +574,22 @@ TrainSummary Trainer::run(std::ostream& out) {
     sum.steps += 1;
     sum.final_step = step + 1;
 
+    // One read of the stop request decides this step's save. A request that arrives during a
+    // save (or after a step that saved) stops the run at once: the checkpoint holds this step.
+    // Under FSDP the ranks agree on each read (the largest signal any rank received), so a
+    // signal stops every rank after the same step.
     const int64_t done = step + 1;
-    sum.stop_signal = stop.received();
-    if (comm_->size() > 1) {  // a signal stops every rank after the same step
-      Tensor sig = control_buffer({1}, DType::I32);
-      sig.data<int32_t>()[0] = sum.stop_signal;
-      comm_->all_reduce(sig, ReduceOp::Max, "the stop signals").wait();
-      sum.stop_signal = sig.data<int32_t>()[0];
-    }
-    if (checkpointing &&
-        ((period > 0 && done % period == 0) || done == steps_ || sum.stop_signal)) {
-      sum.last_checkpoint = save_checkpoint(done);
+    const int requested = agreed_stop_signal(stop, "the stop signals");
+    bool saved = false;
+    if (checkpointing && ((period > 0 && done % period == 0) || done == steps_ || requested)) {
+      sum.last_checkpoint = save_checkpoint_or_die(stop, done, log);
+      saved = true;
       log << "gemmax: saved checkpoint " << sum.last_checkpoint << std::endl;
     }
+    // Read again after a save (the same decision on every rank, so the same collective).
+    sum.stop_signal = (requested != 0 || saved) && done < steps_
+                          ? agreed_stop_signal(stop, "the stop signals after a save")
+                          : 0;
     if (sum.stop_signal) break;
   }
   if (sum.stop_signal) {
@@ -502,7 +598,7 @@ TrainSummary Trainer::run(std::ostream& out) {
         << (checkpointing ? "checkpoint saved in " + sum.last_checkpoint +
                                 "; run the same command again to resume"
                           : std::string("enable_checkpointing=false: nothing was saved"))
-        << "\n";
+        << std::endl;
   }
   const int64_t timed = sum.steps - 1;
   if (timed > 0) {
@@ -540,11 +636,11 @@ TrainSummary Trainer::run(std::ostream& out) {
                                     {"all_reduce_bytes", c.all_reduce_bytes}};
     }
     std::ofstream(fs::path(run_dir_) / "memory.json") << j.dump(2) << "\n";
-    log << "gemmax: metrics in " << metrics->path() << "\n";
+    log << "gemmax: " << metrics->describe() << "\n";
   }
   if (state_.sharded())
     log << "gemmax: no sample: the weights are sharded (gemmax export, then gemmax sample)\n";
-  else
+  else if (!stop.received())  // a run asked to stop ends promptly
     print_sample(log);
   return sum;
 }
