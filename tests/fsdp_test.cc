@@ -16,6 +16,7 @@
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/dist/comm.h"
+#include "gemmax/dist/planning_comm.h"
 #include "gemmax/dist/shard_layout.h"
 #include "gemmax/io/model_dir.h"
 #include "gemmax/io/train_checkpoint.h"
@@ -174,10 +175,60 @@ TEST(FsdpPlan, EmbeddingModesMoveTheBytesTheirFormulaSays) {
     }
 }
 
+// vocab_tiling_axis=batch adds exactly the all-to-alls of the head's input and of its gradient to
+// what a step moves. With tiles of one row (num_vocab_tiling = global rows), a rank sends the
+// other ranks their chunks, (N-1)/N, of each of its rows, and sends back the gradients of its
+// chunks of the other ranks' rows: 2 (N-1)/N T D bytes of bf16 per step for T tokens per rank.
+TEST(FsdpPlan, BatchTilingMovesTheHeadsInputAndGradientByAllToAll) {
+  for (int N : {2, 3})
+    for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
+      const std::vector<std::string> keys = {"base_emb_dim=64", "max_target_length=96",
+                                             "per_device_batch_size=2", mode,
+                                             "num_vocab_tiling=" + std::to_string(2 * N)};
+      std::vector<std::string> batch = keys;
+      batch.push_back("vocab_tiling_axis=batch");
+      const MemoryPlan s = plan_of(keys, N), b = plan_of(batch, N);
+      EXPECT_EQ(s.comm.all_to_all_bytes, 0) << N << " " << mode;
+      EXPECT_EQ(b.comm.all_to_all_bytes, 2 * (N - 1) * (2 * 96) * 64 * 2 / N) << N << " " << mode;
+      EXPECT_EQ(b.comm.collectives, s.comm.collectives + 2 * 2 * N) << "two per tile";
+      for (auto bytes : {&CommStats::all_gather_bytes, &CommStats::reduce_scatter_bytes,
+                         &CommStats::all_reduce_bytes})
+        EXPECT_EQ(b.comm.*bytes, s.comm.*bytes) << N << " " << mode;
+    }
+  const MemoryPlan one = plan_of({"vocab_tiling_axis=batch", "num_vocab_tiling=1"}, 1);
+  EXPECT_EQ(one.comm.all_to_all_bytes, 0) << "one rank: nothing to move";
+}
+
+// One rank's all-to-all is a copy; the planning comm counts what rank 0 would send.
+TEST(Comm, AllToAllOnOneRankAndOnThePlanningComm) {
+  SingleComm one;
+  Tensor a = Tensor::empty({5}, DType::F32), b = Tensor::zeros({5}, DType::F32);
+  for (int64_t i = 0; i < 5; ++i) a.data<float>()[i] = float(i + 1);
+  one.all_to_all(a, {5}, b, {5}, "a test").wait();
+  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes()));
+  EXPECT_EQ(one.stats().all_to_all_bytes, 0) << "nothing left the rank";
+  testing::expect_error([&] { one.all_to_all(a, {5}, b, {4}, "a bad one"); },
+                        {"all-to-all of a bad one", "sends itself 5 elements but receives 4"});
+  PlanningComm three(3);
+  three
+      .all_to_all(Tensor::empty({9}, DType::BF16), {2, 3, 4}, Tensor::empty({6}, DType::BF16),
+                  {2, 0, 4}, "a planned one")
+      .wait();
+  EXPECT_EQ(three.stats().all_to_all_bytes, (3 + 4) * 2);
+  EXPECT_EQ(three.stats().collectives, 1);
+}
+
 TEST(FsdpPlan, BadSwitchesAreRefused) {
   testing::expect_error([] { plan_of({"fsdp_embedding=both"}, 2); },
                         {"fsdp_embedding='both'", "gather", "vocab_parallel", "auto"});
   testing::expect_error([] { plan_of({"fsdp_prefetch_layers=9"}, 2); }, {"fsdp_prefetch_layers=9"});
+  testing::expect_error([] { plan_of({"vocab_tiling_axis=rows"}, 2); },
+                        {"vocab_tiling_axis='rows'", "sequence", "batch"});
+  testing::expect_error(
+      [] {
+        plan_of({"vocab_tiling_axis=batch", "per_device_batch_size=2", "num_vocab_tiling=8"}, 2);
+      },
+      {"vocab_tiling_axis=batch needs num_vocab_tiling=8", "global batch's 4 rows"});
   testing::expect_error([] { plan_of({"ici_fsdp_parallelism=0"}, 2); },
                         {"ici_fsdp_parallelism=0", "-1"});
 }
@@ -468,13 +519,42 @@ TEST(FsdpRun, TheCpuBackendTrainsOnSeveralRanks) {
   }
 }
 
+// Seed change 5 off (vocab_tiling_axis=batch) moves the head's input and its gradient by
+// all-to-alls and gives the same losses as tiling along the sequence, in both embedding modes; the
+// bytes are what the plan says (2 ranks, one-row tiles: each rank sends half its row and the
+// gradient of its half of the other row, 2 x 16 x 32 fp32 values a step).
+TEST(FsdpRun, VocabTilingAxesGiveTheSameLosses) {
+  REQUIRE_MPI();
+  for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
+    TempDir seq, batch;
+    run_ok(2, tiny(seq.str(), 1, {"num_vocab_tiling=2", mode}));
+    run_ok(2, tiny(batch.str(), 1, {"num_vocab_tiling=2", mode, "vocab_tiling_axis=batch"}));
+    expect_close(losses(batch.str()), losses(seq.str()), 1e-5, mode);
+    for (const auto& m : metrics(seq.str()))
+      EXPECT_EQ(m["perf/comm_all_to_all_bytes"].get<int64_t>(), 0) << mode;
+    for (const auto& m : metrics(batch.str()))
+      EXPECT_EQ(m["perf/comm_all_to_all_bytes"].get<int64_t>(), 2 * 16 * 32 * 4) << mode;
+    std::ifstream in(batch / "r/memory.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["planned_comm_per_step"]["all_to_all_bytes"].get<int64_t>(), 2 * 16 * 32 * 4);
+  }
+}
+
 // Each rank's measured peaks equal the plan, byte for byte; its parameters, gradients and moments
 // are 1/N of one rank's plus the replicated vectors.
 TEST(FsdpRun, EveryRankMeasuresItsPlan) {
   REQUIRE_MPI();
-  for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
+  const std::vector<std::vector<std::string>> modes = {
+      {"fsdp_embedding=gather"},
+      {"fsdp_embedding=vocab_parallel"},
+      {"fsdp_embedding=vocab_parallel", "vocab_tiling_axis=batch", "num_vocab_tiling=3",
+       "max_target_length=48"}};
+  for (const std::vector<std::string>& keys : modes) {
     TempDir dir;
-    run_ok(3, tiny(dir.str(), 1, {"steps=2", "dtype=bfloat16", "num_vocab_tiling=4", mode}));
+    std::vector<std::string> more = {"steps=2", "dtype=bfloat16", "num_vocab_tiling=4"};
+    more.insert(more.end(), keys.begin(), keys.end());
+    const std::string mode = keys.back();
+    run_ok(3, tiny(dir.str(), 1, more));
     std::ifstream in(dir / "r/memory.json");
     const nlohmann::json j = nlohmann::json::parse(in);
     ASSERT_EQ(j["measured_per_rank"].size(), 3u) << j.dump();

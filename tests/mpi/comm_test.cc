@@ -148,6 +148,50 @@ TEST(MpiComm, BroadcastAndStats) {
   EXPECT_GE(d.wait_seconds, 0.0);
 }
 
+// All-to-all with uneven counts (none at all between some pairs): rank r sends rank q
+// count(r, q) elements, each naming its sender, receiver and place, so every receiver can check
+// what came from whom and where it landed. Also run on 2 ranks (mpi.comm_2_ranks).
+int64_t count(int from, int to) {
+  return from == 1 && to == 0 ? 0 : (3 * from + 5 * to) % 4 * 3 + 1;
+}
+double a2a_value(int from, int to, int64_t i) { return double(from * 64 + to * 16 + i % 16); }
+
+TEST(MpiComm, AllToAllWithUnevenCounts) {
+  const int N = world->size(), me = world->rank();
+  for (DType dt : {DType::F32, DType::BF16, DType::I32}) {
+    std::vector<int64_t> send(static_cast<size_t>(N)), recv(static_cast<size_t>(N));
+    int64_t out = 0, in = 0;
+    for (int q = 0; q < N; ++q) {
+      send[size_t(q)] = count(me, q), recv[size_t(q)] = count(q, me);
+      out += send[size_t(q)], in += recv[size_t(q)];
+    }
+    Tensor s = Tensor::empty({out}, dt), r = Tensor::empty({in}, dt);
+    for (int q = 0, at = 0; q < N; ++q)
+      for (int64_t i = 0; i < send[size_t(q)]; ++i, ++at)
+        set_from_double(s, at, a2a_value(me, q, i));
+    const CommStats before = world->stats();
+    world->all_to_all(s, send, r, recv, "a test all-to-all").wait();
+    const CommStats d = world->stats() - before;
+    for (int q = 0, at = 0; q < N; ++q)
+      for (int64_t i = 0; i < recv[size_t(q)]; ++i, ++at)
+        ASSERT_EQ(get_as_double(r, at), a2a_value(q, me, i))
+            << dtype_name(dt) << " from rank " << q << " element " << i;
+    EXPECT_EQ(d.all_to_all_bytes, (out - send[size_t(me)]) * int64_t(dtype_size(dt)))
+        << "what this rank sent to the others";
+    EXPECT_EQ(d.collectives, 1);
+  }
+  // Counts that do not add up to the buffers, or a rank that sends itself other than it receives.
+  std::vector<int64_t> ones(static_cast<size_t>(N), 1), wrong = ones;
+  wrong[size_t(me)] = 2;
+  EXPECT_THROW(world->all_to_all(Tensor::empty({N + 1}, DType::F32), ones,
+                                 Tensor::empty({N}, DType::F32), ones),
+               Error);
+  EXPECT_THROW(world->all_to_all(Tensor::empty({N + 1}, DType::F32), wrong,
+                                 Tensor::empty({N}, DType::F32), ones),
+               Error);
+  world->barrier("after the all-to-alls");
+}
+
 TEST(MpiComm, MisshapenBuffersAreRefusedBeforeAnyCommunication) {
   Tensor small = Tensor::empty({5}, DType::F32);
   EXPECT_THROW(world->all_gather(Tensor::empty({2}, DType::F32), small), Error);

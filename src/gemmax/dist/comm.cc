@@ -112,8 +112,15 @@ CommRequest Comm::submit(Collective c) {
     case Collective::AllToAll: {
       GEMMAX_CHECK(int(c.send_counts.size()) == size_ && int(c.recv_counts.size()) == size_,
                    "all-to-all of ", c.what, ": one count per rank");
+      GEMMAX_CHECK(c.send_counts[rank_] == c.recv_counts[rank_], "all-to-all of ", c.what,
+                   ": rank ", rank_, " sends itself ", c.send_counts[rank_],
+                   " elements but receives ", c.recv_counts[rank_]);
       int64_t out = 0, in = 0;
-      for (int q = 0; q < size_; ++q) out += c.send_counts[q], in += c.recv_counts[q];
+      for (int q = 0; q < size_; ++q) {
+        GEMMAX_CHECK(c.send_counts[q] >= 0 && c.recv_counts[q] >= 0, "all-to-all of ", c.what,
+                     ": negative count for rank ", q);
+        out += c.send_counts[q], in += c.recv_counts[q];
+      }
       GEMMAX_CHECK(out == c.send.numel() && in == buf.numel(), "all-to-all of ", c.what, ": ",
                    c.send.str(), " and ", buf.str(), " for ", out, " and ", in, " elements");
       stats_.all_to_all_bytes += (out - c.send_counts[rank_]) * int64_t(dtype_size(buf.dtype()));

@@ -25,7 +25,8 @@ enum class ReduceOp : uint8_t { Sum, Max };
 
 // What a rank's collectives moved and how long it waited, summed since the comm was made. Sizes
 // are the collectives' payloads: the gathered buffer of an all-gather, the buffer reduced by a
-// reduce-scatter or an all-reduce (a ring moves (N-1)/N of that per rank, twice for an all-reduce).
+// reduce-scatter or an all-reduce (a ring moves (N-1)/N of that per rank, twice for an all-reduce),
+// and what an all-to-all sent to the other ranks (what it keeps is not counted).
 struct CommStats {
   int64_t all_gather_bytes = 0, reduce_scatter_bytes = 0, all_reduce_bytes = 0;
   int64_t all_to_all_bytes = 0;  // what this rank sent to the others

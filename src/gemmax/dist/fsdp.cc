@@ -1,6 +1,8 @@
 #include "gemmax/dist/fsdp.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "gemmax/base/strings.h"
 #include "gemmax/dist/vocab_parallel.h"
@@ -58,6 +60,18 @@ FsdpOptions fsdp_options(const Config& config, const ModelConfig& cfg, int64_t r
          " gather (all-gather the table for the lookup and the head) or vocab_parallel (never ",
          "gather it: lookup and head on each rank's vocabulary rows)");
   }
+  const std::string& axis = config.get_string("vocab_tiling_axis");
+  if (axis != "sequence" && axis != "batch")
+    fail("vocab_tiling_axis='", axis, "' is unknown: expected sequence (each rank tiles its own ",
+         "rows' positions) or batch (tiles of the global batch's rows, spread over the ranks by ",
+         "all-to-alls)");
+  o.tile_batch = axis == "batch";
+  const int64_t tiles = config.get_int("num_vocab_tiling"), rows = ranks * batch;
+  if (o.tile_batch && ranks > 1 &&
+      (tiles <= 0 || rows % tiles != 0 || (rows / tiles * seq) % ranks != 0))
+    fail("vocab_tiling_axis=batch needs num_vocab_tiling=", tiles, " to divide the global batch's ",
+         rows, " rows (per_device_batch_size x ranks) and each tile's tokens to split evenly ",
+         "over the ", ranks, " ranks");
   if (o.embedding == EmbeddingMode::VocabParallel && cfg.vocab_size < ranks)
     fail("fsdp_embedding=vocab_parallel needs at least one vocabulary row per rank (vocab_size ",
          cfg.vocab_size, ", ", ranks, " ranks)");
@@ -69,7 +83,37 @@ FsdpOptions fsdp_options(const Config& config, const ModelConfig& cfg, int64_t r
 VocabInputs alloc_vocab_inputs(Backend& be, int64_t ranks, int64_t tokens_per_rank) {
   const Shape shape{ranks * tokens_per_rank};
   return {be.alloc(shape, DType::I32, MemKind::Data), be.alloc(shape, DType::I32, MemKind::Data),
-          be.alloc(shape, DType::I32, MemKind::Data)};
+          be.alloc(shape, DType::I32, MemKind::Data), Tensor(), Tensor()};
+}
+
+HeadChunks head_chunks(int64_t ranks, int64_t rank, int64_t batch, int64_t seq, int64_t tiles) {
+  const int64_t N = ranks, T = batch * seq, tile = N * T / tiles;  // tokens per tile
+  HeadChunks h;
+  h.C = tile / N;
+  GEMMAX_CHECK(h.C * N * tiles == N * T, "head chunks of ", N, " ranks x ", T, " tokens in ", tiles,
+               " tiles");
+  auto overlap = [](int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+    return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
+  };
+  for (int64_t t = 0; t < tiles; ++t) {
+    // In the tile's token coordinates: this rank's tokens [m0, m1), rank q's [q T - t tile, ...).
+    const int64_t m0 = std::max<int64_t>(0, rank * T - t * tile);
+    const int64_t m1 = std::min<int64_t>(tile, (rank + 1) * T - t * tile);
+    h.first.push_back(std::clamp<int64_t>(t * tile - rank * T, 0, T));
+    std::vector<int64_t> send(static_cast<size_t>(N)), recv(static_cast<size_t>(N));
+    for (int64_t q = 0; q < N; ++q) {
+      send[size_t(q)] = m1 > m0 ? overlap(m0, m1, q * h.C, (q + 1) * h.C) : 0;
+      recv[size_t(q)] =
+          overlap(rank * h.C, (rank + 1) * h.C, q * T - t * tile, (q + 1) * T - t * tile);
+    }
+    h.send.push_back(std::move(send));
+    h.recv.push_back(std::move(recv));
+  }
+  return h;
+}
+
+int64_t head_chunk_token(const HeadChunks& h, int64_t ranks, int64_t tile, int64_t r, int64_t i) {
+  return tile * ranks * h.C + r * h.C + i;
 }
 
 ShardedBatch alloc_sharded_batch(Backend& be, const ShardLayout& layout, const FsdpOptions& opt,
@@ -79,6 +123,9 @@ ShardedBatch alloc_sharded_batch(Backend& be, const ShardLayout& layout, const F
   b.in.replicas = layout.ranks;
   if (opt.embedding == EmbeddingMode::VocabParallel)
     b.vocab = alloc_vocab_inputs(be, layout.ranks, batch * seq);
+  else if (opt.tile_batch && layout.ranks > 1)
+    for (Tensor* t : {&b.vocab.chunk_targets, &b.vocab.chunk_mask})
+      *t = be.alloc({batch * seq}, DType::I32, MemKind::Data);
   return b;
 }
 
@@ -96,10 +143,11 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
   comm.all_gather(mine, counts, "the batches' target counts").wait();
   b.in.total_targets = 0;
   for (int64_t r = 0; r < N; ++r) b.in.total_targets += counts.data<int64_t>()[r];
-  if (opt.embedding != EmbeddingMode::VocabParallel) return b;
+  const bool tile_batch = opt.tile_batch && N > 1;
+  if (opt.embedding != EmbeddingMode::VocabParallel && !tile_batch) return b;
 
   // Every rank's tokens, targets and target mask, then each tile's rows seen from this rank's
-  // vocabulary rows.
+  // vocabulary rows (the head's tiles along the global batch with vocab_tiling_axis=batch).
   auto gather = [&](const std::vector<int32_t>& v, const char* what) {
     Tensor all = control_buffer({N * T}, DType::I32);
     comm.all_gather(Tensor::wrap(const_cast<int32_t*>(v.data()), {T}, DType::I32), all, what)
@@ -109,6 +157,23 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
   const Tensor tokens = gather(batch.inputs, "the batches' tokens");
   const Tensor targets = gather(batch.targets, "the batches' targets");
   const Tensor mask = gather(batch.target_segment_ids, "the batches' target masks");
+  const HeadChunks h =
+      tile_batch ? head_chunks(N, comm.rank(), batch.batch, batch.seq, num_tiles) : HeadChunks();
+  if (opt.embedding != EmbeddingMode::VocabParallel) {
+    // The table gathered: this rank's chunk of each head tile, in vocabulary ids.
+    Tensor c_tgt = control_buffer({T}, DType::I32), c_mask = control_buffer({T}, DType::I32);
+    for (int64_t t = 0, row = 0; t < num_tiles; ++t)
+      for (int64_t i = 0; i < h.C; ++i, ++row) {
+        const int64_t g = head_chunk_token(h, N, t, comm.rank(), i);
+        c_tgt.data<int32_t>()[row] = targets.data<int32_t>()[g];
+        c_mask.data<int32_t>()[row] = mask.data<int32_t>()[g] != 0 ? 1 : 0;
+      }
+    b.vocab.chunk_targets = be.alloc({T}, DType::I32, MemKind::Data);
+    b.vocab.chunk_mask = be.alloc({T}, DType::I32, MemKind::Data);
+    be.upload(b.vocab.chunk_targets, c_tgt);
+    be.upload(b.vocab.chunk_mask, c_mask);
+    return b;
+  }
   const VocabSlice s = vocab_slice(vocab_size, N, comm.rank());
   const int64_t C = T / num_tiles;
   Tensor h_tok = control_buffer({N * T}, DType::I32);
@@ -120,9 +185,12 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
       for (const TileBlock& k : tile_blocks(batch.batch, batch.seq, num_tiles, t))
         for (int64_t i = 0; i < k.count; ++i, ++row) {
           const int64_t src = r * T + k.token + i;
+          // The head's row of the same place: rank r's chunk of head tile t (tile_batch).
+          const int64_t head =
+              tile_batch ? head_chunk_token(h, N, t, r, row - (t * N + r) * C) : src;
           const int32_t tok = tokens.data<int32_t>()[src] - int32_t(s.first);
-          const int32_t tgt = targets.data<int32_t>()[src] - int32_t(s.first);
-          const bool counted = mask.data<int32_t>()[src] != 0;
+          const int32_t tgt = targets.data<int32_t>()[head] - int32_t(s.first);
+          const bool counted = mask.data<int32_t>()[head] != 0;
           h_tok.data<int32_t>()[row] = tok >= 0 && tok < s.rows ? tok : int32_t(s.piece);
           h_tgt.data<int32_t>()[row] = counted && tgt >= 0 && tgt < s.rows ? tgt : -1;
           h_mask.data<int32_t>()[row] = counted ? 1 : 0;
@@ -328,13 +396,22 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
     dnorm = grads_.flat_slice(layout_.pieces[spec_index(norm)].local, norm.shape);
   }
   const ParamSpec& emb = table_.specs()[layout_.groups[size_t(layout_.embedding)].params[0]];
+  // The head over tokens `hin` (x_h, gradient into dx_h) with model options `mo` and, when
+  // vocabulary-parallel, the tiles' inputs `v`.
+  std::function<void(const StepInputs&, const VocabInputs&, const ModelOptions&, const Tensor&,
+                     const Tensor&)>
+      run;
   if (opt_.embedding == EmbeddingMode::Gather) {
     const Tensor table = locate(emb, st, Tensor()).buffer.flat_slice(0, emb.shape);
     const ShardGroup& g = layout_.groups[size_t(layout_.embedding)];
     Tensor dtable = be_.zeros({layout_.ranks * g.piece}, grads_.dtype(), MemKind::Workspace);
     full.emplace_back(layout_.embedding, dtable);
     const HeadWeights hw{table, final_norm}, hg{dtable.flat_slice(0, emb.shape), dnorm};
-    head_loss(be_, c, in, model_, hw, x, grad_scale, loss, &hg, &dx);
+    run = [&, hw, hg](const StepInputs& hin, const VocabInputs&, const ModelOptions& mo,
+                      const Tensor& x_h, const Tensor& dx_h) {
+      Tensor d = dx_h;
+      head_loss(be_, c, hin, mo, hw, x_h, grad_scale, loss, &hg, &d);
+    };
   } else {
     const VocabSlice vs = vocab_slice(c.vocab_size, comm_.size(), comm_.rank());
     const Tensor master =
@@ -347,8 +424,53 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
     }
     const Tensor dtable =
         local_piece(grads_, layout_.embedding).flat_slice(0, {vs.rows, c.d_model});
-    vocab_parallel_head(be_, comm_, c, model_, in, vocab_, table, final_norm, x, grad_scale, loss,
-                        dtable, dnorm, dx);
+    run = [&, table, dtable](const StepInputs& hin, const VocabInputs& v, const ModelOptions& mo,
+                             const Tensor& x_h, const Tensor& dx_h) {
+      vocab_parallel_head(be_, comm_, c, mo, hin, v, table, final_norm, x_h, grad_scale, loss,
+                          dtable, dnorm, dx_h);
+    };
+  }
+  if (!opt_.tile_batch || comm_.size() == 1) {
+    run(in, vocab_, model_, x, dx);
+  } else {
+    // Seed change 5 off: tile t of the global batch's rows, this rank's chunk of it brought here
+    // by an all-to-all of the head's input, its gradient sent back by another (HeadChunks).
+    const int64_t N = comm_.size(), D = c.d_model, tiles = model_.num_vocab_tiling;
+    const HeadChunks h = head_chunks(N, comm_.rank(), in.batch, in.seq, tiles);
+    ModelOptions one = model_;  // a chunk is one tile of one row
+    one.num_vocab_tiling = 1;
+    Tensor x_c = be_.alloc({h.C, D}, x.dtype(), MemKind::Workspace);
+    Tensor dx_c = be_.alloc({h.C, D}, dx.dtype(), MemKind::Workspace);
+    auto elements = [D](std::vector<int64_t> tokens) {
+      for (int64_t& n : tokens) n *= D;
+      return tokens;
+    };
+    StepInputs hin = in;
+    hin.batch = 1;
+    hin.seq = h.C;
+    for (int64_t t = 0; t < tiles; ++t) {
+      int64_t mine = 0;
+      for (int64_t n : h.send[size_t(t)]) mine += n;
+      const Tensor x_t = x.rows(h.first[size_t(t)], h.first[size_t(t)] + mine);
+      const Tensor dx_t = dx.rows(h.first[size_t(t)], h.first[size_t(t)] + mine);
+      comm_
+          .all_to_all(x_t, elements(h.send[size_t(t)]), x_c, elements(h.recv[size_t(t)]),
+                      str_cat("the head's input, tile ", t))
+          .wait();
+      VocabInputs v;
+      if (opt_.embedding == EmbeddingMode::Gather) {
+        hin.targets = vocab_.chunk_targets.flat_slice(t * h.C, {h.C});
+        hin.target_mask = vocab_.chunk_mask.flat_slice(t * h.C, {h.C});
+      } else {
+        v.targets = vocab_.targets.flat_slice(t * N * h.C, {N * h.C});
+        v.mask = vocab_.mask.flat_slice(t * N * h.C, {N * h.C});
+      }
+      run(hin, v, one, x_c, dx_c);
+      comm_
+          .all_to_all(dx_c, elements(h.recv[size_t(t)]), dx_t, elements(h.send[size_t(t)]),
+                      str_cat("the head's input gradient, tile ", t))
+          .wait();
+    }
   }
   release(s);
   if (!full.empty()) scatter(std::move(full), "(gradients of the head)");

@@ -38,6 +38,9 @@ struct FsdpOptions {
   bool replicate_small = true;                      // fsdp_replicate_small_params (seed change 1)
   EmbeddingMode embedding = EmbeddingMode::Gather;  // fsdp_embedding, resolved
   int prefetch = 1;                                 // fsdp_prefetch_layers; 0: no overlap
+  // vocab_tiling_axis=batch (seed change 5 off): the head's tiles are num_vocab_tiling slices of
+  // the global batch's rows, each spread over the ranks by all-to-alls (HeadChunks).
+  bool tile_batch = false;
   std::string embedding_choice;  // why `embedding` was chosen (auto), for the log
 };
 
@@ -49,19 +52,39 @@ struct EmbeddingBytes {
 EmbeddingBytes embedding_bytes(const ModelConfig& cfg, int64_t ranks, int64_t batch, int64_t seq,
                                DType act, DType weight);
 
-// Reads fsdp_replicate_small_params, fsdp_embedding and fsdp_prefetch_layers; resolves auto.
+// Reads fsdp_replicate_small_params, fsdp_embedding, fsdp_prefetch_layers and vocab_tiling_axis;
+// resolves auto.
 FsdpOptions fsdp_options(const Config& config, const ModelConfig& cfg, int64_t ranks, int64_t batch,
                          int64_t seq, DType act, DType weight);
 
 // What the vocabulary-parallel lookup and head read of the global batch: for every tile of the
 // sequence and every rank, that rank's C rows of the tile (rank after rank), as seen by this
 // rank's vocabulary rows [v0, v0 + rows): int32 [tiles * ranks * C] each.
+// With vocab_tiling_axis=batch the head's targets and mask are those of the ranks' chunks of each
+// head tile (HeadChunks), in the same layout; the lookup's tokens stay tiled along the sequence.
 struct VocabInputs {
   Tensor tokens;   // token - v0 if this rank holds it, else `rows` (a zero row of the lookup)
   Tensor targets;  // target - v0 if this rank holds it, else -1
   Tensor mask;     // 1 where the target counts in the loss
+  // vocab_tiling_axis=batch with the table gathered: the targets (vocabulary ids) and the target
+  // mask of this rank's chunk of each head tile, int32 [tiles * C].
+  Tensor chunk_targets, chunk_mask;
 };
 VocabInputs alloc_vocab_inputs(Backend& be, int64_t ranks, int64_t tokens_per_rank);
+
+// vocab_tiling_axis=batch: head tile t is rows [t Bt, (t+1) Bt) of the global batch (Bt = N B /
+// tiles; rank q holds rows [q B, (q+1) B)), its Bt S tokens cut into N chunks of C = B S / tiles,
+// chunk r processed by rank r. Per tile, this rank sends its tokens of the tile (local tokens
+// [first, first + sum(send))) to the chunks' ranks, send[r] to rank r, and receives its chunk,
+// recv[q] tokens from rank q, in order; the gradient goes back the other way.
+struct HeadChunks {
+  int64_t C = 0;
+  std::vector<int64_t> first;
+  std::vector<std::vector<int64_t>> send, recv;
+};
+HeadChunks head_chunks(int64_t ranks, int64_t rank, int64_t batch, int64_t seq, int64_t tiles);
+// Global token g (rank-major rows, then positions) of chunk token i of rank r in tile t.
+int64_t head_chunk_token(const HeadChunks& h, int64_t ranks, int64_t tile, int64_t r, int64_t i);
 
 // The batch of this rank on the device, with what the step needs of the other ranks' batches
 // (gathered over `comm`): the global target count, and for vocab_parallel the VocabInputs.

@@ -128,7 +128,9 @@ std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* meas
     os << "  communication per step and rank: all-gather "
        << format_bytes(double(c.all_gather_bytes)) << ", reduce-scatter "
        << format_bytes(double(c.reduce_scatter_bytes)) << ", all-reduce "
-       << format_bytes(double(c.all_reduce_bytes)) << " (" << c.collectives << " collectives)\n";
+       << format_bytes(double(c.all_reduce_bytes));
+    if (c.all_to_all_bytes > 0) os << ", all-to-all " << format_bytes(double(c.all_to_all_bytes));
+    os << " (" << c.collectives << " collectives)\n";
   }
   return os.str();
 }

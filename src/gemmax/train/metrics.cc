@@ -26,10 +26,14 @@ std::string format_step_line(const StepMetrics& m) {
       m.mfu > 0 ? (" | MFU " + std::to_string(100 * m.mfu).substr(0, 5) + "%").c_str() : "");
   std::string line = buf;
   if (m.has_comm) {
-    std::snprintf(buf, sizeof buf, " | comm AG %s RS %s AR %s, waited %.3f s",
+    std::snprintf(buf, sizeof buf, " | comm AG %s RS %s AR %s",
                   format_bytes(double(m.comm_all_gather_bytes)).c_str(),
                   format_bytes(double(m.comm_reduce_scatter_bytes)).c_str(),
-                  format_bytes(double(m.comm_all_reduce_bytes)).c_str(), m.comm_wait_seconds);
+                  format_bytes(double(m.comm_all_reduce_bytes)).c_str());
+    line += buf;
+    if (m.comm_all_to_all_bytes > 0)
+      line += " A2A " + format_bytes(double(m.comm_all_to_all_bytes));
+    std::snprintf(buf, sizeof buf, ", waited %.3f s", m.comm_wait_seconds);
     line += buf;
   }
   return line;
@@ -55,6 +59,7 @@ std::vector<MetricValue> metric_values(const StepMetrics& m) {
     v.push_back({"perf/comm_all_gather_bytes", double(m.comm_all_gather_bytes), true});
     v.push_back({"perf/comm_reduce_scatter_bytes", double(m.comm_reduce_scatter_bytes), true});
     v.push_back({"perf/comm_all_reduce_bytes", double(m.comm_all_reduce_bytes), true});
+    v.push_back({"perf/comm_all_to_all_bytes", double(m.comm_all_to_all_bytes), true});
     v.push_back({"perf/comm_wait_seconds", m.comm_wait_seconds});
   }
   return v;

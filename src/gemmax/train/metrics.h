@@ -33,6 +33,7 @@ struct StepMetrics {
   // seconds it waited on them.
   bool has_comm = false;
   int64_t comm_all_gather_bytes = 0, comm_reduce_scatter_bytes = 0, comm_all_reduce_bytes = 0;
+  int64_t comm_all_to_all_bytes = 0;  // sent to the other ranks (vocab_tiling_axis=batch)
   double comm_wait_seconds = 0;
 };
 

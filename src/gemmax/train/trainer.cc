@@ -488,7 +488,8 @@ void Trainer::print_header(std::ostream& log) const {
         << (o.replicate_small ? "replicated" : "sharded") << " | embedding "
         << embedding_mode_name(o.embedding)
         << (o.embedding_choice.empty() ? "" : " (" + o.embedding_choice + ")") << " | prefetch "
-        << o.prefetch << " layer(s)\n";
+        << o.prefetch << " layer(s) | head tiles along the "
+        << (o.tile_batch ? "global batch (all-to-alls)" : "sequence") << "\n";
   }
   log << "gemmax: " << format_memory_plan(plan_);
   for (const std::string& n : notes_) log << "gemmax: " << n << "\n";
@@ -562,6 +563,7 @@ TrainSummary Trainer::run(std::ostream& out) {
       m.comm_all_gather_bytes = c.all_gather_bytes;
       m.comm_reduce_scatter_bytes = c.reduce_scatter_bytes;
       m.comm_all_reduce_bytes = c.all_reduce_bytes;
+      m.comm_all_to_all_bytes = c.all_to_all_bytes;
       m.comm_wait_seconds = c.wait_seconds;
     }
     if (metrics) metrics->write(m, step + 1 == steps_);
@@ -633,7 +635,8 @@ TrainSummary Trainer::run(std::ostream& out) {
       const CommStats& c = plan_.comm;
       j["planned_comm_per_step"] = {{"all_gather_bytes", c.all_gather_bytes},
                                     {"reduce_scatter_bytes", c.reduce_scatter_bytes},
-                                    {"all_reduce_bytes", c.all_reduce_bytes}};
+                                    {"all_reduce_bytes", c.all_reduce_bytes},
+                                    {"all_to_all_bytes", c.all_to_all_bytes}};
     }
     std::ofstream(fs::path(run_dir_) / "memory.json") << j.dump(2) << "\n";
     log << "gemmax: " << metrics->describe() << "\n";
