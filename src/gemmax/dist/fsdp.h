@@ -17,6 +17,9 @@
 //     (vocab_parallel): the lookup and the tied, soft-capped head run on each rank's vocabulary
 //     rows for the tokens of all ranks, tile by tile along the sequence (seed change 5), with the
 //     head's log-sum-exp combined across ranks (dist/vocab_parallel.h);
+//   - vocab_tiling_axis=batch (seed change 5 off) tiles the head along the global batch's rows
+//     instead, each tile's input spread over the ranks and its gradient returned by all-to-alls
+//     (HeadChunks);
 //   - the optimizer updates only the local pieces, with the global gradient norm.
 #pragma once
 
