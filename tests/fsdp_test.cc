@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -197,6 +198,44 @@ TEST(FsdpPlan, BatchTilingMovesTheHeadsInputAndGradientByAllToAll) {
     }
   const MemoryPlan one = plan_of({"vocab_tiling_axis=batch", "num_vocab_tiling=1"}, 1);
   EXPECT_EQ(one.comm.all_to_all_bytes, 0) << "one rank: nothing to move";
+}
+
+// vocab_tiling_axis=batch: every token of the global batch is in one chunk of one tile; what rank q
+// sends rank r is what r receives from q; a rank's tokens of a tile are contiguous and go out in
+// chunk order, and a chunk's tokens arrive in rank order, so the chunk is the tile's tokens
+// [r C, (r+1) C) in order (head_chunk_token).
+TEST(HeadChunks, EveryTokenHasOneChunkAndTheCountsPairUp) {
+  struct Case {
+    int64_t ranks, batch, seq, tiles;
+  };
+  for (const Case& c : {Case{2, 1, 8, 2}, Case{3, 2, 6, 2}, Case{3, 2, 6, 6}, Case{4, 3, 4, 3},
+                        Case{2, 2, 4, 1}, Case{5, 2, 10, 2}}) {
+    const int64_t N = c.ranks, T = c.batch * c.seq;
+    std::vector<HeadChunks> h;
+    for (int64_t r = 0; r < N; ++r) h.push_back(head_chunks(N, r, c.batch, c.seq, c.tiles));
+    std::vector<int> seen(size_t(N * T), 0);
+    for (int64_t t = 0; t < c.tiles; ++t)
+      for (int64_t r = 0; r < N; ++r) {
+        const auto& recv = h[size_t(r)].recv[size_t(t)];
+        int64_t got = 0;
+        for (int64_t q = 0; q < N; ++q) {
+          EXPECT_EQ(h[size_t(q)].send[size_t(t)][size_t(r)], recv[size_t(q)])
+              << N << " ranks, tile " << t << ", " << q << " -> " << r;
+          // The tokens r gets from q, in order: q's tokens of the tile from `first` on, after
+          // what q sent to lower ranks.
+          int64_t before = 0;
+          for (int64_t p = 0; p < r; ++p) before += h[size_t(q)].send[size_t(t)][size_t(p)];
+          for (int64_t i = 0; i < recv[size_t(q)]; ++i, ++got) {
+            const int64_t g = head_chunk_token(h[size_t(r)], N, t, r, got);
+            EXPECT_EQ(g, q * T + h[size_t(q)].first[size_t(t)] + before + i)
+                << N << " ranks, tile " << t << ", chunk " << r << ", token " << got;
+            seen[size_t(g)] += 1;
+          }
+        }
+        EXPECT_EQ(got, h[size_t(r)].C);
+      }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), N * T) << N << " ranks";
+  }
 }
 
 // One rank's all-to-all is a copy; the planning comm counts what rank 0 would send.
@@ -525,6 +564,13 @@ TEST(FsdpRun, TheCpuBackendTrainsOnSeveralRanks) {
 // gradient of its half of the other row, 2 x 16 x 32 fp32 values a step).
 TEST(FsdpRun, VocabTilingAxesGiveTheSameLosses) {
   REQUIRE_MPI();
+  {  // 3 ranks of 2 rows in 2 tiles: a tile spans two ranks' rows, chunks cross row boundaries
+    TempDir seq, batch;
+    run_ok(3, tiny(seq.str(), 2, {"num_vocab_tiling=2"}));
+    run_ok(3, tiny(batch.str(), 2, {"num_vocab_tiling=2", "vocab_tiling_axis=batch"}));
+    expect_close(losses(batch.str()), losses(seq.str()), 1e-5, "3 ranks");
+    EXPECT_GT(metrics(batch.str())[0]["perf/comm_all_to_all_bytes"].get<int64_t>(), 0);
+  }
   for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
     TempDir seq, batch;
     run_ok(2, tiny(seq.str(), 1, {"num_vocab_tiling=2", mode}));
