@@ -417,7 +417,9 @@ uint64_t MpiComm::start(const Collective& c) {
     t->send = c.send.defined() ? c.send.raw() : nullptr;
     const int64_t n = c.kind == Collective::AllGather ? c.send.numel() : c.recv.numel();
     t->count = checked_count(n, t->what);
-    for (size_t q = 0; q < c.send_counts.size(); ++q) {  // all-to-all
+    // all-to-all: counts and displacements are ints; the received total is checked above
+    if (c.kind == Collective::AllToAll) checked_count(c.send.numel(), t->what);
+    for (size_t q = 0; q < c.send_counts.size(); ++q) {
       t->send_displs.push_back(q == 0 ? 0 : t->send_displs.back() + t->send_counts.back());
       t->recv_displs.push_back(q == 0 ? 0 : t->recv_displs.back() + t->recv_counts.back());
       t->send_counts.push_back(checked_count(c.send_counts[q], t->what));
