@@ -1,5 +1,7 @@
 #include "gemmax/backend/backend.h"
 
+#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda/emulated_backend.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/error.h"
 
@@ -7,7 +9,12 @@ namespace gemmax {
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   if (options.name == "reference") return std::make_unique<ReferenceBackend>();
-  fail("unknown backend '", options.name, "': available backends are: reference");
+  if (options.name == "cuda") return cuda::make_cuda_backend(options);
+  if (options.name == "cuda_emulated")
+    return std::make_unique<cuda::EmulatedBackend>(options.cuda_kernels != "simple");
+  fail("unknown backend '", options.name,
+       "': available backends are: reference, cuda, cuda_emulated (the cuda kernels run on the "
+       "host, for tests)");
 }
 
 }  // namespace gemmax

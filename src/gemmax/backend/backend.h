@@ -116,6 +116,10 @@ class Backend {
     return t;
   }
   virtual MemoryTracker& tracker() { return MemoryTracker::global(); }
+  // Device memory a backend keeps for its own use (GEMM workspaces, the partial sums of ordered
+  // reductions): allocated once through alloc() when the backend is made, and counted by a
+  // planning run too, so that the plan still equals what a run measures.
+  virtual int64_t scratch_bytes() const { return 0; }
 
   // ---- elementwise and reductions ----------------------------------------------------------
   virtual void fill(const Tensor& x, double value) = 0;
@@ -268,6 +272,9 @@ struct BackendOptions {
   std::string name = "cpu";
   int num_threads = 0;       // 0: the cores this process may use
   std::string isa = "auto";  // cpu: auto | avx512_bf16 | avx2 (force the slower path)
+  // cuda: fast (tensor-core kernels for bfloat16 attention and grouped matmuls) | simple (the
+  // plain kernels they are tested against)
+  std::string cuda_kernels = "fast";
 };
 
 // Throws gemmax::Error naming the known backends.

@@ -14,7 +14,10 @@ namespace gemmax {
 
 class PlanningBackend final : public Backend {
  public:
-  explicit PlanningBackend(Backend& inner) : inner_(inner) {}
+  explicit PlanningBackend(Backend& inner) : inner_(inner) {
+    if (inner.scratch_bytes() > 0)
+      scratch_ = alloc({inner.scratch_bytes()}, DType::U8, MemKind::Workspace);
+  }
 
   std::string name() const override { return inner_.name(); }
   std::string describe() const override { return inner_.describe() + " (planning)"; }
@@ -79,6 +82,7 @@ class PlanningBackend final : public Backend {
  private:
   Backend& inner_;
   MemoryTracker tracker_;
+  Tensor scratch_;  // the inner backend's scratch, counted like its own
 };
 
 }  // namespace gemmax

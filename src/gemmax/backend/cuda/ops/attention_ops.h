@@ -1,0 +1,105 @@
+// Attention ops: forward, backward and decode.
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/attention_simple.h"
+#include "gemmax/backend/cuda/ops/common.h"
+
+namespace gemmax::cuda::ops {
+
+inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& o, const Tensor& lse, const Tensor& seg,
+                                     const AttentionShape& s) {
+  const int64_t T = s.batch * s.seq;
+  GEMMAX_CHECK(s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0, "attention: ", s.num_heads,
+               " query heads are not a multiple of ", s.num_kv_heads, " kv heads");
+  GEMMAX_CHECK(q.numel() == T * s.num_heads * s.head_dim && o.numel() == q.numel() &&
+                   k.numel() == T * s.num_kv_heads * s.head_dim && v.numel() == k.numel() &&
+                   lse.numel() == s.batch * s.num_heads * s.seq && seg.numel() == T,
+               "attention shapes: q ", q.str(), " k ", k.str(), " v ", v.str(), " o ", o.str(),
+               " lse ", lse.str(), " for B=", s.batch, " S=", s.seq, " H=", s.num_heads,
+               " KV=", s.num_kv_heads, " hd=", s.head_dim);
+  GEMMAX_CHECK(s.head_dim <= 32 * kern::kAttnMaxCols, "cuda backend: head_dim ", s.head_dim,
+               " is over the attention kernels' limit of ", 32 * kern::kAttnMaxCols);
+  GEMMAX_CHECK(s.batch <= 65535 && s.num_heads <= 65535, "attention: batch ", s.batch, " or heads ",
+               s.num_heads, " too large for one launch");
+  check_stat(lse, "attention");
+  return {s.batch, s.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.window};
+}
+
+template <class P>
+void attention_forward(P& p, const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& seg, const AttentionShape& s) {
+  const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
+  if (q.numel() == 0) return;
+  dispatch_act(q, "attention_forward", [&]<class E>() {
+    const kern::AttnPtrs in{q.raw(), k.raw(), v.raw(),          nullptr,
+                            nullptr, nullptr, ptr<int32_t>(seg)};
+    using K = kern::AttentionForwardSimpleKernel;
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(d.S, K::kRows));
+    l.gy = uint32_t(d.H);
+    l.gz = uint32_t(d.B);
+    l.threads = K::kMaxThreads;
+    l.smem = K::smem_bytes(d.hd);
+    p.template launch<K>(l, ptr<E>(o), ptr<float>(lse), in, d);
+  });
+}
+
+template <class P>
+void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                        const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& o, const Tensor& lse, const Tensor& seg,
+                        const AttentionShape& s) {
+  const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
+  GEMMAX_CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
+                   dout.numel() == q.numel(),
+               "attention_backward shapes: dq ", dq.str(), " dk ", dk.str(), " dv ", dv.str(),
+               " dout ", dout.str());
+  if (q.numel() == 0) return;
+  dispatch_act(q, "attention_backward", [&]<class E>() {
+    const kern::AttnPtrs in{q.raw(),    k.raw(),         v.raw(),          o.raw(),
+                            dout.raw(), ptr<float>(lse), ptr<int32_t>(seg)};
+    using Dq = kern::AttentionDqSimpleKernel;
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(d.S, Dq::kRows));
+    l.gy = uint32_t(d.H);
+    l.gz = uint32_t(d.B);
+    l.threads = Dq::kMaxThreads;
+    l.smem = Dq::smem_bytes(d.hd);
+    p.template launch<Dq>(l, ptr<E>(dq), in, d);
+    using Dkv = kern::AttentionDkvSimpleKernel;
+    l.gx = uint32_t(kern::ceil_div(d.S, Dkv::kKeys));
+    l.gy = uint32_t(d.KV);
+    l.threads = Dkv::kMaxThreads;
+    l.smem = Dkv::smem_bytes(d.hd);
+    p.template launch<Dkv>(l, ptr<E>(dk), ptr<E>(dv), in, d);
+  });
+}
+
+template <class P>
+void attention_decode(P& p, const Tensor& o, const Tensor& q, const Tensor& q_pos, const Tensor& k,
+                      const Tensor& v, const Tensor& kv_pos, int64_t window) {
+  GEMMAX_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.shape() == k.shape() && o.shape() == q.shape() &&
+                   q.dim(2) == k.dim(2) && k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0 &&
+                   q_pos.numel() == q.dim(0) && kv_pos.numel() == k.dim(0) &&
+                   q.dtype() == k.dtype() && v.dtype() == k.dtype() && o.dtype() == q.dtype(),
+               "attention_decode shapes: q ", q.str(), " o ", o.str(), " k ", k.str(), " v ",
+               v.str(), " q_pos ", q_pos.str(), " kv_pos ", kv_pos.str());
+  GEMMAX_CHECK(q.dim(2) <= 32 * kern::kAttnMaxCols, "cuda backend: head_dim ", q.dim(2),
+               " is over the attention kernels' limit of ", 32 * kern::kAttnMaxCols);
+  if (q.numel() == 0) return;
+  const kern::DecodeDims d{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), window};
+  dispatch_act(q, "attention_decode", [&]<class E>() {
+    using K = kern::AttentionDecodeKernel;
+    Launch l;
+    l.gx = uint32_t(d.n);
+    l.gy = uint32_t(d.H);
+    l.threads = K::kMaxThreads;
+    l.smem = K::smem_bytes(d.hd);
+    p.template launch<K>(l, ptr<E>(o), (const E*)ptr<E>(q), (const int32_t*)ptr<int32_t>(q_pos),
+                         (const E*)ptr<E>(k), (const E*)ptr<E>(v),
+                         (const int32_t*)ptr<int32_t>(kv_pos), d, p.errors());
+  });
+}
+
+}  // namespace gemmax::cuda::ops
