@@ -9,7 +9,7 @@ namespace gemmax::kern {
 struct AttnDims {
   int64_t B, S, H, KV, hd;
   int64_t window;  // 0: none; else key j is visible from query i iff i - window < j <= i
-  int64_t group() const { return H / KV; }
+  GEMMAX_HD int64_t group() const { return H / KV; }
 };
 
 // Causal and window mask by index (the segment mask is checked per pair).
