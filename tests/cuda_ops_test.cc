@@ -266,7 +266,8 @@ TEST_P(KernelOps, AttentionForwardAndBackward) {
   for (DType dt : kActs)
     for (const Case& c :
          {Case{2, 37, 4, 2, 8, 5}, Case{1, 50, 2, 1, 12, 0}, Case{1, 70, 4, 2, 64, 0},
-          Case{2, 40, 2, 1, 256, 16}, Case{1, 33, 2, 1, 512, 0}}) {
+          Case{1, 100, 4, 4, 128, 0}, Case{2, 40, 2, 1, 256, 16}, Case{1, 150, 4, 2, 256, 40},
+          Case{1, 33, 2, 1, 512, 0}, Case{1, 70, 8, 1, 512, 0}}) {
       const int64_t T = c.B * c.S;
       std::vector<int32_t> seg(T);
       for (int64_t t = 0; t < T; ++t) seg[t] = (t % c.S) < c.S / 3 ? 1 : 2;  // two documents a row

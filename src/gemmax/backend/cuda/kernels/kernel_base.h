@@ -131,6 +131,7 @@ GEMMAX_HD float unpack_hi(uint32_t p) { return f32_from_bits(p & 0xffff0000u); }
 GEMMAX_HD float kexp(float v) { return expf(v); }
 GEMMAX_HD float kexp2(float v) { return exp2f(v); }
 GEMMAX_HD float klog(float v) { return logf(v); }
+GEMMAX_HD float klog2(float v) { return log2f(v); }
 GEMMAX_HD float ktanh(float v) { return tanhf(v); }
 GEMMAX_HD float ksqrt(float v) { return sqrtf(v); }
 GEMMAX_HD double ksqrt(double v) { return sqrt(v); }
@@ -140,6 +141,7 @@ GEMMAX_HD void ksincos(double a, double* s, double* c) { sincos(a, s, c); }
 GEMMAX_HD float kexp(float v) { return std::exp(v); }
 GEMMAX_HD float kexp2(float v) { return std::exp2(v); }
 GEMMAX_HD float klog(float v) { return std::log(v); }
+GEMMAX_HD float klog2(float v) { return std::log2(v); }
 GEMMAX_HD float ktanh(float v) { return std::tanh(v); }
 GEMMAX_HD float ksqrt(float v) { return std::sqrt(v); }
 GEMMAX_HD double ksqrt(double v) { return std::sqrt(v); }

@@ -1,6 +1,10 @@
 // Attention ops: forward, backward and decode.
 #pragma once
 
+#include <initializer_list>
+#include <type_traits>
+
+#include "gemmax/backend/cuda/kernels/attention_mma.h"
 #include "gemmax/backend/cuda/kernels/attention_simple.h"
 #include "gemmax/backend/cuda/ops/common.h"
 
@@ -26,12 +30,53 @@ inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Ten
   return {s.batch, s.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.window};
 }
 
+// The tensor-core kernels take bfloat16 with head_dim 128, 256 or 512 (fast kernels on).
+template <class E, class P>
+bool attention_mma_applies(P& p, int64_t hd, std::initializer_list<const Tensor*> operands) {
+  if (!std::is_same_v<E, bf16s> || !p.fast_kernels() || (hd != 128 && hd != 256 && hd != 512))
+    return false;
+  for (const Tensor* t : operands)
+    if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
+  return true;
+}
+
+// Calls f.template operator()<HD>() for the tensor-core kernels' head sizes.
+template <class F>
+void dispatch_head_dim(int64_t hd, F&& f) {
+  if (hd == 128) f.template operator()<128>();
+  if (hd == 256) f.template operator()<256>();
+  if (hd == 512) f.template operator()<512>();
+}
+
+template <class P>
+void attention_forward_mma(P& p, const Tensor& o, const Tensor& lse, const Tensor& q,
+                           const Tensor& k, const Tensor& v, const Tensor& seg,
+                           const kern::AttnDims& d) {
+  dispatch_head_dim(d.hd, [&]<int HD>() {
+    using F = kern::FlashForward<HD>;
+    const int hb = kern::heads_per_block(d.group(), F::kSlices);
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(d.S, F::R / hb));
+    l.gy = uint32_t(d.KV * (d.group() / hb));
+    l.gz = uint32_t(d.B);
+    l.threads = F::kThreads;
+    l.smem = F::smem_bytes();
+    p.template launch<kern::AttentionForwardMmaKernel<HD>>(
+        l, ptr<bf16s>(o), ptr<float>(lse), (const bf16s*)ptr<bf16s>(q), (const bf16s*)ptr<bf16s>(k),
+        (const bf16s*)ptr<bf16s>(v), (const int32_t*)ptr<int32_t>(seg), d, hb);
+  });
+}
+
 template <class P>
 void attention_forward(P& p, const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v, const Tensor& seg, const AttentionShape& s) {
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
   dispatch_act(q, "attention_forward", [&]<class E>() {
+    if (attention_mma_applies<E>(p, d.hd, {&o, &q, &k, &v})) {
+      attention_forward_mma(p, o, lse, q, k, v, seg, d);
+      return;
+    }
     const kern::AttnPtrs in{q.raw(), k.raw(), v.raw(),          nullptr,
                             nullptr, nullptr, ptr<int32_t>(seg)};
     using K = kern::AttentionForwardSimpleKernel;
