@@ -217,3 +217,287 @@ struct AttentionForwardMmaKernel {
 };
 
 }  // namespace gemmax::kern
+
+namespace gemmax::kern {
+
+// ---- backward ------------------------------------------------------------------------------
+// delta_i = do_i . o_i first (one warp per row, into [B, H, S] like the log-sum-exp); then dq
+// by query blocks (as the forward: scores and dp = do . v^T summed over head_dim parts, dq += ds
+// k) and dk, dv by key blocks (s^T = k q^T and dp^T = v do^T summed over parts, dv += p^T do,
+// dk += ds^T q over every query row and head of the group that sees the keys). Each output is
+// owned by one block: no atomics, the same bits every run.
+
+struct AttentionDeltaKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, float* delta, const bf16s* o, const bf16s* dout,
+                             AttnDims d) const {
+    const int warps = x.nthreads() / kWarp;
+    const int64_t rows = d.B * d.H * d.S;
+    for (int64_t r = int64_t(x.bx()) * warps + x.tid() / kWarp; r < rows;
+         r += int64_t(x.gx()) * warps) {
+      const int64_t i = r % d.S, h = (r / d.S) % d.H, b = r / (d.S * d.H);
+      const int64_t at = ((b * d.S + i) * d.H + h) * d.hd;
+      float s = 0;
+      for (int64_t c = x.lane(); c < d.hd; c += kWarp)
+        s += to_acc(o[at + c]) * to_acc(dout[at + c]);
+      s = warp_sum(x, s);
+      if (x.lane() == 0) delta[r] = s;
+    }
+  }
+};
+
+template <int HD>
+struct FlashDq {
+  static constexpr int kParts = HD / 128, kWarps = 8, kThreads = 32 * kWarps;
+  static constexpr int kSlices = kWarps / kParts, R = 16 * kSlices, Bc = 32, kXs = Bc + 4;
+  static constexpr size_t smem_bytes() {
+    return size_t(2 * R + 2 * Bc) * HD * 2 + size_t(2 * kWarps) * 16 * kXs * 4 + Bc * 4;
+  }
+};
+
+template <int HD>
+struct AttentionDqMmaKernel {
+  using F = FlashDq<HD>;
+  static constexpr int kMaxThreads = F::kThreads;
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, bf16s* dq, const bf16s* q, const bf16s* k, const bf16s* v,
+                             const bf16s* dout, const float* lse, const float* delta,
+                             const int32_t* seg, AttnDims d, int hb) const {
+    constexpr int P = F::kParts, Bc = F::Bc, kNt = Bc / 8, kOt = 128 / 8;
+    const FlashRows rows = FlashRows::of(x, d, F::R, hb);
+    const int warp = x.tid() / kWarp, slice = warp / P, part = warp % P, l = x.lane();
+    bf16s* Qs = x.template smem<bf16s>();
+    bf16s* Ds = Qs + F::R * HD;
+    bf16s* Ks = Ds + F::R * HD;
+    bf16s* Vs = Ks + Bc * HD;
+    float* xs = reinterpret_cast<float*>(Vs + Bc * HD);  // [2][warps][16][kXs]: s, dp
+    float* xp = xs + F::kWarps * 16 * F::kXs;
+    int32_t* segk = reinterpret_cast<int32_t*>(xp + F::kWarps * 16 * F::kXs);
+    const int64_t b = rows.b, S = d.S;
+    auto q_rows = [&](const bf16s* base) {
+      return [=](int r) -> const bf16s* {
+        const int64_t i = rows.pos(r);
+        return i < S ? base + ((b * S + i) * d.H + rows.head(r)) * HD : nullptr;
+      };
+    };
+    auto kv_rows = [&](const bf16s* base, int64_t k0) {
+      return [=](int r) -> const bf16s* {
+        return k0 + r < S ? base + ((b * S + k0 + r) * d.KV + rows.kvh) * HD : nullptr;
+      };
+    };
+    load_tile_async(x, Qs, F::R, HD, q_rows(q), 0, HD, q);
+    load_tile_async(x, Ds, F::R, HD, q_rows(dout), 0, HD, q);
+    const TileRange tiles = key_tiles(rows.q0, kmin(S, rows.q0 + rows.rq), d.window, Bc);
+    load_tile_async(x, Ks, Bc, HD, kv_rows(k, tiles.begin * Bc), 0, HD, k);
+    load_tile_async(x, Vs, Bc, HD, kv_rows(v, tiles.begin * Bc), 0, HD, v);
+    x.cp_async_commit();
+
+    const int r_lo = slice * 16 + (l >> 2);
+    const int64_t pos[2] = {rows.pos(r_lo), rows.pos(r_lo + 8)};
+    int32_t seg_q[2];
+    float lse2[2], dlt[2];
+    for (int e = 0; e < 2; ++e) {
+      const int64_t h = rows.head(r_lo + 8 * e), at = (b * d.H + h) * S + pos[e];
+      const bool in = pos[e] < S;
+      seg_q[e] = in ? seg[b * S + pos[e]] : 0;
+      lse2[e] = in ? lse[at] * kLog2e : 0.0f;
+      dlt[e] = in ? delta[at] : 0.0f;
+    }
+    float acc[kOt][4] = {};
+    for (int64_t kt = tiles.begin; kt < tiles.end; ++kt) {
+      const int64_t k0 = kt * Bc;
+      if (x.tid() < Bc) segk[x.tid()] = k0 + x.tid() < S ? seg[b * S + k0 + x.tid()] : 0;
+      x.template cp_async_wait<0>();
+      x.sync();
+      float s[kNt][4] = {}, dp[kNt][4] = {};
+      for (int kk = 0; kk < 128; kk += 16) {
+        uint32_t a[4], ad[4];
+        load_a_frag(x, Qs, HD, false, slice * 16, part * 128 + kk, a);
+        load_a_frag(x, Ds, HD, false, slice * 16, part * 128 + kk, ad);
+        for (int nt = 0; nt < kNt; nt += 2) {
+          uint32_t b0[2], b1[2];
+          load_b_frags(x, Ks, HD, false, nt * 8, part * 128 + kk, b0, b1);
+          x.mma_bf16(s[nt], a, b0);
+          x.mma_bf16(s[nt + 1], a, b1);
+          load_b_frags(x, Vs, HD, false, nt * 8, part * 128 + kk, b0, b1);
+          x.mma_bf16(dp[nt], ad, b0);
+          x.mma_bf16(dp[nt + 1], ad, b1);
+        }
+      }
+      if constexpr (P > 1) {
+        write_partial(x, xs, warp, F::kXs, s);
+        write_partial(x, xp, warp, F::kXs, dp);
+      }
+      x.sync();  // partials written; every warp is done with the value tile
+      if (kt + 1 < tiles.end) load_tile_async(x, Vs, Bc, HD, kv_rows(v, k0 + Bc), 0, HD, v);
+      if constexpr (P > 1) {
+        sum_partials(x, xs, slice * P, P, F::kXs, s);
+        sum_partials(x, xp, slice * P, P, F::kXs, dp);
+      }
+      for (int nt = 0; nt < kNt; ++nt)
+        for (int i = 0; i < 4; ++i) {
+          const int e = i >> 1, col = nt * 8 + acc_col(l, i);
+          const int64_t j = k0 + col;
+          const bool vis =
+              pos[e] < S && j < S && causal_visible(pos[e], j, d.window) && segk[col] == seg_q[e];
+          const float p = vis ? kexp2(s[nt][i] * kLog2e - lse2[e]) : 0.0f;
+          s[nt][i] = p * (dp[nt][i] - dlt[e]);  // ds
+        }
+      for (int kk = 0; kk < Bc / 16; ++kk) {
+        uint32_t a[4];
+        acc_to_a(s[2 * kk], s[2 * kk + 1], a);
+        for (int nt = 0; nt < kOt; nt += 2) {
+          uint32_t b0[2], b1[2];
+          load_b_frags(x, Ks, HD, true, part * 128 + nt * 8, kk * 16, b0, b1);
+          x.mma_bf16(acc[nt], a, b0);
+          x.mma_bf16(acc[nt + 1], a, b1);
+        }
+      }
+      x.sync();  // every warp is done with the key tile and the partials
+      if (kt + 1 < tiles.end) load_tile_async(x, Ks, Bc, HD, kv_rows(k, k0 + Bc), 0, HD, k);
+      x.cp_async_commit();
+    }
+    x.template cp_async_wait<0>();
+    for (int e = 0; e < 2; ++e) {
+      if (pos[e] >= S) continue;
+      bf16s* row = dq + ((b * S + pos[e]) * d.H + rows.head(r_lo + 8 * e)) * HD + part * 128;
+      for (int nt = 0; nt < kOt; ++nt) {
+        const int col = nt * 8 + 2 * (l & 3);
+        row[col] = from_acc<bf16s>(acc[nt][2 * e]);
+        row[col + 1] = from_acc<bf16s>(acc[nt][2 * e + 1]);
+      }
+    }
+  }
+};
+
+// Keys per block Bk = 8192 / HD (16 at 512): warp (key slice, part) owns 16 keys x 64 columns
+// of dk and dv; query rows come 32 positions of one head at a time.
+template <int HD>
+struct FlashDkv {
+  static constexpr int kWarps = 8, kThreads = 32 * kWarps, kParts = HD / 64;
+  static constexpr int kKeySlices = kWarps / kParts, Bk = 16 * kKeySlices, Rq = 32, kXs = Rq + 4;
+  static constexpr size_t smem_bytes() {
+    return size_t(2 * Bk + 2 * Rq) * HD * 2 + size_t(2 * kWarps) * 16 * kXs * 4 + 3 * Rq * 4;
+  }
+};
+
+template <int HD>
+struct AttentionDkvMmaKernel {
+  using F = FlashDkv<HD>;
+  static constexpr int kMaxThreads = F::kThreads;
+  // Grid (key tiles, KV, B).
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, bf16s* dk, bf16s* dv, const bf16s* q, const bf16s* k,
+                             const bf16s* v, const bf16s* dout, const float* lse,
+                             const float* delta, const int32_t* seg, AttnDims d) const {
+    constexpr int P = F::kParts, Rq = F::Rq, kNt = Rq / 8, kOt = 64 / 8;
+    const int warp = x.tid() / kWarp, kslice = warp / P, part = warp % P, l = x.lane();
+    const int64_t b = x.bz(), kvh = x.by(), k0 = int64_t(x.bx()) * F::Bk, S = d.S;
+    bf16s* Ks = x.template smem<bf16s>();
+    bf16s* Vs = Ks + F::Bk * HD;
+    bf16s* Qs = Vs + F::Bk * HD;
+    bf16s* Ds = Qs + Rq * HD;
+    float* xs = reinterpret_cast<float*>(Ds + Rq * HD);
+    float* xp = xs + F::kWarps * 16 * F::kXs;
+    float* lse_q = xp + F::kWarps * 16 * F::kXs;  // per query row of the tile, base 2
+    float* delta_q = lse_q + Rq;
+    int32_t* seg_q = reinterpret_cast<int32_t*>(delta_q + Rq);
+    auto kv_rows = [&](const bf16s* base) {
+      return [=](int r) -> const bf16s* {
+        return k0 + r < S ? base + ((b * S + k0 + r) * d.KV + kvh) * HD : nullptr;
+      };
+    };
+    load_tile_async(x, Ks, F::Bk, HD, kv_rows(k), 0, HD, k);
+    load_tile_async(x, Vs, F::Bk, HD, kv_rows(v), 0, HD, v);
+    x.cp_async_commit();
+
+    // This lane's two keys: slice rows g and g + 8.
+    const int key_lo = kslice * 16 + (l >> 2);
+    const int64_t key[2] = {k0 + key_lo, k0 + key_lo + 8};
+    int32_t seg_k[2];
+    for (int e = 0; e < 2; ++e) seg_k[e] = key[e] < S ? seg[b * S + key[e]] : 0;
+    float acc_k[kOt][4] = {}, acc_v[kOt][4] = {};
+    const int64_t q_last = last_visible_query(kmin(S, k0 + F::Bk) - 1, S, d.window);
+    for (int64_t h = kvh * d.group(); h < (kvh + 1) * d.group(); ++h)
+      for (int64_t q0 = k0 / Rq * Rq; q0 <= q_last; q0 += Rq) {
+        auto q_rows = [&](const bf16s* base) {
+          return [=](int r) -> const bf16s* {
+            return q0 + r < S ? base + ((b * S + q0 + r) * d.H + h) * HD : nullptr;
+          };
+        };
+        load_tile_async(x, Qs, Rq, HD, q_rows(q), 0, HD, q);
+        load_tile_async(x, Ds, Rq, HD, q_rows(dout), 0, HD, q);
+        x.cp_async_commit();
+        if (x.tid() < Rq) {
+          const int64_t i = q0 + x.tid(), at = (b * d.H + h) * S + i;
+          lse_q[x.tid()] = i < S ? lse[at] * kLog2e : 0.0f;
+          delta_q[x.tid()] = i < S ? delta[at] : 0.0f;
+          seg_q[x.tid()] = i < S ? seg[b * S + i] : 0;
+        }
+        x.template cp_async_wait<0>();
+        x.sync();
+        float s[kNt][4] = {}, dp[kNt][4] = {};
+        for (int kk = 0; kk < 64; kk += 16) {
+          uint32_t a[4], av[4];
+          load_a_frag(x, Ks, HD, false, kslice * 16, part * 64 + kk, a);
+          load_a_frag(x, Vs, HD, false, kslice * 16, part * 64 + kk, av);
+          for (int nt = 0; nt < kNt; nt += 2) {
+            uint32_t b0[2], b1[2];
+            load_b_frags(x, Qs, HD, false, nt * 8, part * 64 + kk, b0, b1);
+            x.mma_bf16(s[nt], a, b0);
+            x.mma_bf16(s[nt + 1], a, b1);
+            load_b_frags(x, Ds, HD, false, nt * 8, part * 64 + kk, b0, b1);
+            x.mma_bf16(dp[nt], av, b0);
+            x.mma_bf16(dp[nt + 1], av, b1);
+          }
+        }
+        if constexpr (P > 1) {
+          write_partial(x, xs, warp, F::kXs, s);
+          write_partial(x, xp, warp, F::kXs, dp);
+          x.sync();
+          sum_partials(x, xs, kslice * P, P, F::kXs, s);
+          sum_partials(x, xp, kslice * P, P, F::kXs, dp);
+        }
+        // s now holds p^T, dp becomes ds^T.
+        for (int nt = 0; nt < kNt; ++nt)
+          for (int i = 0; i < 4; ++i) {
+            const int e = i >> 1, col = nt * 8 + acc_col(l, i);
+            const int64_t qi = q0 + col;
+            const bool vis = key[e] < S && qi < S && causal_visible(qi, key[e], d.window) &&
+                             seg_q[col] == seg_k[e];
+            const float p = vis ? kexp2(s[nt][i] * kLog2e - lse_q[col]) : 0.0f;
+            s[nt][i] = p;
+            dp[nt][i] = p * (dp[nt][i] - delta_q[col]);
+          }
+        for (int kk = 0; kk < Rq / 16; ++kk) {
+          uint32_t ap[4], ads[4];
+          acc_to_a(s[2 * kk], s[2 * kk + 1], ap);
+          acc_to_a(dp[2 * kk], dp[2 * kk + 1], ads);
+          for (int nt = 0; nt < kOt; nt += 2) {
+            uint32_t b0[2], b1[2];
+            load_b_frags(x, Ds, HD, true, part * 64 + nt * 8, kk * 16, b0, b1);
+            x.mma_bf16(acc_v[nt], ap, b0);
+            x.mma_bf16(acc_v[nt + 1], ap, b1);
+            load_b_frags(x, Qs, HD, true, part * 64 + nt * 8, kk * 16, b0, b1);
+            x.mma_bf16(acc_k[nt], ads, b0);
+            x.mma_bf16(acc_k[nt + 1], ads, b1);
+          }
+        }
+        x.sync();  // every warp is done with this query tile and the partials
+      }
+    for (int e = 0; e < 2; ++e) {
+      if (key[e] >= S) continue;
+      const int64_t at = ((b * S + key[e]) * d.KV + kvh) * HD + part * 64;
+      for (int nt = 0; nt < kOt; ++nt) {
+        const int col = nt * 8 + 2 * (l & 3);
+        dk[at + col] = from_acc<bf16s>(acc_k[nt][2 * e]);
+        dk[at + col + 1] = from_acc<bf16s>(acc_k[nt][2 * e + 1]);
+        dv[at + col] = from_acc<bf16s>(acc_v[nt][2 * e]);
+        dv[at + col + 1] = from_acc<bf16s>(acc_v[nt][2 * e + 1]);
+      }
+    }
+  }
+};
+
+}  // namespace gemmax::kern

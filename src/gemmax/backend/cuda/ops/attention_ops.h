@@ -90,6 +90,43 @@ void attention_forward(P& p, const Tensor& o, const Tensor& lse, const Tensor& q
   });
 }
 
+// false when the delta buffer does not fit in scratch (the plain kernels then run).
+template <class P>
+bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                            const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& o, const Tensor& lse, const Tensor& seg,
+                            const kern::AttnDims& d) {
+  Scratch s = p.scratch();
+  if (size_t(d.B * d.H * d.S) * sizeof(float) + 256 > s.left()) return false;
+  float* delta = s.take<float>(d.B * d.H * d.S, "attention_backward's row dots");
+  const bf16s *pq = ptr<bf16s>(q), *pk = ptr<bf16s>(k), *pv = ptr<bf16s>(v);
+  const bf16s *po = ptr<bf16s>(o), *pdo = ptr<bf16s>(dout);
+  const float* plse = ptr<float>(lse);
+  const int32_t* pseg = ptr<int32_t>(seg);
+  p.template launch<kern::AttentionDeltaKernel>(stride_launch(d.B * d.H * d.S * 32, 256, 16384),
+                                                delta, po, pdo, d);
+  dispatch_head_dim(d.hd, [&]<int HD>() {
+    using Fq = kern::FlashDq<HD>;
+    const int hb = kern::heads_per_block(d.group(), Fq::kSlices);
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(d.S, Fq::R / hb));
+    l.gy = uint32_t(d.KV * (d.group() / hb));
+    l.gz = uint32_t(d.B);
+    l.threads = Fq::kThreads;
+    l.smem = Fq::smem_bytes();
+    p.template launch<kern::AttentionDqMmaKernel<HD>>(l, ptr<bf16s>(dq), pq, pk, pv, pdo, plse,
+                                                      (const float*)delta, pseg, d, hb);
+    using Fk = kern::FlashDkv<HD>;
+    l.gx = uint32_t(kern::ceil_div(d.S, Fk::Bk));
+    l.gy = uint32_t(d.KV);
+    l.threads = Fk::kThreads;
+    l.smem = Fk::smem_bytes();
+    p.template launch<kern::AttentionDkvMmaKernel<HD>>(l, ptr<bf16s>(dk), ptr<bf16s>(dv), pq, pk,
+                                                       pv, pdo, plse, (const float*)delta, pseg, d);
+  });
+  return true;
+}
+
 template <class P>
 void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                         const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -102,6 +139,9 @@ void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& 
                " dout ", dout.str());
   if (q.numel() == 0) return;
   dispatch_act(q, "attention_backward", [&]<class E>() {
+    if (attention_mma_applies<E>(p, d.hd, {&dq, &dk, &dv, &dout, &q, &k, &v, &o}) &&
+        attention_backward_mma(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d))
+      return;
     const kern::AttnPtrs in{q.raw(),    k.raw(),         v.raw(),          o.raw(),
                             dout.raw(), ptr<float>(lse), ptr<int32_t>(seg)};
     using Dq = kern::AttentionDqSimpleKernel;
