@@ -5,7 +5,8 @@ set -e
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PACKAGES="g++ cmake make pkg-config libgtest-dev nlohmann-json3-dev libyaml-cpp-dev \
-libsentencepiece-dev sentencepiece zlib1g-dev python3-torch python3-numpy"
+libsentencepiece-dev sentencepiece zlib1g-dev libprotobuf-dev protobuf-compiler python3-torch \
+python3-numpy"
 # Skip apt when everything is already there (re-runs, CI caches).
 missing=""
 for p in $PACKAGES; do

@@ -115,9 +115,10 @@ TEST_F(Bf16Ops, RmsNormWithFp32ScaleAndRope) {
   const Tensor q = grid({5, 2, 8}), pos = ints({0, 3, 1, 7, 2});
   Tensor freq = Tensor::empty({4}, DType::F64);
   for (int i = 0; i < 4; ++i) freq.data<double>()[i] = std::pow(100.0, -2.0 * i / 8);
-  Tensor qf = as(q, DType::F32), qb = as(q, DType::BF16);
-  be.rope(qf, pos, freq, false);
-  be.rope(qb, pos, freq, false);
+  Tensor qf = as(q, DType::F32), qb = as(q, DType::BF16), table = zeros({5, 4, 2}, DType::F32);
+  be.rope_table(table, pos, freq);
+  be.rope(qf, table, false);
+  be.rope(qb, table, false);
   expect_rounded("rope", qf, qb);
 }
 

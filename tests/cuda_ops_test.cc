@@ -225,18 +225,20 @@ TEST_P(KernelOps, RmsNormForwardBackwardAllForms) {
         }
 }
 
-TEST_P(KernelOps, RopeAndItsInverse) {
+TEST_P(KernelOps, RopeTableAndRotationsBothWays) {
   for (DType dt : kActs) {
     const int64_t T = 7, heads = 3, hd = 12;
     Tensor freq = Tensor::empty({hd / 2}, DType::F64);
     for (int64_t i = 0; i < hd / 2; ++i)
       freq.data<double>()[i] = i < 4 ? std::pow(1e4, -2.0 * double(i) / double(hd)) : 0.0;
-    auto [r, d] = both(
-        {rand({T, heads, hd}, dt), ints({0, 3, 1, 16000, 2, 9, 5}), freq, rand({T, heads, hd}, dt)},
-        [](Backend& be, const Tensors& t) {
-          be.rope(t[0], t[1], t[2], false);
-          be.rope(t[3], t[1], t[2], true);
-        });
+    auto [r, d] = both({rand({T, heads, hd}, dt), ints({0, 3, 1, 16000, 2, 9, 5}), freq,
+                        rand({T, heads, hd}, dt), zeros({T, hd / 2, 2})},
+                       [](Backend& be, const Tensors& t) {
+                         be.rope_table(t[4], t[1], t[2]);
+                         be.rope(t[0], t[4], false);
+                         be.rope(t[3], t[4], true);
+                       });
+    expect_close("rope table", d[4], r[4], 1e-6);
     expect_close("rope", d[0], r[0], tol(dt));
     expect_close("rope inverse", d[3], r[3], tol(dt));
   }

@@ -27,9 +27,12 @@ struct Fixture {
   Tensor weights = random_weights(table, 7);
   Batch batch = make_batch(2, 8, cfg.vocab_size, 3, /*split=*/5);
   StepInputs in = upload_batch(be, batch);
-  Tensor rope_local = rope_inv_freq(cfg.head_dim, cfg.local_rope_theta, cfg.local_rope_proportion);
-  Tensor rope_global =
-      rope_inv_freq(cfg.global_head_dim, cfg.global_rope_theta, cfg.global_rope_proportion);
+  Tensor rope_local = rope_table(
+      be, in, rope_inv_freq(cfg.head_dim, cfg.local_rope_theta, cfg.local_rope_proportion),
+      DType::F64);
+  Tensor rope_global = rope_table(
+      be, in, rope_inv_freq(cfg.global_head_dim, cfg.global_rope_theta, cfg.global_rope_proportion),
+      DType::F64);
   LayerContext ctx{be, cfg, in, ModelOptions{DType::F64}, rope_local, rope_global, 0.01};
 };
 

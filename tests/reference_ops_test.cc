@@ -110,9 +110,10 @@ TEST_F(ReferenceOps, RopeRotatesPairsAndItsInverseIsTheBackward) {
   Tensor freq = Tensor::empty({hd / 2}, DType::F64);
   for (int64_t i = 0; i < hd / 2; ++i)
     freq.data<double>()[i] = i < 3 ? std::pow(100.0, -2.0 * i / hd) : 0.0;
-  Tensor y = zeros({T, heads, hd});
+  Tensor y = zeros({T, heads, hd}), table = zeros({T, hd / 2, 2});
+  be.rope_table(table, pos, freq);
   be.copy(y, x);
-  be.rope(y, pos, freq, false);
+  be.rope(y, table, false);
   // Pair (i, i + hd/2) of token 3 (position 7) rotates by 7 * freq[i]; pair 3 does not rotate.
   for (int64_t i = 0; i < hd / 2; ++i) {
     const double ang = 7 * freq.data<double>()[i];
@@ -123,12 +124,12 @@ TEST_F(ReferenceOps, RopeRotatesPairsAndItsInverseIsTheBackward) {
   }
   auto loss = [&] {
     be.copy(y, x);
-    be.rope(y, pos, freq, false);
+    be.rope(y, table, false);
     return inner(y, r);
   };
   Tensor dx = zeros({T, heads, hd});
   be.copy(dx, r);
-  be.rope(dx, pos, freq, true);
+  be.rope(dx, table, true);
   expect_grad_matches_fd("rope dx", x, dx, loss, 40);
 }
 
@@ -359,6 +360,212 @@ TEST_F(ReferenceOps, AdamWMatchesTheOptaxFormula) {
         get_as_double(p0, i) - 0.01 * (mh / (std::sqrt(vh) + 1e-8) + 0.1 * get_as_double(p0, i));
     EXPECT_NEAR(get_as_double(p, i), expect, 1e-12);
   }
+}
+
+// ---- row maps, weight windows and the fused forms: each equals its plain composition -------
+
+// Grouped matmuls with row maps equal the explicit permute / scatter around plain grouped
+// matmuls, bit for bit (the same products summed in the same order).
+TEST_F(ReferenceOps, GroupedMatmulRowMapsEqualExplicitPermutes) {
+  const int64_t T = 5, K = 2, D = 4, n = 3, E = 4;
+  Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
+  Routing r{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
+            zeros({E}, DType::I32)};
+  be.route_sort(r, idx, E);
+  const Tensor x = rand({T, D}), W = rand({E, n, D}), dout_tok = rand({T * K, n});
+  // Forward with the permute folded into the row loads.
+  Tensor xs = zeros({T * K, D}), plain = zeros({T * K, n}), mapped = zeros({T * K, n});
+  be.permute(xs, x, r.order, K);
+  be.gmm(plain, xs, W, r.group_sizes, {});
+  be.gmm(mapped, x, W, r.group_sizes, GmmRows{r.token, Tensor()});
+  EXPECT_EQ(max_abs_diff(plain, mapped), 0.0);
+  // Forward with the un-permute folded into the row stores: row r lands at order[r].
+  Tensor scattered = zeros({T * K, n});
+  be.gmm(scattered, xs, W, r.group_sizes, GmmRows{Tensor(), r.order});
+  for (int64_t row = 0; row < T * K; ++row)
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_EQ(get_as_double(scattered, r.order.data<int32_t>()[row] * n + j),
+                get_as_double(plain, row * n + j));
+  // dlhs reading dout in token order and writing dlhs in token order.
+  Tensor dout_sorted = zeros({T * K, n});
+  for (int64_t row = 0; row < T * K; ++row)
+    for (int64_t j = 0; j < n; ++j)
+      set_from_double(dout_sorted, row * n + j,
+                      get_as_double(dout_tok, r.order.data<int32_t>()[row] * n + j));
+  Tensor dl_plain = zeros({T * K, D}), dl_mapped = zeros({T * K, D});
+  be.gmm_dlhs(dl_plain, dout_sorted, W, r.group_sizes, {});
+  be.gmm_dlhs(dl_mapped, dout_tok, W, r.group_sizes, GmmRows{r.order, r.order});
+  for (int64_t row = 0; row < T * K; ++row)
+    for (int64_t c = 0; c < D; ++c)
+      EXPECT_EQ(get_as_double(dl_mapped, r.order.data<int32_t>()[row] * D + c),
+                get_as_double(dl_plain, row * D + c));
+  // drhs gathering lhs from the tokens and dout from token order.
+  Tensor dw_plain = zeros({E, n, D}), dw_mapped = zeros({E, n, D});
+  be.gmm_drhs(dw_plain, xs, dout_sorted, r.group_sizes, {});
+  be.gmm_drhs(dw_mapped, x, dout_tok, r.group_sizes, GmmRows{r.token, r.order});
+  EXPECT_EQ(max_abs_diff(dw_plain, dw_mapped), 0.0);
+  // A map entry outside the tensor is an error, not a stray read.
+  Tensor bad = zeros({T * K}, DType::I32);
+  be.copy(bad, r.token);
+  bad.data<int32_t>()[3] = int32_t(T);
+  EXPECT_THROW(be.gmm(mapped, x, W, r.group_sizes, GmmRows{bad, Tensor()}), Error);
+}
+
+// A weight-row window is a slice of the fused product; accumulate adds.
+TEST_F(ReferenceOps, GroupedMatmulWeightWindowsAreSlicesOfTheFusedProduct) {
+  const int64_t m = 7, k = 5, F = 3, G = 3;
+  Tensor sizes = ints({2, 0, 5});
+  const Tensor lhs = rand({m, k}), W = rand({G, 2 * F, k}), dh = rand({m, 2 * F});
+  Tensor fused = zeros({m, 2 * F}), gate = zeros({m, F}), up = zeros({m, F});
+  be.gmm(fused, lhs, W, sizes, {});
+  be.gmm(gate, lhs, W, sizes, GmmRows{Tensor(), Tensor(), 0, F});
+  be.gmm(up, lhs, W, sizes, GmmRows{Tensor(), Tensor(), F, F});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < F; ++j) {
+      EXPECT_EQ(get_as_double(gate, i * F + j), get_as_double(fused, i * 2 * F + j));
+      EXPECT_EQ(get_as_double(up, i * F + j), get_as_double(fused, i * 2 * F + F + j));
+    }
+  Tensor dgate = zeros({m, F}), dup = zeros({m, F});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < F; ++j) {
+      set_from_double(dgate, i * F + j, get_as_double(dh, i * 2 * F + j));
+      set_from_double(dup, i * F + j, get_as_double(dh, i * 2 * F + F + j));
+    }
+  Tensor dl_fused = zeros({m, k}), dl_split = zeros({m, k});
+  be.gmm_dlhs(dl_fused, dh, W, sizes, {});
+  be.gmm_dlhs(dl_split, dgate, W, sizes, GmmRows{Tensor(), Tensor(), 0, F});
+  be.gmm_dlhs(dl_split, dup, W, sizes, GmmRows{Tensor(), Tensor(), F, F, true});
+  EXPECT_LE(max_abs_diff(dl_fused, dl_split), 1e-14);
+  Tensor dw_fused = zeros({G, 2 * F, k}), dw_split = zeros({G, 2 * F, k});
+  be.gmm_drhs(dw_fused, lhs, dh, sizes, {});
+  be.gmm_drhs(dw_split, lhs, dgate, sizes, GmmRows{Tensor(), Tensor(), 0, F});
+  be.gmm_drhs(dw_split, lhs, dup, sizes, GmmRows{Tensor(), Tensor(), F, F});
+  EXPECT_EQ(max_abs_diff(dw_fused, dw_split), 0.0);
+}
+
+TEST_F(ReferenceOps, TransposeGroups) {
+  const Tensor in = rand({3, 4, 5});
+  Tensor out = zeros({3, 5, 4});
+  be.transpose_groups(out, in);
+  for (int64_t g = 0; g < 3; ++g)
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 5; ++c)
+        EXPECT_EQ(get_as_double(out, (g * 5 + c) * 4 + r), get_as_double(in, (g * 4 + r) * 5 + c));
+}
+
+TEST_F(ReferenceOps, ScaledSumAndItsBackward) {
+  const Tensor a = rand({4, 6}), b = rand({4, 6}), r = rand({4, 6});
+  Tensor s = zeros({1}), y = zeros({4, 6});
+  set_from_double(s, 0, 0.7);
+  auto loss = [&] {
+    be.scaled_sum_forward(y, a, b, s);
+    return inner(y, r);
+  };
+  loss();
+  EXPECT_NEAR(get_as_double(y, 5), (get_as_double(a, 5) + get_as_double(b, 5)) * 0.7, 1e-15);
+  Tensor dab = zeros({4, 6}), ds = zeros({1});
+  set_from_double(ds, 0, 1.5);  // accumulates
+  be.scaled_sum_backward(dab, ds, r, a, b, s);
+  set_from_double(ds, 0, get_as_double(ds, 0) - 1.5);
+  expect_grad_matches_fd("scaled_sum ds", s, ds, loss, 1);
+  expect_grad_matches_fd("scaled_sum da", a, dab, loss, 24);
+  expect_grad_matches_fd("scaled_sum db", b, dab, loss, 24);
+}
+
+TEST_F(ReferenceOps, SumSquaresAccumulatesInAFixedOrder) {
+  const Tensor x = rand({10000});
+  Tensor s = zeros({1});
+  set_from_double(s, 0, 2.0);
+  be.sum_squares(s, x);
+  double direct = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) direct += std::pow(get_as_double(x, i), 2);
+  EXPECT_NEAR(get_as_double(s, 0), 2.0 + direct, 1e-9);
+}
+
+// The fused residual adds to the rounded norm, as a separate add does: bit for bit, in bf16
+// too. round_before_scale rounds x * rstd and the scale to the activation dtype first.
+TEST_F(ReferenceOps, RmsNormResidualAndRoundBeforeScale) {
+  Rng r2(3);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const Tensor x = random_tensor({3, 8}, r2, 2.0, dt), res = random_tensor({3, 8}, r2, 1.0, dt);
+    const Tensor w = random_tensor({8}, r2, 1.0, DType::F32);
+    Tensor y = zeros({3, 8}, dt), fused = zeros({3, 8}, dt), sum = zeros({3, 8}, dt);
+    Tensor rstd = zeros({3}, DType::F32);
+    be.rmsnorm_forward(y, rstd, x, w, 1e-6, 0.5, Tensor(), false);
+    be.add(sum, res, y);
+    be.rmsnorm_forward(fused, rstd, x, w, 1e-6, 0.5, res, false);
+    EXPECT_EQ(max_abs_diff(sum, fused), 0.0) << dtype_name(dt);
+    Tensor rounded = zeros({3, 8}, dt);
+    be.rmsnorm_forward(rounded, rstd, x, w, 1e-6, 0.5, Tensor(), true);
+    for (int64_t i = 0; i < 24; ++i) {
+      double ss = 0;
+      for (int64_t j = 0; j < 8; ++j) ss += std::pow(get_as_double(x, (i / 8) * 8 + j), 2);
+      const double rs = 1.0 / std::sqrt(ss / 8 + 1e-6);
+      Tensor one = zeros({1}, dt), ws = zeros({1}, dt);
+      set_from_double(one, 0, get_as_double(x, i) * rs);
+      set_from_double(ws, 0, get_as_double(w, i % 8) * 0.5);
+      Tensor prod = zeros({1}, dt);
+      set_from_double(prod, 0, get_as_double(one, 0) * get_as_double(ws, 0));
+      EXPECT_EQ(get_as_double(rounded, i), get_as_double(prod, 0)) << dtype_name(dt) << " " << i;
+    }
+  }
+}
+
+TEST_F(ReferenceOps, GegluOnSeparateHalvesEqualsFusedRows) {
+  const int64_t m = 3, F = 4;
+  const Tensor h = rand({m, 2 * F}, 2.0), da = rand({m, F});
+  Tensor gate = zeros({m, F}), up = zeros({m, F});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < F; ++j) {
+      set_from_double(gate, i * F + j, get_as_double(h, i * 2 * F + j));
+      set_from_double(up, i * F + j, get_as_double(h, i * 2 * F + F + j));
+    }
+  Tensor a1 = zeros({m, F}), a2 = zeros({m, F});
+  be.geglu_forward(a1, h, Tensor());
+  be.geglu_forward(a2, gate, up);
+  EXPECT_EQ(max_abs_diff(a1, a2), 0.0);
+  Tensor dh = zeros({m, 2 * F}), dgate = zeros({m, F}), dup = zeros({m, F});
+  be.geglu_backward(dh, Tensor(), da, h, Tensor());
+  be.geglu_backward(dgate, dup, da, gate, up);
+  Tensor only_up = zeros({m, F});
+  be.geglu_backward(Tensor(), only_up, da, gate, up);  // the gate half is not needed
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < F; ++j) {
+      EXPECT_EQ(get_as_double(dgate, i * F + j), get_as_double(dh, i * 2 * F + j));
+      EXPECT_EQ(get_as_double(dup, i * F + j), get_as_double(dh, i * 2 * F + F + j));
+      EXPECT_EQ(get_as_double(only_up, i * F + j), get_as_double(dup, i * F + j));
+    }
+}
+
+// Combine and permute backward on token-ordered rows (no index) equal the indexed forms on
+// rows placed in token order.
+TEST_F(ReferenceOps, CombineAndPermuteBackwardInTokenOrder) {
+  const int64_t T = 5, K = 2, D = 3, E = 4;
+  Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
+  Routing r{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
+            zeros({E}, DType::I32)};
+  be.route_sort(r, idx, E);
+  const Tensor y = rand({T * K, D}), w = rand({T, K}), dm = rand({T, D});
+  Tensor y_tok = zeros({T * K, D});  // row t*K + k = y[inverse[t*K + k]]
+  for (int64_t c = 0; c < T * K; ++c)
+    for (int64_t d = 0; d < D; ++d)
+      set_from_double(y_tok, c * D + d, get_as_double(y, r.inverse.data<int32_t>()[c] * D + d));
+  Tensor m1 = zeros({T, D}), m2 = zeros({T, D});
+  be.combine_forward(m1, y, r.inverse, w);
+  be.combine_forward(m2, y_tok, Tensor(), w);
+  EXPECT_EQ(max_abs_diff(m1, m2), 0.0);
+  Tensor dy1 = zeros({T * K, D}), dw1 = zeros({T, K}), dy2 = zeros({T * K, D}), dw2 = zeros({T, K});
+  be.combine_backward(dy1, dw1, dm, y, r.order, w);
+  be.combine_backward(dy2, dw2, dm, y_tok, Tensor(), w);
+  EXPECT_EQ(max_abs_diff(dw1, dw2), 0.0);
+  for (int64_t c = 0; c < T * K; ++c)
+    for (int64_t d = 0; d < D; ++d)
+      EXPECT_EQ(get_as_double(dy2, c * D + d),
+                get_as_double(dy1, r.inverse.data<int32_t>()[c] * D + d));
+  Tensor dx1 = zeros({T, D}), dx2 = zeros({T, D});
+  be.permute_backward(dx1, y, r.inverse, K, false);
+  be.permute_backward(dx2, y_tok, Tensor(), K, false);
+  EXPECT_EQ(max_abs_diff(dx1, dx2), 0.0);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "gemmax/data/loader.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenize_files.h"
+#include "gemmax/io/tfevents.h"
 
 namespace gemmax {
 namespace {
@@ -97,6 +98,26 @@ TEST_F(SentencePieceTest, IdsComeFromTheModel) {
   EXPECT_EQ(t->eos_id(), 1);
   EXPECT_EQ(t->bos_id(), 2);
   EXPECT_NE(t->describe().find("sentencepiece"), std::string::npos);
+}
+
+// Debian's SentencePiece carries its own protobuf runtime; gemmax's event files use the
+// system's. Both work in one process, in either order (see CMakeLists.txt).
+TEST_F(SentencePieceTest, WorksBesideTensorBoardEventFiles) {
+  TempDir dir;
+  const std::string text = "Once upon a time, a brave fox found 12 red apples near the river.";
+  const auto before = make_tokenizer("sentencepiece", model_)->encode(text);
+  {
+    EventFileWriter w(dir / "tb");
+    const std::vector<NamedScalar> v = {{"learning/loss", 2.5}};
+    w.write_scalars(0, v);
+    w.write_scalars(1, v);
+  }
+  drop_events_from(dir / "tb", 1);  // parses every event
+  ASSERT_EQ(list_event_files(dir / "tb").size(), 1u);
+  EXPECT_EQ(read_tfrecords(list_event_files(dir / "tb")[0]).records.size(), 2u);
+  auto t = make_tokenizer("sentencepiece", model_);
+  EXPECT_EQ(t->encode(text), before);
+  EXPECT_EQ(t->decode(before), text);
 }
 
 TEST_F(SentencePieceTest, RoundTrip) {

@@ -1,6 +1,7 @@
 """gemmax vs the float64 reference: losses, logits and every gradient, on each preset model.
 
-  /usr/bin/python3 parity.py --gemmax PATH [--preset NAME ...] [--keep DIR]
+  /usr/bin/python3 parity.py --gemmax PATH [--gemmax-dtype float32|float64]
+                             [--gemmax-backend reference|cpu] [--preset NAME ...] [--keep DIR]
   /usr/bin/python3 parity.py --self-test        # checks this script's comparison logic
 
 For each preset of make_random_model.py: build the folder + tokens, run
@@ -196,8 +197,8 @@ def main(argv=None):
     ap.add_argument("--gemmax", help="the gemmax binary")
     ap.add_argument("--gemmax-dtype", default="float32", choices=["float32", "float64"],
                     help="gemmax's compute dtype; float64 is checked without the float32 allowance")
-    ap.add_argument("--gemmax-backend", default="reference",
-                    help="the backend gemmax computes on (reference, cuda, cuda_emulated)")
+    ap.add_argument("--gemmax-backend", default="reference", choices=["reference", "cpu", "cuda", "cuda_emulated"],
+                    help="gemmax's backend (cpu, cuda and cuda_emulated in float32)")
     ap.add_argument("--preset", action="append", help="preset(s) to run (default: all)")
     ap.add_argument("--keep", help="write the model folders here instead of a temp dir")
     ap.add_argument("--self-test", action="store_true", help="test this script's comparisons")
@@ -208,8 +209,8 @@ def main(argv=None):
     if not a.gemmax:
         ap.error("--gemmax PATH (or --self-test) is required")
     presets = a.preset or list(make_random_model.PRESETS)
-    cmd = [os.path.abspath(a.gemmax), "grad", "--dtype", a.gemmax_dtype, "--backend",
-           a.gemmax_backend]
+    cmd = [os.path.abspath(a.gemmax), "grad", "--dtype", a.gemmax_dtype,
+           "--backend", a.gemmax_backend]
     ok = check_presets(cmd, presets, a.keep, strict=a.gemmax_dtype == "float64")
     print("parity: %s" % ("all passed" if ok else "FAILURES"))
     return 0 if ok else 1

@@ -15,6 +15,7 @@ int cmd_grad(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_sample(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 
 // `[config.yml] [key=value ...]`, MaxText's command-line form, into a Config.
 Config config_from_args(int argc, char** argv);

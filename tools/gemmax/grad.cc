@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -19,7 +20,7 @@ namespace {
 const char* kUsage =
     "usage: gemmax grad --model DIR --tokens FILE --batch B --out GRADS.safetensors\n"
     "                   [--logits LOGITS.safetensors] [--dtype float32|float64]\n"
-    "                   [--load_balance_loss_weight W] [--backend NAME]\n"
+    "                   [--load_balance_loss_weight W] [--backend reference|cpu]\n"
     "\n"
     "Computes one batch's loss and the gradient of total_loss = ce_loss + lb_loss with respect\n"
     "to every parameter of the Hugging Face Gemma-4 folder DIR (config.json + safetensors).\n"
@@ -27,7 +28,7 @@ const char* kUsage =
     "             [:, 1:]; one document per row; every target counts (id 0 included)\n"
     "  --out      gradients under the folder's own tensor names, in --dtype (default float32)\n"
     "  --logits   also write the soft-capped logits [B, S, V] as tensor 'logits'\n"
-    "  --backend  reference (default) | cuda | cuda_emulated: the backend that computes\n"
+    "  --backend  reference (default: the ground truth) or cpu (the fast kernels, float32)\n"
     "Prints {\"ce_loss\", \"lb_loss\", \"total_loss\", ...} as one JSON object on stdout.\n";
 
 // Reads an int32 [B, S+1] token file into a batch of B rows of S inputs and targets.
@@ -36,8 +37,7 @@ Batch read_token_rows(const std::string& path, int64_t rows, int64_t vocab) {
   if (!in) fail("cannot read tokens file '", path, "'");
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.size() % 4 != 0)
-    fail("tokens file '", path, "' has ", bytes.size(),
-         " bytes, not a whole number of int32 values");
+    fail("tokens file '", path, "' has ", bytes.size(), " bytes, not a whole number of int32 values");
   const int64_t n = int64_t(bytes.size() / 4);
   if (rows <= 0 || n % rows != 0 || n / rows < 2)
     fail("tokens file '", path, "' holds ", n, " int32 values, which is not --batch ", rows,
@@ -67,14 +67,8 @@ Batch read_token_rows(const std::string& path, int64_t rows, int64_t vocab) {
 
 int cmd_grad(int argc, char** argv) {
   const Flags flags("grad", argc, argv,
-                    {{"model"},
-                     {"tokens"},
-                     {"batch"},
-                     {"out"},
-                     {"logits"},
-                     {"dtype"},
-                     {"load_balance_loss_weight"},
-                     {"backend"}});
+                    {{"model"}, {"tokens"}, {"batch"}, {"out"}, {"logits"}, {"dtype"},
+                     {"load_balance_loss_weight"}, {"backend"}});
   if (flags.help()) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -85,23 +79,23 @@ int cmd_grad(int argc, char** argv) {
   const DType dtype = parse_dtype(flags.get("dtype", "float32"));
   if (dtype != DType::F32 && dtype != DType::F64)
     fail("gemmax grad: --dtype must be float32 or float64, got ", flags.get("dtype"));
-  const Batch batch =
-      read_token_rows(flags.get("tokens"), flags.get_int("batch"), folder.config.vocab_size);
+  const Batch batch = read_token_rows(flags.get("tokens"), flags.get_int("batch"),
+                                      folder.config.vocab_size);
   const std::string out = flags.get("out");
 
   auto backend = make_backend(flags.get("backend", "reference"));
   Gemma4Model model(folder.config, *backend, {dtype, RematPolicy::None, 1});
   const ParamTable& table = model.params();
-  Tensor host_weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
-  if (const std::string note = load_hf_weights(table, folder, host_weights); !note.empty())
+  Tensor host = Tensor::empty({table.total()}, dtype, MemKind::Params);
+  if (const std::string note = load_hf_weights(table, folder, host); !note.empty())
     std::cerr << "gemmax: " << note << "\n";
-  const Tensor weights = backend->to_device(host_weights, MemKind::Params);
-  host_weights = Tensor();
+  const Tensor weights = backend->to_device(host, MemKind::Params);
+  host = Tensor();
   const Tensor grads = backend->zeros({table.total()}, dtype, MemKind::Grads);
   const StepInputs in = upload_batch(*backend, batch);
   const LossInfo loss = model.forward_backward(in, weights, grads);
-  write_safetensors(
-      out, hf_named_tensors(table, backend->to_host(grads), folder.info.weight_prefix, dtype));
+  write_safetensors(out, hf_named_tensors(table, backend->to_host(grads),
+                                          folder.info.weight_prefix, dtype));
   if (flags.has("logits")) {
     Tensor logits;
     model.forward(in, weights, &logits);
@@ -115,6 +109,7 @@ int cmd_grad(int argc, char** argv) {
   j["total_loss"] = loss.total_loss;
   j["num_targets"] = loss.num_targets;
   j["dtype"] = dtype_name(dtype);
+  j["backend"] = backend->describe();
   j["gradients"] = out;
   std::cout << j.dump() << std::endl;
   return 0;

@@ -17,11 +17,17 @@ struct Command {
 
 const Command kCommands[] = {
     {"train", gemmax::cmd_train, "train a model: gemmax train [config.yml] [key=value ...]"},
-    {"tokenize", gemmax::cmd_tokenize, "write a token shard from text files: gemmax tokenize --out FILE.bin INPUT..."},
+    {"tokenize", gemmax::cmd_tokenize,
+     "write a token shard from text files: gemmax tokenize --out FILE.bin INPUT..."},
     {"grad", gemmax::cmd_grad, "loss and gradients of a Hugging Face Gemma-4 folder on one batch"},
-    {"export", gemmax::cmd_export, "write a checkpoint as a Hugging Face folder: gemmax export --checkpoint DIR --out HF_DIR"},
-    {"sample", gemmax::cmd_sample, "generate text from a model: gemmax sample --model DIR --prompt TEXT"},
-    {"info", gemmax::cmd_info, "print a model's parameters and FLOPs: gemmax info [config.yml] [key=value ...]"},
+    {"export", gemmax::cmd_export,
+     "write a checkpoint as a Hugging Face folder: gemmax export --checkpoint DIR --out HF_DIR"},
+    {"sample", gemmax::cmd_sample,
+     "generate text from a model: gemmax sample --model DIR --prompt TEXT"},
+    {"bench", gemmax::cmd_bench,
+     "time training steps, by op family: gemmax bench [config.yml] [key=value ...]"},
+    {"info", gemmax::cmd_info,
+     "print a model's parameters and FLOPs: gemmax info [config.yml] [key=value ...]"},
 };
 
 void usage(FILE* out) {

@@ -16,7 +16,7 @@ const char* kUsage =
     "usage: gemmax sample --model DIR --prompt TEXT [--max_new_tokens N] [--temperature T]\n"
     "                     [--top_k K] [--top_p P] [--seed S]\n"
     "                     [--tokenizer byte|sentencepiece] [--tokenizer_path FILE]\n"
-    "                     [--dtype float32|float64]\n"
+    "                     [--dtype float32|float64] [--backend cpu|reference]\n"
     "\n"
     "Continues TEXT with the model in DIR (a Hugging Face Gemma-4 folder: config.json +\n"
     "safetensors; or a gemmax run, checkpoints/ or step_N folder: its newest checkpoint),\n"
@@ -30,6 +30,7 @@ const char* kUsage =
     "  --seed            default 0; the same seed gives the same text\n"
     "  --tokenizer       default byte, or sentencepiece if --tokenizer_path is given\n"
     "  --tokenizer_path  the SentencePiece .model file; default DIR/tokenizer.model\n"
+    "  --backend         default cpu\n"
     "Prints the prompt and its continuation on stdout, then the prompt and generated token\n"
     "counts and the prefill and decode speeds (tokens/s) on stderr.\n";
 
@@ -69,7 +70,8 @@ int cmd_sample(int argc, char** argv) {
                      {"seed"},
                      {"tokenizer"},
                      {"tokenizer_path"},
-                     {"dtype"}});
+                     {"dtype"},
+                     {"backend"}});
   if (flags.help()) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -94,12 +96,12 @@ int cmd_sample(int argc, char** argv) {
   const auto tokenizer = tokenizer_from(flags, dir);
   const LoadedModel loaded = load_model_dir(dir, dtype);
   if (!loaded.note.empty()) std::cerr << "gemmax: " << loaded.note << "\n";
-  auto backend = make_backend("reference");
+  auto backend = make_backend(flags.get("backend", "cpu"));
   const Gemma4Model model(loaded.config, *backend, {dtype, RematPolicy::None, 1});
   const Tensor weights = backend->to_device(loaded.weights, MemKind::Params);
   std::cerr << "gemmax: " << loaded.source << " | " << loaded.config.num_layers << " layers | "
             << "vocab " << loaded.config.vocab_size << " | tokenizer " << tokenizer->describe()
-            << "\n";
+            << " | backend " << backend->describe() << "\n";
 
   const Generation g = generate(model, weights, *tokenizer, prompt, opts);
   std::cout << g.prompt_text << g.completion << std::endl;

@@ -110,16 +110,17 @@ class Backend {
   // and waits for every op issued before it: it is the one synchronisation point of a step.
   virtual void upload(const Tensor& dst, const Tensor& host) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;
+  // Waits for every op issued so far (a no-op on backends whose ops are synchronous).
+  virtual void synchronize() {}
   Tensor to_device(const Tensor& host, MemKind kind) {
     Tensor t = alloc(host.shape(), host.dtype(), kind);
     upload(t, host);
     return t;
   }
   virtual MemoryTracker& tracker() { return MemoryTracker::global(); }
-  // Device memory a backend keeps for its own use (GEMM workspaces, the partial sums of ordered
-  // reductions): allocated once through alloc() when the backend is made, and counted by a
-  // planning run too, so that the plan still equals what a run measures.
-  virtual int64_t scratch_bytes() const { return 0; }
+  // Memory the backend holds for its whole life (kernel scratch), allocated through alloc() when
+  // it is built; a memory plan counts it as workspace (backend/planning_backend.h).
+  virtual int64_t persistent_bytes() const { return 0; }
 
   // ---- elementwise and reductions ----------------------------------------------------------
   virtual void fill(const Tensor& x, double value) = 0;
@@ -164,11 +165,15 @@ class Backend {
                                 const Tensor& x, const Tensor& w, const Tensor& rstd,
                                 double out_scale, bool accumulate_dx) = 0;
 
-  // ---- RoPE, split-half, in place on x [T, heads, hd] -------------------------------------
-  // Pair (i, i + hd/2) rotates by positions[t] * inv_freq[i] (inv_freq: fp64 [hd/2], zeros for
-  // dimensions that do not rotate). inverse = true rotates back: that is the backward.
-  virtual void rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
-                    bool inverse) = 0;
+  // ---- RoPE, split-half ---------------------------------------------------------------------
+  // table [T, hd/2, 2] (stat dtype) = cos and sin of positions[t] * inv_freq[i] (inv_freq:
+  // fp64 [hd/2], zeros for dimensions that do not rotate): computed once per step and kind of
+  // layer, then read by every rotation.
+  virtual void rope_table(const Tensor& table, const Tensor& positions,
+                          const Tensor& inv_freq) = 0;
+  // In place on x [T, heads, hd]: pair (i, i + hd/2) of token t rotates by the table's angle
+  // (t, i). inverse = true rotates back: that is the backward.
+  virtual void rope(const Tensor& x, const Tensor& table, bool inverse) = 0;
 
   // ---- attention: causal, GQA, optional sliding window, segment mask, scale 1.0 ------------
   // q, o [B*S, H, hd]; k, v [B*S, KV, hd]; lse [B, H, S] (stat dtype); segment_ids int32 [B*S].

@@ -14,10 +14,10 @@ namespace gemmax {
 
 class PlanningBackend final : public Backend {
  public:
-  explicit PlanningBackend(Backend& inner) : inner_(inner) {
-    if (inner.scratch_bytes() > 0)
-      scratch_ = alloc({inner.scratch_bytes()}, DType::U8, MemKind::Workspace);
-  }
+  explicit PlanningBackend(Backend& inner)
+      : inner_(inner),
+        persistent_(Tensor::planned({inner.persistent_bytes()}, DType::U8, MemKind::Workspace,
+                                    tracker_)) {}
 
   std::string name() const override { return inner_.name(); }
   std::string describe() const override { return inner_.describe() + " (planning)"; }
@@ -46,7 +46,8 @@ class PlanningBackend final : public Backend {
                        const Tensor&, bool) override {}
   void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                         const Tensor&, double, bool) override {}
-  void rope(const Tensor&, const Tensor&, const Tensor&, bool) override {}
+  void rope_table(const Tensor&, const Tensor&, const Tensor&) override {}
+  void rope(const Tensor&, const Tensor&, bool) override {}
   void attention_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                          const Tensor&, const AttentionShape&) override {}
   void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
@@ -82,7 +83,7 @@ class PlanningBackend final : public Backend {
  private:
   Backend& inner_;
   MemoryTracker tracker_;
-  Tensor scratch_;  // the inner backend's scratch, counted like its own
+  Tensor persistent_;  // the inner backend's own scratch
 };
 
 }  // namespace gemmax

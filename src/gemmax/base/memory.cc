@@ -65,6 +65,11 @@ void MemoryTracker::set_phase(std::string phase) {
   phase_ = std::move(phase);
 }
 
+std::string MemoryTracker::phase() const {
+  std::lock_guard<std::mutex> lock(phase_mutex_);
+  return phase_;
+}
+
 std::string MemoryTracker::peak_phase(MemKind kind) const {
   std::lock_guard<std::mutex> lock(phase_mutex_);
   return peak_phase_[size_t(kind)];

@@ -44,6 +44,7 @@ class MemoryTracker {
 
   // The phase that allocations from now on belong to ("forward of layer 3", ...).
   void set_phase(std::string phase);
+  std::string phase() const;
   std::string peak_phase(MemKind kind) const;
   std::string peak_total_phase() const;
 

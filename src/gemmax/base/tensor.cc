@@ -24,7 +24,7 @@ Storage::~Storage() {
   if (!owned) return;
   if (ptr != nullptr) {
     if (release)
-      release(ptr);
+      release(allocator, ptr, bytes);
     else
       std::free(ptr);
   }

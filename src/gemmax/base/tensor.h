@@ -60,8 +60,9 @@ struct Storage {
   bool owned = true;
   MemoryTracker* tracker = nullptr;  // where the bytes are counted (owned storage)
   std::shared_ptr<void> keep_alive;  // for wrapped memory: whatever owns it
-  // Frees device memory (set by the backend that allocated it; host memory: std::free).
-  void (*release)(void* ptr) = nullptr;
+  // Gives the memory back to the allocator of the backend that made it (null: std::free).
+  void (*release)(void* allocator, void* ptr, size_t bytes) = nullptr;
+  void* allocator = nullptr;
 
   Storage() = default;
   Storage(const Storage&) = delete;

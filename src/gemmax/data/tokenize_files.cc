@@ -1,10 +1,12 @@
 #include "gemmax/data/tokenize_files.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "gemmax/base/error.h"
+#include "gemmax/base/progress.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenizer.h"
 
@@ -56,10 +58,22 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
     }
     writer.add_document(tok->encode(text), o.add_bos);
   };
+  // Progress in input bytes: each line as it is done, each whole-file document at its end.
+  double total = 0, before = 0;
+  for (const std::string& path : o.inputs) {
+    std::error_code ec;
+    const uintmax_t n = std::filesystem::file_size(path, ec);
+    total += ec ? 0.0 : double(n);
+  }
+  Progress progress("tokenize", total, "bytes");
   for (const std::string& path : o.inputs) {
     const std::string text = read_file(path);
+    auto line_done = [&](std::string_view line) {
+      progress.set(before + double(line.data() + line.size() - text.data()));
+    };
     if (ends_with(path, ".jsonl")) {
       for_each_line(text, [&](size_t n, std::string_view line) {
+        line_done(line);
         if (blank(line)) return;
         nlohmann::json j;
         try {
@@ -79,16 +93,20 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
       });
     } else if (o.lines) {
       for_each_line(text, [&](size_t, std::string_view line) {
+        line_done(line);
         if (!blank(line)) add(line);
       });
     } else {
       add(text);
     }
+    before += double(text.size());
+    progress.set(before);
   }
   if (writer.num_documents() == 0)
     fail("tokenize: the inputs hold no documents (", r.skipped_empty,
          " empty); nothing written to '", o.out, "'");
   writer.finish();
+  progress.finish();
   r.documents = writer.num_documents();
   r.tokens = writer.num_tokens();
   return r;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gemmax/base/progress.h"
 #include "gemmax/io/atomic_file.h"
 
 namespace fs = std::filesystem;
@@ -201,9 +202,10 @@ void write_hf_checkpoint(const std::string& dir, const NamedTensors& tensors,
   // folder cannot pass for a complete one.
   if (fs::exists(root / kHfIndexFile)) remove_file(root / kHfIndexFile);
   std::set<std::string> keep;
+  Progress progress("writing " + dir, double(total), "bytes");
   if (shards.size() == 1) {
     fsync_directory(dir);
-    write_safetensors((root / kHfWeightsFile).string(), shards[0], md);
+    write_safetensors((root / kHfWeightsFile).string(), shards[0], md, &progress);
     keep.insert(kHfWeightsFile);
   } else {
     if (fs::exists(root / kHfWeightsFile)) remove_file(root / kHfWeightsFile);
@@ -212,7 +214,7 @@ void write_hf_checkpoint(const std::string& dir, const NamedTensors& tensors,
     nlohmann::json weight_map = nlohmann::json::object();
     for (int i = 0; i < n; ++i) {
       const std::string file = hf_shard_name(i + 1, n);
-      write_safetensors((root / file).string(), shards[size_t(i)], md);
+      write_safetensors((root / file).string(), shards[size_t(i)], md, &progress);
       for (const auto& [name, t] : shards[size_t(i)]) weight_map[name] = file;
       keep.insert(file);
     }
@@ -220,6 +222,7 @@ void write_hf_checkpoint(const std::string& dir, const NamedTensors& tensors,
     write_file_atomic((root / kHfIndexFile).string(), index.dump(2) + "\n");
     keep.insert(kHfIndexFile);
   }
+  progress.finish();
   // Shards of an earlier, differently sized checkpoint.
   bool removed = false;
   for (const auto& e : fs::directory_iterator(root)) {

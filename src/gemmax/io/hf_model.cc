@@ -5,6 +5,7 @@
 #include <set>
 
 #include "gemmax/base/convert.h"
+#include "gemmax/base/progress.h"
 #include "gemmax/io/hf_checkpoint.h"
 
 namespace gemmax {
@@ -43,6 +44,11 @@ std::string load_hf_weights(const ParamTable& table, const HfModelFolder& folder
            "' that a ", table.config().num_layers, "-layer Gemma-4 decoder with this config.json "
            "does not have; check config.json matches the weights");
   }
+  // Progress in bytes read from the files.
+  double total = 0;
+  for (const ParamSpec& s : table.specs())
+    if (ckpt.has(prefix + s.name)) total += double(ckpt.entry(prefix + s.name).nbytes());
+  Progress progress("loading " + folder.dir, total, "bytes");
   for (const ParamSpec& s : table.specs()) {
     const std::string name = prefix + s.name;
     if (!ckpt.has(name))
@@ -54,7 +60,9 @@ std::string load_hf_weights(const ParamTable& table, const HfModelFolder& folder
            " but config.json implies ", shape_str(s.shape));
     const Tensor src = ckpt.read_as(name, flat.dtype());
     std::memcpy(flat.flat_slice(s.offset, s.shape).raw(), src.raw(), src.nbytes());
+    progress.add(double(e.nbytes()));
   }
+  progress.finish();
   if (skipped == 0) return "";
   return str_cat("skipped ", skipped, " tensors outside the text decoder (e.g. '",
                  skipped_example, "')");
@@ -63,8 +71,13 @@ std::string load_hf_weights(const ParamTable& table, const HfModelFolder& folder
 NamedTensors hf_named_tensors(const ParamTable& table, const Tensor& flat,
                               const std::string& prefix, DType dtype) {
   NamedTensors out;
-  for (const ParamSpec& s : table.specs())
+  Progress progress(str_cat("converting to ", dtype_name(dtype)),
+                    double(table.total()) * double(dtype_size(dtype)), "bytes");
+  for (const ParamSpec& s : table.specs()) {
     out.emplace_back(prefix + s.name, convert_dtype(flat.flat_slice(s.offset, s.shape), dtype));
+    progress.add(double(out.back().second.nbytes()));
+  }
+  progress.finish();
   return out;
 }
 

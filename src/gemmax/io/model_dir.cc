@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <cstring>
 
+#include "gemmax/base/progress.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/io/hf_model.h"
 #include "gemmax/io/train_checkpoint.h"
@@ -31,6 +32,8 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
   m.config = model_config_from(Config::from_json(ckpt.state["config"], ref.dir + "/state.json"));
   const ParamTable table(m.config);
   m.weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
+  Progress progress("loading " + ref.dir,
+                    double(ckpt.params.file_bytes() - ckpt.params.data_offset()), "bytes");
   for (const ParamSpec& s : table.specs()) {
     if (!ckpt.params.has(s.name)) fail("checkpoint '", ref.dir, "' has no parameter '", s.name, "'");
     if (ckpt.params.entry(s.name).shape != s.shape)
@@ -38,7 +41,9 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
            shape_str(ckpt.params.entry(s.name).shape), ", its config implies ", shape_str(s.shape));
     const Tensor t = ckpt.params.read_as(s.name, dtype);
     std::memcpy(table.view(m.weights, s.name).raw(), t.raw(), t.nbytes());
+    progress.add(double(ckpt.params.entry(s.name).nbytes()));
   }
+  progress.finish();
   m.source = str_cat("checkpoint '", ref.dir, "' (step ", ref.step, ")");
   return m;
 }

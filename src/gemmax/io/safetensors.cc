@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gemmax/base/convert.h"
+#include "gemmax/base/progress.h"
 #include "gemmax/io/atomic_file.h"
 
 static_assert(std::endian::native == std::endian::little,
@@ -317,8 +318,14 @@ std::string safetensors_header(const NamedTensors& tensors, const StringMap& met
   return text;
 }
 
+uint64_t tensor_bytes(const NamedTensors& tensors) {
+  uint64_t n = 0;
+  for (const auto& [name, t] : tensors) n += t.defined() ? t.nbytes() : 0;
+  return n;
+}
+
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const StringMap& metadata) {
+                       const StringMap& metadata, Progress* progress) {
   std::vector<size_t> order;
   const std::string header = safetensors_header(tensors, metadata, &order);
   unsigned char len[8];
@@ -329,6 +336,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   for (size_t i : order) {
     const Tensor& t = tensors[i].second;
     if (t.nbytes() > 0) f.write(t.raw(), t.nbytes());
+    if (progress) progress->add(double(t.nbytes()));
   }
   f.commit();
 }

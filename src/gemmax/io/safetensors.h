@@ -22,6 +22,11 @@ namespace gemmax {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using StringMap = std::map<std::string, std::string>;
 
+class Progress;
+
+// The data bytes of `tensors`.
+uint64_t tensor_bytes(const NamedTensors& tensors);
+
 // One tensor of a safetensors file. `st_dtype` is the dtype as the file spells it ("BF16");
 // `supported` is false for safetensors dtypes gemmax has no type for (BOOL, I8, U16, F8_E4M3,
 // ...): such entries are listed, and reading them is an error.
@@ -74,9 +79,10 @@ class SafetensorsFile {
 // Writes `tensors` (host tensors, names unique) atomically. As the safetensors library does,
 // the data is ordered by dtype alignment (largest first), then by name; the header is compact
 // JSON with "__metadata__" first (omitted if empty) and is padded with spaces to a multiple of
-// 8 bytes, so that every tensor starts aligned to its element size.
+// 8 bytes, so that every tensor starts aligned to its element size. `progress`, if given,
+// counts the data bytes written.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const StringMap& metadata = {});
+                       const StringMap& metadata = {}, Progress* progress = nullptr);
 
 // The header bytes (JSON plus padding) that write_safetensors would write, and the order of
 // the tensors in the data section. Exposed for the HF writer's size planning and for tests.

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "gemmax/base/error.h"
+#include "gemmax/base/progress.h"
 #include "gemmax/io/atomic_file.h"
 
 namespace gemmax {
@@ -37,12 +38,18 @@ int64_t parse_step(const std::string& name) {
   return step;
 }
 
+uint64_t file_bytes(const fs::path& p) {
+  std::error_code ec;
+  const uintmax_t n = fs::file_size(p, ec);
+  return ec ? 0 : uint64_t(n);
+}
+
 struct FileDigest {
   uint64_t bytes = 0;
   uint32_t crc = 0;
 };
 
-FileDigest digest(const std::string& path) {
+FileDigest digest(const std::string& path, Progress& progress) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read checkpoint file '", path, "'");
   FileDigest d;
@@ -54,6 +61,7 @@ FileDigest digest(const std::string& path) {
     if (n <= 0) break;
     crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), uInt(n));
     d.bytes += uint64_t(n);
+    progress.add(double(n));
   }
   d.crc = uint32_t(crc);
   return d;
@@ -73,16 +81,23 @@ std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t st
   fs::create_directory(tmp_dir, ec);
   if (ec) fail("cannot create '", tmp_dir.string(), "': ", ec.message());
   try {
-    write_safetensors((tmp_dir / kParams).string(), params);
-    write_safetensors((tmp_dir / kOptimizer).string(), optimizer);
+    Progress saving("saving " + final_dir.string(),
+                    double(tensor_bytes(params) + tensor_bytes(optimizer)), "bytes");
+    write_safetensors((tmp_dir / kParams).string(), params, {}, &saving);
+    write_safetensors((tmp_dir / kOptimizer).string(), optimizer, {}, &saving);
+    saving.finish();
+    Progress checking("checksumming " + final_dir.string(),
+                      double(file_bytes(tmp_dir / kParams) + file_bytes(tmp_dir / kOptimizer)),
+                      "bytes");
     nlohmann::json full = state;
     full["format"] = kFormat;
     full["version"] = kVersion;
     full["step"] = step;
     for (const char* f : {kParams, kOptimizer}) {
-      const FileDigest d = digest((tmp_dir / f).string());
+      const FileDigest d = digest((tmp_dir / f).string(), checking);
       full["files"][f] = {{"bytes", d.bytes}, {"crc32", d.crc}};
     }
+    checking.finish();
     write_file_atomic((tmp_dir / kState).string(), full.dump(1) + "\n");
     fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
     fs::rename(tmp_dir, final_dir, ec);
@@ -129,11 +144,13 @@ TrainCheckpoint open_train_checkpoint(const std::string& dir) {
   if (state.value("version", 0) != kVersion)
     fail("checkpoint '", dir, "': format version ", state.value("version", 0),
          " is not the supported version ", kVersion);
+  Progress checking("checking " + dir, double(file_bytes(d / kParams) + file_bytes(d / kOptimizer)),
+                    "bytes");
   for (const char* f : {kParams, kOptimizer}) {
     const auto& want = state["files"][f];
     if (!want.is_object()) fail("checkpoint '", dir, "': ", kState, " lists no ", f);
     if (!fs::exists(d / f)) fail("checkpoint '", dir, "' is missing ", f);
-    const FileDigest got = digest((d / f).string());
+    const FileDigest got = digest((d / f).string(), checking);
     if (got.bytes != want["bytes"].get<uint64_t>())
       fail("checkpoint '", dir, "': ", f, " has ", got.bytes, " bytes but ", want["bytes"].get<uint64_t>(),
            " were written (truncated or damaged); remove this checkpoint to resume from an "
@@ -142,6 +159,7 @@ TrainCheckpoint open_train_checkpoint(const std::string& dir) {
       fail("checkpoint '", dir, "': ", f, " fails its CRC-32 check (corrupted); remove this "
            "checkpoint to resume from an earlier one");
   }
+  checking.finish();
   TrainCheckpoint c{{state["step"].get<int64_t>(), dir}, state,
                     SafetensorsFile::open((d / kParams).string()),
                     SafetensorsFile::open((d / kOptimizer).string())};

@@ -74,13 +74,13 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
     a.q = ctx.act_tensor({d.T, d.H, d.hd}, Other);
     a.rstd_q = ctx.stat_tensor({d.T * d.H}, Other);
     ctx.rmsnorm(a.q, a.rstd_q, a.q_raw.view(a.q.shape()), w.q_norm);
-    be.rope(a.q, ctx.in.positions, rope, false);
+    be.rope(a.q, rope, false);
   }
   if (!a.k.defined()) {
     a.k = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
     a.rstd_k = ctx.stat_tensor({d.T * d.KV}, Other);
     ctx.rmsnorm(a.k, a.rstd_k, a.k_raw.view(a.k.shape()), w.k_norm);
-    be.rope(a.k, ctx.in.positions, rope, false);
+    be.rope(a.k, rope, false);
   }
   if (!a.v.defined()) {
     a.v = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
@@ -131,8 +131,8 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
   dattn = Tensor();
 
   // RoPE backward rotates back; then the per-head norms.
-  be.rope(dq, ctx.in.positions, rope, true);
-  be.rope(dk, ctx.in.positions, rope, true);
+  be.rope(dq, rope, true);
+  be.rope(dk, rope, true);
   Tensor dq_raw = ctx.work({d.T, d.H * d.hd});
   be.rmsnorm_backward(dq_raw, g.q_norm, dq, a.q_raw.view(dq.shape()), w.q_norm, a.rstd_q, 1.0,
                       false);

@@ -44,6 +44,12 @@ Tensor rope_inv_freq(int64_t head_dim, double theta, double proportion) {
   return t;
 }
 
+Tensor rope_table(Backend& be, const StepInputs& in, const Tensor& inv_freq, DType act) {
+  Tensor t = be.alloc({in.tokens_count(), inv_freq.numel(), 2}, stat_dtype(act), MemKind::Data);
+  be.rope_table(t, in.positions, inv_freq);
+  return t;
+}
+
 RematPolicy parse_remat_policy(const std::string& name) {
   if (name == "none") return RematPolicy::None;
   if (name == "minimal") return RematPolicy::Minimal;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gemmax/base/progress.h"
 #include "gemmax/model/head.h"
 #include "gemmax/model/layer.h"
 
@@ -56,7 +57,7 @@ size_t Decoder::cache_bytes() const {
   return n;
 }
 
-Tensor Decoder::prefill(std::span<const int32_t> tokens, Tensor* all_logits) {
+Tensor Decoder::prefill(std::span<const int32_t> tokens, Tensor* all_logits, Progress* progress) {
   if (tokens.empty()) fail("decoder: prefill needs at least one token");
   const int64_t n = int64_t(tokens.size()), V = model_.config().vocab_size;
   if (all_logits) *all_logits = Tensor::empty({n, V}, model_.options().act);
@@ -67,6 +68,7 @@ Tensor Decoder::prefill(std::span<const int32_t> tokens, Tensor* all_logits) {
     // Only the last token's logits are needed, unless the caller asks for all of them.
     const int64_t rows = all_logits ? end - begin : (final_chunk ? 1 : 0);
     Tensor logits = run(tokens.subspan(begin, end - begin), rows);
+    if (progress) progress->add(double(end - begin));
     if (rows == 0) continue;
     logits = be_.to_host(logits);
     if (all_logits)
@@ -105,7 +107,13 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
     b.target_segment_ids.push_back(0);
   }
   const StepInputs in = upload_batch(be_, b);
-  LayerContext ctx{be_, c, in, model_.options(), rope_local_, rope_global_, 0.0};
+  LayerContext ctx{be_,
+                   c,
+                   in,
+                   model_.options(),
+                   rope_table(be_, in, rope_local_, act),
+                   rope_table(be_, in, rope_global_, act),
+                   0.0};
   ctx.attention_core = this;
 
   Tensor x = be_.alloc({n, c.d_model}, act, MemKind::Activations);

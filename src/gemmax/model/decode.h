@@ -19,6 +19,8 @@
 
 namespace gemmax {
 
+class Progress;
+
 struct DecoderOptions {
   int64_t max_length = 0;     // positions the decoder can hold (prompt + generated tokens)
   int64_t prefill_chunk = 0;  // tokens per pass in prefill; 0: the sliding window
@@ -32,8 +34,9 @@ class Decoder final : private AttentionCore {
 
   // Appends `tokens` (in chunks of at most prefill_chunk) and returns the soft-capped logits
   // [V] that follow the last one, on the host. With all_logits, that receives the logits of
-  // every token [n, V] (for checks).
-  Tensor prefill(std::span<const int32_t> tokens, Tensor* all_logits = nullptr);
+  // every token [n, V] (for checks); `progress`, if given, counts the tokens done.
+  Tensor prefill(std::span<const int32_t> tokens, Tensor* all_logits = nullptr,
+                 Progress* progress = nullptr);
   // Appends one token; returns the next-token logits [V] on the host.
   Tensor step(int32_t token);
 
@@ -60,7 +63,7 @@ class Decoder final : private AttentionCore {
   DecoderOptions options_;
   ModelWeights weights_;  // layers in the compute dtype; embed is the master (lookup)
   Tensor head_embed_;     // the tied table in the compute dtype, for the head
-  Tensor rope_local_, rope_global_;
+  Tensor rope_local_, rope_global_;  // RoPE inverse frequencies
   std::vector<LayerCache> caches_;
   int64_t length_ = 0;
 };

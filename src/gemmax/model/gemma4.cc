@@ -37,8 +37,8 @@ LayerContext Gemma4Model::context(const StepInputs& in, const Tensor& scalars) c
                    c,
                    in,
                    options_,
-                   rope_local_,
-                   rope_global_,
+                   rope_table(be_, in, rope_local_, options_.act),
+                   rope_table(be_, in, rope_global_, options_.act),
                    c.load_balance_loss_weight / double(c.num_layers)};
   if (scalars.defined()) ctx.lb_loss = scalars.flat_slice(StepScalars::kLbSum, {1});
   return ctx;

@@ -53,7 +53,7 @@ class Gemma4Model {
   ParamTable table_;
   Backend& be_;
   ModelOptions options_;
-  Tensor rope_local_, rope_global_;
+  Tensor rope_local_, rope_global_;  // RoPE inverse frequencies of sliding and global layers
 };
 
 }  // namespace gemmax

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "gemmax/base/progress.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/model/decode.h"
 
@@ -32,7 +33,9 @@ Generation generate(const Gemma4Model& model, const Tensor& weights, const Token
                   {int64_t(g.prompt_ids.size()) + options.max_new_tokens, /*prefill_chunk=*/0});
   Sampler sampler(options);
   Timer timer;
-  Tensor logits = decoder.prefill(g.prompt_ids);
+  Progress progress("prefill", double(g.prompt_ids.size()), "tokens");
+  Tensor logits = decoder.prefill(g.prompt_ids, nullptr, &progress);
+  progress.finish();
   g.prefill_seconds = timer.seconds();
   timer.reset();
   for (;;) {

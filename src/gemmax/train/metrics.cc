@@ -1,13 +1,19 @@
 #include "gemmax/train/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <ostream>
 
 #include <nlohmann/json.hpp>
 
 #include "gemmax/base/error.h"
+#include "gemmax/io/atomic_file.h"
+#include "gemmax/io/tfevents.h"
 
 namespace gemmax {
+namespace fs = std::filesystem;
 
 std::string format_step_line(const StepMetrics& m) {
   char buf[512];
@@ -21,6 +27,24 @@ std::string format_step_line(const StepMetrics& m) {
   return buf;
 }
 
+std::vector<MetricValue> metric_values(const StepMetrics& m) {
+  std::vector<MetricValue> v = {
+      {"learning/loss", m.loss},
+      {"learning/lm_loss", m.lm_loss},
+      {"learning/moe_lb_loss", m.lb_loss},
+      {"learning/perplexity", std::exp(m.lm_loss)},
+      {"learning/grad_norm", m.grad_norm},
+      {"learning/raw_grad_norm", m.raw_grad_norm},
+      {"learning/current_learning_rate", m.learning_rate},
+      {"learning/total_weights", double(m.total_weights), true},
+      {"perf/step_time_seconds", m.step_seconds},
+      {"perf/per_device_tokens_per_sec", m.tokens_per_sec},
+      {"perf/per_device_tflops_per_sec", m.tflops_per_sec},
+  };
+  if (m.mfu > 0) v.push_back({"perf/mfu", m.mfu});
+  return v;
+}
+
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::app) {
   if (!out_) fail("cannot open '", path, "' for writing metrics (check the directory exists and is writable)");
 }
@@ -28,21 +52,69 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, 
 void MetricsWriter::write(const StepMetrics& m) {
   nlohmann::json j;
   j["step"] = m.step;
-  j["learning/loss"] = m.loss;
-  j["learning/lm_loss"] = m.lm_loss;
-  j["learning/moe_lb_loss"] = m.lb_loss;
-  j["learning/perplexity"] = std::exp(m.lm_loss);
-  j["learning/grad_norm"] = m.grad_norm;
-  j["learning/raw_grad_norm"] = m.raw_grad_norm;
-  j["learning/current_learning_rate"] = m.learning_rate;
-  j["learning/total_weights"] = m.total_weights;
-  j["perf/step_time_seconds"] = m.step_seconds;
-  j["perf/per_device_tokens_per_sec"] = m.tokens_per_sec;
-  j["perf/per_device_tflops_per_sec"] = m.tflops_per_sec;
-  if (m.mfu > 0) j["perf/mfu"] = m.mfu;
+  for (const MetricValue& v : metric_values(m)) {
+    if (v.integer)
+      j[v.name] = int64_t(v.value);
+    else
+      j[v.name] = v.value;
+  }
   out_ << j.dump() << "\n";
   out_.flush();
   if (!out_) fail("writing '", path_, "' failed (disk full?)");
+}
+
+MetricsOptions metrics_options(const Config& config, const std::string& run_dir) {
+  MetricsOptions o;
+  o.jsonl_path = (fs::path(run_dir) / "metrics.jsonl").string();
+  if (config.get_bool("enable_tensorboard")) {
+    o.tensorboard_dir = config.get_string("tensorboard_dir");
+    if (o.tensorboard_dir.empty()) o.tensorboard_dir = (fs::path(run_dir) / "tensorboard").string();
+  }
+  o.log_period = std::max<int64_t>(1, config.get_int("log_period"));
+  return o;
+}
+
+void drop_metrics_from(const MetricsOptions& o, int64_t step) {
+  std::string kept;
+  if (step > 0) {
+    std::ifstream in(o.jsonl_path);
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("step", int64_t(-1)) < step) kept += line + "\n";
+    }
+  }
+  write_file_atomic(o.jsonl_path, kept);
+  if (o.tensorboard_dir.empty()) return;
+  try {
+    drop_events_from(o.tensorboard_dir, step);
+  } catch (const Error& e) {
+    fail(e.what(), "; move the file out of '", o.tensorboard_dir,
+         "', or set enable_tensorboard=false to leave the event files alone");
+  }
+}
+
+MetricsSink::MetricsSink(const MetricsOptions& options, std::ostream& log)
+    : options_(options), log_(log), jsonl_(options.jsonl_path) {
+  if (!options_.tensorboard_dir.empty())
+    events_ = std::make_unique<EventFileWriter>(options_.tensorboard_dir);
+}
+
+MetricsSink::~MetricsSink() = default;
+
+void MetricsSink::write(const StepMetrics& m, bool last_step) {
+  if (events_) {
+    std::vector<NamedScalar> scalars;
+    for (const MetricValue& v : metric_values(m)) scalars.emplace_back(v.name, v.value);
+    events_->write_scalars(m.step, scalars);
+  }
+  jsonl_.write(m);
+  if (m.step % options_.log_period == 0 || last_step) log_ << format_step_line(m) << std::endl;
+}
+
+std::string MetricsSink::describe() const {
+  std::string s = "metrics in " + jsonl_.path();
+  if (events_) s += ", TensorBoard events in " + options_.tensorboard_dir;
+  return s;
 }
 
 }  // namespace gemmax

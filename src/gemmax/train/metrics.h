@@ -1,11 +1,19 @@
-// Per-step metrics: the console line and metrics.jsonl, MaxText's names where it has them.
+// Per-step metrics, where users read them: the console line, metrics.jsonl and TensorBoard
+// event files, all under MaxText's names where it has them.
 #pragma once
 
 #include <cstdint>
 #include <fstream>
+#include <iosfwd>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "gemmax/config/config.h"
 
 namespace gemmax {
+
+class EventFileWriter;
 
 struct StepMetrics {
   int64_t step = 0;
@@ -24,6 +32,15 @@ struct StepMetrics {
 
 std::string format_step_line(const StepMetrics& m);
 
+// A step's values under their names ("learning/loss"), in a fixed order: the one list that
+// metrics.jsonl and the TensorBoard events are both written from.
+struct MetricValue {
+  std::string name;
+  double value = 0;
+  bool integer = false;  // written to JSON as an integer
+};
+std::vector<MetricValue> metric_values(const StepMetrics& m);
+
 // Appends one JSON object per step to a file.
 class MetricsWriter {
  public:
@@ -34,6 +51,37 @@ class MetricsWriter {
  private:
   std::string path_;
   std::ofstream out_;
+};
+
+// Where a run's metrics go, from its config.
+struct MetricsOptions {
+  std::string jsonl_path;       // run_dir/metrics.jsonl
+  std::string tensorboard_dir;  // tensorboard_dir, else run_dir/tensorboard; "": disabled
+  int64_t log_period = 1;       // console line every log_period steps (and the last)
+};
+MetricsOptions metrics_options(const Config& config, const std::string& run_dir);
+
+// Keeps only the metrics of steps before `step` (metrics.jsonl and the event files), for a run
+// that is about to run from `step`: from its checkpoint on resume, from 0 on a fresh start.
+void drop_metrics_from(const MetricsOptions& options, int64_t step);
+
+// Takes each step's metrics and writes them everywhere: a TensorBoard event (a new file per
+// invocation), a line of metrics.jsonl, and every log_period steps a console line, in that
+// order, each written through to the OS, so that a killed run keeps every step it printed.
+class MetricsSink {
+ public:
+  MetricsSink(const MetricsOptions& options, std::ostream& log);
+  ~MetricsSink();
+
+  void write(const StepMetrics& m, bool last_step);
+  // "metrics in out/run/metrics.jsonl, TensorBoard events in out/run/tensorboard"
+  std::string describe() const;
+
+ private:
+  MetricsOptions options_;
+  std::ostream& log_;
+  MetricsWriter jsonl_;
+  std::unique_ptr<EventFileWriter> events_;
 };
 
 }  // namespace gemmax

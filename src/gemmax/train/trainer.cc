@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "gemmax/base/convert.h"
+#include "gemmax/base/progress.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
@@ -151,10 +152,19 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
   }
 
   const ParamTable& table = model_->params();
-  for (const ParamSpec& s : table.specs())
+  Progress progress("restoring " + ckpt.ref.dir,
+                    double(ckpt.params.file_bytes() - ckpt.params.data_offset() +
+                           ckpt.optimizer.file_bytes() - ckpt.optimizer.data_offset()),
+                    "bytes");
+  for (const ParamSpec& s : table.specs()) {
     restore_tensor(*backend_, ckpt.params, s.name, table.view(state_.weights, s.name));
-  for (const auto& [name, view] : state_.optimizer->named_state())
+    progress.add(double(ckpt.params.entry(s.name).nbytes()));
+  }
+  for (const auto& [name, view] : state_.optimizer->named_state()) {
     restore_tensor(*backend_, ckpt.optimizer, name, view);
+    progress.add(double(ckpt.optimizer.entry(name).nbytes()));
+  }
+  progress.finish();
   data_->restore(ckpt.state["data"]);
   start_step_ = ckpt.ref.step;
   notes_.push_back(str_cat("resumed from ", ckpt.ref.dir, " (step ", start_step_, ")"));
@@ -180,18 +190,9 @@ void Trainer::prepare_run_dir() {
     fail("cannot create the run directory '", run_dir_, "': ", ec.message(),
          " (set base_output_directory to a writable folder)");
   write_file_atomic((fs::path(run_dir_) / "config.yml").string(), config_.to_yaml());
-  // metrics.jsonl holds one line per completed step of the run: on resume, drop the lines of
-  // steps after the checkpoint (the run is about to redo them).
-  const std::string metrics = (fs::path(run_dir_) / "metrics.jsonl").string();
-  std::string kept;
-  if (start_step_ > 0) {
-    std::ifstream in(metrics);
-    for (std::string line; std::getline(in, line);) {
-      const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("step", int64_t(-1)) < start_step_) kept += line + "\n";
-    }
-  }
-  write_file_atomic(metrics, kept);
+  // The metrics hold each completed step of the run once: on resume, drop the steps after the
+  // checkpoint (the run is about to redo them).
+  drop_metrics_from(metrics_options(config_, run_dir_), start_step_);
 }
 
 std::string Trainer::save_checkpoint(int64_t steps_done) {
@@ -261,10 +262,9 @@ TrainSummary Trainer::run(std::ostream& log) {
   // Measured peaks cover the steps only (setup's transients, e.g. initialisation, are not part
   // of the plan). The tracker is process-wide: other live models would count too.
   MemoryTracker::global().reset_peaks();
-  MetricsWriter metrics((fs::path(run_dir_) / "metrics.jsonl").string());
+  MetricsSink metrics(metrics_options(config_, run_dir_), log);
   const double step_tflop = training_flops(model_->config(), batch_, seq_).total() / 1e12;
   const double peak = config_.get_double("peak_tflops_per_device");
-  const int64_t log_period = std::max<int64_t>(1, config_.get_int("log_period"));
   const bool checkpointing = config_.get_bool("enable_checkpointing");
   const int64_t period = config_.get_int("checkpoint_period");
   const StopSignal stop;
@@ -302,8 +302,7 @@ TrainSummary Trainer::run(std::ostream& log) {
     m.tflops_per_sec = step_tflop / m.step_seconds;
     m.mfu = peak > 0 ? m.tflops_per_sec / peak : 0.0;
     m.total_weights = loss.num_targets;
-    metrics.write(m);
-    if (step % log_period == 0 || step + 1 == steps_) log << format_step_line(m) << std::endl;
+    metrics.write(m, step + 1 == steps_);
 
     if (sum.steps == 0)
       sum.first_loss = m.loss;
@@ -344,7 +343,7 @@ TrainSummary Trainer::run(std::ostream& log) {
       << format_bytes(double(mem.peak_total())) << "\n";
   log << "gemmax: " << format_memory_plan(plan_, &mem);
   std::ofstream(fs::path(run_dir_) / "memory.json") << memory_json(plan_, mem).dump(2) << "\n";
-  log << "gemmax: metrics in " << metrics.path() << "\n";
+  log << "gemmax: " << metrics.describe() << "\n";
   print_sample(log);
   return sum;
 }

@@ -14,7 +14,9 @@ constexpr size_t kErrorBytes = 256;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kOpScratchBytes = size_t(32) << 20;
 
-void release_device(void* p) { DeviceAllocator::instance().release(p); }
+void release_device(void* allocator, void* p, size_t) {
+  static_cast<DeviceAllocator*>(allocator)->release(p);
+}
 
 }  // namespace
 
@@ -266,6 +268,7 @@ Tensor CudaBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
   st->kind = kind;
   st->tracker = &tracker();
   st->release = &release_device;
+  st->allocator = &DeviceAllocator::instance();
   tracker().on_alloc(kind, st->bytes);
   return Tensor::from_storage(std::move(st), shape, dtype);
 }
@@ -297,6 +300,10 @@ Tensor CudaBackend::to_host(const Tensor& t) {
     raise_device_error(e);
   }
   return host;
+}
+
+void CudaBackend::synchronize() {
+  check_cuda(cudaStreamSynchronize(p_.compute_), "the step's kernels");
 }
 
 void CudaBackend::wait_for_compute() {

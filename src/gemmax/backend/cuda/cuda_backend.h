@@ -93,7 +93,8 @@ class CudaBackend final : public KernelBackend<CudaPlatform> {
   Tensor alloc(const Shape& shape, DType dtype, MemKind kind) override;
   void upload(const Tensor& dst, const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;
-  int64_t scratch_bytes() const override { return scratch_.defined() ? scratch_.numel() : 0; }
+  void synchronize() override;
+  int64_t persistent_bytes() const override { return scratch_.defined() ? scratch_.numel() : 0; }
 
   // The streams of the device: kernels run on compute; collectives (dist/) on comm, ordered
   // against compute with events (wait_for_compute, wait_for_comm).

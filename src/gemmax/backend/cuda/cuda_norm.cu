@@ -12,8 +12,9 @@ template void rmsnorm_backward<CudaPlatform>(CudaPlatform& p, const Tensor& dx, 
                                              const Tensor& dy, const Tensor& x, const Tensor& w,
                                              const Tensor& rstd, double out_scale,
                                              bool accumulate_dx);
-template void rope<CudaPlatform>(CudaPlatform& p, const Tensor& x, const Tensor& positions,
-                                 const Tensor& inv_freq, bool inverse);
+template void rope_table<CudaPlatform>(CudaPlatform& p, const Tensor& table, const Tensor& positions,
+                                        const Tensor& inv_freq);
+template void rope<CudaPlatform>(CudaPlatform& p, const Tensor& x, const Tensor& table, bool inverse);
 template void geglu_forward<CudaPlatform>(CudaPlatform& p, const Tensor& a, const Tensor& h,
                                           const Tensor& up);
 template void geglu_backward<CudaPlatform>(CudaPlatform& p, const Tensor& dh, const Tensor& dup,

@@ -63,7 +63,7 @@ class EmulatedBackend final : public KernelBackend<EmuPlatform> {
   Tensor alloc(const Shape& shape, DType dtype, MemKind kind) override;
   void upload(const Tensor& dst, const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;
-  int64_t scratch_bytes() const override { return scratch_.defined() ? scratch_.numel() : 0; }
+  int64_t persistent_bytes() const override { return scratch_.defined() ? scratch_.numel() : 0; }
 
  private:
   Tensor scratch_;

@@ -54,9 +54,11 @@ class KernelBackend : public Backend {
                         bool accumulate_dx) override {
     ops::rmsnorm_backward(p_, dx, dw, dy, x, w, rstd, out_scale, accumulate_dx);
   }
-  void rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
-            bool inverse) override {
-    ops::rope(p_, x, positions, inv_freq, inverse);
+  void rope_table(const Tensor& table, const Tensor& positions, const Tensor& inv_freq) override {
+    ops::rope_table(p_, table, positions, inv_freq);
+  }
+  void rope(const Tensor& x, const Tensor& table, bool inverse) override {
+    ops::rope(p_, x, table, inverse);
   }
   void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
                          const Tensor& v, const Tensor& seg, const AttentionShape& s) override {

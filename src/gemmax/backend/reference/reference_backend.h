@@ -45,8 +45,8 @@ class ReferenceBackend final : public Backend {
                         const Tensor& w, const Tensor& rstd, double out_scale,
                         bool accumulate_dx) override;
 
-  void rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
-            bool inverse) override;
+  void rope_table(const Tensor& table, const Tensor& positions, const Tensor& inv_freq) override;
+  void rope(const Tensor& x, const Tensor& table, bool inverse) override;
 
   void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
                          const Tensor& v, const Tensor& segment_ids,

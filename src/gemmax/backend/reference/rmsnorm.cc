@@ -94,37 +94,45 @@ void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, cons
   });
 }
 
-void ReferenceBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
-                            bool inverse) {
-  GEMMAX_CHECK(x.ndim() == 3 && positions.numel() == x.dim(0) && inv_freq.numel() * 2 == x.dim(2),
-               "rope shapes: x ", x.str(), " positions ", positions.str(), " inv_freq ",
-               inv_freq.str());
-  const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
+void ReferenceBackend::rope_table(const Tensor& table, const Tensor& positions,
+                                  const Tensor& inv_freq) {
+  const int64_t T_ = positions.numel(), half = inv_freq.numel();
+  GEMMAX_CHECK(table.numel() == T_ * half * 2, "rope_table: table ", table.str(), " for ", T_,
+               " positions and ", half, " frequencies");
   const int32_t* pos = positions.data<int32_t>();
   const double* freq = inv_freq.data<double>();
+  dispatch_float(table, [&]<class S>() {
+    S* out = table.data<S>();
+#pragma omp parallel for
+    for (int64_t t = 0; t < T_; ++t)
+      for (int64_t i = 0; i < half; ++i) {
+        const double ang = double(pos[t]) * freq[i];
+        out[(t * half + i) * 2] = S(std::cos(ang));
+        out[(t * half + i) * 2 + 1] = S(std::sin(ang));
+      }
+  });
+}
+
+void ReferenceBackend::rope(const Tensor& x, const Tensor& table, bool inverse) {
+  GEMMAX_CHECK(x.ndim() == 3 && table.numel() == x.dim(0) * x.dim(2), "rope shapes: x ", x.str(),
+               " table ", table.str());
+  const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
   const double sign = inverse ? -1.0 : 1.0;
   dispatch_float(x, [&]<class T>() {
     T* px = x.data<T>();
-#pragma omp parallel
-    {
-      std::vector<double> cs(half), sn(half);
-#pragma omp for
-      for (int64_t t = 0; t < T_; ++t) {
+    const stat_t<T>* tab = table.data<stat_t<T>>();
+#pragma omp parallel for
+    for (int64_t t = 0; t < T_; ++t)
+      for (int64_t h = 0; h < heads; ++h) {
+        T* v = px + (t * heads + h) * hd;
         for (int64_t i = 0; i < half; ++i) {
-          const double ang = double(pos[t]) * freq[i];
-          cs[i] = std::cos(ang);
-          sn[i] = sign * std::sin(ang);
-        }
-        for (int64_t h = 0; h < heads; ++h) {
-          T* v = px + (t * heads + h) * hd;
-          for (int64_t i = 0; i < half; ++i) {
-            const double a = double(v[i]), b = double(v[i + half]);
-            v[i] = T(a * cs[i] - b * sn[i]);
-            v[i + half] = T(b * cs[i] + a * sn[i]);
-          }
+          const double cs = double(tab[(t * half + i) * 2]);
+          const double sn = sign * double(tab[(t * half + i) * 2 + 1]);
+          const double a = double(v[i]), b = double(v[i + half]);
+          v[i] = T(a * cs - b * sn);
+          v[i + half] = T(b * cs + a * sn);
         }
       }
-    }
   });
 }
 

@@ -131,32 +131,35 @@ struct AddColumnPartialsKernel {
 
 // ---- RoPE --------------------------------------------------------------------------------
 
-// x[t, h, i], x[t, h, i + half] rotate by positions[t] * inv_freq[i] (backward: by minus that).
-// One block per token (grid-stride); the angles go through shared memory ([half] cos, sin).
+// table[t, i] = (cos, sin) of positions[t] * inv_freq[i], the angle in fp64.
+struct RopeTableKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, float* table, const int32_t* positions, const double* inv_freq,
+                             int64_t tokens, int64_t half) const {
+    GEMMAX_GRID_STRIDE(x, e, tokens * half) {
+      double sn, cs;
+      ksincos(double(positions[e / half]) * inv_freq[e % half], &sn, &cs);
+      table[2 * e] = float(cs);
+      table[2 * e + 1] = float(sn);
+    }
+  }
+};
+
+// x[t, h, i], x[t, h, i + half] rotate by the table's angle (t, i); backward: by minus it.
 struct RopeKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class E>
-  GEMMAX_KFN void operator()(X& x, E* v, const int32_t* positions, const double* inv_freq,
-                             int64_t tokens, int64_t heads, int64_t half, bool inverse) const {
-    float* cs = x.template smem<float>();
-    float* sn = cs + half;
-    for (int64_t t = x.bx(); t < tokens; t += x.gx()) {
-      for (int64_t i = x.tid(); i < half; i += x.nthreads()) {
-        double s, c;
-        ksincos(double(positions[t]) * inv_freq[i], &s, &c);
-        cs[i] = float(c);
-        sn[i] = inverse ? -float(s) : float(s);
-      }
-      x.sync();
-      E* row = v + t * heads * 2 * half;
-      for (int64_t e = x.tid(); e < heads * half; e += x.nthreads()) {
-        const int64_t h = e / half, i = e % half;
-        E* p = row + h * 2 * half;
-        const float a = to_acc(p[i]), b = to_acc(p[i + half]);
-        p[i] = from_acc<E>(a * cs[i] - b * sn[i]);
-        p[i + half] = from_acc<E>(b * cs[i] + a * sn[i]);
-      }
-      x.sync();
+  GEMMAX_KFN void operator()(X& x, E* v, const float* table, int64_t tokens, int64_t heads,
+                             int64_t half, bool inverse) const {
+    GEMMAX_GRID_STRIDE(x, e, tokens * heads * half) {
+      const int64_t i = e % half, th = e / half, t = th / heads;
+      const float cs = table[2 * (t * half + i)];
+      const float sn = inverse ? -table[2 * (t * half + i) + 1] : table[2 * (t * half + i) + 1];
+      E* p = v + th * 2 * half;
+      const float a = to_acc(p[i]), b = to_acc(p[i + half]);
+      p[i] = from_acc<E>(a * cs - b * sn);
+      p[i + half] = from_acc<E>(b * cs + a * sn);
     }
   }
 };

@@ -33,11 +33,14 @@ inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Ten
 // The tensor-core kernels take bfloat16 with head_dim 128, 256 or 512 (fast kernels on).
 template <class E, class P>
 bool attention_mma_applies(P& p, int64_t hd, std::initializer_list<const Tensor*> operands) {
-  if (!std::is_same_v<E, bf16s> || !p.fast_kernels() || (hd != 128 && hd != 256 && hd != 512))
+  if constexpr (!std::is_same_v<E, bf16s>) {
     return false;
-  for (const Tensor* t : operands)
-    if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
-  return true;
+  } else {
+    if (!p.fast_kernels() || (hd != 128 && hd != 256 && hd != 512)) return false;
+    for (const Tensor* t : operands)
+      if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
+    return true;
+  }
 }
 
 // Calls f.template operator()<HD>() for the tensor-core kernels' head sizes.

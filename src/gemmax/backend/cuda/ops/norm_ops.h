@@ -88,18 +88,27 @@ void rmsnorm_backward(P& p, const Tensor& dx, const Tensor& dw, const Tensor& dy
 }
 
 template <class P>
-void rope(P& p, const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse) {
-  GEMMAX_CHECK(x.ndim() == 3 && positions.numel() == x.dim(0) && inv_freq.numel() * 2 == x.dim(2),
-               "rope shapes: x ", x.str(), " positions ", positions.str(), " inv_freq ",
-               inv_freq.str());
+void rope_table(P& p, const Tensor& table, const Tensor& positions, const Tensor& inv_freq) {
+  const int64_t T = positions.numel(), half = inv_freq.numel();
+  GEMMAX_CHECK(table.numel() == T * half * 2, "rope_table: table ", table.str(), " for ", T,
+               " positions and ", half, " frequencies");
+  check_stat(table, "rope_table");
+  if (table.numel() == 0) return;
+  p.template launch<kern::RopeTableKernel>(stride_launch(T * half), ptr<float>(table),
+                                           (const int32_t*)ptr<int32_t>(positions),
+                                           (const double*)ptr<double>(inv_freq), T, half);
+}
+
+template <class P>
+void rope(P& p, const Tensor& x, const Tensor& table, bool inverse) {
+  GEMMAX_CHECK(x.ndim() == 3 && table.numel() == x.dim(0) * x.dim(2), "rope shapes: x ", x.str(),
+               " table ", table.str());
+  check_stat(table, "rope");
   const int64_t T = x.dim(0), heads = x.dim(1), half = x.dim(2) / 2;
   if (x.numel() == 0) return;
   dispatch_act(x, "rope", [&]<class E>() {
-    Launch l = stride_launch(T * 256, 256, 16384);
-    l.smem = size_t(2 * half) * sizeof(float);
-    p.template launch<kern::RopeKernel>(l, ptr<E>(x), (const int32_t*)ptr<int32_t>(positions),
-                                        (const double*)ptr<double>(inv_freq), T, heads, half,
-                                        inverse);
+    p.template launch<kern::RopeKernel>(stride_launch(T * heads * half, 256, 65536), ptr<E>(x),
+                                        (const float*)ptr<float>(table), T, heads, half, inverse);
   });
 }
 

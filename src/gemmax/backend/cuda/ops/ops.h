@@ -44,7 +44,9 @@ template <class P>
 void rmsnorm_backward(P& p, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                       const Tensor& w, const Tensor& rstd, double out_scale, bool accumulate_dx);
 template <class P>
-void rope(P& p, const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse);
+void rope_table(P& p, const Tensor& table, const Tensor& positions, const Tensor& inv_freq);
+template <class P>
+void rope(P& p, const Tensor& x, const Tensor& table, bool inverse);
 template <class P>
 void geglu_forward(P& p, const Tensor& a, const Tensor& h, const Tensor& up);
 template <class P>

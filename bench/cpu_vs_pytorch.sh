@@ -1,0 +1,36 @@
+#!/bin/sh
+# gemmax against the PyTorch baseline (bench/pytorch_baseline.py) in one run: the same model,
+# batch, sequence and thread count, one after the other on the same machine. Prints both and
+# the ratio of their tokens/s.
+#
+#   bench/cpu_vs_pytorch.sh [BUILD_DIR] [PYTHON] [key=value ...]
+#
+# PYTHON: a python3 with torch (a PyPI torch in a virtual environment); default python3.
+# THREADS (default 2), BATCH (4), SEQ (1024), MODEL (gemma4-small) come from the environment;
+# key=value arguments go to `gemmax bench` (e.g. num_vocab_tiling=4).
+set -e
+build=${1:-build}
+py=${2:-python3}
+[ $# -ge 2 ] && shift 2 || shift $#
+threads=${THREADS:-2}
+batch=${BATCH:-4}
+seq=${SEQ:-1024}
+model=${MODEL:-gemma4-small}
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$build/bin/gemmax" bench model_name="$model" num_threads="$threads" \
+  per_device_batch_size="$batch" max_target_length="$seq" "$@" --json "$out/gemmax.json"
+echo
+"$py" "$here/pytorch_baseline.py" --model "$model" --threads "$threads" --batch "$batch" \
+  --seq "$seq" --json "$out/torch.json"
+echo
+python3 - "$out/gemmax.json" "$out/torch.json" <<'PY'
+import json, sys
+g, t = (json.load(open(p)) for p in sys.argv[1:])
+print("gemmax  %8.1f tokens/s  (%s)" % (g["tokens_per_sec"], g["backend"]))
+print("pytorch %8.1f tokens/s  (torch %s, attention %s%s)" % (
+    t["tokens_per_sec"], t["torch"], t["attention"], ", compiled" if t["compiled"] else ""))
+print("ratio   %8.2f x" % (g["tokens_per_sec"] / t["tokens_per_sec"]))
+print("model TFLOP/s / dense bf16 matmul rate: %.3f" % g["model_over_dense"])
+PY

@@ -1,0 +1,478 @@
+// Blocked attention with an online softmax (the flash-attention algorithm), forward and
+// backward, on the product engine's tiles.
+//
+// Work is split by (sequence, kv head): the query heads of one kv head attend together, so a
+// block of queries is `positions x group heads` rows sharing one K and V (GQA without copying
+// K/V per head). Keys come in blocks of 128; a block of queries visits only the key blocks that
+// intersect its causal, windowed range: blocks above the diagonal or outside the sliding
+// window are skipped, never masked. Inside a visited block the mask (causal, window, segment)
+// is applied elementwise. Softmax statistics are fp32; probabilities enter the second product
+// in the activation dtype, as MaxText's bf16 attention does.
+//
+// Memory is O(block) per thread: packed K and V panels of one key block, the score and
+// probability blocks, the query block's output (or dQ) accumulator in fp32; the backward adds
+// fp32 dK / dV accumulators for a chunk of keys (the whole sequence when it fits, else
+// chunks, revisiting the queries per chunk). Nothing of size [S, S] exists.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gemmax/backend/cpu/cpu_backend.h"
+#include "gemmax/backend/cpu/dispatch.h"
+#include "gemmax/backend/cpu/gemm_kernels.h"
+#include "gemmax/backend/cpu/simd.h"
+#include "gemmax/backend/cpu/vec_math.h"
+
+namespace gemmax {
+using namespace cpu;
+
+namespace {
+
+constexpr int64_t kKeyBlock = 128;   // keys per block
+constexpr int64_t kQueryRows = 128;  // query rows (positions x group heads) per block
+
+// Bump allocation from one thread's scratch.
+struct Arena {
+  char* p;
+  int64_t left;
+  template <class U>
+  U* take(int64_t n) {
+    const int64_t bytes = round_up(n * int64_t(sizeof(U)), 64);
+    GEMMAX_CHECK(bytes <= left, "attention: block scratch exhausted (", bytes, " more bytes)");
+    U* r = reinterpret_cast<U*>(p);
+    p += bytes;
+    left -= bytes;
+    return r;
+  }
+};
+
+struct Geometry {
+  int64_t B, S, H, KV, hd, G, W;
+  int64_t bq;  // query positions per block
+  Geometry(const AttentionShape& s)
+      : B(s.batch),
+        S(s.seq),
+        H(s.num_heads),
+        KV(s.num_kv_heads),
+        hd(s.head_dim),
+        G(s.num_heads / s.num_kv_heads),
+        W(s.window),
+        bq(std::max<int64_t>(1, kQueryRows / (s.num_heads / s.num_kv_heads))) {}
+  // First key visible to any query in [i0, ...): the window's start for i0.
+  int64_t first_key(int64_t i0) const { return W > 0 ? std::max<int64_t>(0, i0 - W + 1) : 0; }
+  bool visible(int64_t i, int64_t j, const int32_t* seg) const {
+    return j <= i && (W == 0 || j > i - W) && seg[i] == seg[j];
+  }
+};
+
+void check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+           const Tensor& seg, const AttentionShape& s) {
+  const int64_t T = s.batch * s.seq;
+  GEMMAX_CHECK(s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0, "attention: ", s.num_heads,
+               " query heads are not a multiple of ", s.num_kv_heads, " kv heads");
+  GEMMAX_CHECK(q.numel() == T * s.num_heads * s.head_dim && o.numel() == q.numel() &&
+                   k.numel() == T * s.num_kv_heads * s.head_dim && v.numel() == k.numel() &&
+                   lse.numel() == s.batch * s.num_heads * s.seq && seg.numel() == T &&
+                   lse.dtype() == DType::F32,
+               "attention shapes: q ", q.str(), " k ", k.str(), " v ", v.str(), " o ", o.str(),
+               " lse ", lse.str());
+}
+
+// The rows of a query block: row r is position i0 + r / G, head g * G + r % G.
+template <class T>
+void block_rows(const T* base, const Geometry& g, int64_t b, int64_t kvh, int64_t i0, int64_t rows,
+                const T** out) {
+  for (int64_t r = 0; r < rows; ++r)
+    out[r] = base + ((b * g.S + i0 + r / g.G) * g.H + kvh * g.G + r % g.G) * g.hd;
+}
+
+// Packs key block [j0, j1) of k (or v) for kv head kvh: as B = X^T (rows of X are the keys:
+// the score product q . k^T and dP = dO . v^T) or as B = X (the products p . v and dS . k).
+template <class T>
+void pack_keys(const GemmKernels<T>& K, T* panels, int64_t panel_elems, const T* x,
+               const Geometry& g, int64_t b, int64_t kvh, int64_t j0, int64_t j1, bool transposed) {
+  const BMatrix<T> m{x + ((b * g.S + j0) * g.KV + kvh) * g.hd, g.KV * g.hd, transposed};
+  const int64_t n = transposed ? j1 - j0 : g.hd, kc = transposed ? g.hd : j1 - j0;
+  for (int64_t j = 0, p = 0; j < n; j += kPanelCols, ++p)
+    K.pack_b(panels + p * panel_elems, m, 0, kc, j, std::min<int64_t>(kPanelCols, n - j));
+}
+
+// Packed panels of the key blocks [kb * 128, kb * 128 + 128) of one (sequence, kv head), made the
+// first time a block is needed and reused by every query block after (the packs are the size of
+// K and V themselves); when they do not fit the scratch, one slot repacked per use.
+template <class T>
+struct KeyPanels {
+  T* data = nullptr;
+  int64_t per_block = 0;
+  bool* made = nullptr;  // null: one slot, repacked
+  template <class Pack>
+  const T* get(int64_t kb, Pack&& pack) {
+    if (!made) {
+      pack(data);
+      return data;
+    }
+    T* p = data + kb * per_block;
+    if (!made[kb]) {
+      pack(p);
+      made[kb] = true;
+    }
+    return p;
+  }
+};
+
+// Room for `kinds` caches of nkb blocks of per_block elements each, cached if `budget` allows.
+template <class T>
+std::vector<KeyPanels<T>> key_panels(Arena& arena, int64_t nkb, std::vector<int64_t> per_block,
+                                     int64_t budget) {
+  int64_t all = 0;
+  for (int64_t n : per_block) all += round_up(nkb * n * int64_t(sizeof(T)), 64) + round_up(nkb, 64);
+  const bool cache = all <= budget;
+  std::vector<KeyPanels<T>> out;
+  for (int64_t n : per_block) {
+    KeyPanels<T> k;
+    k.per_block = n;
+    k.data = arena.take<T>(cache ? nkb * n : n);
+    if (cache) {
+      k.made = arena.take<bool>(nkb);
+      std::fill_n(k.made, nkb, false);
+    }
+    out.push_back(k);
+  }
+  return out;
+}
+
+// Masks one row of scores over keys [j0, j0 + nk) for query i (causal, window, segment):
+// hidden scores become -inf. Returns the row's largest score.
+GEMMAX_SIMD_BODY float mask_row(float* s, int64_t nk, int64_t i, int64_t j0, int64_t window,
+                                const int32_t* key_seg, int32_t query_seg) {
+  float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < nk; ++j) {
+    const int64_t key = j0 + j;
+    const bool visible = key <= i && (window == 0 || key > i - window) && key_seg[j] == query_seg;
+    s[j] = visible ? s[j] : -INFINITY;
+    mx = std::max(mx, s[j]);
+  }
+  return mx;
+}
+
+// p = exp(s - m) in T; returns the sum of the unrounded exponentials.
+template <class T>
+GEMMAX_SIMD_BODY float exp_row(T* p, const float* s, int64_t nk, float m) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < nk; ++j) {
+    const float e = exp_approx(s[j] - m);
+    p[j] = from_f32<T>(e);
+    sum += e;
+  }
+  return sum;
+}
+
+// The backward's row: p = exp(s - lse) on visible keys (0 elsewhere), ds = p (dp - delta).
+template <class T>
+GEMMAX_SIMD_BODY void grad_row(T* p, T* ds, const float* s, const float* dp, int64_t nk, int64_t i,
+                               int64_t j0, int64_t window, const int32_t* key_seg,
+                               int32_t query_seg, float lse, float delta) {
+#pragma omp simd
+  for (int64_t j = 0; j < nk; ++j) {
+    const int64_t key = j0 + j;
+    const bool visible = key <= i && (window == 0 || key > i - window) && key_seg[j] == query_seg;
+    const float pv = visible ? exp_approx(s[j] - lse) : 0.0f;
+    p[j] = from_f32<T>(pv);
+    ds[j] = from_f32<T>(pv * (dp[j] - delta));
+  }
+}
+
+// The softmax of one row of a key block: mask, running max, exponentials; returns the
+// exponentials' sum (0 with nothing visible yet; m stays -inf then).
+template <class T>
+GEMMAX_SIMD_BODY float softmax_row(T* p, float* s, float* acc, float& m, int64_t nk, int64_t hd,
+                                   int64_t i, int64_t j0, int64_t window, const int32_t* key_seg,
+                                   int32_t query_seg, float& alpha) {
+  const float mx = mask_row(s, nk, i, j0, window, key_seg, query_seg);
+  const float m_new = std::max(m, mx);
+  alpha = 1.0f;
+  if (m_new == -INFINITY) {
+    for (int64_t j = 0; j < nk; ++j) p[j] = T{};
+    return 0.0f;
+  }
+  alpha = exp_approx(m - m_new);
+  const float sum = exp_row(p, s, nk, m_new);
+  m = m_new;
+  if (alpha != 1.0f) {
+#pragma omp simd
+    for (int64_t c = 0; c < hd; ++c) acc[c] *= alpha;
+  }
+  return sum;
+}
+
+template <class T>
+GEMMAX_AVX512 float softmax_row_avx512(T* p, float* s, float* acc, float& m, int64_t nk, int64_t hd,
+                                       int64_t i, int64_t j0, int64_t window,
+                                       const int32_t* key_seg, int32_t query_seg, float& alpha) {
+  return softmax_row(p, s, acc, m, nk, hd, i, j0, window, key_seg, query_seg, alpha);
+}
+
+template <class T>
+GEMMAX_AVX512 void grad_row_avx512(T* p, T* ds, const float* s, const float* dp, int64_t nk,
+                                   int64_t i, int64_t j0, int64_t window, const int32_t* key_seg,
+                                   int32_t query_seg, float lse, float delta) {
+  grad_row(p, ds, s, dp, nk, i, j0, window, key_seg, query_seg, lse, delta);
+}
+
+template <class T>
+void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const int32_t* seg,
+             T* o, float* lse, const std::vector<void*>& scratch, int64_t scratch_bytes) {
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const bool avx512 = isa == Isa::Avx512Bf16;
+  constexpr int64_t P = kPair<T>;
+  const int64_t nqb = (g.S + g.bq - 1) / g.bq, nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
+  const int64_t kt_elems = round_up(g.hd, P) * kPanelCols;      // one K^T panel: 32 keys
+  const int64_t v_elems = round_up(kKeyBlock, P) * kPanelCols;  // one V panel: 32 columns
+  const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
+  // Each (sequence, kv head) in enough parts to keep every thread busy; a part packs the key
+  // blocks it needs once.
+  const int64_t parts =
+      std::min<int64_t>(nqb, (2 * omp_get_max_threads() + g.B * g.KV - 1) / (g.B * g.KV));
+  const int64_t tasks = g.B * g.KV * parts;
+  const int64_t max_rows = g.bq * g.G;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t b = task / (g.KV * parts), kvh = (task / parts) % g.KV, part = task % parts;
+    Arena arena{static_cast<char*>(scratch[size_t(omp_get_thread_num())]), scratch_bytes};
+    float* s = arena.take<float>(max_rows * kKeyBlock);
+    T* p = arena.take<T>(max_rows * kKeyBlock);
+    float* acc = arena.take<float>(max_rows * g.hd);
+    float* m = arena.take<float>(max_rows);
+    float* l = arena.take<float>(max_rows);
+    const T** qrows = arena.take<const T*>(max_rows);
+    const T** prows = arena.take<const T*>(max_rows);
+    float** srows = arena.take<float*>(max_rows);
+    float** arows = arena.take<float*>(max_rows);
+    std::vector<KeyPanels<T>> packs =
+        key_panels<T>(arena, nkb, {2 * kt_elems, hd_panels * v_elems}, arena.left);
+    for (int64_t r = 0; r < max_rows; ++r) {
+      prows[r] = p + r * kKeyBlock;
+      srows[r] = s + r * kKeyBlock;
+      arows[r] = acc + r * g.hd;
+    }
+    const int32_t* sseg = seg + b * g.S;
+    for (int64_t qb = nqb * part / parts; qb < nqb * (part + 1) / parts; ++qb) {
+      const int64_t i0 = qb * g.bq, i1 = std::min(g.S, i0 + g.bq), rows = (i1 - i0) * g.G;
+      block_rows(q, g, b, kvh, i0, rows, qrows);
+      std::fill_n(m, rows, -INFINITY);
+      std::fill_n(l, rows, 0.0f);
+      std::fill_n(acc, rows * g.hd, 0.0f);
+      for (int64_t kb = g.first_key(i0) / kKeyBlock; kb * kKeyBlock < i1; ++kb) {
+        const int64_t j0 = kb * kKeyBlock, j1 = std::min(i1, j0 + kKeyBlock), nk = j1 - j0;
+        const int64_t jend = std::min(g.S, j0 + kKeyBlock);  // the packed block's keys
+        const T* kt = packs[0].get(
+            kb, [&](T* dst) { pack_keys(K, dst, kt_elems, k, g, b, kvh, j0, jend, true); });
+        serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
+        for (int64_t r = 0; r < rows; ++r) {  // masked online softmax of the row
+          const int64_t i = i0 + r / g.G;
+          float alpha = 1.0f;
+          const float sum =
+              avx512 ? softmax_row_avx512(p + r * kKeyBlock, srows[r], arows[r], m[r], nk, g.hd, i,
+                                          j0, g.W, sseg + j0, sseg[i], alpha)
+                     : softmax_row(p + r * kKeyBlock, srows[r], arows[r], m[r], nk, g.hd, i, j0,
+                                   g.W, sseg + j0, sseg[i], alpha);
+          l[r] = l[r] * alpha + sum;
+        }
+        const T* vp = packs[1].get(
+            kb, [&](T* dst) { pack_keys(K, dst, v_elems, v, g, b, kvh, j0, jend, false); });
+        serial_product(K, rows, prows, P, vp, v_elems, nk, g.hd, arows, true);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;
+        T* orow = o + ((b * g.S + i) * g.H + h) * g.hd;
+        const float inv = 1.0f / l[r];
+#pragma omp simd
+        for (int64_t c = 0; c < g.hd; ++c) orow[c] = from_f32<T>(arows[r][c] * inv);
+        lse[(b * g.H + h) * g.S + i] = m[r] + std::log(l[r]);
+      }
+    }
+  }
+}
+
+template <class T>
+void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const T* o,
+              const T* dout, const float* lse, const int32_t* seg, T* dq, T* dk, T* dv,
+              const std::vector<void*>& scratch, int64_t scratch_bytes) {
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const bool avx512 = isa == Isa::Avx512Bf16;
+  constexpr int64_t P = kPair<T>;
+  const int64_t nqb = (g.S + g.bq - 1) / g.bq, tasks = g.B * g.KV;
+  const int64_t max_rows = g.bq * g.G, rows_pad = round_up(max_rows, P);
+  const int64_t kt_elems = round_up(g.hd, P) * kPanelCols;
+  const int64_t kp_elems = round_up(kKeyBlock, P) * kPanelCols;
+  const int64_t tn_elems = rows_pad * kPanelCols;  // a panel of dO or Q reduced over rows
+  const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t b = task / g.KV, kvh = task % g.KV;
+    Arena arena{static_cast<char*>(scratch[size_t(omp_get_thread_num())]), scratch_bytes};
+    T* kt = arena.take<T>(2 * kt_elems);          // K^T panels (scores)
+    T* vt = arena.take<T>(2 * kt_elems);          // V^T panels (dP = dO . V^T)
+    T* kp = arena.take<T>(hd_panels * kp_elems);  // K panels (dQ = dS . K)
+    T* tn = arena.take<T>(tn_elems);              // one panel of dO or Q over the rows
+    T* at = arena.take<T>(rows_pad * kKeyBlock);  // P^T or dS^T packed
+    float* s = arena.take<float>(max_rows * kKeyBlock);
+    float* dp = arena.take<float>(max_rows * kKeyBlock);
+    T* p = arena.take<T>(max_rows * kKeyBlock);
+    T* ds = arena.take<T>(max_rows * kKeyBlock);
+    float* dqacc = arena.take<float>(max_rows * g.hd);
+    float* delta = arena.take<float>(g.S * g.G);
+    int32_t* rowmap = arena.take<int32_t>(max_rows);
+    const T** qrows = arena.take<const T*>(max_rows);
+    const T** dorows = arena.take<const T*>(max_rows);
+    const T** prows = arena.take<const T*>(max_rows);
+    const T** dsrows = arena.take<const T*>(max_rows);
+    float** srows = arena.take<float*>(max_rows);
+    float** dprows = arena.take<float*>(max_rows);
+    float** dqrows = arena.take<float*>(max_rows);
+    const T** arow = arena.take<const T*>(kTileRows);
+    float** crow = arena.take<float*>(kTileRows);
+    // The key blocks' K^T (scores), V^T (dP = dO . V^T) and K (dQ = dS . K) panels, cached if
+    // there is room beside fp32 dK and dV for the whole sequence; what is left holds dK and dV
+    // of a chunk of keys (the whole sequence when it fits).
+    const int64_t nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
+    const int64_t whole = 2 * g.S * g.hd * int64_t(sizeof(float)) + 256;
+    std::vector<KeyPanels<T>> packs = key_panels<T>(
+        arena, nkb, {2 * kt_elems, 2 * kt_elems, hd_panels * kp_elems}, arena.left - whole);
+    const int64_t chunk = std::max<int64_t>(
+        kKeyBlock, std::min<int64_t>(g.S, arena.left / (2 * g.hd * int64_t(sizeof(float)) + 128)) /
+                       kKeyBlock * kKeyBlock);
+    float* dkacc = arena.take<float>(chunk * g.hd);
+    float* dvacc = arena.take<float>(chunk * g.hd);
+    for (int64_t r = 0; r < max_rows; ++r) {
+      rowmap[r] = int32_t((r / g.G) * g.H + r % g.G);
+      prows[r] = p + r * kKeyBlock;
+      dsrows[r] = ds + r * kKeyBlock;
+      srows[r] = s + r * kKeyBlock;
+      dprows[r] = dp + r * kKeyBlock;
+      dqrows[r] = dqacc + r * g.hd;
+    }
+    // delta_i = dO_i . O_i per query row.
+    for (int64_t i = 0; i < g.S; ++i)
+      for (int64_t hh = 0; hh < g.G; ++hh) {
+        const int64_t off = ((b * g.S + i) * g.H + kvh * g.G + hh) * g.hd;
+        float d = 0;
+#pragma omp simd reduction(+ : d)
+        for (int64_t c = 0; c < g.hd; ++c) d += to_f32(dout[off + c]) * to_f32(o[off + c]);
+        delta[i * g.G + hh] = d;
+      }
+    const int32_t* sseg = seg + b * g.S;
+    const bool chunked = chunk < g.S;
+    if (chunked)  // dQ adds up over the chunks
+      for (int64_t i = 0; i < g.S; ++i)
+        std::fill_n(dq + ((b * g.S + i) * g.H + kvh * g.G) * g.hd, g.G * g.hd, T{});
+    for (int64_t c0 = 0; c0 < g.S; c0 += chunk) {
+      const int64_t c1 = std::min(g.S, c0 + chunk);
+      std::fill_n(dkacc, (c1 - c0) * g.hd, 0.0f);
+      std::fill_n(dvacc, (c1 - c0) * g.hd, 0.0f);
+      for (int64_t qb = 0; qb < nqb; ++qb) {
+        const int64_t i0 = qb * g.bq, i1 = std::min(g.S, i0 + g.bq), rows = (i1 - i0) * g.G;
+        const int64_t lo = std::max(c0, g.first_key(i0)), hi = std::min(c1, i1);
+        if (lo >= hi) continue;
+        block_rows(q, g, b, kvh, i0, rows, qrows);
+        block_rows(dout, g, b, kvh, i0, rows, dorows);
+        const Rows<const T> q_rows{q + ((b * g.S + i0) * g.H + kvh * g.G) * g.hd, g.hd, rowmap};
+        const Rows<const T> do_rows{dout + ((b * g.S + i0) * g.H + kvh * g.G) * g.hd, g.hd, rowmap};
+        std::fill_n(dqacc, rows * g.hd, 0.0f);
+        for (int64_t kb = lo / kKeyBlock; kb * kKeyBlock < hi; ++kb) {
+          const int64_t j0 = kb * kKeyBlock, j1 = std::min(hi, j0 + kKeyBlock), nk = j1 - j0;
+          const int64_t jend = std::min(g.S, j0 + kKeyBlock);  // the packed block's keys
+          const T* kt = packs[0].get(
+              kb, [&](T* dst) { pack_keys(K, dst, kt_elems, k, g, b, kvh, j0, jend, true); });
+          const T* vt = packs[1].get(
+              kb, [&](T* dst) { pack_keys(K, dst, kt_elems, v, g, b, kvh, j0, jend, true); });
+          serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
+          serial_product(K, rows, dorows, P, vt, kt_elems, g.hd, nk, dprows, false);
+          for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse), dS = P (dP - delta)
+            const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;
+            const float lse_r = lse[(b * g.H + h) * g.S + i], dl = delta[i * g.G + r % g.G];
+            if (avx512)
+              grad_row_avx512(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0,
+                              g.W, sseg + j0, sseg[i], lse_r, dl);
+            else
+              grad_row(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0, g.W,
+                       sseg + j0, sseg[i], lse_r, dl);
+          }
+          // dV[j] += sum_r P[r][j] dO[r];  dK[j] += sum_r dS[r][j] Q[r]: reduced over rows.
+          const int64_t mc_pad = round_up(rows, P);
+          for (int pass = 0; pass < 2; ++pass) {
+            const Rows<const T> a{pass == 0 ? p : ds, kKeyBlock};
+            const Rows<const T>& x = pass == 0 ? do_rows : q_rows;
+            float* accum = (pass == 0 ? dvacc : dkacc) + (j0 - c0) * g.hd;
+            K.pack_at(at, a, 0, rows, 0, nk);
+            for (int64_t c = 0; c < g.hd; c += kPanelCols) {
+              const int64_t nj = std::min<int64_t>(kPanelCols, g.hd - c);
+              pack_rows_panel(K, tn, x, 0, rows, c, nj);
+              for (int64_t t0 = 0; t0 < nk; t0 += kTileRows) {
+                const int tr = int(std::min<int64_t>(kTileRows, nk - t0));
+                for (int t = 0; t < tr; ++t) {
+                  arow[t] = at + (t0 + t) * P;
+                  crow[t] = accum + (t0 + t) * g.hd + c;
+                }
+                K.tile_to_f32(tr, arow, nk * P, tn, mc_pad, crow, nj, true);
+              }
+            }
+          }
+          // dQ += dS . K
+          const T* kp = packs[2].get(
+              kb, [&](T* dst) { pack_keys(K, dst, kp_elems, k, g, b, kvh, j0, jend, false); });
+          serial_product(K, rows, dsrows, P, kp, kp_elems, nk, g.hd, dqrows, true);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          T* out = dq + ((b * g.S + i0 + r / g.G) * g.H + kvh * g.G + r % g.G) * g.hd;
+          for (int64_t c = 0; c < g.hd; ++c)
+            out[c] = from_f32<T>(chunked ? to_f32(out[c]) + dqrows[r][c] : dqrows[r][c]);
+        }
+      }
+      for (int64_t j = c0; j < c1; ++j) {
+        T* krow = dk + ((b * g.S + j) * g.KV + kvh) * g.hd;
+        T* vrow = dv + ((b * g.S + j) * g.KV + kvh) * g.hd;
+        for (int64_t c = 0; c < g.hd; ++c) {
+          krow[c] = from_f32<T>(dkacc[(j - c0) * g.hd + c]);
+          vrow[c] = from_f32<T>(dvacc[(j - c0) * g.hd + c]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q,
+                                   const Tensor& k, const Tensor& v, const Tensor& segment_ids,
+                                   const AttentionShape& shape) {
+  if (is_wide(q)) return reference_.attention_forward(o, lse, q, k, v, segment_ids, shape);
+  check(q, k, v, o, lse, segment_ids, shape);
+  const Geometry g(shape);
+  dispatch(q, [&]<class T>() {
+    forward<T>(isa_, g, q.data<T>(), k.data<T>(), v.data<T>(), segment_ids.data<int32_t>(),
+               o.data<T>(), lse.data<float>(), attention_scratch_, attention_scratch_bytes_);
+  });
+}
+
+void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const Tensor& dout, const Tensor& q, const Tensor& k,
+                                    const Tensor& v, const Tensor& o, const Tensor& lse,
+                                    const Tensor& segment_ids, const AttentionShape& shape) {
+  if (is_wide(q))
+    return reference_.attention_backward(dq, dk, dv, dout, q, k, v, o, lse, segment_ids, shape);
+  check(q, k, v, o, lse, segment_ids, shape);
+  const Geometry g(shape);
+  dispatch(q, [&]<class T>() {
+    backward<T>(isa_, g, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), dout.data<T>(),
+                lse.data<float>(), segment_ids.data<int32_t>(), dq.data<T>(), dk.data<T>(),
+                dv.data<T>(), attention_scratch_, attention_scratch_bytes_);
+  });
+}
+
+}  // namespace gemmax

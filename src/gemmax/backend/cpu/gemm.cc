@@ -1,0 +1,255 @@
+#include "gemmax/backend/cpu/gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "gemmax/backend/cpu/gemm_kernels.h"
+#include "gemmax/base/error.h"
+
+namespace gemmax::cpu {
+namespace {
+
+constexpr int64_t kSharedBytes = int64_t(4) << 20;  // packed B of one column chunk; A^T blocks
+constexpr int64_t kRowBlocksPerUnit = 16;           // gemm: 224 rows of A reused from L2
+constexpr int64_t kThreadBytes = int64_t(2) << 20;  // per thread: packing of the serial forms
+
+template <class TC, class T>
+auto tile_fn(const GemmKernels<T>& k) {
+  if constexpr (std::is_same_v<TC, bf16>)
+    return k.tile_to_bf16;
+  else
+    return k.tile_to_f32;
+}
+
+template <class TC>
+void zero_rows(Rows<TC> c, int64_t m, int64_t n) {
+  for (int64_t i = 0; i < m; ++i) std::fill_n(c(i), n, TC{});
+}
+
+// gemm_tn reduces its m rows in as few passes as its panels allow: a pass's B panel (mc rows x
+// 32 columns) must fit `budget` bytes. One pass when it can: C is then read and written once.
+template <class T>
+int64_t reduction_chunk(int64_t m, int64_t budget) {
+  const int64_t rows = budget / (kPanelCols * int64_t(sizeof(T))) / kPair<T> * kPair<T>;
+  return std::max<int64_t>(kPair<T>, std::min(m, rows));
+}
+
+template <class T, class TC>
+void check_tn_output(int64_t m, int64_t mc) {
+  GEMMAX_CHECK((std::is_same_v<TC, float> || m <= mc), "gemm_tn: a bf16 output of a ", m,
+               "-row reduction would be rounded once per ", mc, " rows; reduce into fp32");
+}
+
+// The contiguous share [begin, end) of `count` work units that thread `t` of `n` runs.
+std::pair<int64_t, int64_t> share(int64_t count, int t, int n) {
+  return {count * t / n, count * (t + 1) / n};
+}
+
+}  // namespace
+
+int64_t gemm_shared_bytes() { return kSharedBytes; }
+int64_t gemm_thread_bytes() { return kThreadBytes; }
+
+template <class T, class TC>
+void gemm(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b, Rows<TC> c,
+          bool accumulate, const GemmScratch& scratch) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate) zero_rows(c, m, n);
+    return;
+  }
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const auto tile = tile_fn<TC>(K);
+  const int64_t panel_elems = round_up(k, kPair<T>) * kPanelCols;
+  const int64_t panel_bytes = panel_elems * int64_t(sizeof(T));
+  GEMMAX_CHECK(panel_bytes <= scratch.shared_bytes, "gemm: a reduction of ", k,
+               " does not fit the packing scratch");
+  const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+  const int64_t chunk = std::max<int64_t>(1, scratch.shared_bytes / panel_bytes);
+  const int64_t row_blocks = (m + kTileRows - 1) / kTileRows;
+  const int64_t row_groups = (row_blocks + kRowBlocksPerUnit - 1) / kRowBlocksPerUnit;
+  T* packed = static_cast<T*>(scratch.shared);
+  for (int64_t pc0 = 0; pc0 < panels; pc0 += chunk) {
+    const int64_t np = std::min(chunk, panels - pc0);
+#pragma omp parallel
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const auto [p0, p1] = share(np, t, nt);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = (pc0 + p) * kPanelCols;
+        K.pack_b(packed + p * panel_elems, b, 0, k, j0, std::min<int64_t>(kPanelCols, n - j0));
+      }
+#pragma omp barrier
+      // Units: (group of row blocks, panel), group-major, so a thread's A rows stay in cache
+      // while it walks the panels.
+      const auto [u0, u1] = share(row_groups * np, t, nt);
+      const T* a_rows[kTileRows];
+      TC* c_rows[kTileRows];
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t g = u / np, p = u % np, j0 = (pc0 + p) * kPanelCols;
+        const int64_t nj = std::min<int64_t>(kPanelCols, n - j0);
+        const int64_t rb_end = std::min(row_blocks, (g + 1) * kRowBlocksPerUnit);
+        for (int64_t rb = g * kRowBlocksPerUnit; rb < rb_end; ++rb) {
+          const int rows = int(std::min<int64_t>(kTileRows, m - rb * kTileRows));
+          for (int r = 0; r < rows; ++r) {
+            a_rows[r] = a(rb * kTileRows + r);
+            c_rows[r] = c(rb * kTileRows + r) + j0;
+          }
+          tile(rows, a_rows, kPair<T>, packed + p * panel_elems, k, c_rows, nj, accumulate);
+        }
+      }
+    }
+  }
+}
+
+template <class T, class TC>
+void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<const T> b, TC* c,
+             int64_t ldc, bool accumulate, const GemmScratch& scratch) {
+  if (n == 0 || k == 0) return;
+  if (m == 0) {
+    if (!accumulate) zero_rows(Rows<TC>{c, ldc}, n, k);
+    return;
+  }
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const auto tile = tile_fn<TC>(K);
+  constexpr int64_t P = kPair<T>;
+  const int64_t chunk = reduction_chunk<T>(m, scratch.thread_bytes);
+  check_tn_output<T, TC>(m, chunk);
+  GEMMAX_CHECK(int64_t(scratch.thread.size()) >= omp_get_max_threads(), "gemm_tn: scratch for ",
+               scratch.thread.size(), " threads, running ", omp_get_max_threads());
+  const int64_t panels = (k + kPanelCols - 1) / kPanelCols;
+  for (int64_t r0 = 0; r0 < m; r0 += chunk) {
+    const int64_t mc = std::min(chunk, m - r0), mc_pad = round_up(mc, P);
+    const bool acc = accumulate || r0 > 0;  // reduction chunks add up in order
+    const int64_t nc =
+        std::max<int64_t>(1, std::min(n, scratch.shared_bytes / (mc_pad * int64_t(sizeof(T)))));
+    for (int64_t n0 = 0; n0 < n; n0 += nc) {
+      const int64_t nb = std::min(nc, n - n0);
+      T* at = static_cast<T*>(scratch.shared);  // A^T [mc_pad / P][nb][P]
+#pragma omp parallel
+      {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const auto [g0, g1] = share(mc_pad / P, t, nt);  // groups of P reduction rows
+        if (g1 > g0)
+          K.pack_at(at + g0 * nb * P, a, r0 + g0 * P, std::min(mc, g1 * P) - g0 * P, n0, nb);
+#pragma omp barrier
+        T* panel = static_cast<T*>(scratch.thread[size_t(t)]);
+        const auto [q0, q1] = share(panels, t, nt);
+        const T* a_rows[kTileRows];
+        TC* c_rows[kTileRows];
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t k0 = q * kPanelCols, nj = std::min<int64_t>(kPanelCols, k - k0);
+          pack_rows_panel(K, panel, b, r0, mc, k0, nj);
+          for (int64_t i0 = 0; i0 < nb; i0 += kTileRows) {
+            const int rows = int(std::min<int64_t>(kTileRows, nb - i0));
+            for (int r = 0; r < rows; ++r) {
+              a_rows[r] = at + (i0 + r) * P;
+              c_rows[r] = c + (n0 + i0 + r) * ldc + k0;
+            }
+            tile(rows, a_rows, nb * P, panel, mc_pad, c_rows, nj, acc);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T, class TC>
+void gemm_serial(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b,
+                 Rows<TC> c, bool accumulate, void* scratch, int64_t scratch_bytes) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate) zero_rows(c, m, n);
+    return;
+  }
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const int64_t panel_elems = round_up(k, kPair<T>) * kPanelCols;
+  const int64_t panel_bytes = panel_elems * int64_t(sizeof(T));
+  GEMMAX_CHECK(panel_bytes <= scratch_bytes, "gemm: a reduction of ", k,
+               " does not fit the packing scratch");
+  const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+  const int64_t chunk = std::max<int64_t>(1, scratch_bytes / panel_bytes);
+  T* packed = static_cast<T*>(scratch);
+  std::vector<const T*> a_rows(static_cast<size_t>(std::min(m, kTileRows * kRowBlocksPerUnit)));
+  std::vector<TC*> c_rows(a_rows.size());
+  for (int64_t pc0 = 0; pc0 < panels; pc0 += chunk) {
+    const int64_t np = std::min(chunk, panels - pc0);
+    for (int64_t p = 0; p < np; ++p) {
+      const int64_t j0 = (pc0 + p) * kPanelCols;
+      K.pack_b(packed + p * panel_elems, b, 0, k, j0, std::min<int64_t>(kPanelCols, n - j0));
+    }
+    // Rows in groups that stay in cache while the chunk's panels pass over them.
+    for (int64_t r0 = 0; r0 < m; r0 += int64_t(a_rows.size())) {
+      const int64_t rows = std::min(int64_t(a_rows.size()), m - r0);
+      for (int64_t r = 0; r < rows; ++r) {
+        a_rows[size_t(r)] = a(r0 + r);
+        c_rows[size_t(r)] = c(r0 + r) + pc0 * kPanelCols;
+      }
+      serial_product(K, rows, a_rows.data(), kPair<T>, packed, panel_elems, k,
+                     std::min(np * kPanelCols, n - pc0 * kPanelCols), c_rows.data(), accumulate);
+    }
+  }
+}
+
+template <class T, class TC>
+void gemm_tn_serial(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<const T> b,
+                    TC* c, int64_t ldc, bool accumulate, void* scratch, int64_t scratch_bytes) {
+  if (n == 0 || k == 0) return;
+  if (m == 0) {
+    if (!accumulate) zero_rows(Rows<TC>{c, ldc}, n, k);
+    return;
+  }
+  const int64_t chunk = reduction_chunk<T>(m, scratch_bytes / 4);  // the rest: A^T blocks
+  check_tn_output<T, TC>(m, chunk);
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const auto tile = tile_fn<TC>(K);
+  constexpr int64_t P = kPair<T>;
+  const int64_t panels = (k + kPanelCols - 1) / kPanelCols;
+  const int64_t panel_bytes = round_up(round_up(chunk, P) * kPanelCols * int64_t(sizeof(T)), 64);
+  T* panel = static_cast<T*>(scratch);
+  T* at = panel + panel_bytes / int64_t(sizeof(T));
+  const int64_t at_bytes = scratch_bytes - panel_bytes;
+  const T* a_rows[kTileRows];
+  TC* c_rows[kTileRows];
+  for (int64_t r0 = 0; r0 < m; r0 += chunk) {
+    const int64_t mc = std::min(chunk, m - r0), mc_pad = round_up(mc, P);
+    const bool acc = accumulate || r0 > 0;  // reduction chunks add up in order
+    const int64_t nc = std::max<int64_t>(1, std::min(n, at_bytes / (mc_pad * int64_t(sizeof(T)))));
+    for (int64_t n0 = 0; n0 < n; n0 += nc) {
+      const int64_t nb = std::min(nc, n - n0);
+      K.pack_at(at, a, r0, mc, n0, nb);
+      for (int64_t q = 0; q < panels; ++q) {
+        const int64_t k0 = q * kPanelCols, nj = std::min<int64_t>(kPanelCols, k - k0);
+        pack_rows_panel(K, panel, b, r0, mc, k0, nj);
+        for (int64_t i0 = 0; i0 < nb; i0 += kTileRows) {
+          const int rows = int(std::min<int64_t>(kTileRows, nb - i0));
+          for (int r = 0; r < rows; ++r) {
+            a_rows[r] = at + (i0 + r) * P;
+            c_rows[r] = c + (n0 + i0 + r) * ldc + k0;
+          }
+          tile(rows, a_rows, nb * P, panel, mc_pad, c_rows, nj, acc);
+        }
+      }
+    }
+  }
+}
+
+#define GEMMAX_GEMM(T, TC)                                                                        \
+  template void gemm<T, TC>(Isa, int64_t, int64_t, int64_t, Rows<const T>, BMatrix<T>, Rows<TC>,  \
+                            bool, const GemmScratch&);                                            \
+  template void gemm_tn<T, TC>(Isa, int64_t, int64_t, int64_t, Rows<const T>, Rows<const T>, TC*, \
+                               int64_t, bool, const GemmScratch&);                                \
+  template void gemm_serial<T, TC>(Isa, int64_t, int64_t, int64_t, Rows<const T>, BMatrix<T>,     \
+                                   Rows<TC>, bool, void*, int64_t);                               \
+  template void gemm_tn_serial<T, TC>(Isa, int64_t, int64_t, int64_t, Rows<const T>,              \
+                                      Rows<const T>, TC*, int64_t, bool, void*, int64_t);
+GEMMAX_GEMM(bf16, bf16)
+GEMMAX_GEMM(bf16, float)
+GEMMAX_GEMM(float, float)
+GEMMAX_GEMM(float, bf16)
+#undef GEMMAX_GEMM
+
+}  // namespace gemmax::cpu

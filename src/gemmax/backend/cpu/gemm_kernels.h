@@ -1,0 +1,90 @@
+// The per-ISA pieces of the products (gemm.h): packing B panels and A^T blocks, and the
+// register tile. gemm.cc holds the loops around them; gemm_avx512.cc and gemm_portable.cc
+// implement them.
+//
+// Layouts. The reduction index runs in groups of kPair elements (2 for bf16: the pairs
+// vdpbf16ps multiplies; 1 for fp32):
+//   B panel: 32 columns x kc (padded to a multiple of kPair) as [kc / kPair][32][kPair];
+//   A^T block (gemm_tn): nb columns of A x mc rows as [mc / kPair][nb][kPair];
+// and a tile multiplies up to kTileRows rows of A by one panel into 32 columns of C.
+#pragma once
+
+#include "gemmax/backend/cpu/gemm.h"
+
+namespace gemmax::cpu {
+
+constexpr int kTileRows = 14;
+constexpr int kPanelCols = 32;
+
+template <class T>
+constexpr int64_t kPair = sizeof(T) == 2 ? 2 : 1;
+
+// One ISA's kernels for element type T.
+template <class T>
+struct GemmKernels {
+  // Packs columns [j0, j0 + nj) (nj <= 32; the rest zero) of B, reduction [p0, p0 + kc),
+  // into a panel of kc_pad = round_up(kc, kPair) rows.
+  void (*pack_b)(T* panel, const BMatrix<T>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nj);
+  // Packs A^T for rows [r0, r0 + mc) (the reduction; padded with zero rows to a multiple of
+  // kPair) and columns [n0, n0 + nb) of A.
+  void (*pack_at)(T* block, const Rows<const T>& a, int64_t r0, int64_t mc, int64_t n0, int64_t nb);
+  // C[i][j] (+)= sum_p A_i[p] B[p][j] for i < rows, j < nj. Row i of A is read from a[i] as
+  // groups of kPair elements spaced a_step elements apart (a row-major A: a_step = kPair; a
+  // packed A^T block: a_step = nb * kPair); kc reduction elements (an odd tail of a bf16
+  // row-major A is read as a single element). C rows c[i], bf16 or fp32.
+  void (*tile_to_bf16)(int rows, const T* const* a, int64_t a_step, const T* panel, int64_t kc,
+                       bf16* const* c, int64_t nj, bool accumulate);
+  void (*tile_to_f32)(int rows, const T* const* a, int64_t a_step, const T* panel, int64_t kc,
+                      float* const* c, int64_t nj, bool accumulate);
+};
+
+template <class T>
+const GemmKernels<T>& avx512_kernels();
+template <class T>
+const GemmKernels<T>& portable_kernels();
+
+template <class T>
+const GemmKernels<T>& kernels(Isa isa) {
+  return isa == Isa::Avx512Bf16 ? avx512_kernels<T>() : portable_kernels<T>();
+}
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// The panel of a product reduced over rows (gemm_tn's B, attention's dV and dK): rows
+// [r0, r0 + mc) of b (the reduction, padded with zero rows to a multiple of kPair) and columns
+// [k0, k0 + nj) (nj <= 32; the rest zero) as [mc_pad / kPair][32][kPair].
+template <class T>
+void pack_rows_panel(const GemmKernels<T>& K, T* panel, const Rows<const T>& b, int64_t r0,
+                     int64_t mc, int64_t k0, int64_t nj) {
+  constexpr int64_t P = kPair<T>;
+  if (nj == kPanelCols) return K.pack_at(panel, b, r0, mc, k0, kPanelCols);
+  const int64_t mc_pad = round_up(mc, P);
+  for (int64_t i = 0; i < mc_pad * kPanelCols; ++i) panel[i] = T{};
+  for (int64_t r = 0; r < mc; ++r) {
+    const T* src = b(r0 + r) + k0;
+    T* dst = panel + (r / P) * kPanelCols * P + r % P;
+    for (int64_t j = 0; j < nj; ++j) dst[j * P] = src[j];
+  }
+}
+
+// C rows (+)= A rows . B on the calling thread: `rows` rows of A (a[i], groups of kPair
+// elements a_step apart, kc reduction elements) times packed panels (panel p holds columns
+// [32p, 32p + 32) of B; panel_elems apart) into columns [0, n) of C rows c[i].
+template <class T, class TC>
+void serial_product(const GemmKernels<T>& K, int64_t rows, const T* const* a, int64_t a_step,
+                    const T* panels, int64_t panel_elems, int64_t kc, int64_t n, TC* const* c,
+                    bool accumulate) {
+  TC* c_tile[kTileRows];
+  for (int64_t j0 = 0, p = 0; j0 < n; j0 += kPanelCols, ++p)
+    for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+      const int r = int(rows - r0 < kTileRows ? rows - r0 : kTileRows);
+      for (int i = 0; i < r; ++i) c_tile[i] = c[r0 + i] + j0;
+      const int64_t nj = n - j0 < kPanelCols ? n - j0 : kPanelCols;
+      if constexpr (sizeof(TC) == 2)
+        K.tile_to_bf16(r, a + r0, a_step, panels + p * panel_elems, kc, c_tile, nj, accumulate);
+      else
+        K.tile_to_f32(r, a + r0, a_step, panels + p * panel_elems, kc, c_tile, nj, accumulate);
+    }
+}
+
+}  // namespace gemmax::cpu

@@ -1,0 +1,381 @@
+// The MoE layer's ops other than its products: GeGLU, the router (softmax, top-k,
+// renormalisation, per-expert scale), the load-balance statistics, the sort by expert, and
+// permute / combine with their backward. Rows run in parallel; every sum across rows runs in
+// a fixed order.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gemmax/backend/cpu/cpu_backend.h"
+#include "gemmax/backend/cpu/dispatch.h"
+#include "gemmax/backend/cpu/simd.h"
+#include "gemmax/backend/cpu/vec_math.h"
+
+namespace gemmax {
+using namespace cpu;
+
+namespace {
+
+constexpr int64_t kParallelRows = 64;  // rows below which a loop runs on one thread
+
+struct GegluRows {
+  int64_t m, F, stride;
+  bool split;
+};
+
+GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const char* op) {
+  const int64_t F = a.dim(-1), m = a.numel() / F;
+  const bool split = up.defined();
+  GEMMAX_CHECK(split ? h.numel() == m * F && up.numel() == m * F : h.numel() == 2 * m * F, op,
+               ": h ", h.str(), " for a ", a.str());
+  return {m, F, split ? F : 2 * F, split};
+}
+
+template <class T>
+GEMMAX_SIMD_BODY void geglu_row(T* a, const T* gate, const T* up, int64_t F) {
+#pragma omp simd
+  for (int64_t j = 0; j < F; ++j) a[j] = from_f32<T>(gelu_tanh(to_f32(gate[j])) * to_f32(up[j]));
+}
+template <class T>
+GEMMAX_AVX512 void geglu_row_avx512(T* a, const T* gate, const T* up, int64_t F) {
+  geglu_row(a, gate, up, F);
+}
+
+// dgate = da up gelu'(gate), dup = da gelu(gate); either may be null (not needed).
+template <class T>
+GEMMAX_SIMD_BODY void geglu_grad_row(T* dgate, T* dup, const T* da, const T* gate, const T* up,
+                                     int64_t F) {
+  if (dgate) {
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j)
+      dgate[j] = from_f32<T>(to_f32(da[j]) * to_f32(up[j]) * gelu_tanh_grad(to_f32(gate[j])));
+  }
+  if (dup) {
+#pragma omp simd
+    for (int64_t j = 0; j < F; ++j)
+      dup[j] = from_f32<T>(to_f32(da[j]) * gelu_tanh(to_f32(gate[j])));
+  }
+}
+template <class T>
+GEMMAX_AVX512 void geglu_grad_row_avx512(T* dgate, T* dup, const T* da, const T* gate, const T* up,
+                                         int64_t F) {
+  geglu_grad_row(dgate, dup, da, gate, up, F);
+}
+
+}  // namespace
+
+// ---- GeGLU ------------------------------------------------------------------------------------
+
+void CpuBackend::geglu_forward(const Tensor& a, const Tensor& h, const Tensor& up) {
+  if (is_wide(a)) return reference_.geglu_forward(a, h, up);
+  const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  dispatch(a, [&]<class T>() {
+    const T* pg = h.data<T>();
+    const T* pu = g.split ? up.data<T>() : pg + g.F;
+    T* pa = a.data<T>();
+    const int64_t F = g.F, stride = g.stride;
+#pragma omp parallel for if (g.m > kParallelRows)
+    for (int64_t r = 0; r < g.m; ++r) {
+      if (avx512)
+        geglu_row_avx512(pa + r * F, pg + r * stride, pu + r * stride, F);
+      else
+        geglu_row(pa + r * F, pg + r * stride, pu + r * stride, F);
+    }
+  });
+}
+
+void CpuBackend::geglu_backward(const Tensor& dh, const Tensor& dup, const Tensor& da,
+                                const Tensor& h, const Tensor& up) {
+  if (is_wide(da)) return reference_.geglu_backward(dh, dup, da, h, up);
+  const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
+  GEMMAX_CHECK(g.split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),
+               "geglu_backward: fused rows need dh shaped like h ", h.str());
+  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  dispatch(da, [&]<class T>() {
+    const T* pg = h.data<T>();
+    const T* pu = g.split ? up.data<T>() : pg + g.F;
+    const T* pda = da.data<T>();
+    T* pdg = dh.defined() ? dh.data<T>() : nullptr;
+    T* pdu = g.split ? (dup.defined() ? dup.data<T>() : nullptr) : pdg + g.F;
+    const int64_t F = g.F, stride = g.stride;
+#pragma omp parallel for if (g.m > kParallelRows)
+    for (int64_t r = 0; r < g.m; ++r) {
+      T* dgr = pdg ? pdg + r * stride : nullptr;
+      T* dur = pdu ? pdu + r * stride : nullptr;
+      if (avx512)
+        geglu_grad_row_avx512(dgr, dur, pda + r * F, pg + r * stride, pu + r * stride, F);
+      else
+        geglu_grad_row(dgr, dur, pda + r * F, pg + r * stride, pu + r * stride, F);
+    }
+  });
+}
+
+// ---- router ----------------------------------------------------------------------------------
+
+void CpuBackend::router_forward(const Tensor& probs, const Tensor& idx, const Tensor& weights,
+                                const Tensor& logits, const Tensor& per_expert_scale,
+                                bool renormalize) {
+  if (is_wide(logits))
+    return reference_.router_forward(probs, idx, weights, logits, per_expert_scale, renormalize);
+  const int64_t T_ = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
+  GEMMAX_CHECK(probs.numel() == T_ * E && idx.dim(0) == T_ && weights.numel() == T_ * K &&
+                   per_expert_scale.numel() == E && K <= E,
+               "router_forward shapes: logits ", logits.str(), " probs ", probs.str(), " idx ",
+               idx.str(), " weights ", weights.str());
+  std::vector<float> pes(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) pes[size_t(e)] = float(get_as_double(per_expert_scale, e));
+  int32_t* pidx = idx.data<int32_t>();
+  float* pp = probs.data<float>();
+  float* pw = weights.data<float>();
+  dispatch(logits, [&]<class T>() {
+    const T* pl = logits.data<T>();
+#pragma omp parallel
+    {
+      std::vector<float> l(static_cast<size_t>(E));
+#pragma omp for
+      for (int64_t t = 0; t < T_; ++t) {
+        float mx = -INFINITY;
+        for (int64_t e = 0; e < E; ++e) {
+          l[size_t(e)] = to_f32(pl[t * E + e]);
+          mx = std::max(mx, l[size_t(e)]);
+        }
+        float* p = pp + t * E;
+        double sum = 0;
+        for (int64_t e = 0; e < E; ++e) {
+          p[e] = exp_approx(l[size_t(e)] - mx);
+          sum += p[e];
+        }
+        const float inv = float(1.0 / sum);
+        for (int64_t e = 0; e < E; ++e) p[e] *= inv;
+        // Top-k of the logits, largest first; equal logits keep the lower expert id first.
+        int32_t* top = pidx + t * K;
+        int64_t found = 0;
+        for (int64_t e = 0; e < E; ++e) {
+          int64_t at = found;
+          while (at > 0 && l[size_t(e)] > l[size_t(top[at - 1])]) --at;
+          if (at >= K) continue;
+          for (int64_t j = std::min(found, K - 1); j > at; --j) top[j] = top[j - 1];
+          top[at] = int32_t(e);
+          found = std::min(found + 1, K);
+        }
+        double chosen = 0;
+        for (int64_t j = 0; j < K; ++j) chosen += p[top[j]];
+        for (int64_t j = 0; j < K; ++j)
+          pw[t * K + j] =
+              float(double(p[top[j]]) / (renormalize ? chosen : 1.0) * double(pes[size_t(top[j])]));
+      }
+    }
+  });
+}
+
+void CpuBackend::router_backward(const Tensor& dlogits, const Tensor& dper_expert_scale,
+                                 const Tensor& dweights, const Tensor& probs, const Tensor& idx,
+                                 const Tensor& per_expert_scale, bool renormalize,
+                                 const Tensor& lb_dprobs, int64_t seq) {
+  if (is_wide(dlogits))
+    return reference_.router_backward(dlogits, dper_expert_scale, dweights, probs, idx,
+                                      per_expert_scale, renormalize, lb_dprobs, seq);
+  const int64_t T_ = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
+  const int32_t* pidx = idx.data<int32_t>();
+  const float* pp = probs.data<float>();
+  const float* pdw = dweights.data<float>();
+  const float* plb = lb_dprobs.defined() ? lb_dprobs.data<float>() : nullptr;
+  std::vector<double> pes(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) pes[size_t(e)] = get_as_double(per_expert_scale, e);
+  // With u = p[idx], sigma = sum u, n = u / sigma, w = n * s:
+  //   ds_k = dw_k n_k;  dn_k = dw_k s_k;  du_k = (dn_k - sum_j dn_j n_j) / sigma.
+  std::vector<double> des(static_cast<size_t>(E), 0.0);
+  for (int64_t t = 0; t < T_; ++t) {  // in token order: tokens add into one expert's scale
+    double sigma = 0;
+    for (int64_t j = 0; j < K; ++j) sigma += pp[t * E + pidx[t * K + j]];
+    if (!renormalize) sigma = 1.0;
+    for (int64_t j = 0; j < K; ++j) {
+      const int32_t e = pidx[t * K + j];
+      des[size_t(e)] += double(pdw[t * K + j]) * double(pp[t * E + e]) / sigma;
+    }
+  }
+  for (int64_t e = 0; e < E; ++e)
+    set_from_double(dper_expert_scale, e, get_as_double(dper_expert_scale, e) + des[size_t(e)]);
+  dispatch(dlogits, [&]<class T>() {
+    T* pdl = dlogits.data<T>();
+#pragma omp parallel
+    {
+      std::vector<float> dp(static_cast<size_t>(E));
+#pragma omp for
+      for (int64_t t = 0; t < T_; ++t) {
+        const float* pt = pp + t * E;
+        for (int64_t e = 0; e < E; ++e) dp[size_t(e)] = plb ? plb[(t / seq) * E + e] : 0.0f;
+        double sigma = 0;
+        for (int64_t j = 0; j < K; ++j) sigma += pt[pidx[t * K + j]];
+        if (renormalize) {
+          double dot_dn_n = 0;
+          for (int64_t j = 0; j < K; ++j) {
+            const int32_t e = pidx[t * K + j];
+            dot_dn_n += double(pdw[t * K + j]) * pes[size_t(e)] * double(pt[e]) / sigma;
+          }
+          for (int64_t j = 0; j < K; ++j) {
+            const int32_t e = pidx[t * K + j];
+            dp[size_t(e)] += float((double(pdw[t * K + j]) * pes[size_t(e)] - dot_dn_n) / sigma);
+          }
+        } else {
+          for (int64_t j = 0; j < K; ++j) {
+            const int32_t e = pidx[t * K + j];
+            dp[size_t(e)] += float(double(pdw[t * K + j]) * pes[size_t(e)]);
+          }
+        }
+        float dot_dp_p = 0;  // softmax backward: dlogit_e = p_e (dp_e - sum dp p)
+        for (int64_t e = 0; e < E; ++e) dot_dp_p += dp[size_t(e)] * pt[e];
+        for (int64_t e = 0; e < E; ++e)
+          pdl[t * E + e] = from_f32<T>(pt[e] * (dp[size_t(e)] - dot_dp_p));
+      }
+    }
+  });
+}
+
+void CpuBackend::load_balance_forward(const Tensor& density, const Tensor& loss,
+                                      const Tensor& probs, const Tensor& idx, int64_t seq,
+                                      double coefficient) {
+  if (is_wide(probs))
+    return reference_.load_balance_forward(density, loss, probs, idx, seq, coefficient);
+  const int64_t T_ = probs.dim(0), E = probs.dim(1), K = idx.dim(1), B = T_ / seq;
+  GEMMAX_CHECK(density.numel() == B * E && T_ % seq == 0, "load_balance_forward: density ",
+               density.str(), " probs ", probs.str(), " seq ", seq);
+  const int32_t* pidx = idx.data<int32_t>();
+  const float* pp = probs.data<float>();
+  float* pd = density.data<float>();
+  std::vector<double> per_seq(static_cast<size_t>(B), 0.0);
+#pragma omp parallel for if (B > 1)
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<double> hits(static_cast<size_t>(E), 0.0), pbar(size_t(E), 0.0);
+    for (int64_t s = 0; s < seq; ++s) {
+      const int64_t t = b * seq + s;
+      for (int64_t j = 0; j < K; ++j) hits[size_t(pidx[t * K + j])] += 1.0;
+      for (int64_t e = 0; e < E; ++e) pbar[size_t(e)] += pp[t * E + e];
+    }
+    double total = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      pd[b * E + e] = float(hits[size_t(e)] / double(seq));
+      total += (hits[size_t(e)] / double(seq)) * (pbar[size_t(e)] / double(seq));
+    }
+    per_seq[size_t(b)] = total;
+  }
+  if (!loss.defined()) return;
+  double total = 0;
+  for (double v : per_seq) total += v;
+  add_to_scalar(loss, coefficient * total / double(B * E));
+}
+
+// ---- dispatch --------------------------------------------------------------------------------
+
+void CpuBackend::route_sort(const Routing& routing, const Tensor& idx, int64_t num_experts) {
+  reference_.route_sort(routing, idx, num_experts);  // a serial counting sort: stable
+}
+
+void CpuBackend::permute(const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) {
+  if (is_wide(x)) return reference_.permute(xs, x, order, k);
+  const int64_t rows = order.numel(), d = x.dim(-1);
+  GEMMAX_CHECK(xs.numel() == rows * d && xs.dtype() == x.dtype(), "permute: xs ", xs.str(), " for ",
+               rows, " rows of ", x.str());
+  const int32_t* po = order.data<int32_t>();
+  const size_t row_bytes = size_t(d) * dtype_size(x.dtype());
+  const char* px = static_cast<const char*>(x.raw());
+  char* pxs = static_cast<char*>(xs.raw());
+#pragma omp parallel for if (rows > kParallelRows)
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(pxs + size_t(r) * row_bytes, px + size_t(po[r] / k) * row_bytes, row_bytes);
+}
+
+void CpuBackend::permute_backward(const Tensor& dx, const Tensor& dxs, const Tensor& inverse,
+                                  int64_t k, bool accumulate) {
+  if (is_wide(dx)) return reference_.permute_backward(dx, dxs, inverse, k, accumulate);
+  const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
+  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T_ * k) && dxs.numel() == T_ * k * d,
+               "permute_backward: dx ", dx.str(), " dxs ", dxs.str());
+  const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
+  dispatch(dx, [&]<class T>() {
+    const T* g = dxs.data<T>();
+    T* out = dx.data<T>();
+#pragma omp parallel
+    {
+      std::vector<float> acc(static_cast<size_t>(d));
+#pragma omp for
+      for (int64_t t = 0; t < T_; ++t) {
+        T* o = out + t * d;
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) acc[size_t(c)] = accumulate ? to_f32(o[c]) : 0.0f;
+        for (int64_t j = 0; j < k; ++j) {
+          const T* src = g + (inv ? int64_t(inv[t * k + j]) : t * k + j) * d;
+#pragma omp simd
+          for (int64_t c = 0; c < d; ++c) acc[size_t(c)] += to_f32(src[c]);
+        }
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) o[c] = from_f32<T>(acc[size_t(c)]);
+      }
+    }
+  });
+}
+
+void CpuBackend::combine_forward(const Tensor& m, const Tensor& y, const Tensor& inverse,
+                                 const Tensor& weights) {
+  if (is_wide(m)) return reference_.combine_forward(m, y, inverse, weights);
+  const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
+  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T_ * K) && y.numel() == T_ * K * d,
+               "combine_forward: m ", m.str(), " y ", y.str(), " weights ", weights.str());
+  const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
+  const float* pw = weights.data<float>();
+  dispatch(m, [&]<class T>() {
+    const T* py = y.data<T>();
+    T* pm = m.data<T>();
+#pragma omp parallel
+    {
+      std::vector<float> acc(static_cast<size_t>(d));
+#pragma omp for
+      for (int64_t t = 0; t < T_; ++t) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j = 0; j < K; ++j) {
+          const T* src = py + (inv ? int64_t(inv[t * K + j]) : t * K + j) * d;
+          const float w = pw[t * K + j];
+#pragma omp simd
+          for (int64_t c = 0; c < d; ++c) acc[size_t(c)] += w * to_f32(src[c]);
+        }
+        T* o = pm + t * d;
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) o[c] = from_f32<T>(acc[size_t(c)]);
+      }
+    }
+  });
+}
+
+void CpuBackend::combine_backward(const Tensor& dy, const Tensor& dweights, const Tensor& dm,
+                                  const Tensor& y, const Tensor& order, const Tensor& weights) {
+  if (is_wide(dm)) return reference_.combine_backward(dy, dweights, dm, y, order, weights);
+  const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = weights.numel(), K = rows / T_;
+  GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows &&
+                   (!order.defined() || order.numel() == rows),
+               "combine_backward: dy ", dy.str(), " dweights ", dweights.str());
+  const int32_t* po = order.defined() ? order.data<int32_t>() : nullptr;
+  const float* pw = weights.data<float>();
+  float* pdw = dweights.data<float>();
+  dispatch(dm, [&]<class T>() {
+    const T *pdm = dm.data<T>(), *py = y.data<T>();
+    T* pdy = dy.data<T>();
+#pragma omp parallel for if (rows > kParallelRows)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t tk = po ? po[r] : r, t = tk / K;
+      const float w = pw[tk];
+      const T *g = pdm + t * d, *yr = py + r * d;
+      T* o = pdy + r * d;
+      float s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < d; ++c) {
+        o[c] = from_f32<T>(w * to_f32(g[c]));
+        s += to_f32(g[c]) * to_f32(yr[c]);
+      }
+      pdw[tk] = s;
+    }
+  });
+}
+
+}  // namespace gemmax

@@ -1,0 +1,211 @@
+// Matmuls and grouped matmuls on the product engine (gemm.h). A grouped matmul runs one
+// product per expert over that expert's contiguous sorted rows; GmmRows' maps become the row
+// maps of the engine's operands, so the permute and un-permute around the experts cost
+// nothing. An expert with no rows is skipped: its weight gradient stays as it is.
+#include <omp.h>
+
+#include <tuple>
+#include <type_traits>
+
+#include "gemmax/backend/cpu/cpu_backend.h"
+#include "gemmax/backend/cpu/dispatch.h"
+
+namespace gemmax {
+using namespace cpu;
+
+namespace {
+
+// The groups of the sorted rows: g owns rows [first, first + rows).
+struct Group {
+  int64_t g, first, rows;
+};
+
+std::vector<Group> groups_of(const Tensor& group_sizes, int64_t m) {
+  const int32_t* sizes = group_sizes.data<int32_t>();
+  std::vector<Group> out;
+  int64_t first = 0;
+  for (int64_t g = 0; g < group_sizes.numel(); ++g) {
+    GEMMAX_CHECK(sizes[g] >= 0, "group ", g, " has ", sizes[g], " rows");
+    if (sizes[g] > 0) out.push_back({g, first, sizes[g]});
+    first += sizes[g];
+  }
+  GEMMAX_CHECK(first == m, "group sizes sum to ", first, " but there are ", m, " rows");
+  return out;
+}
+
+// The rows [first, ...) of a tensor seen through an optional row map.
+template <class T>
+Rows<T> rows_of(T* base, int64_t ld, const Tensor& map, int64_t first) {
+  if (map.defined()) return Rows<T>{base, ld, map.data<int32_t>() + first};
+  return Rows<T>{base + first * ld, ld, nullptr};
+}
+
+void check_map(const Tensor& map, int64_t m, int64_t limit, const char* what) {
+  if (!map.defined()) return;
+  GEMMAX_CHECK(map.dtype() == DType::I32 && map.numel() == m, what, ": a row map must be int32 [",
+               m, "], got ", map.str());
+  const int32_t* p = map.data<int32_t>();
+  for (int64_t r = 0; r < m; ++r)
+    GEMMAX_CHECK(p[r] >= 0 && p[r] < limit, what, " row map entry ", p[r], " at ", r,
+                 " is outside [0, ", limit, ")");
+}
+
+// The weight rows a GmmRows window selects: [begin, begin + rows) of each group's N.
+std::pair<int64_t, int64_t> window(const GmmRows& rows, int64_t N, const char* op) {
+  const int64_t w0 = rows.weight_begin, n = rows.weight_rows < 0 ? N - w0 : rows.weight_rows;
+  GEMMAX_CHECK(w0 >= 0 && n >= 0 && w0 + n <= N, op, ": weight rows [", w0, ", ", w0 + n, ") of ",
+               N);
+  return {w0, n};
+}
+
+// Runs one product per group: with enough groups, whole groups per thread (each on its own
+// scratch, no barrier inside a grouped matmul; any schedule gives the same result, as every
+// output row is computed by one thread in one order); with few, the groups one after another,
+// each on every thread.
+template <class Serial, class Parallel>
+void for_each_group(const std::vector<Group>& groups, const GemmScratch& scratch, Serial&& serial,
+                    Parallel&& parallel) {
+  const int64_t n = int64_t(groups.size());
+  if (n >= 2 * omp_get_max_threads()) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i)
+      serial(groups[size_t(i)], scratch.thread[size_t(omp_get_thread_num())]);
+  } else {
+    for (const Group& g : groups) parallel(g);
+  }
+}
+
+bool fast_dtypes(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (!is_fast(*t)) return false;
+  return true;
+}
+
+}  // namespace
+
+void CpuBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+                        bool trans_b, bool accumulate) {
+  GEMMAX_CHECK(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "matmul needs 2-D tensors, got ",
+               a.str(), " ", b.str(), " ", c.str());
+  if (!fast_dtypes({&a, &b, &c}) || (trans_a && trans_b))
+    return reference_.matmul(c, a, trans_a, b, trans_b, accumulate);
+  const int64_t M = trans_a ? a.dim(1) : a.dim(0), K = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t Kb = trans_b ? b.dim(1) : b.dim(0), N = trans_b ? b.dim(0) : b.dim(1);
+  GEMMAX_CHECK(K == Kb && c.dim(0) == M && c.dim(1) == N && a.dtype() == b.dtype(),
+               "matmul shapes: op(", a.str(), trans_a ? ")^T" : ")", " . op(", b.str(),
+               trans_b ? ")^T" : ")", " -> ", c.str());
+  if (trans_a && c.dtype() == DType::BF16 && K > 8192)  // long reductions into bf16: rare
+    return reference_.matmul(c, a, trans_a, b, trans_b, accumulate);
+  dispatch2(a, c, [&]<class T, class TC>() {
+    if (trans_a) {  // c [M, N] = a^T b: a [K, M], b [K, N] by rows, reduced over K
+      gemm_tn<T, TC>(isa_, M, N, K, Rows<const T>{a.data<T>(), M}, Rows<const T>{b.data<T>(), N},
+                     c.data<TC>(), N, accumulate, gemm_);
+    } else {
+      gemm<T, TC>(isa_, M, N, K, Rows<const T>{a.data<T>(), K},
+                  BMatrix<T>{b.data<T>(), trans_b ? K : N, trans_b}, Rows<TC>{c.data<TC>(), N},
+                  accumulate, gemm_);
+    }
+  });
+}
+
+void CpuBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
+                     const Tensor& group_sizes, const GmmRows& rows) {
+  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.gmm(out, lhs, rhs, group_sizes, rows);
+  const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
+  const auto [w0, n] = window(rows, N, "gmm");
+  GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G && out.dim(1) == n &&
+                   (rows.in.defined() || lhs.dim(0) == m) && out.dtype() == lhs.dtype() &&
+                   rhs.dtype() == lhs.dtype(),
+               "gmm shapes: lhs ", lhs.str(), " rhs ", rhs.str(), " out ", out.str());
+  check_map(rows.in, m, lhs.dim(0), "gmm lhs");
+  check_map(rows.out, m, m, "gmm out");
+  dispatch(out, [&]<class T>() {
+    const T *pl = lhs.data<T>(), *pr = rhs.data<T>();
+    T* po = out.data<T>();
+    auto args = [&](const Group& g) {
+      return std::tuple(rows_of<const T>(pl, k, rows.in, g.first),
+                        BMatrix<T>{pr + (g.g * N + w0) * k, k, true},
+                        rows_of<T>(po, n, rows.out, g.first));
+    };
+    for_each_group(
+        groups_of(group_sizes, m), gemm_,
+        [&](const Group& g, void* scratch) {
+          const auto [a, b, c] = args(g);
+          gemm_serial<T, T>(isa_, g.rows, n, k, a, b, c, rows.accumulate, scratch,
+                            gemm_.thread_bytes);
+        },
+        [&](const Group& g) {
+          const auto [a, b, c] = args(g);
+          gemm<T, T>(isa_, g.rows, n, k, a, b, c, rows.accumulate, gemm_);
+        });
+  });
+}
+
+void CpuBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
+                          const Tensor& group_sizes, const GmmRows& rows) {
+  if (!fast_dtypes({&dlhs, &dout, &rhs}))
+    return reference_.gmm_dlhs(dlhs, dout, rhs, group_sizes, rows);
+  const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
+  const auto [w0, n] = window(rows, N, "gmm_dlhs");
+  GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G && dout.dim(1) == n &&
+                   (rows.out.defined() || dout.dim(0) == m) && dlhs.dtype() == dout.dtype() &&
+                   rhs.dtype() == dout.dtype(),
+               "gmm_dlhs shapes: dout ", dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
+  check_map(rows.in, m, m, "gmm_dlhs dlhs");
+  check_map(rows.out, m, dout.dim(0), "gmm_dlhs dout");
+  dispatch(dlhs, [&]<class T>() {
+    // dlhs = dout . W_g, W_g [n, k] read in place (its rows are the reduction).
+    const T *pd = dout.data<T>(), *pr = rhs.data<T>();
+    T* pl = dlhs.data<T>();
+    auto args = [&](const Group& g) {
+      return std::tuple(rows_of<const T>(pd, n, rows.out, g.first),
+                        BMatrix<T>{pr + (g.g * N + w0) * k, k, false},
+                        rows_of<T>(pl, k, rows.in, g.first));
+    };
+    for_each_group(
+        groups_of(group_sizes, m), gemm_,
+        [&](const Group& g, void* scratch) {
+          const auto [a, b, c] = args(g);
+          gemm_serial<T, T>(isa_, g.rows, k, n, a, b, c, rows.accumulate, scratch,
+                            gemm_.thread_bytes);
+        },
+        [&](const Group& g) {
+          const auto [a, b, c] = args(g);
+          gemm<T, T>(isa_, g.rows, k, n, a, b, c, rows.accumulate, gemm_);
+        });
+  });
+}
+
+void CpuBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
+                          const Tensor& group_sizes, const GmmRows& rows) {
+  if (!fast_dtypes({&drhs, &lhs, &dout}))
+    return reference_.gmm_drhs(drhs, lhs, dout, group_sizes, rows);
+  const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
+  const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
+  const auto [w0, n] = window(rows, N, "gmm_drhs");
+  GEMMAX_CHECK(drhs.dim(2) == k && group_sizes.numel() == G && dout.dim(1) == n &&
+                   (rows.out.defined() || dout.dim(0) == m) && lhs.dtype() == dout.dtype() &&
+                   drhs.dtype() == DType::F32,
+               "gmm_drhs shapes: lhs ", lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
+  check_map(rows.in, m, lhs.dim(0), "gmm_drhs lhs");
+  check_map(rows.out, m, dout.dim(0), "gmm_drhs dout");
+  dispatch(lhs, [&]<class T>() {
+    // drhs[g][w0 + j][c] += sum over the group's rows of dout[r][j] lhs[r][c]
+    const T *pd = dout.data<T>(), *pl = lhs.data<T>();
+    float* pw = drhs.data<float>();
+    for_each_group(
+        groups_of(group_sizes, m), gemm_,
+        [&](const Group& g, void* scratch) {
+          gemm_tn_serial<T, float>(isa_, n, k, g.rows, rows_of<const T>(pd, n, rows.out, g.first),
+                                   rows_of<const T>(pl, k, rows.in, g.first),
+                                   pw + (g.g * N + w0) * k, k, true, scratch, gemm_.thread_bytes);
+        },
+        [&](const Group& g) {
+          gemm_tn<T, float>(isa_, n, k, g.rows, rows_of<const T>(pd, n, rows.out, g.first),
+                            rows_of<const T>(pl, k, rows.in, g.first), pw + (g.g * N + w0) * k, k,
+                            true, gemm_);
+        });
+  });
+}
+
+}  // namespace gemmax

@@ -1,0 +1,180 @@
+// The cpu backend's products (backend/cpu/gemm.h) against a direct fp64 sum, on both kernel
+// paths (AVX-512 BF16 where the CPU has it, and the portable one), for bf16 and fp32, at sizes
+// that exercise every edge: odd reductions, partial tiles and panels, row maps, accumulation,
+// a reduction longer than one chunk, and a result independent of the thread count.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "gemmax/backend/cpu/gemm.h"
+#include "gemmax/base/rng.h"
+
+namespace gemmax::cpu {
+namespace {
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v = {Isa::Portable};
+  if (cpu_has_avx512_bf16()) v.push_back(Isa::Avx512Bf16);
+  return v;
+}
+
+struct Scratch {
+  std::vector<char> shared, threads;
+  GemmScratch s;
+  Scratch() : shared(size_t(gemm_shared_bytes())) {
+    const int nt = std::max(4, omp_get_max_threads());
+    threads.resize(size_t(gemm_thread_bytes()) * size_t(nt));
+    s.shared = shared.data();
+    s.shared_bytes = gemm_shared_bytes();
+    s.thread_bytes = gemm_thread_bytes();
+    for (int t = 0; t < nt; ++t)
+      s.thread.push_back(threads.data() + size_t(t) * gemm_thread_bytes());
+  }
+};
+
+template <class T>
+std::vector<T> random(int64_t n, Rng& rng) {
+  std::vector<T> v(static_cast<size_t>(n));
+  for (auto& x : v) x = T(float(rng.normal()));
+  return v;
+}
+
+inline double d(bf16 x) { return double(float(x)); }
+inline double d(float x) { return x; }
+
+// |got - exact| <= tol * sum |a||b| (+ the output's rounding): the fp32 accumulation bound.
+template <class TC>
+void expect_close(double got, double exact, double abs_sum, const std::string& what) {
+  const double out_round = sizeof(TC) == 2 ? std::ldexp(std::abs(exact), -8) : 0.0;
+  EXPECT_LE(std::abs(got - exact), 1e-5 * abs_sum + out_round + 1e-30) << what;
+}
+
+template <class T, class TC>
+void check_gemm(Isa isa, int64_t m, int64_t n, int64_t k, bool transposed, bool mapped,
+                bool accumulate) {
+  Rng rng(uint64_t(m * 131 + n * 7 + k));
+  Scratch s;
+  const int64_t rows_a = mapped ? m + 3 : m;
+  std::vector<T> a = random<T>(rows_a * k, rng), w = random<T>(n * k, rng);
+  std::vector<TC> c = random<TC>(m * n, rng);
+  const std::vector<TC> c0 = c;
+  std::vector<int32_t> map(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) map[size_t(i)] = int32_t((i * 7 + 2) % rows_a);
+  const int32_t* amap = mapped ? map.data() : nullptr;
+  gemm<T, TC>(isa, m, n, k, Rows<const T>{a.data(), k, amap},
+              BMatrix<T>{w.data(), transposed ? k : n, transposed}, Rows<TC>{c.data(), n},
+              accumulate, s.s);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t ai = mapped ? map[size_t(i)] : i;
+      double exact = accumulate ? d(c0[size_t(i * n + j)]) : 0.0, abs_sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double bv = transposed ? d(w[size_t(j * k + p)]) : d(w[size_t(p * n + j)]);
+        exact += d(a[size_t(ai * k + p)]) * bv;
+        abs_sum += std::abs(d(a[size_t(ai * k + p)]) * bv);
+      }
+      expect_close<TC>(d(c[size_t(i * n + j)]), exact, abs_sum,
+                       std::string(isa_name(isa)) + " gemm " + std::to_string(m) + "x" +
+                           std::to_string(n) + "x" + std::to_string(k) + " at " +
+                           std::to_string(i) + "," + std::to_string(j));
+    }
+}
+
+template <class T, class TC>
+void check_gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, bool mapped, bool accumulate) {
+  Rng rng(uint64_t(m * 17 + n * 5 + k));
+  Scratch s;
+  const int64_t rows = mapped ? m + 2 : m;
+  std::vector<T> a = random<T>(rows * n, rng), b = random<T>(rows * k, rng);
+  std::vector<TC> c = random<TC>(n * k, rng);
+  const std::vector<TC> c0 = c;
+  std::vector<int32_t> map(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) map[size_t(i)] = int32_t((i * 5 + 1) % rows);
+  const int32_t* rmap = mapped ? map.data() : nullptr;
+  gemm_tn<T, TC>(isa, n, k, m, Rows<const T>{a.data(), n, rmap}, Rows<const T>{b.data(), k, rmap},
+                 c.data(), k, accumulate, s.s);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      double exact = accumulate ? d(c0[size_t(i * k + j)]) : 0.0, abs_sum = 0;
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t rr = mapped ? map[size_t(r)] : r;
+        exact += d(a[size_t(rr * n + i)]) * d(b[size_t(rr * k + j)]);
+        abs_sum += std::abs(d(a[size_t(rr * n + i)]) * d(b[size_t(rr * k + j)]));
+      }
+      expect_close<TC>(d(c[size_t(i * k + j)]), exact, abs_sum,
+                       std::string(isa_name(isa)) + " gemm_tn " + std::to_string(n) + "x" +
+                           std::to_string(k) + "x" + std::to_string(m) + " at " +
+                           std::to_string(i) + "," + std::to_string(j));
+    }
+}
+
+TEST(CpuGemm, ProductsMatchTheDirectSum) {
+  for (Isa isa : isas())
+    for (bool transposed : {true, false})
+      for (bool mapped : {false, true}) {
+        for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1},
+                               {13, 33, 17},
+                               {30, 64, 64},
+                               {29, 70, 131},
+                               {3, 5, 1030}}) {
+          check_gemm<bf16, bf16>(isa, m, n, k, transposed, mapped, false);
+          check_gemm<bf16, float>(isa, m, n, k, transposed, mapped, true);
+          check_gemm<float, float>(isa, m, n, k, transposed, mapped, false);
+          check_gemm<bf16, bf16>(isa, m, n, k, transposed, mapped, true);
+        }
+      }
+}
+
+TEST(CpuGemm, TransposedProductsMatchTheDirectSum) {
+  for (Isa isa : isas())
+    for (bool mapped : {false, true})
+      for (auto [n, k, m] :
+           {std::array<int64_t, 3>{1, 1, 1}, {15, 33, 7}, {28, 64, 63}, {5, 40, 1100}}) {
+        check_gemm_tn<bf16, float>(isa, n, k, m, mapped, true);
+        check_gemm_tn<bf16, float>(isa, n, k, m, mapped, false);
+        check_gemm_tn<float, float>(isa, n, k, m, mapped, true);
+        check_gemm_tn<bf16, bf16>(isa, n, k, m, mapped, false);
+      }
+}
+
+TEST(CpuGemm, EmptyReductionWritesZerosOrKeepsTheOutput) {
+  for (Isa isa : isas()) {
+    Scratch s;
+    std::vector<float> c(6, 3.0f);
+    gemm<float, float>(isa, 2, 3, 0, Rows<const float>{nullptr, 0},
+                       BMatrix<float>{nullptr, 0, true}, Rows<float>{c.data(), 3}, true, s.s);
+    EXPECT_EQ(c[4], 3.0f);
+    gemm<float, float>(isa, 2, 3, 0, Rows<const float>{nullptr, 0},
+                       BMatrix<float>{nullptr, 0, true}, Rows<float>{c.data(), 3}, false, s.s);
+    EXPECT_EQ(c[4], 0.0f);
+  }
+}
+
+// Each output is reduced by one thread in one fixed order: 1 and 2 threads agree bit for bit.
+TEST(CpuGemm, ResultsDoNotDependOnTheThreadCount) {
+  for (Isa isa : isas()) {
+    Rng rng(9);
+    Scratch s;
+    const int64_t m = 100, n = 96, k = 300;
+    const std::vector<bf16> a = random<bf16>(m * k, rng), w = random<bf16>(n * k, rng);
+    std::vector<float> c1(size_t(m * n)), c2(size_t(m * n)), t1(size_t(n * k)), t2(size_t(n * k));
+    const int saved = omp_get_max_threads();
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      auto& c = threads == 1 ? c1 : c2;
+      auto& t = threads == 1 ? t1 : t2;
+      gemm<bf16, float>(isa, m, n, k, Rows<const bf16>{a.data(), k},
+                        BMatrix<bf16>{w.data(), k, true}, Rows<float>{c.data(), n}, false, s.s);
+      gemm_tn<bf16, float>(isa, n, k, m, Rows<const bf16>{a.data(), k},
+                           Rows<const bf16>{a.data(), k}, t.data(), k, false, s.s);
+    }
+    omp_set_num_threads(saved);
+    EXPECT_EQ(c1, c2) << isa_name(isa);
+    EXPECT_EQ(t1, t2) << isa_name(isa);
+  }
+}
+
+}  // namespace
+}  // namespace gemmax::cpu

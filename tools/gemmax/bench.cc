@@ -1,0 +1,285 @@
+// gemmax bench [config.yml] [key=value ...] [--warmup N] [--steps N] [--json FILE]
+//
+// Times the training step: warm-up steps, then timed steps of the real step (the trainer's
+// train_step and its one read of the metrics), then one step profiled by op family. Beside it,
+// in the same run: the backend's dense bf16 matmul rate, and its grouped matmul against a
+// dense matmul of the same FLOPs at the model's expert shapes.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "commands.h"
+#include "flags.h"
+#include "gemmax/backend/profiling_backend.h"
+#include "gemmax/base/rng.h"
+#include "gemmax/base/timer.h"
+#include "gemmax/config/run_config.h"
+#include "gemmax/data/loader.h"
+#include "gemmax/train/flops.h"
+#include "gemmax/train/memory_budget.h"
+#include "gemmax/train/step.h"
+
+namespace gemmax {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: gemmax bench [config.yml] [key=value ...] [--warmup N] [--steps N] [--json FILE]\n\n"
+    "Times training steps of the configured model and backend (default: model_name=gemma4-small\n"
+    "dataset_type=synthetic, the preset's batch and sequence) and prints step time, tokens/s,\n"
+    "model TFLOP/s (MaxText's count) and executed TFLOP/s (products and attention, remat\n"
+    "recompute included), the dense bf16 matmul rate measured in the same run and the ratio to\n"
+    "it, the grouped matmul against a dense matmul of the same FLOPs at the expert shapes, and\n"
+    "one step's time by op family. --json FILE writes the same figures.\n";
+
+// The best rate of f (FLOP/s) over `reps` runs of at least 0.1 s.
+double best_rate(double flops, const std::function<void()>& f, int reps = 3) {
+  f();
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    Timer t;
+    int n = 0;
+    do {
+      f();
+      ++n;
+    } while (t.seconds() < 0.1);
+    best = std::max(best, flops * n / t.seconds());
+  }
+  return best;
+}
+
+Tensor random_bf16(Backend& be, const Shape& s, Rng& rng, double scale) {
+  Tensor host = Tensor::empty(s, DType::BF16);
+  for (int64_t i = 0; i < host.numel(); ++i)
+    host.data<bf16>()[i] = bf16(float(scale * rng.normal()));
+  return be.to_device(host, MemKind::Workspace);
+}
+
+struct GmmFigures {
+  std::string what;
+  double gmm_tflops = 0, dense_tflops = 0;
+  double ratio() const { return gmm_tflops / dense_tflops; }
+};
+
+// The grouped matmuls of one MoE layer of the model (T*K rows over E experts, routed uniformly
+// at random) against dense matmuls of the same shapes, rows not split by expert.
+std::vector<GmmFigures> grouped_vs_dense(Backend& be, const ModelConfig& c, int64_t tokens) {
+  const int64_t E = c.num_experts, K = c.num_experts_per_tok, D = c.d_model, F = c.moe_mlp_dim;
+  const int64_t m = tokens * K;
+  Rng rng(1);
+  std::vector<int32_t> sizes(size_t(E), 0);
+  for (int64_t r = 0; r < m; ++r) ++sizes[size_t(rng.uniform_int(E))];
+  Tensor host_sizes = Tensor::empty({E}, DType::I32);
+  std::copy(sizes.begin(), sizes.end(), host_sizes.data<int32_t>());
+  const Tensor group_sizes = be.to_device(host_sizes, MemKind::Workspace);
+  const Tensor x = random_bf16(be, {m, D}, rng, 1.0),
+               wi = random_bf16(be, {E, 2 * F, D}, rng, 0.05);
+  const Tensor h = random_bf16(be, {m, 2 * F}, rng, 1.0),
+               wd = random_bf16(be, {E, D, F}, rng, 0.05);
+  const Tensor a = random_bf16(be, {m, F}, rng, 1.0), dy = random_bf16(be, {m, D}, rng, 1.0);
+  const Tensor dense_wi = random_bf16(be, {2 * F, D}, rng, 0.05);
+  const Tensor dense_wd = random_bf16(be, {D, F}, rng, 0.05);
+  Tensor out_h = be.alloc({m, 2 * F}, DType::BF16, MemKind::Workspace);
+  Tensor out_y = be.alloc({m, D}, DType::BF16, MemKind::Workspace);
+  Tensor out_a = be.alloc({m, F}, DType::BF16, MemKind::Workspace);
+  Tensor out_x = be.alloc({m, D}, DType::BF16, MemKind::Workspace);
+  Tensor g_wi = be.zeros({E, 2 * F, D}, DType::F32, MemKind::Workspace);
+  Tensor g_wd = be.zeros({E, D, F}, DType::F32, MemKind::Workspace);
+  Tensor dg_wi = be.zeros({2 * F, D}, DType::F32, MemKind::Workspace);
+  const double up = 2.0 * double(m) * double(2 * F) * double(D);
+  const double down = 2.0 * double(m) * double(D) * double(F);
+  auto sync = [&](const std::function<void()>& f) {
+    return [&be, f] {
+      f();
+      be.synchronize();
+    };
+  };
+  std::vector<GmmFigures> out;
+  out.push_back(
+      {"gate_up forward",
+       best_rate(up, sync([&] { be.gmm(out_h, x, wi, group_sizes, {}); })) / 1e12,
+       best_rate(up, sync([&] { be.matmul(out_h, x, false, dense_wi, true, false); })) / 1e12});
+  out.push_back(
+      {"down forward", best_rate(down, sync([&] { be.gmm(out_y, a, wd, group_sizes, {}); })) / 1e12,
+       best_rate(down, sync([&] { be.matmul(out_y, a, false, dense_wd, true, false); })) / 1e12});
+  out.push_back(
+      {"down dlhs",
+       best_rate(down, sync([&] { be.gmm_dlhs(out_a, dy, wd, group_sizes, {}); })) / 1e12,
+       best_rate(down, sync([&] { be.matmul(out_a, dy, false, dense_wd, false, false); })) / 1e12});
+  out.push_back(
+      {"gate_up dlhs",
+       best_rate(up, sync([&] { be.gmm_dlhs(out_x, h, wi, group_sizes, {}); })) / 1e12,
+       best_rate(up, sync([&] { be.matmul(out_x, h, false, dense_wi, false, false); })) / 1e12});
+  out.push_back({"gate_up drhs",
+                 best_rate(up, sync([&] { be.gmm_drhs(g_wi, x, h, group_sizes, {}); })) / 1e12,
+                 best_rate(up, sync([&] { be.matmul(dg_wi, h, true, x, false, true); })) / 1e12});
+  return out;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  const Flags flags("bench", argc, argv, {{"warmup"}, {"steps"}, {"json"}}, true);
+  if (flags.help()) {
+    std::cout << kUsage;
+    return 0;
+  }
+  const int64_t warmup = flags.get_int("warmup", 2), steps = flags.get_int("steps", 5);
+  const std::string json_path = flags.get("json", "");
+  if (warmup < 0 || steps < 1) fail("gemmax bench: --warmup must be >= 0 and --steps >= 1");
+  std::vector<std::string> rest_args = flags.positional();
+  std::vector<char*> rest;
+  for (std::string& a : rest_args) rest.push_back(a.data());
+  // The bench's defaults for keys the user did not set: the CPU benchmark model, synthetic data.
+  const Config user = config_from_args(int(rest.size()), rest.data());
+  std::vector<std::string> extra;
+  for (const char* kv : {"model_name=gemma4-small", "dataset_type=synthetic"}) {
+    const std::string key = std::string(kv).substr(0, std::string(kv).find('='));
+    if (!user.set_by_user(key)) extra.push_back(kv);
+  }
+  std::vector<std::string> args(rest.begin(), rest.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argp;
+  for (std::string& s : args) argp.push_back(s.data());
+  const Config config = config_from_args(int(argp.size()), argp.data());
+
+  const MemoryPlanInput plan_in = memory_plan_input(config);
+  const ModelConfig& mc = plan_in.model;
+  const auto real = make_backend(backend_options(config));
+  ProfilingBackend be(*real);
+  be.set_enabled(false);
+  Gemma4Model model(mc, be, plan_in.options);
+  const ParamTable& table = model.params();
+  TrainState state =
+      make_train_state(be, table, trainable_params(table, config.get_string("freeze")),
+                       plan_in.weight, AdamWConfig::from(config));
+  {
+    Tensor host = Tensor::empty({table.total()}, plan_in.weight);
+    init_params(table, host, uint64_t(config.get_int("init_weights_seed")));
+    be.upload(state.weights, host);
+  }
+  DataOptions d;
+  d.dataset_type = config.get_string("dataset_type");
+  d.dataset_path = config.get_string("dataset_path");
+  d.tokenizer_type = config.get_string("tokenizer_type");
+  d.tokenizer_path = config.get_string("tokenizer_path");
+  d.batch = plan_in.batch;
+  d.seq = plan_in.seq;
+  d.vocab_size = mc.vocab_size;
+  d.seed = uint64_t(config.get_int("data_shuffle_seed"));
+  const auto data = make_data_loader(d);
+  const int64_t tokens = plan_in.batch * plan_in.seq;
+  const double model_tflop = training_flops(mc, plan_in.batch, plan_in.seq).total() / 1e12;
+
+  std::cout << "gemmax bench: " << mc.name << " | " << real->describe() << " | dtype "
+            << dtype_name(plan_in.options.act) << " | remat "
+            << remat_policy_name(plan_in.options.remat) << " | batch " << plan_in.batch << " x "
+            << plan_in.seq << " | " << warmup << " warm-up + " << steps << " timed steps"
+            << std::endl;
+  auto one_step = [&](int64_t step) {
+    const StepInputs in = upload_batch(be, data->next());
+    train_step(be, model, state, in, 1e-4, step + 1);
+    return read_step(be, model, state, in);
+  };
+  for (int64_t s = 0; s < warmup; ++s) one_step(s);
+  std::vector<double> times;
+  double last_loss = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    Timer t;
+    last_loss = one_step(warmup + s).loss.total_loss;
+    times.push_back(t.seconds());
+  }
+  be.set_enabled(true);
+  Timer profiled_timer;
+  one_step(warmup + steps);
+  const double profiled_seconds = profiled_timer.seconds();
+  be.set_enabled(false);
+  const OpProfile prof = be.profile();
+
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const double executed_tflop = prof.total_flops() / 1e12;
+  // The dense bf16 matmul rate of this backend, same run: [tokens, 4D] x [4D, 4D].
+  Rng rng(2);
+  const int64_t n = 4 * mc.d_model;
+  const Tensor da = random_bf16(be, {tokens, n}, rng, 1.0), db = random_bf16(be, {n, n}, rng, 0.05);
+  Tensor dc = be.alloc({tokens, n}, DType::BF16, MemKind::Workspace);
+  const double dense = best_rate(2.0 * double(tokens) * double(n) * double(n),
+                                 [&] {
+                                   be.matmul(dc, da, false, db, true, false);
+                                   be.synchronize();
+                                 }) /
+                       1e12;
+  const std::vector<GmmFigures> gmm = grouped_vs_dense(be, mc, tokens);
+
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(3);
+  os << "step time           " << median << " s (median; min " << sorted.front() << ", max "
+     << sorted.back() << "), last loss " << last_loss << "\n";
+  os.precision(1);
+  os << "tokens/s            " << double(tokens) / median << "\n";
+  os.precision(3);
+  os << "model TFLOP/s       " << model_tflop / median << " (" << model_tflop
+     << " TFLOP/step, MaxText's count)\n";
+  os << "executed TFLOP/s    " << executed_tflop / median << " (" << executed_tflop
+     << " TFLOP/step: products and attention, remat recompute included)\n";
+  os << "dense bf16 matmul   " << dense << " TFLOP/s ([" << tokens << ", " << n << "] x [" << n
+     << ", " << n << "], same run)\n";
+  os << "model / dense       " << model_tflop / median / dense << "\n";
+  os << "grouped matmul vs dense at the expert shapes (" << tokens * mc.num_experts_per_tok
+     << " rows, " << mc.num_experts << " experts):\n";
+  for (const GmmFigures& g : gmm)
+    os << "  " << g.what << std::string(16 - g.what.size(), ' ') << g.gmm_tflops << " vs "
+       << g.dense_tflops << " TFLOP/s: " << g.ratio() << "\n";
+  os << "time by op family (one profiled step, " << profiled_seconds << " s):\n";
+  for (size_t f = 0; f < kNumOpFamilies; ++f) {
+    const double s = prof.seconds[f];
+    os << "  " << op_family_name(OpFamily(f))
+       << std::string(30 - std::strlen(op_family_name(OpFamily(f))), ' ') << s << " s "
+       << int(std::lround(100 * s / prof.total_seconds())) << "%";
+    if (prof.flops[f] > 0) os << "  " << prof.flops[f] / s / 1e12 << " TFLOP/s";
+    os << "\n";
+  }
+  std::cout << os.str();
+
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["model"] = mc.name;
+    j["backend"] = real->describe();
+    j["dtype"] = dtype_name(plan_in.options.act);
+    j["remat"] = remat_policy_name(plan_in.options.remat);
+    j["batch"] = plan_in.batch;
+    j["seq"] = plan_in.seq;
+    j["threads"] = omp_get_max_threads();
+    j["step_seconds"] = times;
+    j["step_seconds_median"] = median;
+    j["tokens_per_sec"] = double(tokens) / median;
+    j["model_tflop_per_step"] = model_tflop;
+    j["model_tflops_per_sec"] = model_tflop / median;
+    j["executed_tflop_per_step"] = executed_tflop;
+    j["executed_tflops_per_sec"] = executed_tflop / median;
+    j["dense_bf16_tflops_per_sec"] = dense;
+    j["model_over_dense"] = model_tflop / median / dense;
+    for (const GmmFigures& g : gmm)
+      j["grouped_vs_dense"][g.what] = {
+          {"grouped_tflops", g.gmm_tflops}, {"dense_tflops", g.dense_tflops}, {"ratio", g.ratio()}};
+    for (size_t f = 0; f < kNumOpFamilies; ++f)
+      j["time_by_family"][op_family_name(OpFamily(f))] = {
+          {"seconds", prof.seconds[f]}, {"flops", prof.flops[f]}, {"calls", prof.calls[f]}};
+    std::ofstream(json_path) << j.dump(2) << "\n";
+    std::cout << "wrote " << json_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace gemmax
