@@ -1,7 +1,8 @@
 #!/bin/sh
 # gemmax against the PyTorch baseline (bench/pytorch_baseline.py) in one run: the same model,
-# batch, sequence and thread count, one after the other on the same machine. Prints both and
-# the ratio of their tokens/s.
+# batch, sequence and thread count, one after the other on the same machine: gemmax, PyTorch
+# eager, PyTorch with torch.compile. Prints each and the ratio of gemmax's tokens/s to each and
+# to the faster PyTorch.
 #
 #   bench/cpu_vs_pytorch.sh [BUILD_DIR] [PYTHON] [key=value ...]
 #
@@ -22,15 +23,21 @@ trap 'rm -rf "$out"' EXIT
 "$build/bin/gemmax" bench model_name="$model" num_threads="$threads" \
   per_device_batch_size="$batch" max_target_length="$seq" "$@" --json "$out/gemmax.json"
 echo
-"$py" "$here/pytorch_baseline.py" --model "$model" --threads "$threads" --batch "$batch" \
-  --seq "$seq" --json "$out/torch.json"
-echo
-python3 - "$out/gemmax.json" "$out/torch.json" <<'PY'
+for mode in eager compiled; do
+  flag=; [ $mode = compiled ] && flag=--compile
+  "$py" "$here/pytorch_baseline.py" --model "$model" --threads "$threads" --batch "$batch" \
+    --seq "$seq" $flag --json "$out/torch_$mode.json"
+  echo
+done
+python3 - "$out/gemmax.json" "$out/torch_eager.json" "$out/torch_compiled.json" <<'PY'
 import json, sys
-g, t = (json.load(open(p)) for p in sys.argv[1:])
+g, *torch_runs = (json.load(open(p)) for p in sys.argv[1:])
 print("gemmax  %8.1f tokens/s  (%s)" % (g["tokens_per_sec"], g["backend"]))
-print("pytorch %8.1f tokens/s  (torch %s, attention %s%s)" % (
-    t["tokens_per_sec"], t["torch"], t["attention"], ", compiled" if t["compiled"] else ""))
-print("ratio   %8.2f x" % (g["tokens_per_sec"] / t["tokens_per_sec"]))
+for t in torch_runs:
+    print("pytorch %8.1f tokens/s  (torch %s, attention %s%s)  gemmax/pytorch %.2f x" % (
+        t["tokens_per_sec"], t["torch"], t["attention"], ", compiled" if t["compiled"] else "",
+        g["tokens_per_sec"] / t["tokens_per_sec"]))
+best = max(t["tokens_per_sec"] for t in torch_runs)
+print("ratio to the faster pytorch: %.2f x" % (g["tokens_per_sec"] / best))
 print("model TFLOP/s / dense bf16 matmul rate: %.3f" % g["model_over_dense"])
 PY

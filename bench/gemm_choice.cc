@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
       {"q/o projection fwd", 4096, 512, 512, 'N'},    {"mlp gate_up fwd", 4096, 768, 512, 'N'},
       {"mlp down dlhs", 4096, 384, 512, 'D'},         {"q projection wgrad", 512, 512, 4096, 'T'},
       {"head fwd (one tile)", 4096, 32768, 512, 'N'}, {"head dx", 4096, 512, 32768, 'D'},
+      {"head wgrad", 32768, 512, 4096, 'T'},
       {"expert gate_up fwd", 512, 256, 512, 'N'},     {"expert down fwd", 512, 512, 128, 'N'},
       {"expert gate_up dlhs", 512, 512, 256, 'D'},    {"expert down wgrad", 512, 128, 512, 'T'},
   };

@@ -390,31 +390,47 @@ TEST_P(CpuOps, AttentionForwardAndBackward) {
 
 // Many blocks: 300 positions with three documents, 8 query heads over 2 kv heads, windows of
 // 100 and none: query blocks that see several key blocks, partly masked blocks, skipped ones.
+// Several key blocks, segments and a window, with the default scratch (key panels cached,
+// the backward's keys in one chunk) and with scratch too small for that, as long sequences
+// run: 360 KiB repacks the backward's panels per use and takes its keys in chunks; 170 KiB
+// repacks the forward's (too little for the backward's blocks).
 TEST_P(CpuOps, AttentionOverManyBlocks) {
   const int64_t S = 300, T = 2 * S, H = 8, KV = 2, hd = 40;
   std::vector<int32_t> segs;
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t i = 0; i < S; ++i) segs.push_back(b == 0 ? 1 : (i < 120 ? 1 : (i < 250 ? 2 : 3)));
   const Tensor seg = ints(segs);
-  for (int64_t window : {0, 100}) {
-    const DType dt = DType::BF16;
-    const AttentionShape s{2, S, H, KV, hd, window};
-    const Tensor q = grid({T, H, hd}, dt, 0.3), k = grid({T, KV, hd}, dt, 0.3),
-                 v = grid({T, KV, hd}, dt), dout = grid({T, H, hd}, dt);
-    Tensor or_ = zeros({T, H, hd}, dt), oc = zeros({T, H, hd}, dt);
-    Tensor lr = zeros({2, H, S}, DType::F32), lc = zeros({2, H, S}, DType::F32);
-    ref.attention_forward(or_, lr, q, k, v, seg, s);
-    cpu->attention_forward(oc, lc, q, k, v, seg, s);
-    const std::string what = "window " + std::to_string(window);
-    expect_near("attention o " + what, or_, oc, 2 * tol(dt));
-    expect_near("attention lse " + what, lr, lc, 1e-5, 1e-5);
-    Tensor dqr = zeros({T, H, hd}, dt), dkr = zeros({T, KV, hd}, dt), dvr = zeros({T, KV, hd}, dt);
-    Tensor dqc = zeros({T, H, hd}, dt), dkc = zeros({T, KV, hd}, dt), dvc = zeros({T, KV, hd}, dt);
-    ref.attention_backward(dqr, dkr, dvr, dout, q, k, v, or_, lr, seg, s);
-    cpu->attention_backward(dqc, dkc, dvc, dout, q, k, v, or_, lr, seg, s);
-    expect_near("attention dq " + what, dqr, dqc, 4 * tol(dt));
-    expect_near("attention dk " + what, dkr, dkc, 4 * tol(dt));
-    expect_near("attention dv " + what, dvr, dvc, 4 * tol(dt));
+  for (const int64_t scratch_kib : {0, 360, 170}) {
+    BackendOptions o;
+    o.name = "cpu";
+    o.num_threads = 2;
+    o.isa = GetParam().isa;
+    o.attention_scratch_bytes = scratch_kib << 10;
+    CpuBackend be(o);
+    for (int64_t window : {0, 100}) {
+      const DType dt = DType::BF16;
+      const AttentionShape s{2, S, H, KV, hd, window};
+      const Tensor q = grid({T, H, hd}, dt, 0.3), k = grid({T, KV, hd}, dt, 0.3),
+                   v = grid({T, KV, hd}, dt), dout = grid({T, H, hd}, dt);
+      Tensor or_ = zeros({T, H, hd}, dt), oc = zeros({T, H, hd}, dt);
+      Tensor lr = zeros({2, H, S}, DType::F32), lc = zeros({2, H, S}, DType::F32);
+      ref.attention_forward(or_, lr, q, k, v, seg, s);
+      be.attention_forward(oc, lc, q, k, v, seg, s);
+      const std::string what =
+          "window " + std::to_string(window) + ", scratch " + std::to_string(scratch_kib) + " KiB";
+      expect_near("attention o " + what, or_, oc, 2 * tol(dt));
+      expect_near("attention lse " + what, lr, lc, 1e-5, 1e-5);
+      if (scratch_kib == 170) continue;
+      Tensor dqr = zeros({T, H, hd}, dt), dkr = zeros({T, KV, hd}, dt),
+             dvr = zeros({T, KV, hd}, dt);
+      Tensor dqc = zeros({T, H, hd}, dt), dkc = zeros({T, KV, hd}, dt),
+             dvc = zeros({T, KV, hd}, dt);
+      ref.attention_backward(dqr, dkr, dvr, dout, q, k, v, or_, lr, seg, s);
+      be.attention_backward(dqc, dkc, dvc, dout, q, k, v, or_, lr, seg, s);
+      expect_near("attention dq " + what, dqr, dqc, 4 * tol(dt));
+      expect_near("attention dk " + what, dkr, dkc, 4 * tol(dt));
+      expect_near("attention dv " + what, dvr, dvc, 4 * tol(dt));
+    }
   }
 }
 
@@ -521,6 +537,33 @@ TEST(CpuModel, LossAndGradientsMatchTheReference) {
     ::testing::Test::RecordProperty("cpu_bf16_grad_error_E" + std::to_string(experts),
                                     std::to_string(bf16_err));
   }
+}
+
+// Sequences of several key blocks (300 positions: 3 blocks of 128 keys) with a window that
+// spans blocks: the whole model's fp32 loss and gradients on the cpu backend against the
+// reference.
+TEST(CpuModel, LongSequencesMatchTheReference) {
+  ModelConfig cfg = testing::small_test_config(2);
+  cfg.d_model = 32;
+  cfg.vocab_size = 64;
+  cfg.sliding_window = 150;
+  const ParamTable table(cfg);
+  ReferenceBackend ref;
+  BackendOptions o;
+  o.num_threads = 2;
+  CpuBackend cpu(o);
+  const Batch batch = testing::make_batch(2, 300, cfg.vocab_size, 5, 170);
+  const Tensor w = trained_like(table, 0.0, 0);
+  auto grads = [&](Backend& be, LossInfo* info) {
+    const StepInputs in = upload_batch(be, batch);
+    Tensor g = Tensor::zeros({table.total()}, DType::F32);
+    *info = Gemma4Model(cfg, be, {DType::F32, RematPolicy::Full, 2}).forward_backward(in, w, g);
+    return g;
+  };
+  LossInfo lr, lc;
+  const Tensor gr = grads(ref, &lr), gc = grads(cpu, &lc);
+  EXPECT_NEAR(lc.total_loss, lr.total_loss, 1e-6 * lr.total_loss);
+  EXPECT_LE(relative_l2(gr, gc), 1e-5);
 }
 
 // With 2 threads the cpu backend's step is the same bit for bit from run to run, and under

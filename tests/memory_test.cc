@@ -35,24 +35,25 @@ std::vector<std::string> small_run(const TempDir& dir, std::vector<std::string> 
 }
 
 // Every category's measured peak over a training step equals the plan, byte for byte, for each
-// remat policy, dtype and tiling: the plan mirrors what the model allocates.
+// backend, remat policy, dtype and tiling: the plan is what the model allocates on that backend.
 TEST(MemoryPlan, MatchesMeasuredPeaksOfATrainingStep) {
   struct Case {
-    const char *dtype, *remat;
+    const char *backend, *dtype, *remat;
     int tiles;
   };
-  for (const Case& c :
-       {Case{"bfloat16", "none", 1}, Case{"bfloat16", "minimal", 2}, Case{"bfloat16", "full", 4},
-        Case{"float32", "full", 1}, Case{"float32", "minimal", 8}}) {
+  for (const Case& c : {Case{"cpu", "bfloat16", "none", 1}, Case{"cpu", "bfloat16", "minimal", 2},
+                        Case{"cpu", "bfloat16", "full", 4}, Case{"cpu", "float32", "full", 1},
+                        Case{"cpu", "float32", "minimal", 8}, Case{"reference", "bfloat16", "full", 4},
+                        Case{"reference", "float32", "none", 1}}) {
     TempDir dir;
-    Trainer t(Config::defaults(
-        small_run(dir, {std::string("dtype=") + c.dtype, std::string("remat_policy=") + c.remat,
-                        "num_vocab_tiling=" + std::to_string(c.tiles)})));
+    Trainer t(Config::defaults(small_run(
+        dir, {std::string("backend=") + c.backend, std::string("dtype=") + c.dtype,
+              std::string("remat_policy=") + c.remat, "num_vocab_tiling=" + std::to_string(c.tiles)})));
     std::ostringstream log;
     t.run(log);
     const MemoryPlan& plan = t.memory_plan();
-    const std::string what =
-        std::string(c.dtype) + " " + c.remat + " tiles " + std::to_string(c.tiles);
+    const std::string what = std::string(c.backend) + " " + c.dtype + " " + c.remat + " tiles " +
+                             std::to_string(c.tiles);
     for (size_t k = 0; k < kNumMemKinds; ++k)
       EXPECT_EQ(plan.peak[k], int64_t(tracker().peak(MemKind(k))))
           << what << ": " << mem_kind_name(MemKind(k)) << "\n"

@@ -277,6 +277,9 @@ struct BackendOptions {
   std::string name = "cpu";
   int num_threads = 0;       // 0: the cores this process may use
   std::string isa = "auto";  // cpu: auto | avx512_bf16 | avx2 (force the slower path)
+  // cpu: attention's scratch per thread (0: 8 MiB). Tests shrink it to reach the paths that
+  // long sequences take: key panels repacked per use, the backward's keys in chunks.
+  int64_t attention_scratch_bytes = 0;
   // cuda: fast (tensor-core kernels for bfloat16 attention and grouped matmuls) | simple (the
   // plain kernels they are tested against)
   std::string cuda_kernels = "fast";

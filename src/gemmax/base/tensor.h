@@ -51,7 +51,7 @@ constexpr DType dtype_of<uint8_t>() {
 // A block of memory and the accounting of it. `owned == false` wraps foreign memory (e.g. a
 // memory-mapped file) that the Storage never frees and does not count. A planned storage (ptr ==
 // nullptr, tracker set) holds no memory: it counts the bytes a planning run would allocate
-// (model/memory_plan.h).
+// (train/memory_plan.h).
 struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;

@@ -32,6 +32,8 @@ using namespace cpu;
 namespace {
 
 constexpr int64_t kKeyBlock = 128;   // keys per block
+constexpr int64_t kKeyPanels = kKeyBlock / kPanelCols;  // K^T panels of 32 keys per block
+static_assert(kKeyBlock % kPanelCols == 0);
 constexpr int64_t kQueryRows = 128;  // query rows (positions x group heads) per block
 
 // Bump allocation from one thread's scratch.
@@ -254,7 +256,7 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
     float** srows = arena.take<float*>(max_rows);
     float** arows = arena.take<float*>(max_rows);
     std::vector<KeyPanels<T>> packs =
-        key_panels<T>(arena, nkb, {2 * kt_elems, hd_panels * v_elems}, arena.left);
+        key_panels<T>(arena, nkb, {kKeyPanels * kt_elems, hd_panels * v_elems}, arena.left);
     for (int64_t r = 0; r < max_rows; ++r) {
       prows[r] = p + r * kKeyBlock;
       srows[r] = s + r * kKeyBlock;
@@ -316,9 +318,6 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t b = task / g.KV, kvh = task % g.KV;
     Arena arena{static_cast<char*>(scratch[size_t(omp_get_thread_num())]), scratch_bytes};
-    T* kt = arena.take<T>(2 * kt_elems);          // K^T panels (scores)
-    T* vt = arena.take<T>(2 * kt_elems);          // V^T panels (dP = dO . V^T)
-    T* kp = arena.take<T>(hd_panels * kp_elems);  // K panels (dQ = dS . K)
     T* tn = arena.take<T>(tn_elems);              // one panel of dO or Q over the rows
     T* at = arena.take<T>(rows_pad * kKeyBlock);  // P^T or dS^T packed
     float* s = arena.take<float>(max_rows * kKeyBlock);
@@ -341,12 +340,14 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
     // there is room beside fp32 dK and dV for the whole sequence; what is left holds dK and dV
     // of a chunk of keys (the whole sequence when it fits).
     const int64_t nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
-    const int64_t whole = 2 * g.S * g.hd * int64_t(sizeof(float)) + 256;
+    const int64_t key_bytes = 2 * g.hd * int64_t(sizeof(float));  // a key's dK and dV rows
+    const int64_t whole = g.S * key_bytes + 128;
     std::vector<KeyPanels<T>> packs = key_panels<T>(
-        arena, nkb, {2 * kt_elems, 2 * kt_elems, hd_panels * kp_elems}, arena.left - whole);
-    const int64_t chunk = std::max<int64_t>(
-        kKeyBlock, std::min<int64_t>(g.S, arena.left / (2 * g.hd * int64_t(sizeof(float)) + 128)) /
-                       kKeyBlock * kKeyBlock);
+        arena, nkb, {kKeyPanels * kt_elems, kKeyPanels * kt_elems, hd_panels * kp_elems},
+        arena.left - whole);
+    const int64_t room = (arena.left - 128) / key_bytes;  // keys whose dK and dV fit
+    const int64_t chunk =
+        room >= g.S ? g.S : std::max<int64_t>(kKeyBlock, room / kKeyBlock * kKeyBlock);
     float* dkacc = arena.take<float>(chunk * g.hd);
     float* dvacc = arena.take<float>(chunk * g.hd);
     for (int64_t r = 0; r < max_rows; ++r) {

@@ -83,16 +83,18 @@ CpuBackend::CpuBackend(const BackendOptions& options)
       threads_(options.num_threads > 0 ? options.num_threads : default_threads()) {
   omp_set_num_threads(threads_);
   const int64_t shared = gemm_shared_bytes(), per_thread = gemm_thread_bytes();
-  scratch_ =
-      alloc({shared + (per_thread + kAttentionScratch) * threads_}, DType::U8, MemKind::Workspace);
+  const int64_t attention = options.attention_scratch_bytes > 0
+                                ? (options.attention_scratch_bytes + 63) / 64 * 64
+                                : kAttentionScratch;
+  scratch_ = alloc({shared + (per_thread + attention) * threads_}, DType::U8, MemKind::Workspace);
   char* base = static_cast<char*>(scratch_.raw());
   gemm_.shared = base;
   gemm_.shared_bytes = shared;
   gemm_.thread_bytes = per_thread;
   for (int t = 0; t < threads_; ++t) gemm_.thread.push_back(base + shared + per_thread * t);
   base += shared + per_thread * threads_;
-  attention_scratch_bytes_ = kAttentionScratch;
-  for (int t = 0; t < threads_; ++t) attention_scratch_.push_back(base + kAttentionScratch * t);
+  attention_scratch_bytes_ = attention;
+  for (int t = 0; t < threads_; ++t) attention_scratch_.push_back(base + attention * t);
 }
 
 std::string CpuBackend::describe() const {

@@ -15,6 +15,10 @@ namespace {
 constexpr int64_t kSharedBytes = int64_t(4) << 20;  // packed B of one column chunk; A^T blocks
 constexpr int64_t kRowBlocksPerUnit = 16;           // gemm: 224 rows of A reused from L2
 constexpr int64_t kThreadBytes = int64_t(2) << 20;  // per thread: packing of the serial forms
+// gemm_tn: an fp32 C's reduction runs in pieces of this many rows; a group of C rows' packed
+// A^T piece stays within kTnGroupBytes (L2, beside C's rows and one B panel piece).
+constexpr int64_t kTnPieceRows = 1024;
+constexpr int64_t kTnGroupBytes = int64_t(256) << 10;
 
 template <class TC, class T>
 auto tile_fn(const GemmKernels<T>& k) {
@@ -116,43 +120,65 @@ void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<con
   const GemmKernels<T>& K = kernels<T>(isa);
   const auto tile = tile_fn<TC>(K);
   constexpr int64_t P = kPair<T>;
-  const int64_t chunk = reduction_chunk<T>(m, scratch.thread_bytes);
+  const int64_t panels = (k + kPanelCols - 1) / kPanelCols;
+  // B is packed once per reduction chunk, all its panels side by side in the shared scratch.
+  const int64_t chunk = reduction_chunk<T>(m, scratch.shared_bytes / panels);
+  GEMMAX_CHECK(panels * round_up(chunk, P) * kPanelCols * int64_t(sizeof(T)) <=
+                   scratch.shared_bytes,
+               "gemm_tn: ", k, " columns of B do not fit the packing scratch");
   check_tn_output<T, TC>(m, chunk);
   GEMMAX_CHECK(int64_t(scratch.thread.size()) >= omp_get_max_threads(), "gemm_tn: scratch for ",
                scratch.thread.size(), " threads, running ", omp_get_max_threads());
-  const int64_t panels = (k + kPanelCols - 1) / kPanelCols;
+  const int64_t row_tiles = (n + kTileRows - 1) / kTileRows;
+  T* packed = static_cast<T*>(scratch.shared);
   for (int64_t r0 = 0; r0 < m; r0 += chunk) {
     const int64_t mc = std::min(chunk, m - r0), mc_pad = round_up(mc, P);
     const bool acc = accumulate || r0 > 0;  // reduction chunks add up in order
-    const int64_t nc =
-        std::max<int64_t>(1, std::min(n, scratch.shared_bytes / (mc_pad * int64_t(sizeof(T)))));
-    for (int64_t n0 = 0; n0 < n; n0 += nc) {
-      const int64_t nb = std::min(nc, n - n0);
-      T* at = static_cast<T*>(scratch.shared);  // A^T [mc_pad / P][nb][P]
+    // A bf16 C is rounded once, so its reduction runs as one piece; an fp32 C takes it in
+    // pieces of kTnPieceRows, each added into C, which stays in cache between them.
+    const int64_t piece = std::is_same_v<TC, float> ? std::min(mc_pad, kTnPieceRows) : mc_pad;
+    // Rows of C per group: the group's packed A^T piece fits kTnGroupBytes (and the scratch).
+    const int64_t group_budget =
+        std::min(kTnGroupBytes, scratch.thread_bytes) / (piece * int64_t(sizeof(T)));
+    GEMMAX_CHECK(group_budget >= 1, "gemm_tn: a ", piece,
+                 "-row reduction does not fit the packing scratch");
+    const int64_t group_rows = std::max<int64_t>(1, group_budget / kTileRows) * kTileRows;
 #pragma omp parallel
-      {
-        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        const auto [g0, g1] = share(mc_pad / P, t, nt);  // groups of P reduction rows
-        if (g1 > g0)
-          K.pack_at(at + g0 * nb * P, a, r0 + g0 * P, std::min(mc, g1 * P) - g0 * P, n0, nb);
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const auto [q0, q1] = share(panels, t, nt);
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t k0 = q * kPanelCols;
+        pack_rows_panel(K, packed + q * mc_pad * kPanelCols, b, r0, mc, k0,
+                        std::min<int64_t>(kPanelCols, k - k0));
+      }
 #pragma omp barrier
-        T* panel = static_cast<T*>(scratch.thread[size_t(t)]);
-        const auto [q0, q1] = share(panels, t, nt);
-        const T* a_rows[kTileRows];
-        TC* c_rows[kTileRows];
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t k0 = q * kPanelCols, nj = std::min<int64_t>(kPanelCols, k - k0);
-          pack_rows_panel(K, panel, b, r0, mc, k0, nj);
-          for (int64_t i0 = 0; i0 < nb; i0 += kTileRows) {
-            const int rows = int(std::min<int64_t>(kTileRows, nb - i0));
-            for (int r = 0; r < rows; ++r) {
-              a_rows[r] = at + (i0 + r) * P;
-              c_rows[r] = c + (n0 + i0 + r) * ldc + k0;
+      // Each thread owns whole rows of C: tiles [t0, t1), walked in groups.
+      const auto [t0, t1] = share(row_tiles, t, nt);
+      const int64_t row_end = std::min(n, t1 * kTileRows);
+      T* at = static_cast<T*>(scratch.thread[size_t(t)]);
+      const T* a_rows[kTileRows];
+      TC* c_rows[kTileRows];
+      for (int64_t g0 = t0 * kTileRows; g0 < row_end; g0 += group_rows) {
+        const int64_t nb = std::min(group_rows, row_end - g0);
+        for (int64_t s0 = 0; s0 < mc; s0 += piece) {
+          const int64_t sc = std::min(piece, mc - s0), sc_pad = round_up(sc, P);
+          K.pack_at(at, a, r0 + s0, sc, g0, nb);  // A^T [sc_pad / P][nb][P]
+          for (int64_t q = 0; q < panels; ++q) {
+            const int64_t k0 = q * kPanelCols, nj = std::min<int64_t>(kPanelCols, k - k0);
+            const T* panel = packed + q * mc_pad * kPanelCols + s0 * kPanelCols;
+            for (int64_t i0 = 0; i0 < nb; i0 += kTileRows) {
+              const int rows = int(std::min<int64_t>(kTileRows, nb - i0));
+              for (int r = 0; r < rows; ++r) {
+                a_rows[r] = at + (i0 + r) * P;
+                c_rows[r] = c + (g0 + i0 + r) * ldc + k0;
+              }
+              tile(rows, a_rows, nb * P, panel, sc_pad, c_rows, nj, acc || s0 > 0);
             }
-            tile(rows, a_rows, nb * P, panel, mc_pad, c_rows, nj, acc);
           }
         }
       }
+#pragma omp barrier  // the next chunk repacks B
     }
   }
 }
