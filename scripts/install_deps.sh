@@ -6,7 +6,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PACKAGES="g++ cmake make pkg-config libgtest-dev nlohmann-json3-dev libyaml-cpp-dev \
 libsentencepiece-dev sentencepiece zlib1g-dev libprotobuf-dev protobuf-compiler python3-torch \
-python3-numpy"
+python3-numpy clang libclang-rt-dev"  # clang and its runtimes: the fuzz targets (fuzz/)
 # Skip apt when everything is already there (re-runs, CI caches).
 missing=""
 for p in $PACKAGES; do

@@ -1,16 +1,19 @@
 // Runs that survive: checkpoints, exact resume, graceful stop, faults, fine-tuning, freezing,
 // export.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/hf_checkpoint.h"
@@ -26,15 +29,16 @@ namespace fs = std::filesystem;
 using testing::expect_error;
 using testing::TempDir;
 
-// A small run: the tiny structure at width 32, 4 x 32 tokens per step. The schedule length is
-// fixed, so runs of different `steps` follow the same learning rates.
+// A small run: the tiny structure at width 32, 4 x 32 tokens per step, on the cpu backend (the
+// default) with 2 threads. The schedule length is fixed, so runs of different `steps` follow
+// the same learning rates.
 std::vector<std::string> run_args(const TempDir& dir, int64_t steps,
                                   std::vector<std::string> extra = {}) {
   std::vector<std::string> v = {"base_output_directory=" + dir.str(), "run_name=r",
                                 "base_emb_dim=32", "max_target_length=32",
                                 "per_device_batch_size=4", "learning_rate=1e-2",
                                 "learning_rate_schedule_steps=8", "log_period=1000",
-                                "steps=" + std::to_string(steps)};
+                                "num_threads=2", "steps=" + std::to_string(steps)};
   v.insert(v.end(), extra.begin(), extra.end());
   return v;
 }
@@ -65,7 +69,9 @@ std::vector<std::string> loss_lines(const TempDir& dir) {
   return out;
 }
 
-TEST(Checkpoint, ResumedRunEqualsUninterruptedBitForBit) {
+class ResumeThreads : public testing::WithThreads {};
+
+TEST_P(ResumeThreads, ResumedRunEqualsUninterruptedBitForBit) {
   TempDir whole, split;
   const Tensor a = final_weights(run_args(whole, 6));
   const TrainSummary first = train(run_args(split, 3));
@@ -81,6 +87,8 @@ TEST(Checkpoint, ResumedRunEqualsUninterruptedBitForBit) {
   ASSERT_EQ(la.size(), 6u);
   EXPECT_EQ(la, lb);
 }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoint, ResumeThreads, ::testing::Values(1, 2), testing::threads_name);
 
 TEST(Checkpoint, PeriodicSavesKeepTheNewest) {
   TempDir dir;
@@ -110,6 +118,54 @@ TEST(Checkpoint, CorruptedOrTruncatedCheckpointIsAClearError) {
   expect_error([&] { Trainer t(Config::defaults(run_args(dir, 4))); }, {"truncated"});
   fs::remove(ckpt + "/state.json");  // no state.json: not a checkpoint; a fresh start
   EXPECT_EQ(Trainer(Config::defaults(run_args(dir, 4))).start_step(), 0);
+}
+
+// Every key of state.json is checked before use: a missing or mistyped one is an error that
+// names the file and the key, through the trainer as through the opener.
+TEST(Checkpoint, StateJsonKeysAreValidatedAndNamed) {
+  TempDir dir;
+  train(run_args(dir, 2));
+  const std::string ckpt = list_train_checkpoints(dir / "r/checkpoints").back().dir;
+  const std::string state_path = ckpt + "/state.json";
+  const nlohmann::json good = nlohmann::json::parse(testing::read_file(state_path));
+  struct Case {
+    std::string pointer;   // the key, as a JSON pointer
+    nlohmann::json value;  // its replacement; null: remove the key
+    std::string named;     // how the message names it
+  };
+  const std::vector<Case> cases = {
+      {"/config", nullptr, "'config'"},
+      {"/data", nullptr, "'data'"},
+      {"/config", "gemma4-tiny", "'config' must be an object"},
+      {"/data", nlohmann::json::array(), "'data' must be an object"},
+      {"/step", nullptr, "'step'"},
+      {"/step", -1, "'step' must be a non-negative integer"},
+      {"/step", 7, "says step 7"},
+      {"/version", nullptr, "'version'"},
+      {"/format", nullptr, "'format'"},
+      {"/format", 1, "'format' must be a string"},
+      {"/files", nullptr, "'files'"},
+      {"/files/params.safetensors", nullptr, "'files.params.safetensors'"},
+      {"/files/optimizer.safetensors/bytes", nullptr, "'files.optimizer.safetensors.bytes'"},
+      {"/files/params.safetensors/crc32", "x", "'files.params.safetensors.crc32' must be"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json bad = good;
+    const nlohmann::json::json_pointer p(c.pointer);
+    if (c.value.is_null())
+      bad[p.parent_pointer()].erase(p.back());
+    else
+      bad[p] = c.value;
+    testing::write_file(state_path, bad.dump());
+    SCOPED_TRACE(c.pointer);
+    testing::expect_error([&] { open_train_checkpoint(ckpt); }, {state_path, c.named});
+    testing::expect_error([&] { Trainer t(Config::defaults(run_args(dir, 4))); },
+                          {state_path, c.named});
+  }
+  testing::write_file(state_path, "[1, 2]");
+  testing::expect_error([&] { open_train_checkpoint(ckpt); }, {state_path, "not a JSON object"});
+  testing::write_file(state_path, good.dump());
+  EXPECT_EQ(Trainer(Config::defaults(run_args(dir, 4))).start_step(), 2);
 }
 
 TEST(Checkpoint, ResumingWithAnotherConfigIsRefused) {
@@ -152,39 +208,83 @@ TEST(Checkpoint, FailedSaveKeepsThePreviousCheckpoint) {
   EXPECT_EQ(Trainer(Config::defaults(args)).start_step(), 2);
 }
 
+// ---- stopping by signal ----------------------------------------------------------------------
+
+// Starts `prefix... gemmax train args` with stdout and stderr in `log`. With `tty` (a pty's
+// device), gemmax runs in a new session whose controlling terminal, and stdin, is that pty, as
+// at a terminal: a Ctrl-C written to the pty's master reaches it from the terminal driver.
+pid_t spawn_train(const std::vector<std::string>& prefix, std::vector<std::string> args,
+                  const std::string& log, const char* tty = nullptr) {
+  std::vector<std::string> words = prefix;
+  words.push_back(GEMMAX_BINARY);
+  words.push_back("train");
+  words.insert(words.end(), args.begin(), args.end());
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  if (tty != nullptr) {
+    ::setsid();
+    const int fd = ::open(tty, O_RDWR);  // the first terminal a session leader opens is its own
+    if (fd < 0) ::_exit(126);
+    ::dup2(fd, 0);
+  }
+  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(out, 1);
+  ::dup2(out, 2);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  ::_exit(127);
+}
+
+// Waits until `text` is in the file; false after 120 s.
+bool wait_for_text(const std::string& path, const std::string& text) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (testing::read_file(path).find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+int wait_status(pid_t pid) {
+  int status = 0;
+  const pid_t r = ::waitpid(pid, &status, 0);
+  EXPECT_EQ(r, pid) << std::strerror(errno);
+  return status;
+}
+
+// The checks every graceful stop passes: exit 0, the stop line names the saved checkpoint, and
+// no half-written folder is left.
+void expect_graceful_stop(int status, const TempDir& dir, const std::string& out,
+                          const std::string& signal_name) {
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << ":\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("stopped by " + signal_name), std::string::npos) << out;
+  const auto saved = list_train_checkpoints(dir / "r/checkpoints");
+  ASSERT_FALSE(saved.empty()) << out;
+  EXPECT_NE(out.find("checkpoint saved in " + saved.back().dir), std::string::npos) << out;
+  EXPECT_NO_THROW(open_train_checkpoint(saved.back().dir));
+  for (const auto& e : fs::directory_iterator(dir / "r/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find('.'), std::string::npos) << e.path();
+}
+
 // SIGTERM to a real `gemmax train`: it finishes the step, saves, exits 0, and resumes to the
 // same result as an uninterrupted run.
-TEST(Checkpoint, SigtermStopsGracefullyAndTheRunResumesExactly) {
+TEST(Stop, SigtermStopsGracefullyAndTheRunResumesExactly) {
   TempDir dir, whole;
   std::vector<std::string> args = run_args(dir, 8, {"log_period=1"});
   const std::string log_path = dir / "log.txt";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    FILE* f = std::freopen(log_path.c_str(), "w", stdout);
-    (void)f;
-    std::vector<char*> argv = {const_cast<char*>(GEMMAX_BINARY), const_cast<char*>("train")};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(GEMMAX_BINARY, argv.data());
-    ::_exit(127);
-  }
-  // Wait for the second step's line, then ask it to stop.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (testing::read_file(log_path).find("step     1 ") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const pid_t pid = spawn_train({}, args, log_path);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_text(log_path, "step     1 ")) << testing::read_file(log_path);
   ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = wait_status(pid);
   const std::string out = testing::read_file(log_path);
-  ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
-  EXPECT_NE(out.find("stopped by SIGTERM"), std::string::npos) << out;
+  expect_graceful_stop(status, dir, out, "SIGTERM");
   const auto saved = list_train_checkpoints(dir / "r/checkpoints");
   ASSERT_EQ(saved.size(), 1u) << out;
   EXPECT_LT(saved[0].step, 8);
-  EXPECT_NE(out.find(saved[0].dir), std::string::npos) << "the stop line names the checkpoint";
 
   args.back() = "log_period=1000";
   Trainer resumed(Config::defaults(args));
@@ -193,6 +293,111 @@ TEST(Checkpoint, SigtermStopsGracefullyAndTheRunResumesExactly) {
   const Tensor a = final_weights(run_args(whole, 8));
   EXPECT_EQ(0, std::memcmp(a.raw(), resumed.weights().raw(), a.nbytes()));
   EXPECT_EQ(loss_lines(whole), loss_lines(dir));
+}
+
+// Launchers repeat themselves: SIGTERM twice in a row, then SIGINT with kill(), are one request.
+TEST(Stop, RepeatedSignalsFromALauncherAreOneRequest) {
+  TempDir dir;
+  const std::string log_path = dir / "log.txt";
+  const pid_t pid = spawn_train({}, run_args(dir, 1000, {"log_period=1"}), log_path);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_text(log_path, "step     1 ")) << testing::read_file(log_path);
+  ::kill(pid, SIGTERM);
+  ::kill(pid, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGTERM);
+  ::kill(pid, SIGINT);
+  const int status = wait_status(pid);
+  expect_graceful_stop(status, dir, testing::read_file(log_path), "SIGTERM");
+}
+
+// GNU timeout, signalled itself, passes SIGTERM to gemmax and then to gemmax's whole process
+// group: gemmax sees it twice. The run still finishes its step, saves and exits 0 (which
+// timeout returns).
+TEST(Stop, SignallingTimeoutStopsTheRunGracefully) {
+  TempDir dir;
+  const std::string log_path = dir / "log.txt";
+  const pid_t pid =
+      spawn_train({"timeout", "600"}, run_args(dir, 1000, {"log_period=1"}), log_path);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_text(log_path, "step     1 ")) << testing::read_file(log_path);
+  ::kill(pid, SIGTERM);  // to timeout, not to gemmax
+  const int status = wait_status(pid);
+  expect_graceful_stop(status, dir, testing::read_file(log_path), "SIGTERM");
+}
+
+// Ctrl-C twice at a terminal stops at once: gemmax dies by SIGINT without finishing its step,
+// and the checkpoints on disk are only complete ones, the newest of them valid.
+TEST(Stop, CtrlCTwiceAtATerminalStopsAtOnce) {
+  TempDir dir;
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0) GTEST_SKIP() << "no pseudo-terminals here: " << std::strerror(errno);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const std::string tty = ::ptsname(master);
+  const std::string log_path = dir / "log.txt";
+  // Wider and longer rows than run_args: steps long enough to press Ctrl-C twice within one.
+  const pid_t pid =
+      spawn_train({},
+                  run_args(dir, 1000,
+                           {"log_period=1", "checkpoint_period=1", "max_num_checkpoints_to_keep=0",
+                            "base_emb_dim=128", "max_target_length=256"}),
+                  log_path, tty.c_str());
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_text(log_path, "saved checkpoint")) << testing::read_file(log_path);
+  ASSERT_EQ(::write(master, "\x03", 1), 1);
+  ASSERT_TRUE(wait_for_text(log_path, "Ctrl-C: stopping after this step"))
+      << testing::read_file(log_path);
+  ASSERT_EQ(::write(master, "\x03", 1), 1);
+  const int status = wait_status(pid);
+  ::close(master);
+  const std::string out = testing::read_file(log_path);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status) << ":\n" << out;
+  EXPECT_EQ(WTERMSIG(status), SIGINT) << out;
+  EXPECT_NE(out.find("Ctrl-C again: stopping at once"), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped by"), std::string::npos) << out;
+  const auto saved = list_train_checkpoints(dir / "r/checkpoints");
+  ASSERT_FALSE(saved.empty()) << out;
+  EXPECT_NO_THROW(open_train_checkpoint(saved.back().dir));
+  for (const auto& e : fs::directory_iterator(dir / "r/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find('.'), std::string::npos) << e.path();
+}
+
+// A forced stop during a save abandons it: the writes fail, the partial folder is removed and
+// the previous checkpoint stays the newest, intact.
+TEST(Stop, InterruptedSaveLeavesThePreviousCheckpoint) {
+  TempDir dir;
+  train(run_args(dir, 2));
+  const std::string ckpts = dir / "r/checkpoints";
+  const TrainCheckpoint before = open_train_checkpoint(list_train_checkpoints(ckpts).back().dir);
+  NamedTensors params = {{"w", Tensor::zeros({1000}, DType::F32)}};
+  struct Reset {
+    ~Reset() { set_writes_interrupted(false); }
+  } reset;
+  set_writes_interrupted(true);
+  expect_error([&] { save_train_checkpoint(ckpts, 3, params, params, before.state, 0); },
+               {"interrupted by a forced stop"});
+  set_writes_interrupted(false);
+  const auto all = list_train_checkpoints(ckpts);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].step, 2);
+  EXPECT_NO_THROW(open_train_checkpoint(all[0].dir));
+  EXPECT_EQ(testing::TempDir::list_of(ckpts), std::vector<std::string>{"step_00000002"});
+}
+
+// Leftovers of a killed save or deletion (step_N.tmp, step_N.old) are never taken for
+// checkpoints, and the next save removes them.
+TEST(Stop, LeftoversOfKilledSavesAreIgnoredThenRemoved) {
+  TempDir dir;
+  train(run_args(dir, 2));
+  const std::string ckpts = dir / "r/checkpoints";
+  fs::create_directories(ckpts + "/step_00000003.tmp");
+  testing::write_file(ckpts + "/step_00000003.tmp/state.json", "{}");
+  fs::copy(ckpts + "/step_00000002", ckpts + "/step_00000001.old");
+  ASSERT_EQ(list_train_checkpoints(ckpts).size(), 1u);
+  train(run_args(dir, 4));
+  EXPECT_EQ(testing::TempDir::list_of(ckpts),
+            (std::vector<std::string>{"step_00000002", "step_00000004"}));
 }
 
 // A folder with the names, prefix, dtype and sharding of the released 26B-A4B checkpoint

@@ -1,14 +1,17 @@
 // Configuration: presets, overrides, errors; the parameter registry's counts; FLOPs; schedule.
+#include "gemmax/config/config.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "gemmax/base/error.h"
-#include "gemmax/config/config.h"
+#include "gemmax/base/strings.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/model/params.h"
 #include "gemmax/train/flops.h"
 #include "gemmax/train/schedule.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
@@ -40,6 +43,42 @@ TEST(Config, UnknownPresetListsThePresets) {
   const std::string e = error_of([] { Config::defaults({"model_name=gemma5"}); });
   EXPECT_NE(e.find("unknown model_name 'gemma5'"), std::string::npos) << e;
   EXPECT_NE(e.find("gemma4-tiny"), std::string::npos) << e;
+}
+
+// Found by fuzz/config_fuzz: a string value that is not UTF-8 was accepted, and writing
+// config.yml (or state.json) then failed inside the JSON library. It is refused up front.
+TEST(Config, ValueThatIsNotUtf8IsRefused) {
+  testing::TempDir dir;
+  testing::write_file(dir / "run.yml", "run_name: \"a\xff\tb\"\n");
+  testing::expect_error([&] { Config::load(dir / "run.yml", {}); },
+                        {"run.yml", "'run_name'", "not valid UTF-8"});
+  testing::expect_error([] { Config::defaults({"dataset_path=\xc3("}); },
+                        {"command line", "'dataset_path'", "not valid UTF-8"});
+  const Config ok = Config::defaults({"run_name=w\xc3\xb6rld-\xf0\x9f\x99\x82"});
+  EXPECT_NE(ok.to_yaml().find("w\xc3\xb6rld"), std::string::npos);
+}
+
+// Sizes whose products overflow, and NaN or infinite numbers, are refused by the model
+// config (found by fuzzing the HF config reader; the YAML config reaches the same check).
+TEST(Config, HugeSizesAndNonFiniteNumbersAreRefused) {
+  auto model = [](std::vector<std::string> overrides) {
+    return [overrides] { ParamTable t(model_config_from(Config::defaults(overrides))); };
+  };
+  testing::expect_error(model({"base_emb_dim=1099511627776"}), {"base_emb_dim", "above the limit"});
+  testing::expect_error(model({"num_experts=16777216", "base_moe_mlp_dim=16777216"}),
+                        {"parameters", "more than"});
+  testing::expect_error(model({"global_rope_proportion=nan"}), {"rope proportions"});
+  testing::expect_error(model({"local_rope_max_timescale=inf"}),
+                        {"local_rope_max_timescale", "finite positive"});
+}
+
+TEST(Strings, Utf8Validation) {
+  for (const char* good :
+       {"", "plain", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x99\x82", "\xf4\x8f\xbf\xbf"})
+    EXPECT_TRUE(is_valid_utf8(good)) << good;
+  for (const char* bad : {"\xff", "\xc3", "\xc0\xaf" /* overlong */, "\xed\xa0\x80" /* surrogate */,
+                          "\xf4\x90\x80\x80" /* above U+10FFFF */, "a\x80", "\xe6\x97"})
+    EXPECT_FALSE(is_valid_utf8(bad)) << bad;
 }
 
 TEST(Config, PresetFillsModelKeysButUserOverridesWin) {

@@ -113,7 +113,7 @@ json text_only_26b() {
   return t;
 }
 
-// gemma4.md §1.
+// docs/MODEL.md §1.
 void expect_26b(const ModelConfig& c) {
   EXPECT_EQ(c.num_layers, 30);
   EXPECT_EQ(c.d_model, 2816);
@@ -391,6 +391,23 @@ TEST(HfConfig, MissingAndMistypedKeys) {
   t = text_only_26b();
   t["num_key_value_heads"] = 3;  // not a divisor of 16 query heads: ModelConfig::validate
   expect_error([&] { parse(t); }, {"test config", "multiple of base_num_kv_heads"});
+}
+
+// Found by fuzzing (fuzz/hf_config_fuzz): sizes whose products overflow 64 bits reached the
+// parameter table (signed overflow in the shape arithmetic). They are refused, as are
+// non-finite numbers.
+TEST(HfConfig, HugeSizesAndNonFiniteNumbersAreRefused) {
+  json t = text_only_26b();
+  t["vocab_size"] = int64_t(1) << 62;
+  t["hidden_size"] = int64_t(1) << 40;
+  expect_error([&] { parse(t); }, {"vocab_size", "above the limit"});
+  t = text_only_26b();
+  t["num_experts"] = 1 << 24;
+  t["moe_intermediate_size"] = 1 << 24;
+  expect_error([&] { parse(t); }, {"parameters", "more than"});
+  t = text_only_26b();
+  t["rms_norm_eps"] = -1.0;
+  expect_error([&] { parse(t); }, {"normalization_layer_epsilon", "finite non-negative"});
 }
 
 TEST(HfConfig, UnsupportedFeaturesAreNamed) {

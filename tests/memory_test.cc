@@ -135,7 +135,9 @@ TEST(MemoryPlan, TiledHeadWorkspaceIsOneTile) {
 
 // The tiled head gives the untiled result: loss equal to the explicit [T, V] computation,
 // gradients equal to the single-tile head (fp64 to 1e-12, fp32 to 1e-6 relative).
-TEST(MemoryPlan, TiledHeadEqualsUntiled) {
+class TiledHeadThreads : public testing::WithThreads {};
+
+TEST_P(TiledHeadThreads, TiledHeadEqualsUntiled) {
   ReferenceBackend be;
   ModelConfig cfg = testing::small_test_config(1);
   const int64_t D = cfg.d_model, V = cfg.vocab_size, B = 3, S = 16, T = B * S;
@@ -186,6 +188,9 @@ TEST(MemoryPlan, TiledHeadEqualsUntiled) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(MemoryPlan, TiledHeadThreads, ::testing::Values(1, 2),
+                         testing::threads_name);
 
 // The seed workload: Gemma4-26B-A4B, seq 16384, per-device batch 2, FSDP-128, full remat,
 // bf16. Planned without allocating; the MaxText run fits a 32 GiB v6e chip.

@@ -98,7 +98,9 @@ TEST(ModelGradient, WholeModelMatchesFiniteDifferences) {
 
 // The three remat policies give bit-identical losses and gradients: recomputation re-runs the
 // same deterministic ops on the same inputs. bf16 runs use fp32 master weights.
-TEST(ModelGradient, RematPoliciesGiveIdenticalGradients) {
+class RematThreads : public testing::WithThreads {};
+
+TEST_P(RematThreads, RematPoliciesGiveIdenticalGradients) {
   Fixture f;
   for (DType act : {DType::F64, DType::F32, DType::BF16}) {
     const DType wdt = act == DType::BF16 ? DType::F32 : act;
@@ -118,6 +120,9 @@ TEST(ModelGradient, RematPoliciesGiveIdenticalGradients) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ModelGradient, RematThreads, ::testing::Values(1, 2),
+                         testing::threads_name);
 
 // What each policy keeps after a layer's forward, and that the backward's recompute fills in
 // exactly the rest as workspace.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,9 +52,10 @@ class TempDir {
   std::string operator/(const std::string& name) const { return file(name); }
   std::string str() const { return path.string(); }
   // Names of the entries in the folder, sorted.
-  std::vector<std::string> list() const {
+  std::vector<std::string> list() const { return list_of(path.string()); }
+  static std::vector<std::string> list_of(const std::string& dir) {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path))
+    for (const auto& e : std::filesystem::directory_iterator(dir))
       out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
@@ -210,6 +212,27 @@ inline Batch make_batch(int64_t B, int64_t S, int64_t vocab, uint64_t seed, int6
       b.target_segment_ids.push_back(second ? 2 : 1);
     }
   return b;
+}
+
+// ---- threads ---------------------------------------------------------------------------------
+
+// A test run once per OpenMP thread count (its parameter). ctest gives every test one thread
+// (tests/CMakeLists.txt); results claimed bit-exact (resume, remat) or tiling-invariant must
+// also hold with several threads, where each parallel reduction combines per-thread partials.
+class WithThreads : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    saved_ = omp_get_max_threads();
+    omp_set_num_threads(GetParam());
+  }
+  void TearDown() override { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_ = 1;
+};
+
+inline std::string threads_name(const ::testing::TestParamInfo<int>& info) {
+  return std::to_string(info.param) + "threads";
 }
 
 }  // namespace gemmax::testing

@@ -1,11 +1,14 @@
 // Training end to end: the loss falls; metrics are written; bad input fails before any step.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
+#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/train/optimizer.h"
 #include "gemmax/train/trainer.h"
 #include "test_util.h"
 
@@ -46,8 +49,10 @@ TEST(Train, TinyModelLossFallsClearly) {
   EXPECT_EQ(again.to_json(), Config::defaults(small_run(dir, 60)).to_json());
 }
 
+class TrainThreads : public testing::WithThreads {};
+
 // Remat changes what is kept, never a number: the runs agree bit for bit (bf16, the default).
-TEST(Train, RematPoliciesReproduceTheRunBitForBit) {
+TEST_P(TrainThreads, RematPoliciesReproduceTheRunBitForBit) {
   TempDir a, b, c;
   auto with = [](std::vector<std::string> v, const std::string& extra) {
     v.push_back(extra);
@@ -66,7 +71,7 @@ TEST(Train, RematPoliciesReproduceTheRunBitForBit) {
   EXPECT_EQ(0, std::memcmp(ta.weights().raw(), tc.weights().raw(), ta.weights().nbytes()));
 }
 
-TEST(Train, VocabularyTilingGivesTheSameLosses) {
+TEST_P(TrainThreads, VocabularyTilingGivesTheSameLosses) {
   TempDir a, b;
   std::vector<std::string> one = small_run(a, 3), other = small_run(b, 3);
   one.push_back("dtype=float32");
@@ -83,6 +88,129 @@ TEST(Train, VocabularyTilingGivesTheSameLosses) {
   // gradient (fp32 rounding).
   EXPECT_NEAR(la[0], lb[0], 1e-12 * la[0]);
   for (size_t i = 1; i < 3; ++i) EXPECT_NEAR(la[i], lb[i], 1e-6 * la[i]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Train, TrainThreads, ::testing::Values(1, 2, 3), testing::threads_name);
+
+// The same run twice gives the same bits: every reduction sums in a fixed order, whatever
+// order the threads finish in (fp32 with a tiled head, and the bf16 default; both backends).
+// With one thread this holds trivially, and with two a sum of two partials cannot depend on
+// their order: three threads is the first count where an arrival-order reduction shows.
+class RepeatThreads : public testing::WithThreads {};
+
+TEST_P(RepeatThreads, RepeatedRunsAreBitIdentical) {
+  for (const std::string backend : {"reference", "cpu"}) {
+    for (const std::string dtype : {"float32", "bfloat16"}) {
+      TempDir a, b;
+      std::vector<std::string> args_a = small_run(a, 3), args_b = small_run(b, 3);
+      for (auto* v : {&args_a, &args_b})
+        v->insert(v->end(), {"backend=" + backend, "dtype=" + dtype, "num_vocab_tiling=4"});
+      Trainer ta(Config::defaults(args_a)), tb(Config::defaults(args_b));
+      std::ostringstream log;
+      ta.run(log);
+      tb.run(log);
+      EXPECT_EQ(losses_of(a), losses_of(b)) << backend << " " << dtype;
+      EXPECT_EQ(0, std::memcmp(ta.weights().raw(), tb.weights().raw(), ta.weights().nbytes()))
+          << backend << " " << dtype;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Train, RepeatThreads, ::testing::Values(2, 3), testing::threads_name);
+
+// ---- non-finite steps ------------------------------------------------------------------------
+
+struct DisarmInjection {
+  ~DisarmInjection() { inject_nonfinite_gradient_for_testing("", 0, 0); }
+};
+
+// small_run at half the width and length: these runs only need steps to happen.
+std::vector<std::string> tiny_run(const TempDir& dir, int64_t steps, std::string extra) {
+  std::vector<std::string> v = small_run(dir, steps);
+  for (const char* k : {"base_emb_dim=32", "max_target_length=32"}) v.push_back(k);
+  v.push_back(extra);
+  return v;
+}
+
+Tensor checkpoint_params(const std::string& dir, const ParamTable& table, DType dtype) {
+  const TrainCheckpoint c = open_train_checkpoint(dir);
+  Tensor w = Tensor::empty({table.total()}, dtype);
+  for (const ParamSpec& s : table.specs()) {
+    const Tensor t = c.params.read_as(s.name, dtype);
+    std::memcpy(table.view(w, s.name).raw(), t.raw(), t.nbytes());
+  }
+  return w;
+}
+
+// A NaN in one gradient while the loss is finite: the step is not applied, the run stops naming
+// the step and the parameter, and the weights are still those of the last checkpoint.
+TEST(NonFinite, GradientStopsTheRunNamingStepAndParameter) {
+  TempDir dir;
+  DisarmInjection disarm;
+  const std::string name = "layers.2.mlp.up_proj.weight";
+  inject_nonfinite_gradient_for_testing(name, 3, 1);  // the third update: step 2
+  Trainer t(Config::defaults(tiny_run(dir, 5, "checkpoint_period=1")));
+  std::ostringstream log;
+  const std::string msg = testing::expect_error(
+      [&] { t.run(log); },
+      {"step 2:", "the first parameter with a non-finite gradient is " + name, "(element 0: nan)",
+       "the update was not applied", "checkpoints/step_00000002", "skip_nonfinite_steps"});
+  EXPECT_EQ(losses_of(dir).size(), 2u);
+  const auto saved = list_train_checkpoints(dir / "t/checkpoints");
+  ASSERT_FALSE(saved.empty());
+  EXPECT_EQ(saved.back().step, 2);
+  const Tensor w = checkpoint_params(saved.back().dir, t.model().params(), t.weights().dtype());
+  EXPECT_EQ(0, std::memcmp(w.raw(), t.weights().raw(), w.nbytes())) << "the update was applied";
+}
+
+// skip_nonfinite_steps=N skips up to N such steps, counting them in metrics.jsonl; one more
+// stops the run.
+TEST(NonFinite, SkippedStepsAreCountedUpToTheLimit) {
+  TempDir a, b;
+  DisarmInjection disarm;
+  const std::string name = "layers.0.router.per_expert_scale";
+  inject_nonfinite_gradient_for_testing(name, 2, 2);  // steps 1 and 2
+  Trainer t(Config::defaults(tiny_run(a, 4, "skip_nonfinite_steps=2")));
+  std::ostringstream log;
+  const TrainSummary s = t.run(log);
+  EXPECT_EQ(s.steps, 4);
+  EXPECT_EQ(s.skipped_steps, 2);
+  EXPECT_NE(log.str().find("step 1: the gradient norm is nan"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("step skipped (2 of skip_nonfinite_steps=2)"), std::string::npos);
+  std::vector<int64_t> skipped;
+  std::ifstream in(a / "t/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    skipped.push_back(nlohmann::json::parse(line).value("learning/skipped_steps", int64_t(0)));
+  EXPECT_EQ(skipped, (std::vector<int64_t>{0, 1, 2, 2}));
+  for (int64_t i = 0; i < t.weights().numel(); ++i)
+    ASSERT_TRUE(std::isfinite(get_as_double(t.weights(), i))) << i;
+
+  inject_nonfinite_gradient_for_testing(name, 2, 2);
+  Trainer u(Config::defaults(tiny_run(b, 4, "skip_nonfinite_steps=1")));
+  testing::expect_error([&] { u.run(log); },
+                        {"step 2:", name, "1 such steps skipped already, skip_nonfinite_steps=1"});
+}
+
+// The checkpoint writer refuses NaN or infinite weights and moments, before writing anything.
+TEST(NonFinite, CheckpointWriterRefusesNonFiniteValues) {
+  TempDir dir;
+  const std::string ckpts = dir / "checkpoints";
+  Tensor ok = Tensor::zeros({4}, DType::F32), bad = Tensor::zeros({4}, DType::F32);
+  bad.data<float>()[3] = std::numeric_limits<float>::infinity();
+  save_train_checkpoint(ckpts, 1, {{"w", ok}}, {{"mu.w", ok}}, {{"data", nlohmann::json::object()}},
+                        0);
+  testing::expect_error(
+      [&] {
+        save_train_checkpoint(ckpts, 2, {{"w", bad}}, {{"mu.w", ok}}, {}, 0);
+      },
+      {"refusing to save checkpoint step 2", "parameter 'w'", "inf", "element 3"});
+  bad.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+  testing::expect_error(
+      [&] {
+        save_train_checkpoint(ckpts, 2, {{"w", ok}}, {{"mu.w", bad}}, {}, 0);
+      },
+      {"optimizer state 'mu.w'", "nan"});
+  EXPECT_EQ(testing::TempDir::list_of(ckpts), std::vector<std::string>{"step_00000001"});
 }
 
 TEST(Train, BadSettingsFailBeforeAnythingIsWritten) {

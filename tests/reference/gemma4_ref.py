@@ -1,6 +1,6 @@
 """Independent PyTorch reference of the Gemma-4 text decoder and its training loss.
 
-Written from spec/gemma4.md and spec/training.md (not from gemmax's C++). It reads a Hugging
+Written from docs/MODEL.md and docs/TRAINING.md (not from gemmax's C++). It reads a Hugging
 Face folder (config.json + safetensors), runs the forward in float64 (or float32), computes
     total = masked-mean cross-entropy + load-balance loss
 and returns d total / d parameter for every parameter, keyed by its HF name.
@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
 
-DEFAULT_LB_WEIGHT = 0.001  # load_balance_loss_weight of the 26B-A4B recipe (training.md §7)
+DEFAULT_LB_WEIGHT = 0.001  # load_balance_loss_weight of the 26B-A4B recipe (docs/TRAINING.md §7)
 
 # ----------------------------------------------------------------------------------------------
 # Config
@@ -108,7 +108,7 @@ class Config:
         return self.kv_local, self.hd, True
 
     def inv_freq(self, l, dtype):
-        """RoPE inverse frequencies [hd/2] of layer l (gemma4.md §4.2-4.3).
+        """RoPE inverse frequencies [hd/2] of layer l (docs/MODEL.md §4.2-4.3).
 
         'default': theta^(-2i/hd) for all hd/2 pairs. 'proportional': the first
         int(factor*hd//2) pairs use theta^(-2i/hd) (denominator is the full hd), the rest 0,
@@ -132,7 +132,8 @@ class Config:
         return inv.to(dtype)
 
     def param_shapes(self):
-        """{name relative to the prefix: shape} of every text-decoder parameter (gemma4.md §5)."""
+        """{name relative to the prefix: shape} of every text-decoder parameter
+        (docs/MODEL.md §5)."""
         D, H, E, F, Fs = self.D, self.H, self.E, self.F, self.Fs
         s = {"embed_tokens.weight": (self.V, D), "norm.weight": (D,)}
         for l in range(self.L):
@@ -221,7 +222,7 @@ def rope(x, pos, inv_freq):
 
 
 def attention_masks(cfg, B, S, segments, device):
-    """Boolean [B,1,S,S] allowed(i,j) for full and for sliding layers (gemma4.md §4.4)."""
+    """Boolean [B,1,S,S] allowed(i,j) for full and for sliding layers (docs/MODEL.md §4.4)."""
     i = torch.arange(S, device=device)[:, None]
     j = torch.arange(S, device=device)[None, :]
     causal = (j <= i)[None, None]
@@ -254,7 +255,7 @@ def attention(P, cfg, l, a, pos, mask):
 
 
 def route(P, cfg, l, h):
-    """Router (gemma4.md §4.6). h [T,D] -> full softmax p [T,E], idx [T,K], weights w [T,K]."""
+    """Router (docs/MODEL.md §4.6). h [T,D] -> full softmax p [T,E], idx [T,K], weights w [T,K]."""
     p = "layers.%d.router." % l
     z = rms_norm(h, None, cfg.eps) * P[p + "scale"] * (cfg.D ** -0.5)
     logits = z @ P[p + "proj.weight"].t()
@@ -327,7 +328,7 @@ def forward(P, cfg, inputs, positions=None, segments=None):
 
 
 def ce_loss(logits, targets, mask):
-    """sum(xent * mask) / (sum(mask) + 1e-8) (training.md §9)."""
+    """sum(xent * mask) / (sum(mask) + 1e-8) (docs/TRAINING.md §9)."""
     logp = torch.log_softmax(logits, dim=-1)
     xent = -logp.gather(-1, targets[..., None])[..., 0]
     mask = mask.to(logits.dtype)
@@ -335,7 +336,8 @@ def ce_loss(logits, targets, mask):
 
 
 def lb_loss(stats, cfg, weight):
-    """Per-sequence load-balance loss, mean over layers (training.md §7, gemma4.md §4.7)."""
+    """Per-sequence load-balance loss, mean over layers (docs/TRAINING.md §7, docs/MODEL.md
+    §4.7)."""
     per_layer = []
     for st in stats:
         probs, idx = st["probs"], st["idx"]  # [B,S,E], [B,S,K]
@@ -362,7 +364,7 @@ def compute(cfg, params, tokens, lb_weight=DEFAULT_LB_WEIGHT, segment_ids=None, 
     Packed rows: segment_ids [B,S+1] (0 = padding) aligned with tokens; positions [B,S+1]
     default to restarting at 0 per segment. The loss mask is targets' segment != 0, so a
     document's last token predicting the next packed document's first token counts
-    (training.md §9). Without segment_ids every target counts and positions are 0..S-1.
+    (docs/TRAINING.md §9). Without segment_ids every target counts and positions are 0..S-1.
     """
     tokens = torch.as_tensor(np.asarray(tokens, dtype=np.int64))
     if tokens.dim() != 2 or tokens.shape[1] < 2:

@@ -54,4 +54,38 @@ std::string format_count(double n) {
   return os.str();
 }
 
+bool is_valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto byte = [&](size_t k) { return uint8_t(s[k]); };
+    const uint8_t b = byte(i);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    // The length of the sequence and the range its second byte must fall in (which excludes
+    // overlong forms, surrogates and code points above U+10FFFF).
+    size_t n;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) {
+      n = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      n = 3;
+      if (b == 0xE0) lo = 0xA0;
+      if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 4;
+      if (b == 0xF0) lo = 0x90;
+      if (b == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return false;
+    for (size_t k = 2; k < n; ++k)
+      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return false;
+    i += n;
+  }
+  return true;
+}
+
 }  // namespace gemmax

@@ -1,7 +1,8 @@
-// Small string helpers: suggesting names, formatting sizes.
+// Small string helpers: suggesting names, formatting sizes, checking UTF-8.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gemmax {
@@ -10,6 +11,10 @@ namespace gemmax {
 std::string format_bytes(double bytes);
 // "2.14M", "25.23B", "512".
 std::string format_count(double n);
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points above
+// U+10FFFF), as JSON and YAML files must be.
+bool is_valid_utf8(std::string_view s);
 
 // Levenshtein distance: used to suggest the nearest valid name for a misspelt one.
 size_t edit_distance(const std::string& a, const std::string& b);

@@ -76,7 +76,11 @@ ConfigValue convert(const std::string& key, const std::string& text, const Confi
       double d;
       return parse_double(text, d) ? ConfigValue(d) : wrong();
     }
-    default: return text;
+    default:
+      // Config values end up in config.yml and state.json, which must be UTF-8.
+      if (!is_valid_utf8(text))
+        fail(origin, ": key '", key, "': the value is not valid UTF-8 text");
+      return text;
   }
 }
 
@@ -227,7 +231,8 @@ std::string Config::value_text(const std::string& key) const {
 
 nlohmann::json Config::to_json() const {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : values_) std::visit([&](auto&& x) { j[k] = x; }, v);
+  // (No structured binding: clang before 16 cannot capture one in the lambda.)
+  for (const auto& kv : values_) std::visit([&](auto&& x) { j[kv.first] = x; }, kv.second);
   return j;
 }
 

@@ -1,5 +1,9 @@
 #include "gemmax/config/model_config.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
 #include "gemmax/base/error.h"
 
 namespace gemmax {
@@ -11,22 +15,26 @@ int64_t ModelConfig::num_global_layers() const {
 }
 
 void ModelConfig::validate() const {
-  auto positive = [&](int64_t v, const char* key) {
+  // Sizes are bounded so that every product of them (shapes, parameter counts, byte counts)
+  // fits in 64 bits: a huge value in a config file is an error, not an overflow.
+  constexpr int64_t kMaxDim = int64_t(1) << 24, kMaxLayers = int64_t(1) << 16;
+  auto size = [&](int64_t v, const char* key, int64_t max) {
     if (v <= 0) fail("model '", name, "': ", key, " must be positive, got ", v);
+    if (v > max) fail("model '", name, "': ", key, " is ", v, ", above the limit ", max);
   };
-  positive(vocab_size, "vocab_size");
-  positive(d_model, "base_emb_dim");
-  positive(num_layers, "base_num_decoder_layers");
-  positive(num_heads, "base_num_query_heads");
-  positive(num_kv_heads, "base_num_kv_heads");
-  positive(head_dim, "head_dim");
-  positive(global_num_kv_heads, "global_num_kv_heads");
-  positive(global_head_dim, "global_head_dim");
-  positive(mlp_dim, "base_mlp_dim");
-  positive(moe_mlp_dim, "base_moe_mlp_dim");
-  positive(num_experts, "num_experts");
-  positive(num_experts_per_tok, "num_experts_per_tok");
-  positive(sliding_window, "sliding_window_size");
+  size(vocab_size, "vocab_size", int64_t(INT32_MAX));  // token ids are int32
+  size(d_model, "base_emb_dim", kMaxDim);
+  size(num_layers, "base_num_decoder_layers", kMaxLayers);
+  size(num_heads, "base_num_query_heads", kMaxDim);
+  size(num_kv_heads, "base_num_kv_heads", kMaxDim);
+  size(head_dim, "head_dim", kMaxDim);
+  size(global_num_kv_heads, "global_num_kv_heads", kMaxDim);
+  size(global_head_dim, "global_head_dim", kMaxDim);
+  size(mlp_dim, "base_mlp_dim", kMaxDim);
+  size(moe_mlp_dim, "base_moe_mlp_dim", kMaxDim);
+  size(num_experts, "num_experts", kMaxDim);
+  size(num_experts_per_tok, "num_experts_per_tok", kMaxDim);
+  size(sliding_window, "sliding_window_size", int64_t(INT32_MAX));
   if (num_experts_per_tok > num_experts)
     fail("model '", name, "': num_experts_per_tok (", num_experts_per_tok,
          ") cannot exceed num_experts (", num_experts, ")");
@@ -43,8 +51,29 @@ void ModelConfig::validate() const {
     fail("model '", name, "': sliding_window_pattern must be >= 0 (0: no global layers), got ",
          sliding_window_pattern);
   for (double p : {local_rope_proportion, global_rope_proportion})
-    if (p < 0 || p > 1)
+    if (!(p >= 0 && p <= 1))  // NaN too
       fail("model '", name, "': rope proportions must lie in [0, 1], got ", p);
+  auto finite = [&](double v, const char* key, bool zero_ok) {
+    if (!std::isfinite(v) || v < 0 || (v == 0 && !zero_ok))
+      fail("model '", name, "': ", key, " must be a finite ", zero_ok ? "non-negative" : "positive",
+           " number, got ", v);
+  };
+  finite(local_rope_theta, "local_rope_max_timescale", false);
+  finite(global_rope_theta, "global_rope_max_timescale", false);
+  finite(final_logits_soft_cap, "final_logits_soft_cap", true);
+  finite(norm_eps, "normalization_layer_epsilon", true);
+  finite(load_balance_loss_weight, "load_balance_loss_weight", true);
+  finite(initializer_range, "initializer_range", true);
+  // The largest parameters and the whole count must be addressable.
+  const double per_layer =
+      double(num_experts) * 3.0 * double(moe_mlp_dim) * double(d_model) +
+      3.0 * double(mlp_dim) * double(d_model) +
+      4.0 * double(num_heads) * double(std::max(head_dim, global_head_dim)) * double(d_model);
+  const double total = double(vocab_size) * double(d_model) + double(num_layers) * per_layer;
+  constexpr double kMaxParams = double(int64_t(1) << 48);
+  if (total > kMaxParams)
+    fail("model '", name, "' would have about ", total, " parameters, more than the ", kMaxParams,
+         " gemmax can address; check the model's sizes");
 }
 
 std::string ModelConfig::shape_difference(const ModelConfig& o) const {

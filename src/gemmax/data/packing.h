@@ -1,4 +1,4 @@
-// Packing documents into rows, MaxText style (spec/training.md §9): greedy, in order, segment ids
+// Packing documents into rows, MaxText style (docs/TRAINING.md §9): greedy, in order, segment ids
 // per document, positions restarting per segment, targets shifted left within the row.
 #pragma once
 

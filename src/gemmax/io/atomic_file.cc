@@ -17,6 +17,8 @@ namespace {
 
 std::atomic<int64_t> g_fail_after{-1};  // bytes left before the injected ENOSPC; -1: off
 std::atomic<uint64_t> g_temp_counter{0};
+std::atomic<bool> g_interrupted{false};  // set from a signal handler: must be lock-free
+static_assert(std::atomic<bool>::is_always_lock_free);
 
 std::string parent_dir(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
@@ -39,6 +41,8 @@ int64_t injected_allowance(size_t want) {
 }
 
 }  // namespace
+
+void set_writes_interrupted(bool interrupted) { g_interrupted.store(interrupted); }
 
 void inject_write_failure_after_bytes_for_testing(int64_t n) { g_fail_after.store(n < 0 ? -1 : n); }
 
@@ -81,6 +85,7 @@ void AtomicFile::write(const void* data, size_t n) {
   if (fd_ < 0) fail("writing '", path_, "': the file was already committed or abandoned");
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
+    if (g_interrupted.load()) abort_with("interrupted by a forced stop", EINTR);
     size_t chunk = std::min<size_t>(n, size_t(1) << 30);
     const int64_t allowed = injected_allowance(chunk);
     if (allowed < 0) abort_with("write", ENOSPC);
@@ -99,6 +104,7 @@ void AtomicFile::write(const void* data, size_t n) {
 
 void AtomicFile::commit() {
   if (fd_ < 0) fail("committing '", path_, "': the file was already committed or abandoned");
+  if (g_interrupted.load()) abort_with("interrupted by a forced stop", EINTR);
   if (::fsync(fd_) != 0) abort_with("fsync", errno);
   const int fd = fd_;
   fd_ = -1;

@@ -50,6 +50,11 @@ void write_file_atomic(const std::string& path, std::string_view contents);
 // fsyncs a directory, so that renames and unlinks in it survive a crash. Throws on error.
 void fsync_directory(const std::string& dir);
 
+// While set, every AtomicFile write and commit fails (removing its temporary) with an error
+// saying the write was interrupted: a forced stop abandons a checkpoint being saved. Safe to
+// call from a signal handler.
+void set_writes_interrupted(bool interrupted);
+
 // Test hook: after `n` more bytes have been written through AtomicFile (counted across files),
 // the next write fails with ENOSPC, as on a full disk. Fires once, then disarms. -1 disarms.
 void inject_write_failure_after_bytes_for_testing(int64_t n);

@@ -458,7 +458,7 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   j["num_kv_shared_layers"] = 0;
   j["use_double_wide_mlp"] = false;
   j["use_bidirectional_attention"] = nullptr;
-  // Not part of the gemmax model; the released Gemma 4 values (spec/gemma4.md §1, §6).
+  // Not part of the gemmax model; the released Gemma 4 values (docs/MODEL.md §1, §6).
   j["max_position_embeddings"] = 262144;
   j["pad_token_id"] = 0;
   j["eos_token_id"] = 1;

@@ -29,7 +29,7 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
   const CheckpointRef ref = find_train_checkpoint(path);
   const TrainCheckpoint ckpt = open_train_checkpoint(ref.dir);
   LoadedModel m;
-  m.config = model_config_from(Config::from_json(ckpt.state["config"], ref.dir + "/state.json"));
+  m.config = model_config_from(Config::from_json(ckpt.state.at("config"), ref.dir + "/state.json"));
   const ParamTable table(m.config);
   m.weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
   Progress progress("loading " + ref.dir,

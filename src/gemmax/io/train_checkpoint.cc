@@ -3,9 +3,11 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "gemmax/base/error.h"
 #include "gemmax/base/progress.h"
@@ -27,9 +29,9 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
-// step_<digits> -> step; anything else -> -1.
+// step_<digits> -> step; anything else (or more than 18 digits) -> -1.
 int64_t parse_step(const std::string& name) {
-  if (name.size() <= 5 || name.rfind("step_", 0) != 0) return -1;
+  if (name.size() <= 5 || name.size() > 5 + 18 || name.rfind("step_", 0) != 0) return -1;
   int64_t step = 0;
   for (size_t i = 5; i < name.size(); ++i) {
     if (name[i] < '0' || name[i] > '9') return -1;
@@ -67,17 +69,90 @@ FileDigest digest(const std::string& path, Progress& progress) {
   return d;
 }
 
+// Removes what interrupted saves and deletions (crash, kill, forced stop) left behind: the
+// step_<N>.tmp folders being written and the step_<N>.old folders being deleted.
+void remove_leftovers(const std::string& checkpoints_dir) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool leftover = name.ends_with(".tmp") || name.ends_with(".old");
+    if (leftover && parse_step(name.substr(0, name.size() - 4)) >= 0) stale.push_back(e.path());
+  }
+  for (const fs::path& p : stale) fs::remove_all(p, ec);
+}
+
+// Deletes a checkpoint so that no interruption can leave a damaged folder that looks complete:
+// the folder is first renamed to step_<N>.old (one atomic step), then removed.
+void remove_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  const fs::path old = dir + ".old";
+  fs::remove_all(old, ec);
+  fs::rename(dir, old, ec);
+  fs::remove_all(ec ? fs::path(dir) : old, ec);
+}
+
+// A checkpoint must never hold a NaN or an infinity: resuming from it could not recover.
+void check_finite(const NamedTensors& tensors, const std::string& what, int64_t step) {
+  for (const auto& [name, t] : tensors) {
+    if (!is_float(t.dtype())) continue;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (const double v = get_as_double(t, i); !std::isfinite(v))
+        fail("refusing to save checkpoint step ", step, ": ", what, " '", name, "' holds ", v,
+             " at element ", i, "; the previous checkpoints are kept as they are");
+  }
+}
+
+// The JSON kinds state.json's keys must have.
+enum class Kind { Object, String, Count };
+
+const char* kind_name(Kind k) {
+  return k == Kind::Object   ? "an object"
+         : k == Kind::String ? "a string"
+                             : "a non-negative integer";
+}
+
+bool has_kind(const nlohmann::json& v, Kind k) {
+  return k == Kind::Object   ? v.is_object()
+         : k == Kind::String ? v.is_string()
+                             : v.is_number_unsigned();
+}
+
+// A JSON value for a message, cut short if long.
+std::string excerpt(const nlohmann::json& v) {
+  const std::string s = v.dump();
+  return s.size() <= 80 ? s : s.substr(0, 77) + "...";
+}
+
+// `parent[key]` of state.json, checked to exist with the right kind; `where` names the parent
+// ("" for the top level, else e.g. "files.params.safetensors") in the message.
+const nlohmann::json& required(const nlohmann::json& parent, const std::string& key, Kind kind,
+                               const std::string& state_path, const std::string& where = "") {
+  const std::string name = where.empty() ? key : where + "." + key;
+  const auto it = parent.find(key);
+  if (it == parent.end())
+    fail("checkpoint file '", state_path, "' has no key '", name, "' (expected ", kind_name(kind),
+         "); the checkpoint is damaged or not written by gemmax: remove it to resume from an "
+         "earlier one");
+  if (!has_kind(*it, kind))
+    fail("checkpoint file '", state_path, "': key '", name, "' must be ", kind_name(kind), ", got ",
+         excerpt(*it), "; the checkpoint is damaged: remove it to resume from an earlier one");
+  return *it;
+}
+
 }  // namespace
 
 std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t step,
                                   const NamedTensors& params, const NamedTensors& optimizer,
                                   const nlohmann::json& state, int64_t keep) {
+  check_finite(params, "parameter", step);
+  check_finite(optimizer, "optimizer state", step);
   const fs::path final_dir = fs::path(checkpoints_dir) / step_name(step);
   const fs::path tmp_dir = fs::path(checkpoints_dir) / (step_name(step) + ".tmp");
   std::error_code ec;
   fs::create_directories(checkpoints_dir, ec);
   if (ec) fail("cannot create checkpoint folder '", checkpoints_dir, "': ", ec.message());
-  fs::remove_all(tmp_dir, ec);  // a leftover of an interrupted save of the same step
+  remove_leftovers(checkpoints_dir);
   fs::create_directory(tmp_dir, ec);
   if (ec) fail("cannot create '", tmp_dir.string(), "': ", ec.message());
   try {
@@ -99,7 +174,7 @@ std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t st
     }
     checking.finish();
     write_file_atomic((tmp_dir / kState).string(), full.dump(1) + "\n");
-    fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
+    if (fs::exists(final_dir)) remove_checkpoint(final_dir.string());  // an earlier attempt
     fs::rename(tmp_dir, final_dir, ec);
     if (ec) fail("cannot rename '", tmp_dir.string(), "' to '", final_dir.string(), "': ", ec.message());
     fsync_directory(checkpoints_dir);
@@ -109,7 +184,7 @@ std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t st
   }
   if (keep > 0) {
     const std::vector<CheckpointRef> all = list_train_checkpoints(checkpoints_dir);
-    for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i].dir, ec);
+    for (size_t i = 0; i + size_t(keep) < all.size(); ++i) remove_checkpoint(all[i].dir);
   }
   return final_dir.string();
 }
@@ -129,7 +204,7 @@ std::vector<CheckpointRef> list_train_checkpoints(const std::string& checkpoints
 
 TrainCheckpoint open_train_checkpoint(const std::string& dir) {
   const fs::path d(dir);
-  const fs::path state_path = d / kState;
+  const std::string state_path = (d / kState).string();
   if (!fs::exists(state_path))
     fail("'", dir, "' is not a checkpoint: it has no ", kState);
   nlohmann::json state;
@@ -137,30 +212,47 @@ TrainCheckpoint open_train_checkpoint(const std::string& dir) {
     std::ifstream in(state_path);
     state = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    fail("checkpoint '", dir, "': ", kState, " is not valid JSON (", e.what(), ")");
+    fail("checkpoint file '", state_path, "' is not valid JSON (", e.what(), ")");
   }
-  if (!state.is_object() || state.value("format", "") != kFormat)
-    fail("checkpoint '", dir, "': ", kState, " is not a gemmax train state");
-  if (state.value("version", 0) != kVersion)
-    fail("checkpoint '", dir, "': format version ", state.value("version", 0),
+  if (!state.is_object())
+    fail("checkpoint file '", state_path, "' is not a gemmax train state (not a JSON object)");
+  if (required(state, "format", Kind::String, state_path) != kFormat)
+    fail("checkpoint file '", state_path, "' is not a gemmax train state (format ",
+         excerpt(state["format"]), ", expected \"", kFormat, "\")");
+  const uint64_t version = required(state, "version", Kind::Count, state_path).get<uint64_t>();
+  if (version != kVersion)
+    fail("checkpoint file '", state_path, "': format version ", version,
          " is not the supported version ", kVersion);
+  const uint64_t step = required(state, "step", Kind::Count, state_path).get<uint64_t>();
+  if (step > uint64_t(std::numeric_limits<int64_t>::max()))
+    fail("checkpoint file '", state_path, "': step ", step, " is out of range");
+  if (const int64_t named = parse_step(d.filename().string());
+      named >= 0 && uint64_t(named) != step)
+    fail("checkpoint file '", state_path, "' says step ", step, " but its folder name says ", named,
+         "; the checkpoint is damaged: remove it to resume from an earlier one");
+  required(state, "config", Kind::Object, state_path);
+  required(state, "data", Kind::Object, state_path);
+  const nlohmann::json& files = required(state, "files", Kind::Object, state_path);
   Progress checking("checking " + dir, double(file_bytes(d / kParams) + file_bytes(d / kOptimizer)),
                     "bytes");
   for (const char* f : {kParams, kOptimizer}) {
-    const auto& want = state["files"][f];
-    if (!want.is_object()) fail("checkpoint '", dir, "': ", kState, " lists no ", f);
+    const std::string where = std::string("files.") + f;
+    const nlohmann::json& want = required(files, f, Kind::Object, state_path, "files");
+    const uint64_t bytes = required(want, "bytes", Kind::Count, state_path, where).get<uint64_t>();
+    const uint64_t crc = required(want, "crc32", Kind::Count, state_path, where).get<uint64_t>();
     if (!fs::exists(d / f)) fail("checkpoint '", dir, "' is missing ", f);
     const FileDigest got = digest((d / f).string(), checking);
-    if (got.bytes != want["bytes"].get<uint64_t>())
-      fail("checkpoint '", dir, "': ", f, " has ", got.bytes, " bytes but ", want["bytes"].get<uint64_t>(),
+    if (got.bytes != bytes)
+      fail("checkpoint '", dir, "': ", f, " has ", got.bytes, " bytes but ", bytes,
            " were written (truncated or damaged); remove this checkpoint to resume from an "
            "earlier one");
-    if (got.crc != want["crc32"].get<uint32_t>())
+    if (got.crc != crc)
       fail("checkpoint '", dir, "': ", f, " fails its CRC-32 check (corrupted); remove this "
            "checkpoint to resume from an earlier one");
   }
   checking.finish();
-  TrainCheckpoint c{{state["step"].get<int64_t>(), dir}, state,
+  TrainCheckpoint c{{int64_t(step), dir},
+                    state,
                     SafetensorsFile::open((d / kParams).string()),
                     SafetensorsFile::open((d / kOptimizer).string())};
   c.state.erase("files");

@@ -9,7 +9,9 @@
 // A checkpoint is written into step_N.tmp/ (each file written, flushed and renamed by
 // AtomicFile, state.json last), then the folder is renamed to step_N and the parent fsynced:
 // a crash or a failed write never damages an earlier checkpoint, and a folder without
-// state.json is never taken for a checkpoint.
+// state.json is never taken for a checkpoint. Old checkpoints are deleted by renaming them to
+// step_N.old/ first. The next save removes the .tmp and .old folders that an interrupted save
+// or deletion left.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +30,14 @@ struct CheckpointRef {
 };
 
 // Writes step_<step>/ under `checkpoints_dir` (created if missing) and then removes all but
-// the newest `keep` complete checkpoints (keep <= 0: keep all). Returns the folder.
+// the newest `keep` complete checkpoints (keep <= 0: keep all). Returns the folder. Refuses
+// (throws, writing nothing) parameters or optimizer state holding a NaN or an infinity.
 std::string save_train_checkpoint(const std::string& checkpoints_dir, int64_t step,
                                   const NamedTensors& params, const NamedTensors& optimizer,
                                   const nlohmann::json& state, int64_t keep);
 
 // The complete checkpoints (a step_<N> folder with state.json), oldest first. Leftover
-// step_<N>.tmp folders of interrupted saves are ignored.
+// step_<N>.tmp and .old folders of interrupted saves and deletions are ignored.
 std::vector<CheckpointRef> list_train_checkpoints(const std::string& checkpoints_dir);
 
 // An opened checkpoint whose files were checked against the sizes and CRC-32s in state.json.

@@ -1,4 +1,4 @@
-// The attention block of a decoder layer (gemma4.md §3, §4.1-4.4):
+// The attention block of a decoder layer (docs/MODEL.md §3, §4.1-4.4):
 //   a = RMSNorm(x; input_layernorm)
 //   q, k, v = projections of a; q, k RMSNorm per head with scale, v without;
 //   RoPE on q and k (on K = V global layers v is the k projection itself,

@@ -25,13 +25,13 @@ StepInputs alloc_step_inputs(Backend& be, int64_t batch, int64_t seq);
 StepInputs upload_batch(Backend& be, const Batch& batch);
 
 // RoPE inverse frequencies (fp64 [hd/2]): theta^(-2i/hd) for the first
-// int(proportion * hd / 2) pairs, 0 (no rotation) for the rest (gemma4.md §4.2, §4.3).
+// int(proportion * hd / 2) pairs, 0 (no rotation) for the rest (docs/MODEL.md §4.2, §4.3).
 Tensor rope_inv_freq(int64_t head_dim, double theta, double proportion);
 // The RoPE table [T, hd/2, 2] of a step's positions (Backend::rope_table), in the statistics
 // dtype of `act`; one per kind of layer, shared by all its layers.
 Tensor rope_table(Backend& be, const StepInputs& in, const Tensor& inv_freq, DType act);
 
-// What the forward keeps for the backward (training.md §10). The backward of a layer first
+// What the forward keeps for the backward (docs/TRAINING.md §10). The backward of a layer first
 // re-runs the layer's forward, which fills in only what was not kept.
 enum class RematPolicy {
   None,     // keep every activation of every layer

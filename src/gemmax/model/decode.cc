@@ -113,7 +113,8 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
                    model_.options(),
                    rope_table(be_, in, rope_local_, act),
                    rope_table(be_, in, rope_global_, act),
-                   0.0};
+                   0.0,
+                   Tensor()};
   ctx.attention_core = this;
 
   Tensor x = be_.alloc({n, c.d_model}, act, MemKind::Activations);

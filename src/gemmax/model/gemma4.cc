@@ -39,8 +39,8 @@ LayerContext Gemma4Model::context(const StepInputs& in, const Tensor& scalars) c
                    options_,
                    rope_table(be_, in, rope_local_, options_.act),
                    rope_table(be_, in, rope_global_, options_.act),
-                   c.load_balance_loss_weight / double(c.num_layers)};
-  if (scalars.defined()) ctx.lb_loss = scalars.flat_slice(StepScalars::kLbSum, {1});
+                   c.load_balance_loss_weight / double(c.num_layers),
+                   scalars.defined() ? scalars.flat_slice(StepScalars::kLbSum, {1}) : Tensor()};
   return ctx;
 }
 

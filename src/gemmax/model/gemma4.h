@@ -1,5 +1,5 @@
 // The whole Gemma-4 text model: embedding, decoder layers, output head and loss, with the
-// backward written out by hand (gemma4.md §2; training.md §8-10).
+// backward written out by hand (docs/MODEL.md §2; docs/TRAINING.md §8-10).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The output head and loss (gemma4.md §2, §4.8; training.md §8, §9):
+// The output head and loss (docs/MODEL.md §2, §4.8; docs/TRAINING.md §8, §9):
 //   logits = cap * tanh( RMSNorm(x; norm) . Emb^T / cap ),  loss = masked mean cross-entropy.
 //
 // Vocabulary tiling (num_vocab_tiling = N). The head runs over N tiles of token positions taken

@@ -1,4 +1,4 @@
-// The dense GeGLU MLP of a decoder layer with its two norms (gemma4.md §3, §4.5):
+// The dense GeGLU MLP of a decoder layer with its two norms (docs/MODEL.md §3, §4.5):
 //   out = RMSNorm( (gelu_tanh(a . Wg^T) * (a . Wu^T)) . Wd^T ; post_feedforward_layernorm_1 ),
 //   a = RMSNorm(h; pre_feedforward_layernorm)
 #pragma once

@@ -1,5 +1,5 @@
 // Training FLOPs per device and step, counted as MaxText counts them for Gemma 4
-// (training.md §13, `calculate_tflops_training_per_device`): learnable-weight matmuls and
+// (docs/TRAINING.md §13, `calculate_tflops_training_per_device`): learnable-weight matmuls and
 // attention, x3 for forward + backward; remat, routing, norms and softmax are not counted.
 #pragma once
 

@@ -42,6 +42,7 @@ std::vector<MetricValue> metric_values(const StepMetrics& m) {
       {"perf/per_device_tflops_per_sec", m.tflops_per_sec},
   };
   if (m.mfu > 0) v.push_back({"perf/mfu", m.mfu});
+  if (m.skipped_steps > 0) v.push_back({"learning/skipped_steps", double(m.skipped_steps), true});
   return v;
 }
 

@@ -28,6 +28,7 @@ struct StepMetrics {
   double tflops_per_sec = 0;   // per device, MaxText's count
   double mfu = 0;              // tflops_per_sec / peak_tflops_per_device (0: unknown)
   int64_t total_weights = 0;   // real target tokens
+  int64_t skipped_steps = 0;   // steps this invocation skipped so far (non-finite values)
 };
 
 std::string format_step_line(const StepMetrics& m);

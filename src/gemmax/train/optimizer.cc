@@ -1,6 +1,22 @@
 #include "gemmax/train/optimizer.h"
 
+#include <cmath>
+#include <limits>
+
 namespace gemmax {
+namespace {
+
+struct NonfiniteInjection {
+  std::string name;
+  int64_t first_t = 0, count = 0;
+} g_injection;
+
+}  // namespace
+
+void inject_nonfinite_gradient_for_testing(const std::string& name, int64_t first_t,
+                                           int64_t count) {
+  g_injection = {name, first_t, count};
+}
 
 AdamWConfig AdamWConfig::from(const Config& c) {
   if (c.get_string("opt_type") != "adamw")
@@ -35,6 +51,10 @@ AdamW::AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trai
 
 void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
                  int64_t t) {
+  if (!g_injection.name.empty() && t >= g_injection.first_t &&
+      t < g_injection.first_t + g_injection.count)
+    be_.fill(grads.flat_slice(table_.at(g_injection.name).offset, {1}),
+             std::numeric_limits<double>::quiet_NaN());
   const Tensor sum_sq = scalars.flat_slice(StepScalars::kGradSumSq, {1});
   be_.fill(sum_sq, 0.0);
   for (const Segment& s : segments_) be_.sum_squares(sum_sq, grads.flat_slice(s.begin, {s.count}));
@@ -44,6 +64,18 @@ void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scala
     be_.adamw_step(weights.flat_slice(s.begin, {s.count}), grads.flat_slice(s.begin, {s.count}),
                    m_.flat_slice(s.state_begin, {s.count}), v_.flat_slice(s.state_begin, {s.count}),
                    step, scalars);
+}
+
+std::string AdamW::first_nonfinite_gradient(const Tensor& grads) const {
+  for (size_t i = 0; i < trainable_.size(); ++i) {
+    if (!trainable_[i]) continue;
+    const ParamSpec& s = table_.specs()[i];
+    const Tensor g = be_.to_host(grads.flat_slice(s.offset, s.shape));
+    for (int64_t j = 0; j < g.numel(); ++j)
+      if (const double v = get_as_double(g, j); !std::isfinite(v))
+        return str_cat(s.name, " (element ", j, ": ", v, ")");
+  }
+  return "";
 }
 
 NamedTensors AdamW::named_state() const {

@@ -1,4 +1,4 @@
-// AdamW over the flat parameter buffer, with clipping by global norm (training.md §12).
+// AdamW over the flat parameter buffer, with clipping by global norm (docs/TRAINING.md §12).
 //
 // Frozen parameters (config `freeze`) have no optimizer state and are never updated; the
 // moments hold the trainable parameters only, back to back in registry order.
@@ -35,6 +35,11 @@ class AdamW {
             int64_t t);
   const AdamWConfig& config() const { return cfg_; }
 
+  // The first trainable parameter, in registry order, whose gradient holds a NaN or an infinity,
+  // as "name (element i: value)"; "" if there is none. Reads the gradients back one parameter at
+  // a time: for naming the culprit of a non-finite step, not for every step.
+  std::string first_nonfinite_gradient(const Tensor& grads) const;
+
   // The moments of each trainable parameter, named "mu.<name>" and "nu.<name>" (views).
   NamedTensors named_state() const;
   int64_t num_trainable() const { return m_.numel(); }
@@ -53,5 +58,10 @@ class AdamW {
   std::vector<Segment> segments_;
   Tensor m_, v_;
 };
+
+// Test hook: before updates first_t .. first_t + count - 1 (1-based), the first element of the
+// gradient of parameter `name` is set to NaN, as a numerical blow-up in the backward would.
+// An empty name disarms it.
+void inject_nonfinite_gradient_for_testing(const std::string& name, int64_t first_t, int64_t count);
 
 }  // namespace gemmax

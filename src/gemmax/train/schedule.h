@@ -1,4 +1,5 @@
-// Learning-rate schedule: linear warmup, then cosine decay to a final fraction (training.md §12).
+// Learning-rate schedule: linear warmup, then cosine decay to a final fraction
+// (docs/TRAINING.md §12).
 #pragma once
 
 #include <cstdint>

@@ -1,35 +1,109 @@
 #include "gemmax/train/stop_signal.h"
 
-#include <csignal>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "gemmax/base/error.h"
+#include "gemmax/io/atomic_file.h"
 
 namespace gemmax {
 namespace {
 
-volatile std::sig_atomic_t g_received = 0;
+// Written by the handler, read by the training loop: lock-free atomics are signal-safe.
+std::atomic<int> g_received{0};             // the first stop signal, or 0
+std::atomic<int> g_terminal_interrupts{0};  // SIGINTs from the terminal driver (Ctrl-C)
+std::atomic<bool> g_forced{false};
+std::atomic<bool> g_saving{false};
+std::atomic<bool> g_alive{false};  // a StopSignal exists
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 
-extern "C" void on_stop_signal(int sig) {
-  if (g_received != 0) {  // second signal: stop now
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-    return;
+const int kSignals[] = {SIGINT, SIGTERM};
+struct sigaction g_previous[2];
+bool g_installed[2] = {false, false};
+
+[[noreturn]] void die_by_sigint() {
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGINT, &dfl, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(SIGINT);
+  ::_exit(130);  // not reached: SIGINT's default action ends the process
+}
+
+// write() is async-signal-safe; stdio is not.
+void say(const char* text) {
+  size_t n = 0;
+  while (text[n] != 0) ++n;
+  [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, text, n);
+}
+
+extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
+  const int saved_errno = errno;  // the interrupted code may be reading errno
+  // The terminal driver sends Ctrl-C with si_code SI_KERNEL; kill() (launchers, schedulers,
+  // `kill` in a shell) sends SI_USER. Only a person can press Ctrl-C twice.
+  const bool from_terminal = sig == SIGINT && info != nullptr && info->si_code == SI_KERNEL;
+  int none = 0;
+  if (g_received.compare_exchange_strong(none, sig)) {
+    say(from_terminal   ? "\ngemmax: Ctrl-C: stopping after this step (Ctrl-C again: stop at once, "
+                          "without saving)\n"
+        : sig == SIGINT ? "\ngemmax: SIGINT: stopping after this step\n"
+                        : "\ngemmax: SIGTERM: stopping after this step\n");
   }
-  g_received = sig;
+  if (from_terminal && g_terminal_interrupts.fetch_add(1) + 1 >= 2) {
+    say("\ngemmax: Ctrl-C again: stopping at once\n");
+    g_forced.store(true);
+    set_writes_interrupted(true);
+    // In a save, its writes now fail and remove what they wrote; the loop then ends the process.
+    if (!g_saving.load()) die_by_sigint();
+  }
+  errno = saved_errno;
 }
 
 }  // namespace
 
 StopSignal::StopSignal() {
+  GEMMAX_CHECK(!g_alive.exchange(true), "only one StopSignal may live at a time");
   g_received = 0;
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  g_terminal_interrupts = 0;
+  g_forced = false;
+  g_saving = false;
+  struct sigaction sa = {};
+  sa.sa_sigaction = on_stop_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int s : kSignals) sigaddset(&sa.sa_mask, s);  // one handler runs at a time
+  for (int i = 0; i < 2; ++i) {
+    g_installed[i] = false;
+    if (::sigaction(kSignals[i], nullptr, &g_previous[i]) != 0) continue;
+    const bool ignored =
+        !(g_previous[i].sa_flags & SA_SIGINFO) && g_previous[i].sa_handler == SIG_IGN;
+    if (!ignored) g_installed[i] = ::sigaction(kSignals[i], &sa, nullptr) == 0;
+  }
 }
 
 StopSignal::~StopSignal() {
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  for (int i = 0; i < 2; ++i)
+    if (g_installed[i]) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+  set_writes_interrupted(false);
+  g_alive = false;
 }
 
-int StopSignal::received() const { return g_received; }
+int StopSignal::received() const { return g_received.load(); }
+
+bool StopSignal::forced() const { return g_forced.load(); }
+
+StopSignal::Saving::Saving() { g_saving = true; }
+
+StopSignal::Saving::~Saving() { g_saving = false; }
+
+void StopSignal::die_by_forced_stop() { die_by_sigint(); }
 
 const char* StopSignal::name(int signal) {
   return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";

@@ -1,18 +1,41 @@
-// Graceful stop: while a StopSignal lives, SIGINT and SIGTERM only set a flag, which the
-// training loop reads after each step to save a checkpoint and exit cleanly. A second signal
-// of the same kind terminates at once, as without the handler.
+// Graceful stop. While a StopSignal lives, SIGINT and SIGTERM ask the run to stop: the training
+// loop reads the request after each step, saves a checkpoint and exits 0.
+//
+// Launchers and schedulers often deliver one request several times: GNU `timeout`, for one,
+// signals its child and then the child's whole process group, and some send SIGTERM and later
+// SIGINT. Every signal sent with kill() is therefore the same request, however many arrive.
+// Only a person at a terminal pressing Ctrl-C a second time (a SIGINT from the terminal driver,
+// si_code SI_KERNEL) forces an immediate exit: the process dies by SIGINT, and a checkpoint
+// being written at that moment is abandoned (its temporary folder removed), so the previous
+// checkpoint stays the latest. Signals the process was started with ignored (`nohup`, `&` in
+// scripts) stay ignored. The previous handlers are restored when the StopSignal ends.
 #pragma once
 
 namespace gemmax {
 
 class StopSignal {
  public:
-  StopSignal();
+  StopSignal();  // at most one lives at a time
   ~StopSignal();
   StopSignal(const StopSignal&) = delete;
   StopSignal& operator=(const StopSignal&) = delete;
 
-  int received() const;  // the signal number, or 0
+  int received() const;  // the first stop signal's number, or 0
+  bool forced() const;   // Ctrl-C was pressed twice at a terminal
+
+  // Marks a checkpoint save: a forced stop during it interrupts the save's writes (which then
+  // fail and remove what they wrote) instead of killing the process at once.
+  class Saving {
+   public:
+    Saving();
+    ~Saving();
+    Saving(const Saving&) = delete;
+    Saving& operator=(const Saving&) = delete;
+  };
+
+  // Ends the process as the forced stop would have: by SIGINT with its default action.
+  [[noreturn]] static void die_by_forced_stop();
+
   static const char* name(int signal);
 };
 

@@ -131,7 +131,7 @@ Trainer::Trainer(const Config& config) : config_(config) {
 Trainer::~Trainer() = default;
 
 void Trainer::resume_from(const TrainCheckpoint& ckpt) {
-  const nlohmann::json& saved = ckpt.state["config"];
+  const nlohmann::json& saved = ckpt.state.at("config");  // checked by open_train_checkpoint
   const nlohmann::json now = config_.to_json();
   const ModelConfig mine = model_->config();
   // The network: compare through ModelConfig so that the message names the MaxText key.
@@ -165,7 +165,7 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
     progress.add(double(ckpt.optimizer.entry(name).nbytes()));
   }
   progress.finish();
-  data_->restore(ckpt.state["data"]);
+  data_->restore(ckpt.state.at("data"));
   start_step_ = ckpt.ref.step;
   notes_.push_back(str_cat("resumed from ", ckpt.ref.dir, " (step ", start_step_, ")"));
   for (const std::string& c : changed) notes_.push_back("changed since the checkpoint: " + c);
@@ -208,6 +208,64 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
   state["config"] = config_.to_json();
   return save_train_checkpoint(checkpoints_dir_, steps_done, params, moments, state,
                                config_.get_int("max_num_checkpoints_to_keep"));
+}
+
+void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, TrainSummary& sum,
+                                          std::ostream& log) {
+  // The update was not applied (AdamW skips a step whose scalars are not finite), so the
+  // weights are still those after the previous step. Naming the culprit reads the gradients
+  // back, which only this rare path does.
+  const double loss = r.loss.total_loss;
+  const std::string culprit = state_.optimizer->first_nonfinite_gradient(state_.grads);
+  const std::string what = str_cat(
+      "step ", step, ": ",
+      std::isfinite(loss) ? str_cat("the gradient norm is ", r.raw_grad_norm, " (loss ", loss, ")")
+                          : str_cat("the loss is ", loss),
+      culprit.empty() ? std::string()
+                      : "; the first parameter with a non-finite gradient is " + culprit,
+      "; the update was not applied");
+  const char* abort_key =
+      std::isnan(loss) && config_.get_bool("abort_on_nan_loss")   ? "abort_on_nan_loss"
+      : std::isinf(loss) && config_.get_bool("abort_on_inf_loss") ? "abort_on_inf_loss"
+                                                                  : nullptr;
+  const int64_t allowed = config_.get_int("skip_nonfinite_steps");
+  if (abort_key == nullptr && sum.skipped_steps < allowed) {
+    sum.skipped_steps += 1;
+    log << "gemmax: " << what << "; step skipped (" << sum.skipped_steps
+        << " of skip_nonfinite_steps=" << allowed << ")" << std::endl;
+    return;
+  }
+  fail(what,
+       abort_key != nullptr ? str_cat(" (", abort_key, "=true)")
+                            : str_cat(" (", sum.skipped_steps, " such steps skipped already, ",
+                                      "skip_nonfinite_steps=", allowed, ")"),
+       "; the run stops",
+       sum.last_checkpoint.empty() ? std::string()
+                                   : "; its last checkpoint is " + sum.last_checkpoint,
+       ". Lower learning_rate, check the data, or set skip_nonfinite_steps to skip such steps");
+}
+
+std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t steps_done,
+                                            std::ostream& log) {
+  std::string dir;
+  {
+    const StopSignal::Saving saving;
+    try {
+      dir = save_checkpoint(steps_done);
+    } catch (const Error& e) {
+      if (!stop.forced()) throw;
+      log << "gemmax: forced stop (Ctrl-C twice) while saving step " << steps_done
+          << ": that checkpoint was abandoned and removed; the previous one (if any) is intact"
+          << std::endl;
+      StopSignal::die_by_forced_stop();
+    }
+  }
+  // A forced stop that came after the save's last write: the checkpoint is complete.
+  if (stop.forced()) {
+    log << "gemmax: forced stop (Ctrl-C twice) after saving " << dir << std::endl;
+    StopSignal::die_by_forced_stop();
+  }
+  return dir;
 }
 
 void Trainer::print_sample(std::ostream& log) const {
@@ -277,17 +335,7 @@ TrainSummary Trainer::run(std::ostream& log) {
     train_step(*backend_, *model_, state_, in, lr, step + 1);
     const StepResult r = read_step(*backend_, *model_, state_, in);  // the step's one read
     const LossInfo& loss = r.loss;
-    if (std::isnan(loss.total_loss) && config_.get_bool("abort_on_nan_loss"))
-      fail("loss is NaN at step ", step,
-           " (abort_on_nan_loss=true; the update was not "
-           "applied); lower learning_rate?");
-    if (std::isinf(loss.total_loss) && config_.get_bool("abort_on_inf_loss"))
-      fail("loss is infinite at step ", step,
-           " (abort_on_inf_loss=true; the update was not "
-           "applied)");
-    if (!r.applied)
-      fail("the gradient norm is not finite at step ", step, " (loss ", loss.total_loss,
-           "); the update was not applied");
+    if (!r.applied) skip_or_stop_nonfinite_step(step, r, sum, log);
 
     StepMetrics m;
     m.step = step;
@@ -302,6 +350,7 @@ TrainSummary Trainer::run(std::ostream& log) {
     m.tflops_per_sec = step_tflop / m.step_seconds;
     m.mfu = peak > 0 ? m.tflops_per_sec / peak : 0.0;
     m.total_weights = loss.num_targets;
+    m.skipped_steps = sum.skipped_steps;
     metrics.write(m, step + 1 == steps_);
 
     if (sum.steps == 0)
@@ -312,13 +361,17 @@ TrainSummary Trainer::run(std::ostream& log) {
     sum.steps += 1;
     sum.final_step = step + 1;
 
+    // One read of the stop request decides this step's save. A request that arrives during a
+    // save (or after a step that saved) stops the run at once: the checkpoint holds this step.
     const int64_t done = step + 1;
-    sum.stop_signal = stop.received();
-    if (checkpointing &&
-        ((period > 0 && done % period == 0) || done == steps_ || sum.stop_signal)) {
-      sum.last_checkpoint = save_checkpoint(done);
+    const int requested = stop.received();
+    bool saved = false;
+    if (checkpointing && ((period > 0 && done % period == 0) || done == steps_ || requested)) {
+      sum.last_checkpoint = save_checkpoint_or_die(stop, done, log);
+      saved = true;
       log << "gemmax: saved checkpoint " << sum.last_checkpoint << std::endl;
     }
+    sum.stop_signal = (requested != 0 || saved) && done < steps_ ? stop.received() : 0;
     if (sum.stop_signal) break;
   }
   if (sum.stop_signal) {
@@ -327,7 +380,7 @@ TrainSummary Trainer::run(std::ostream& log) {
         << (checkpointing ? "checkpoint saved in " + sum.last_checkpoint +
                                 "; run the same command again to resume"
                           : std::string("enable_checkpointing=false: nothing was saved"))
-        << "\n";
+        << std::endl;
   }
   const int64_t timed = sum.steps - 1;
   if (timed > 0) {
@@ -344,7 +397,7 @@ TrainSummary Trainer::run(std::ostream& log) {
   log << "gemmax: " << format_memory_plan(plan_, &mem);
   std::ofstream(fs::path(run_dir_) / "memory.json") << memory_json(plan_, mem).dump(2) << "\n";
   log << "gemmax: " << metrics.describe() << "\n";
-  print_sample(log);
+  if (!stop.received()) print_sample(log);  // a run asked to stop ends promptly
   return sum;
 }
 

@@ -18,6 +18,7 @@
 namespace gemmax {
 
 struct TrainCheckpoint;
+class StopSignal;
 
 struct TrainSummary {
   int64_t steps = 0;       // steps run by this invocation
@@ -26,6 +27,7 @@ struct TrainSummary {
   double mean_step_seconds = 0;  // over this invocation's steps after its first
   double tokens_per_sec = 0, tflops_per_sec = 0;
   int stop_signal = 0;          // SIGINT / SIGTERM that stopped the run early, or 0
+  int64_t skipped_steps = 0;    // steps not applied for a non-finite loss or gradient
   std::string last_checkpoint;  // folder of the last checkpoint saved, if any
 };
 
@@ -48,6 +50,13 @@ class Trainer {
   void resume_from(const TrainCheckpoint& ckpt);
   void load_pretrained(const std::string& dir);
   std::string save_checkpoint(int64_t steps_done);
+  // After a step that was not applied for a non-finite loss or gradient: counts it as skipped
+  // if skip_nonfinite_steps allows, else throws an Error naming the step and the first
+  // parameter whose gradient is not finite.
+  void skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, TrainSummary& sum,
+                                   std::ostream& log);
+  // save_checkpoint, ending the process instead if Ctrl-C is pressed twice meanwhile.
+  std::string save_checkpoint_or_die(const StopSignal& stop, int64_t steps_done, std::ostream& log);
   void prepare_run_dir();
   void print_header(std::ostream& log) const;
   void print_sample(std::ostream& log) const;

@@ -185,7 +185,7 @@ void ReferenceBackend::embedding_backward(const Tensor& dtable, const Tensor& dx
   });
 }
 
-// ---- AdamW (training.md §12: optax adamw, decoupled decay scaled by lr) ----------------------
+// ---- AdamW (docs/TRAINING.md §12: optax adamw, decoupled decay scaled by lr) -------------
 
 void ReferenceBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
                                   const Tensor& v, const AdamWStep& s, const Tensor& scalars) {

@@ -1,0 +1,32 @@
+// The token-shard reader: open any bytes as a shard, validate its tokens, and pack a few batches
+// from it through the shards loader, packed and unpacked.
+#include "fuzz_util.h"
+#include "gemmax/base/error.h"
+#include "gemmax/data/loader.h"
+#include "gemmax/data/token_shard.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace gemmax;
+  const std::string path = fuzz::write_scratch("input.bin", fuzz::as_view(data, size));
+  try {
+    const TokenShard shard(path);
+    shard.validate_tokens(int64_t(shard.header().vocab_size));
+  } catch (const Error&) {
+  }
+  for (const bool packing : {true, false}) {
+    try {
+      DataOptions o;
+      o.dataset_type = "shards";
+      o.dataset_path = path;
+      o.packing = packing;
+      o.batch = 2;
+      o.seq = 8;
+      o.vocab_size = 259;  // the byte tokenizer's, which the loader pairs with the shard
+      auto loader = make_data_loader(o);
+      for (int i = 0; i < 3; ++i) (void)loader->next();
+      loader->restore(loader->state());
+    } catch (const Error&) {
+    }
+  }
+  return 0;
+}
