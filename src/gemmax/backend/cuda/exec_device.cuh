@@ -96,9 +96,18 @@ struct DeviceExec {
   }
 };
 
+// Blocks per SM a kernel asks registers for (K::kMinBlocks, else 1).
+template <class K>
+constexpr int min_blocks() {
+  if constexpr (requires { K::kMinBlocks; })
+    return K::kMinBlocks;
+  else
+    return 1;
+}
+
 // Runs kernel functor K on every thread of the grid.
 template <class K, class... A>
-__global__ void __launch_bounds__(K::kMaxThreads) run_kernel(A... args) {
+__global__ void __launch_bounds__(K::kMaxThreads, min_blocks<K>()) run_kernel(A... args) {
   DeviceExec x;
   K{}(x, args...);
 }

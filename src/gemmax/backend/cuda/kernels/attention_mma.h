@@ -59,20 +59,26 @@ template <int kNt, class X>
 GEMMAX_KFN void write_partial(X& x, float* xs, int warp, int stride, const float (&s)[kNt][4]) {
   float* mine = xs + warp * 16 * stride;
   const int l = x.lane();
-  for (int nt = 0; nt < kNt; ++nt)
+  GEMMAX_UNROLL
+  for (int nt = 0; nt < kNt; ++nt) {
+    GEMMAX_UNROLL
     for (int i = 0; i < 4; ++i) mine[acc_row(l, i) * stride + nt * 8 + acc_col(l, i)] = s[nt][i];
+  }
 }
 template <int kNt, class X>
 GEMMAX_KFN void sum_partials(X& x, const float* xs, int first_warp, int parts, int stride,
                              float (&s)[kNt][4]) {
   const int l = x.lane();
-  for (int nt = 0; nt < kNt; ++nt)
+  GEMMAX_UNROLL
+  for (int nt = 0; nt < kNt; ++nt) {
+    GEMMAX_UNROLL
     for (int i = 0; i < 4; ++i) {
       float v = 0;
       for (int p = 0; p < parts; ++p)
         v += xs[(first_warp + p) * 16 * stride + acc_row(l, i) * stride + nt * 8 + acc_col(l, i)];
       s[nt][i] = v;
     }
+  }
 }
 
 // Max and sum over the four lanes (t = 0..3) that hold one accumulator row.
@@ -133,6 +139,7 @@ struct AttentionForwardMmaKernel {
     const int r_lo = slice * 16 + (l >> 2);
     const int64_t pos[2] = {rows.pos(r_lo), rows.pos(r_lo + 8)};
     int32_t seg_q[2];
+    GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) seg_q[e] = pos[e] < S ? seg[b * S + pos[e]] : 0;
     float m[2] = {kNegInf, kNegInf}, lsum[2] = {0, 0};
     float acc[kOt][4] = {};
@@ -142,9 +149,11 @@ struct AttentionForwardMmaKernel {
       x.template cp_async_wait<1>();  // the key tile (the value tile may still be in flight)
       x.sync();
       float s[kNt][4] = {};
+      GEMMAX_UNROLL
       for (int kk = 0; kk < 128; kk += 16) {
         uint32_t a[4];
         load_a_frag(x, Qs, HD, false, slice * 16, part * 128 + kk, a);
+        GEMMAX_UNROLL
         for (int nt = 0; nt < kNt; nt += 2) {
           uint32_t b0[2], b1[2];
           load_b_frags(x, Ks, HD, false, nt * 8, part * 128 + kk, b0, b1);
@@ -159,7 +168,9 @@ struct AttentionForwardMmaKernel {
       if constexpr (P > 1) sum_partials(x, xs, slice * P, P, F::kXs, s);
       // Mask, then the online softmax in base 2.
       float tmax[2] = {kNegInf, kNegInf};
-      for (int nt = 0; nt < kNt; ++nt)
+      GEMMAX_UNROLL
+      for (int nt = 0; nt < kNt; ++nt) {
+        GEMMAX_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int e = i >> 1, col = nt * 8 + acc_col(l, i);
           const int64_t j = k0 + col;
@@ -168,26 +179,37 @@ struct AttentionForwardMmaKernel {
           s[nt][i] = vis ? s[nt][i] * kLog2e : kNegInf;
           tmax[e] = kmax(tmax[e], s[nt][i]);
         }
+      }
       float scale[2], rsum[2] = {0, 0};
+      GEMMAX_UNROLL
       for (int e = 0; e < 2; ++e) {
         const float mn = kmax(m[e], quad_max(x, tmax[e]));
         scale[e] = m[e] == kNegInf ? 0.0f : kexp2(m[e] - mn);
         m[e] = mn;
       }
-      for (int nt = 0; nt < kNt; ++nt)
+      GEMMAX_UNROLL
+      for (int nt = 0; nt < kNt; ++nt) {
+        GEMMAX_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int e = i >> 1;
           s[nt][i] = s[nt][i] == kNegInf ? 0.0f : kexp2(s[nt][i] - m[e]);
           rsum[e] += s[nt][i];
         }
+      }
+      GEMMAX_UNROLL
       for (int e = 0; e < 2; ++e) lsum[e] = lsum[e] * scale[e] + quad_sum(x, rsum[e]);
-      for (int nt = 0; nt < kOt; ++nt)
+      GEMMAX_UNROLL
+      for (int nt = 0; nt < kOt; ++nt) {
+        GEMMAX_UNROLL
         for (int i = 0; i < 4; ++i) acc[nt][i] *= scale[i >> 1];
+      }
       x.template cp_async_wait<1>();  // the value tile
       x.sync();
+      GEMMAX_UNROLL
       for (int kk = 0; kk < Bc / 16; ++kk) {
         uint32_t a[4];
         acc_to_a(s[2 * kk], s[2 * kk + 1], a);
+        GEMMAX_UNROLL
         for (int nt = 0; nt < kOt; nt += 2) {
           uint32_t b0[2], b1[2];
           load_b_frags(x, Vs, HD, true, part * 128 + nt * 8, kk * 16, b0, b1);
@@ -200,11 +222,13 @@ struct AttentionForwardMmaKernel {
       x.cp_async_commit();
     }
     x.template cp_async_wait<0>();
+    GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) {
       if (pos[e] >= S) continue;
       const int64_t h = rows.head(r_lo + 8 * e);
       bf16s* orow = o + ((b * S + pos[e]) * d.H + h) * HD + part * 128;
       const float inv = lsum[e] > 0 ? 1.0f / lsum[e] : 0.0f;
+      GEMMAX_UNROLL
       for (int nt = 0; nt < kOt; ++nt) {
         const int col = nt * 8 + 2 * (l & 3);
         orow[col] = from_acc<bf16s>(acc[nt][2 * e] * inv);
@@ -297,6 +321,7 @@ struct AttentionDqMmaKernel {
     const int64_t pos[2] = {rows.pos(r_lo), rows.pos(r_lo + 8)};
     int32_t seg_q[2];
     float lse2[2], dlt[2];
+    GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) {
       const int64_t h = rows.head(r_lo + 8 * e), at = (b * d.H + h) * S + pos[e];
       const bool in = pos[e] < S;
@@ -311,10 +336,12 @@ struct AttentionDqMmaKernel {
       x.template cp_async_wait<0>();
       x.sync();
       float s[kNt][4] = {}, dp[kNt][4] = {};
+      GEMMAX_UNROLL
       for (int kk = 0; kk < 128; kk += 16) {
         uint32_t a[4], ad[4];
         load_a_frag(x, Qs, HD, false, slice * 16, part * 128 + kk, a);
         load_a_frag(x, Ds, HD, false, slice * 16, part * 128 + kk, ad);
+        GEMMAX_UNROLL
         for (int nt = 0; nt < kNt; nt += 2) {
           uint32_t b0[2], b1[2];
           load_b_frags(x, Ks, HD, false, nt * 8, part * 128 + kk, b0, b1);
@@ -335,7 +362,9 @@ struct AttentionDqMmaKernel {
         sum_partials(x, xs, slice * P, P, F::kXs, s);
         sum_partials(x, xp, slice * P, P, F::kXs, dp);
       }
-      for (int nt = 0; nt < kNt; ++nt)
+      GEMMAX_UNROLL
+      for (int nt = 0; nt < kNt; ++nt) {
+        GEMMAX_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int e = i >> 1, col = nt * 8 + acc_col(l, i);
           const int64_t j = k0 + col;
@@ -344,9 +373,12 @@ struct AttentionDqMmaKernel {
           const float p = vis ? kexp2(s[nt][i] * kLog2e - lse2[e]) : 0.0f;
           s[nt][i] = p * (dp[nt][i] - dlt[e]);  // ds
         }
+      }
+      GEMMAX_UNROLL
       for (int kk = 0; kk < Bc / 16; ++kk) {
         uint32_t a[4];
         acc_to_a(s[2 * kk], s[2 * kk + 1], a);
+        GEMMAX_UNROLL
         for (int nt = 0; nt < kOt; nt += 2) {
           uint32_t b0[2], b1[2];
           load_b_frags(x, Ks, HD, true, part * 128 + nt * 8, kk * 16, b0, b1);
@@ -359,9 +391,11 @@ struct AttentionDqMmaKernel {
       x.cp_async_commit();
     }
     x.template cp_async_wait<0>();
+    GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) {
       if (pos[e] >= S) continue;
       bf16s* row = dq + ((b * S + pos[e]) * d.H + rows.head(r_lo + 8 * e)) * HD + part * 128;
+      GEMMAX_UNROLL
       for (int nt = 0; nt < kOt; ++nt) {
         const int col = nt * 8 + 2 * (l & 3);
         row[col] = from_acc<bf16s>(acc[nt][2 * e]);
@@ -416,6 +450,7 @@ struct AttentionDkvMmaKernel {
     const int key_lo = kslice * 16 + (l >> 2);
     const int64_t key[2] = {k0 + key_lo, k0 + key_lo + 8};
     int32_t seg_k[2];
+    GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) seg_k[e] = key[e] < S ? seg[b * S + key[e]] : 0;
     float acc_k[kOt][4] = {}, acc_v[kOt][4] = {};
     const int64_t q_last = last_visible_query(kmin(S, k0 + F::Bk) - 1, S, d.window);
@@ -438,10 +473,12 @@ struct AttentionDkvMmaKernel {
         x.template cp_async_wait<0>();
         x.sync();
         float s[kNt][4] = {}, dp[kNt][4] = {};
+        GEMMAX_UNROLL
         for (int kk = 0; kk < 64; kk += 16) {
           uint32_t a[4], av[4];
           load_a_frag(x, Ks, HD, false, kslice * 16, part * 64 + kk, a);
           load_a_frag(x, Vs, HD, false, kslice * 16, part * 64 + kk, av);
+          GEMMAX_UNROLL
           for (int nt = 0; nt < kNt; nt += 2) {
             uint32_t b0[2], b1[2];
             load_b_frags(x, Qs, HD, false, nt * 8, part * 64 + kk, b0, b1);
@@ -460,7 +497,9 @@ struct AttentionDkvMmaKernel {
           sum_partials(x, xp, kslice * P, P, F::kXs, dp);
         }
         // s now holds p^T, dp becomes ds^T.
-        for (int nt = 0; nt < kNt; ++nt)
+        GEMMAX_UNROLL
+        for (int nt = 0; nt < kNt; ++nt) {
+          GEMMAX_UNROLL
           for (int i = 0; i < 4; ++i) {
             const int e = i >> 1, col = nt * 8 + acc_col(l, i);
             const int64_t qi = q0 + col;
@@ -470,10 +509,13 @@ struct AttentionDkvMmaKernel {
             s[nt][i] = p;
             dp[nt][i] = p * (dp[nt][i] - delta_q[col]);
           }
+        }
+        GEMMAX_UNROLL
         for (int kk = 0; kk < Rq / 16; ++kk) {
           uint32_t ap[4], ads[4];
           acc_to_a(s[2 * kk], s[2 * kk + 1], ap);
           acc_to_a(dp[2 * kk], dp[2 * kk + 1], ads);
+          GEMMAX_UNROLL
           for (int nt = 0; nt < kOt; nt += 2) {
             uint32_t b0[2], b1[2];
             load_b_frags(x, Ds, HD, true, part * 64 + nt * 8, kk * 16, b0, b1);
@@ -486,9 +528,11 @@ struct AttentionDkvMmaKernel {
         }
         x.sync();  // every warp is done with this query tile and the partials
       }
+    GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) {
       if (key[e] >= S) continue;
       const int64_t at = ((b * S + key[e]) * d.KV + kvh) * HD + part * 64;
+      GEMMAX_UNROLL
       for (int nt = 0; nt < kOt; ++nt) {
         const int col = nt * 8 + 2 * (l & 3);
         dk[at + col] = from_acc<bf16s>(acc_k[nt][2 * e]);

@@ -64,6 +64,7 @@ struct AttentionForwardSimpleKernel {
       load_rows<X, E>(x, Vs, hd, in.v, b, d.S, k0, kKeys, d.KV, kvh, hd);
       if (x.tid() < kKeys) segk[x.tid()] = k0 + x.tid() < d.S ? in.seg[b * d.S + k0 + x.tid()] : 0;
       x.sync();
+      GEMMAX_UNROLL
       for (int rr = 0; rr < 4; ++rr) {
         const int row = warp * 4 + rr;
         const int64_t i = q0 + row, j = k0 + lane;
@@ -78,10 +79,13 @@ struct AttentionForwardSimpleKernel {
         const float f = st[rr].add_tile(warp_max(x, s));
         const float p = st[rr].p(s);
         st[rr].sum += warp_sum(x, p);
+        GEMMAX_UNROLL
         for (int u = 0; u < kAttnMaxCols; ++u) acc[rr][u] *= f;
+        GEMMAX_UNROLL
         for (int jj = 0; jj < kKeys; ++jj) {
           const float pj = x.shfl(p, jj);
           if (pj == 0.0f) continue;
+          GEMMAX_UNROLL
           for (int u = 0; u < kAttnMaxCols; ++u) {
             const int c = lane + 32 * u;
             if (u < ncols && c < hd) acc[rr][u] += pj * Vs[jj * hd + c];
@@ -89,6 +93,7 @@ struct AttentionForwardSimpleKernel {
         }
       }
     }
+    GEMMAX_UNROLL
     for (int rr = 0; rr < 4; ++rr) {
       const int64_t i = q0 + warp * 4 + rr;
       if (i >= d.S) continue;
@@ -122,6 +127,7 @@ struct AttentionDqSimpleKernel {
     load_rows<X, E>(x, Ds, hd, in.dout, b, d.S, q0, kRows, d.H, h, hd);
     x.sync();
     float delta[4], lse_i[4];
+    GEMMAX_UNROLL
     for (int rr = 0; rr < 4; ++rr) {
       const int row = warp * 4 + rr;
       const int64_t i = q0 + row;
@@ -142,6 +148,7 @@ struct AttentionDqSimpleKernel {
       load_rows<X, E>(x, Vs, hd + 1, in.v, b, d.S, k0, kKeys, d.KV, kvh, hd);
       if (x.tid() < kKeys) segk[x.tid()] = k0 + x.tid() < d.S ? in.seg[b * d.S + k0 + x.tid()] : 0;
       x.sync();
+      GEMMAX_UNROLL
       for (int rr = 0; rr < 4; ++rr) {
         const int row = warp * 4 + rr;
         const int64_t i = q0 + row, j = k0 + lane;
@@ -157,9 +164,11 @@ struct AttentionDqSimpleKernel {
           }
           ds = kexp(s - lse_i[rr]) * (dp - delta[rr]);
         }
+        GEMMAX_UNROLL
         for (int jj = 0; jj < kKeys; ++jj) {
           const float dsj = x.shfl(ds, jj);
           if (dsj == 0.0f) continue;
+          GEMMAX_UNROLL
           for (int u = 0; u < kAttnMaxCols; ++u) {
             const int c = lane + 32 * u;
             if (u < ncols && c < hd) acc[rr][u] += dsj * Ks[jj * (hd + 1) + c];
@@ -167,6 +176,7 @@ struct AttentionDqSimpleKernel {
         }
       }
     }
+    GEMMAX_UNROLL
     for (int rr = 0; rr < 4; ++rr) {
       const int64_t i = q0 + warp * 4 + rr;
       if (i >= d.S) continue;
@@ -288,6 +298,7 @@ struct AttentionDecodeKernel {
       const float p = st.p(s);
       st.sum += p;
       const E* vc = v + (c * d.KV + kvh) * hd;
+      GEMMAX_UNROLL
       for (int u = 0; u < kAttnMaxCols; ++u)
         if (u < ncols && lane + 32 * u < hd) acc[u] = acc[u] * f + p * to_acc(vc[lane + 32 * u]);
     }
@@ -301,6 +312,7 @@ struct AttentionDecodeKernel {
     x.sync();
     if (warp != 0) return;
     OnlineSoftmax all;
+    GEMMAX_UNROLL
     for (int u = 0; u < kAttnMaxCols; ++u) acc[u] = 0;
     for (int w = 0; w < 4; ++w) {
       const float* pw = part + w * (hd + 2);

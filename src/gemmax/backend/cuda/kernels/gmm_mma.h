@@ -13,6 +13,7 @@
 
 namespace gemmax::kern {
 
+// Two blocks per SM (98 KiB of shared memory and at most 128 registers a thread each).
 struct GmmMma {
   static constexpr int kThreads = 256, BM = 128, BN = 128, BK = 64, kStages = 3;
   static constexpr int kWarpsN = 4, WM = 64, WN = 32, kMt = WM / 16, kNt = WN / 8;
@@ -45,6 +46,7 @@ GEMMAX_KFN void gmm_mma_mainloop(X& x, const GmmMmaSmem& s, int64_t slices, Load
   using M = GmmMma;
   const int warp = x.tid() / kWarp, wm = warp / M::kWarpsN, wn = warp % M::kWarpsN;
   constexpr int a_cols = kATrans ? M::BM : M::BK, b_cols = kBTrans ? M::BN : M::BK;
+  GEMMAX_UNROLL
   for (int st = 0; st < M::kStages - 1; ++st) {
     if (st < slices) load(st, int64_t(st));
     x.cp_async_commit();
@@ -57,14 +59,20 @@ GEMMAX_KFN void gmm_mma_mainloop(X& x, const GmmMmaSmem& s, int64_t slices, Load
     x.cp_async_commit();
     const bf16s* As = s.a(int(kt % M::kStages));
     const bf16s* Bs = s.b(int(kt % M::kStages));
+    GEMMAX_UNROLL
     for (int kk = 0; kk < M::BK; kk += 16) {
       uint32_t af[M::kMt][4], bf[M::kNt][2];
+      GEMMAX_UNROLL
       for (int mt = 0; mt < M::kMt; ++mt)
         load_a_frag(x, As, a_cols, kATrans, wm * M::WM + mt * 16, kk, af[mt]);
+      GEMMAX_UNROLL
       for (int nt = 0; nt < M::kNt; nt += 2)
         load_b_frags(x, Bs, b_cols, kBTrans, wn * M::WN + nt * 8, kk, bf[nt], bf[nt + 1]);
-      for (int mt = 0; mt < M::kMt; ++mt)
+      GEMMAX_UNROLL
+      for (int mt = 0; mt < M::kMt; ++mt) {
+        GEMMAX_UNROLL
         for (int nt = 0; nt < M::kNt; ++nt) x.mma_bf16(acc[mt][nt], af[mt], bf[nt]);
+      }
     }
   }
   x.template cp_async_wait<0>();
@@ -76,11 +84,16 @@ template <class X, class F>
 GEMMAX_KFN void gmm_mma_epilogue(X& x, float (&acc)[GmmMma::kMt][GmmMma::kNt][4], F&& f) {
   using M = GmmMma;
   const int warp = x.tid() / kWarp, wm = warp / M::kWarpsN, wn = warp % M::kWarpsN, l = x.lane();
-  for (int mt = 0; mt < M::kMt; ++mt)
-    for (int nt = 0; nt < M::kNt; ++nt)
+  GEMMAX_UNROLL
+  for (int mt = 0; mt < M::kMt; ++mt) {
+    GEMMAX_UNROLL
+    for (int nt = 0; nt < M::kNt; ++nt) {
+      GEMMAX_UNROLL
       for (int i = 0; i < 4; i += 2)
         f(wm * M::WM + mt * 16 + acc_row(l, i), wn * M::WN + nt * 8 + acc_col(l, i), acc[mt][nt][i],
           acc[mt][nt][i + 1]);
+    }
+  }
 }
 
 GEMMAX_HD void store_pair(bf16s* p, float v0, float v1, bool accumulate) {
@@ -110,7 +123,7 @@ GEMMAX_KFN void gmm_block_rows(X& x, const GmmMmaSmem& s, const GmmArgs& a, int6
 
 // out[out(r)] (+)= lhs[in(r)] . W_g[w0 : w0 + n]^T. Grid (row tiles, column tiles of n).
 struct GmmForwardMmaKernel {
-  static constexpr int kMaxThreads = GmmMma::kThreads;
+  static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
   template <class X>
   GEMMAX_KFN void operator()(X& x, bf16s* out, const bf16s* lhs, const bf16s* w, GmmArgs a) const {
     using M = GmmMma;
@@ -149,7 +162,7 @@ struct GmmForwardMmaKernel {
 
 // dlhs[in(r)] (+)= dout[out(r)] . W_g[w0 : w0 + n]. Grid (row tiles, column tiles of k).
 struct GmmDlhsMmaKernel {
-  static constexpr int kMaxThreads = GmmMma::kThreads;
+  static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
   template <class X>
   GEMMAX_KFN void operator()(X& x, bf16s* dlhs, const bf16s* dout, const bf16s* w,
                              GmmArgs a) const {
@@ -190,7 +203,7 @@ struct GmmDlhsMmaKernel {
 // drhs[g][w0 + j] += sum over the group's rows r of dout[out(r), j] lhs[in(r)]. Grid (column
 // tiles of k, tiles of n, G); a group without rows leaves its weights untouched.
 struct GmmDrhsMmaKernel {
-  static constexpr int kMaxThreads = GmmMma::kThreads;
+  static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
   template <class X, class TC>
   GEMMAX_KFN void operator()(X& x, TC* drhs, const bf16s* lhs, const bf16s* dout, GmmArgs a) const {
     using M = GmmMma;

@@ -27,6 +27,14 @@
 #define GEMMAX_KFN inline
 #endif
 
+// Fully unrolls the loop that follows on the GPU, so that register arrays indexed by its
+// counter stay in registers (host compilers decide for themselves).
+#ifdef __CUDACC__
+#define GEMMAX_UNROLL _Pragma("unroll")
+#else
+#define GEMMAX_UNROLL
+#endif
+
 namespace gemmax::kern {
 
 constexpr int kWarp = 32;

@@ -25,6 +25,7 @@ struct RouterForwardKernel {
       float l[kMaxExpertsPerLane];
       bool taken[kMaxExpertsPerLane];
       float mx = kNegInf;
+      GEMMAX_UNROLL
       for (int u = 0; u < kMaxExpertsPerLane; ++u) {
         const int64_t e = lane + 32 * u;
         l[u] = e < d.E ? to_acc(logits[t * d.E + e]) : kNegInf;
@@ -33,9 +34,11 @@ struct RouterForwardKernel {
       }
       mx = warp_max(x, mx);
       float sum = 0;
+      GEMMAX_UNROLL
       for (int u = 0; u < kMaxExpertsPerLane; ++u)
         sum += lane + 32 * u < d.E ? kexp(l[u] - mx) : 0.0f;
       sum = warp_sum(x, sum);
+      GEMMAX_UNROLL
       for (int u = 0; u < kMaxExpertsPerLane; ++u)
         if (lane + 32 * u < d.E) probs[t * d.E + lane + 32 * u] = kexp(l[u] - mx) / sum;
       // Top-k of the logits, one warp argmax per pick; equal logits: the lower id first.
@@ -44,6 +47,7 @@ struct RouterForwardKernel {
       for (int64_t j = 0; j < d.K; ++j) {
         float best = kNegInf;
         int32_t id = 1 << 30;
+        GEMMAX_UNROLL
         for (int u = 0; u < kMaxExpertsPerLane; ++u)
           if (!taken[u] && (l[u] > best || id == (1 << 30))) {
             best = l[u];
@@ -57,6 +61,7 @@ struct RouterForwardKernel {
             id = oid;
           }
         }
+        GEMMAX_UNROLL
         for (int u = 0; u < kMaxExpertsPerLane; ++u)
           if (lane + 32 * u == id) taken[u] = true;
         pick[j] = id;
@@ -87,6 +92,7 @@ struct RouterBackwardKernel {
          t += int64_t(x.gx()) * warps) {
       const float* p = probs + t * d.E;
       float dp[kMaxExpertsPerLane];
+      GEMMAX_UNROLL
       for (int u = 0; u < kMaxExpertsPerLane; ++u) {
         const int64_t e = lane + 32 * u;
         dp[u] = lb && e < d.E ? lb[(t / seq) * d.E + e] : 0.0f;
@@ -102,13 +108,16 @@ struct RouterBackwardKernel {
       for (int64_t j = 0; j < d.K; ++j) {
         const int32_t e = idx[t * d.K + j];
         const float dn = dweights[t * d.K + j] * float(to_acc(expert_scale[e]));
+        GEMMAX_UNROLL
         for (int u = 0; u < kMaxExpertsPerLane; ++u)
           if (lane + 32 * u == e) dp[u] += d.renormalize ? (dn - dot_dn_n) / sigma : dn;
       }
       float dot = 0;
+      GEMMAX_UNROLL
       for (int u = 0; u < kMaxExpertsPerLane; ++u)
         dot += lane + 32 * u < d.E ? dp[u] * p[lane + 32 * u] : 0.0f;
       dot = warp_sum(x, dot);
+      GEMMAX_UNROLL
       for (int u = 0; u < kMaxExpertsPerLane; ++u) {
         const int64_t e = lane + 32 * u;
         if (e < d.E) dlogits[t * d.E + e] = from_acc<E>(p[e] * (dp[u] - dot));
