@@ -76,7 +76,11 @@ void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed) {
   GEMMAX_CHECK(flat.numel() == table.total(), "init_params: flat buffer ", flat.str(), " for ",
                table.total(), " parameters");
   const double std = table.config().initializer_range;
-  for (const ParamSpec& s : table.specs()) {
+  // Each parameter has its own stream: they fill in parallel with the same values.
+  const std::vector<ParamSpec>& specs = table.specs();
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& s = specs[i];
     uint64_t stream = 1469598103934665603ull;  // FNV-1a of the name
     for (char ch : s.name) stream = (stream ^ uint8_t(ch)) * 1099511628211ull;
     Rng rng(seed, stream);
