@@ -31,27 +31,6 @@ class ModelOnKernels : public ::testing::TestWithParam<const char*> {
   std::string name;
 };
 
-// Weights with non-unit scales, optionally perturbed by `noise` relative (bf16_test's recipe).
-Tensor model_weights(const ParamTable& table, double noise, uint64_t noise_seed) {
-  Tensor w = Tensor::empty({table.total()}, DType::F32, MemKind::Params);
-  Rng rng(3), perturb(noise_seed);
-  for (const ParamSpec& s : table.specs())
-    for (int64_t i = 0; i < s.numel(); ++i) {
-      const double v = s.init == ParamInit::Ones ? 1.0 + 0.1 * rng.normal() : 0.1 * rng.normal();
-      set_from_double(w, s.offset + i, v * (1.0 + noise * perturb.normal()));
-    }
-  return w;
-}
-
-double relative_error(const Tensor& ref, const Tensor& x) {
-  double d = 0, n = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    d += std::pow(get_as_double(ref, i) - get_as_double(x, i), 2);
-    n += std::pow(get_as_double(ref, i), 2);
-  }
-  return std::sqrt(d / n);
-}
-
 // One forward and backward on `be`: the loss, and the gradient on the host.
 Tensor gradients(Backend& be, const ModelConfig& cfg, const Batch& batch, DType act,
                  const Tensor& host_weights, LossInfo* info) {
@@ -77,18 +56,18 @@ TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
     BackendOptions o;
     o.name = name;
     auto be = make_backend(o);
-    const Tensor w = model_weights(table, 0.0, 0);
+    const Tensor w = testing::trained_like_weights(table, 0.0, 0);
     LossInfo lr, lk, lkb, ln;
     const Tensor gr = gradients(ref, cfg, batch, DType::F32, w, &lr);
     const Tensor gk = gradients(*be, cfg, batch, DType::F32, w, &lk);
     EXPECT_NEAR(lk.total_loss, lr.total_loss, 1e-6 * lr.total_loss) << experts << " experts";
-    EXPECT_LE(relative_error(gr, gk), 1e-5) << experts << " experts, float32";
+    EXPECT_LE(testing::relative_l2(gr, gk), 1e-5) << experts << " experts, float32";
     // bfloat16 on the kernels: as close to fp32 as fp32 is to itself under a bf16 rounding of
     // every weight (the criterion of bf16_test.cc).
     const Tensor gkb = gradients(*be, cfg, batch, DType::BF16, w, &lkb);
-    const Tensor gn =
-        gradients(ref, cfg, batch, DType::F32, model_weights(table, std::ldexp(1.0, -9), 11), &ln);
-    const double bf16_err = relative_error(gr, gkb), noise_err = relative_error(gr, gn);
+    const Tensor gn = gradients(ref, cfg, batch, DType::F32,
+                                testing::trained_like_weights(table, std::ldexp(1.0, -9), 11), &ln);
+    const double bf16_err = testing::relative_l2(gr, gkb), noise_err = testing::relative_l2(gr, gn);
     EXPECT_NEAR(lkb.total_loss, lr.total_loss, 1e-2 * lr.total_loss) << experts << " experts";
     EXPECT_LE(bf16_err, 3 * noise_err) << experts << " experts";
     EXPECT_LE(bf16_err, 0.1) << experts << " experts";
