@@ -262,28 +262,6 @@ TEST_F(Bf16Ops, SoftcapCrossEntropy) {
 
 // ---- the whole model ----------------------------------------------------------------------
 
-// Weights like a briefly trained model's: normal(0, 0.1) matrices; norm and router scales
-// around 1. `noise` multiplies each by (1 + noise * normal).
-Tensor model_weights(const ParamTable& table, double noise, uint64_t noise_seed) {
-  Tensor w = Tensor::empty({table.total()}, DType::F32, MemKind::Params);
-  Rng rng(3), perturb(noise_seed);
-  for (const ParamSpec& s : table.specs())
-    for (int64_t i = 0; i < s.numel(); ++i) {
-      const double v = s.init == ParamInit::Ones ? 1.0 + 0.1 * rng.normal() : 0.1 * rng.normal();
-      set_from_double(w, s.offset + i, v * (1.0 + noise * perturb.normal()));
-    }
-  return w;
-}
-
-double relative_error(const Tensor& ref, const Tensor& x) {
-  double d = 0, n = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    d += std::pow(get_as_double(ref, i) - get_as_double(x, i), 2);
-    n += std::pow(get_as_double(ref, i), 2);
-  }
-  return std::sqrt(d / n);
-}
-
 // How close bf16 gradients can be to fp32 is set by the model's conditioning, so the test
 // measures it: the fp32 gradient's change when every weight moves by one bf16 rounding
 // (2^-9 relative). On these small random models that is 3-10% (more when a token's top-k
@@ -305,10 +283,11 @@ TEST(Bf16Model, LossAndGradientsCloseToFp32) {
       return g;
     };
     LossInfo lf, lb, ln;
-    const Tensor w = model_weights(table, 0.0, 0);
+    const Tensor w = testing::trained_like_weights(table, 0.0, 0);
     const Tensor gf = grads(DType::F32, w, &lf), gb = grads(DType::BF16, w, &lb);
-    const Tensor gn = grads(DType::F32, model_weights(table, std::ldexp(1.0, -9), 11), &ln);
-    const double bf16_err = relative_error(gf, gb), noise_err = relative_error(gf, gn);
+    const Tensor gn =
+        grads(DType::F32, testing::trained_like_weights(table, std::ldexp(1.0, -9), 11), &ln);
+    const double bf16_err = testing::relative_l2(gf, gb), noise_err = testing::relative_l2(gf, gn);
     EXPECT_NEAR(lb.total_loss, lf.total_loss, 1e-2 * lf.total_loss) << experts << " experts";
     EXPECT_LE(bf16_err, 3 * noise_err) << experts << " experts";
     EXPECT_LE(bf16_err, 0.1) << experts << " experts";

@@ -479,28 +479,6 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CpuOps, ::testing::ValuesIn(paths()),
 namespace gemmax {
 namespace {
 
-double relative_l2(const Tensor& ref, const Tensor& x) {
-  double d = 0, n = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    d += std::pow(get_as_double(ref, i) - get_as_double(x, i), 2);
-    n += std::pow(get_as_double(ref, i), 2);
-  }
-  return std::sqrt(d / n);
-}
-
-// Weights like a briefly trained model's: normal(0, 0.1) matrices, scales around 1, each
-// optionally moved by one bf16 rounding (noise = 2^-9).
-Tensor trained_like(const ParamTable& table, double noise, uint64_t seed) {
-  Tensor w = Tensor::empty({table.total()}, DType::F32, MemKind::Params);
-  Rng rng(3), perturb(seed);
-  for (const ParamSpec& s : table.specs())
-    for (int64_t i = 0; i < s.numel(); ++i) {
-      const double v = s.init == ParamInit::Ones ? 1.0 + 0.1 * rng.normal() : 0.1 * rng.normal();
-      set_from_double(w, s.offset + i, v * (1.0 + noise * perturb.normal()));
-    }
-  return w;
-}
-
 // The whole model on the cpu backend against the reference: fp32 to fp32 rounding; bf16 within
 // the bf16 criterion of bf16_test.cc (its gradient error no larger than 3x the fp32 gradient's
 // change under one bf16 rounding of every weight, and below 10%). On the routed MoE and with
@@ -523,14 +501,15 @@ TEST(CpuModel, LossAndGradientsMatchTheReference) {
       *info = Gemma4Model(cfg, be, {act, RematPolicy::Full, 2}).forward_backward(in, w, g);
       return g;
     };
-    const Tensor w = trained_like(table, 0.0, 0);
+    const Tensor w = testing::trained_like_weights(table, 0.0, 0);
     LossInfo lr, lc, lcb, ln;
     const Tensor gr = grads(ref, DType::F32, w, &lr), gc = grads(cpu, DType::F32, w, &lc);
     EXPECT_NEAR(lc.total_loss, lr.total_loss, 1e-6 * lr.total_loss) << experts;
-    EXPECT_LE(relative_l2(gr, gc), 1e-5) << experts << " experts, fp32";
+    EXPECT_LE(testing::relative_l2(gr, gc), 1e-5) << experts << " experts, fp32";
     const Tensor gcb = grads(cpu, DType::BF16, w, &lcb);
-    const Tensor gn = grads(ref, DType::F32, trained_like(table, std::ldexp(1.0, -9), 11), &ln);
-    const double bf16_err = relative_l2(gr, gcb), noise_err = relative_l2(gr, gn);
+    const Tensor gn =
+        grads(ref, DType::F32, testing::trained_like_weights(table, std::ldexp(1.0, -9), 11), &ln);
+    const double bf16_err = testing::relative_l2(gr, gcb), noise_err = testing::relative_l2(gr, gn);
     EXPECT_NEAR(lcb.total_loss, lr.total_loss, 1e-2 * lr.total_loss) << experts;
     EXPECT_LE(bf16_err, 3 * noise_err) << experts << " experts";
     EXPECT_LE(bf16_err, 0.1) << experts << " experts";
@@ -553,7 +532,7 @@ TEST(CpuModel, LongSequencesMatchTheReference) {
   o.num_threads = 2;
   CpuBackend cpu(o);
   const Batch batch = testing::make_batch(2, 300, cfg.vocab_size, 5, 170);
-  const Tensor w = trained_like(table, 0.0, 0);
+  const Tensor w = testing::trained_like_weights(table, 0.0, 0);
   auto grads = [&](Backend& be, LossInfo* info) {
     const StepInputs in = upload_batch(be, batch);
     Tensor g = Tensor::zeros({table.total()}, DType::F32);
@@ -563,7 +542,7 @@ TEST(CpuModel, LongSequencesMatchTheReference) {
   LossInfo lr, lc;
   const Tensor gr = grads(ref, &lr), gc = grads(cpu, &lc);
   EXPECT_NEAR(lc.total_loss, lr.total_loss, 1e-6 * lr.total_loss);
-  EXPECT_LE(relative_l2(gr, gc), 1e-5);
+  EXPECT_LE(testing::relative_l2(gr, gc), 1e-5);
 }
 
 // With 2 threads the cpu backend's step is the same bit for bit from run to run, and under
@@ -577,7 +556,7 @@ TEST(CpuModel, TwoThreadStepsAreBitIdenticalAcrossRunsAndRematPolicies) {
   o.num_threads = 2;
   CpuBackend cpu(o);
   const StepInputs in = upload_batch(cpu, testing::make_batch(2, 64, cfg.vocab_size, 5, 30));
-  const Tensor w = trained_like(table, 0.0, 0);
+  const Tensor w = testing::trained_like_weights(table, 0.0, 0);
   std::vector<Tensor> grads;
   std::vector<double> losses;
   for (RematPolicy p :

@@ -813,6 +813,9 @@ TEST(FsdpFaults, RanksWithDifferentConfigsOrCountsAreRefused) {
   EXPECT_NE(out.find("ici_fsdp_parallelism=3 but the run was started with 2 ranks"),
             std::string::npos)
       << out;
+  out.clear();
+  EXPECT_NE(launch(2, tiny(dir.str(), 1, {"backend=cuda"}), &out), 0);
+  EXPECT_NE(out.find("backend=cuda on 2 ranks"), std::string::npos) << out;
   // One process asked for several ranks is told how to start them.
   testing::expect_error(
       [&] { Trainer t(Config::defaults(tiny(dir.str(), 1, {"ici_fsdp_parallelism=4"}))); },

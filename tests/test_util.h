@@ -174,6 +174,29 @@ inline Tensor random_weights(const ParamTable& table, uint64_t seed, DType dtype
   return w;
 }
 
+// Weights like a briefly trained model's: normal(0, 0.1) matrices, norm and router scales
+// around 1, each multiplied by (1 + noise * normal) (noise = 2^-9: one bf16 rounding).
+inline Tensor trained_like_weights(const ParamTable& table, double noise, uint64_t noise_seed) {
+  Tensor w = Tensor::empty({table.total()}, DType::F32, MemKind::Params);
+  Rng rng(3), perturb(noise_seed);
+  for (const ParamSpec& s : table.specs())
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      const double v = s.init == ParamInit::Ones ? 1.0 + 0.1 * rng.normal() : 0.1 * rng.normal();
+      set_from_double(w, s.offset + i, v * (1.0 + noise * perturb.normal()));
+    }
+  return w;
+}
+
+// ||x - ref|| / ||ref|| over all elements.
+inline double relative_l2(const Tensor& ref, const Tensor& x) {
+  double d = 0, n = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    d += std::pow(get_as_double(ref, i) - get_as_double(x, i), 2);
+    n += std::pow(get_as_double(ref, i), 2);
+  }
+  return std::sqrt(d / n);
+}
+
 // A small Gemma-4 configuration (sliding + global layers, K = V, partial RoPE) for checks.
 inline ModelConfig small_test_config(int64_t layers = 2) {
   ModelConfig c;

@@ -227,8 +227,8 @@ def main(argv=None):
     ap.add_argument("--gemmax", help="the gemmax binary")
     ap.add_argument("--gemmax-dtype", default="float32", choices=["float32", "float64"],
                     help="gemmax's compute dtype; float64 is checked without the float32 allowance")
-    ap.add_argument("--gemmax-backend", default="reference", choices=["reference", "cpu"],
-                    help="gemmax's backend (the cpu backend in float32)")
+    ap.add_argument("--gemmax-backend", default="reference", choices=["reference", "cpu", "cuda", "cuda_emulated"],
+                    help="gemmax's backend (cpu, cuda and cuda_emulated in float32)")
     ap.add_argument("--preset", action="append", help="preset(s) to run (default: all)")
     ap.add_argument("--keep", help="write the model folders here instead of a temp dir")
     ap.add_argument("--self-test", action="store_true", help="test this script's comparisons")

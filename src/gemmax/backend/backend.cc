@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include "gemmax/backend/cpu/cpu_backend.h"
+#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda/emulated_backend.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/error.h"
 
@@ -28,7 +30,12 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     return std::make_unique<ReferenceBackend>();
   }
   if (options.name == "cpu") return std::make_unique<CpuBackend>(options);
-  fail("unknown backend '", options.name, "': available backends are: cpu, reference");
+  if (options.name == "cuda") return cuda::make_cuda_backend(options);
+  if (options.name == "cuda_emulated")
+    return std::make_unique<cuda::EmulatedBackend>(options.cuda_kernels != "simple");
+  fail("unknown backend '", options.name,
+       "': available backends are: cpu, reference, cuda, cuda_emulated (the cuda kernels run on "
+       "the host, for tests)");
 }
 
 }  // namespace gemmax

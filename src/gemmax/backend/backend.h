@@ -299,6 +299,9 @@ struct BackendOptions {
   // cpu: attention's scratch per thread (0: 8 MiB). Tests shrink it to reach the paths that
   // long sequences take: key panels repacked per use, the backward's keys in chunks.
   int64_t attention_scratch_bytes = 0;
+  // cuda: fast (tensor-core kernels for bfloat16 attention and grouped matmuls) | simple (the
+  // plain kernels they are tested against)
+  std::string cuda_kernels = "fast";
 };
 
 // Throws gemmax::Error naming the known backends.

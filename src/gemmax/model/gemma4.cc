@@ -42,8 +42,7 @@ LayerContext Gemma4Model::context(const StepInputs& in, const Tensor& scalars) c
                    rope_table(be_, in, rope_local_, options_.act),
                    rope_table(be_, in, rope_global_, options_.act),
                    c.load_balance_loss_weight / double(c.num_layers) / double(in.replicas),
-                   Tensor()};
-  if (scalars.defined()) ctx.lb_loss = scalars.flat_slice(StepScalars::kLbSum, {1});
+                   scalars.defined() ? scalars.flat_slice(StepScalars::kLbSum, {1}) : Tensor()};
   return ctx;
 }
 

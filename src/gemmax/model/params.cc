@@ -106,8 +106,12 @@ void init_param_range(const ParamTable& table, const ParamSpec& s, int64_t begin
 void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed) {
   GEMMAX_CHECK(flat.numel() == table.total(), "init_params: flat buffer ", flat.str(), " for ",
                table.total(), " parameters");
-  for (const ParamSpec& s : table.specs())
-    init_param_range(table, s, 0, flat.flat_slice(s.offset, {s.numel()}), seed);
+  // Each parameter has its own stream: they fill in parallel with the same values.
+  const std::vector<ParamSpec>& specs = table.specs();
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < specs.size(); ++i)
+    init_param_range(table, specs[i], 0, flat.flat_slice(specs[i].offset, {specs[i].numel()}),
+                     seed);
 }
 
 std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze) {

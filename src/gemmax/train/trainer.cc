@@ -128,6 +128,11 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     check_same_config(*comm_, config_.to_json());
   }
   parse_fault(config_.get_string("fault_injection"));
+  if (ranks > 1 && config_.get_string("backend") == "cuda")
+    fail("backend=cuda on ", ranks,
+         " ranks: FSDP's collectives run on host buffers (Open MPI) and ",
+         "the NCCL comm is not wired to the cuda backend yet; train on several ranks with ",
+         "backend=cpu, or on one GPU without mpirun");
   // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
   const MemoryPlanInput plan_in = memory_plan_input(config_, ranks);
   if (ranks == 1 && plan_in.fsdp > 1)

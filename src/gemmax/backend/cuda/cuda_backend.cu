@@ -1,0 +1,353 @@
+#include <cstring>
+
+#include "gemmax/backend/cuda/cuda_backend.h"
+#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda/device_error.h"
+#include "gemmax/base/strings.h"
+
+namespace gemmax::cuda {
+namespace {
+
+// The backend's scratch: the error record, cuBLASLt's workspace (32 MiB: what NVIDIA advises
+// for Hopper) and the op layer's arena.
+constexpr size_t kErrorBytes = 256;
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kOpScratchBytes = size_t(32) << 20;
+
+void release_device(void* allocator, void* p, size_t) {
+  static_cast<DeviceAllocator*>(allocator)->release(p);
+}
+
+}  // namespace
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("CUDA error in ", what, ": ", cudaGetErrorString(e));
+}
+
+void check_cublas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    fail("cuBLASLt error in ", what, ": ", cublasLtGetStatusString(s), " (", int(s), ")");
+}
+
+// ---- allocator ---------------------------------------------------------------------------
+
+DeviceAllocator& DeviceAllocator::instance() {
+  static DeviceAllocator* a = new DeviceAllocator();  // never destroyed: outlives the context
+  return *a;
+}
+
+size_t DeviceAllocator::round(size_t bytes) {
+  if (bytes < (size_t(1) << 20)) return (bytes + 511) / 512 * 512 + (bytes == 0 ? 512 : 0);
+  return (bytes + (size_t(2) << 20) - 1) / (size_t(2) << 20) * (size_t(2) << 20);
+}
+
+void* DeviceAllocator::allocate(size_t bytes) {
+  const size_t size = round(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = free_.find(size);
+  if (it != free_.end()) {
+    void* p = it->second;
+    free_.erase(it);
+    in_use_ += size;
+    return p;
+  }
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, size);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clears the error
+    release_cache();
+    e = cudaMalloc(&p, size);
+  }
+  if (e != cudaSuccess) {
+    size_t free_bytes = 0, total = 0;
+    cudaGetLastError();
+    cudaMemGetInfo(&free_bytes, &total);
+    fail("out of device memory allocating ", format_bytes(double(bytes)), " (tensors use ",
+         format_bytes(double(in_use_)), ", the device has ", format_bytes(double(free_bytes)),
+         " free of ", format_bytes(double(total)),
+         "): lower per_device_batch_size or max_target_length, set remat_policy=full, or raise "
+         "num_vocab_tiling (dry_run=true prints the memory plan)");
+  }
+  size_of_[p] = size;
+  in_use_ += size;
+  reserved_ += size;
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  return p;
+}
+
+void DeviceAllocator::release(void* p) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t size = size_of_.at(p);
+  in_use_ -= size;
+  free_.emplace(size, p);
+}
+
+void DeviceAllocator::release_cache() {
+  cudaDeviceSynchronize();
+  for (auto& [size, p] : free_) {
+    cudaFree(p);
+    size_of_.erase(p);
+    reserved_ -= size;
+  }
+  free_.clear();
+}
+
+// ---- platform ----------------------------------------------------------------------------
+
+struct CudaPlatform::GemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~GemmPlan() {
+    if (op) cublasLtMatmulDescDestroy(op);
+    for (cublasLtMatrixLayout_t l : {a, b, c})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+};
+
+CudaPlatform::~CudaPlatform() {
+  plans_.clear();
+  if (lt_) cublasLtDestroy(lt_);
+  if (compute_) cudaStreamDestroy(compute_);
+  if (comm_) cudaStreamDestroy(comm_);
+}
+
+void CudaPlatform::copy_bytes(void* dst, const void* src, size_t n) {
+  check_cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, compute_), "copy");
+}
+
+namespace {
+
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return CUDA_R_32F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    default:
+      fail("cuda backend: matmul on ", dtype_name(t),
+           ": inputs must be float32 or bfloat16 (float64 runs: backend=reference)");
+  }
+}
+
+// The largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
+int alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  int al = 256;
+  while (al > 1 && a % uintptr_t(al) != 0) al /= 2;
+  return al;
+}
+
+}  // namespace
+
+// Key: M, N, K, trans_a, trans_b, input dtype, output dtype, and the four alignments.
+CudaPlatform::GemmPlan& CudaPlatform::gemm_plan(const GemmKey& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  const auto [M, N, K, ta, tb, in_t, out_t, al_a, al_b, al_c, al_accum] = key;
+  auto plan = std::make_unique<GemmPlan>();
+  const cudaDataType_t ti = lt_type(DType(in_t)), to = lt_type(DType(out_t));
+  // Row-major C[M, N] is column-major C^T[N, M] = op(b)^T . op(a)^T: cuBLASLt's A is b, B is a.
+  check_cublas(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
+  const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_cublas(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)),
+      "matmul transa");
+  check_cublas(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)),
+      "matmul transb");
+  check_cublas(cublasLtMatrixLayoutCreate(&plan->a, ti, tb ? K : N, tb ? N : K, tb ? K : N),
+               "layout of b");
+  check_cublas(cublasLtMatrixLayoutCreate(&plan->b, ti, ta ? M : K, ta ? K : M, ta ? M : K),
+               "layout of a");
+  check_cublas(cublasLtMatrixLayoutCreate(&plan->c, to, N, M, N), "layout of c");
+  cublasLtMatmulPreference_t pref;
+  check_cublas(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  const uint64_t ws = workspace_bytes_;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  const uint32_t aa = uint32_t(al_b), ab = uint32_t(al_a), ac = uint32_t(al_c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa,
+                                       sizeof(aa));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab,
+                                       sizeof(ab));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac,
+                                       sizeof(ac));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac,
+                                       sizeof(ac));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->c,
+                                                          plan->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || found == 0)
+    fail("cuBLASLt has no algorithm for the matmul [", M, ", ", K, "] x [", K, ", ", N, "] (",
+         dtype_name(DType(in_t)), " -> ", dtype_name(DType(out_t)), ", alignments ", al_a, "/",
+         al_b, "/", al_c, ")");
+  plan->algo = result.algo;
+  (void)al_accum;
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+void CudaPlatform::matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb,
+                          bool acc) {
+  GEMMAX_CHECK(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "matmul needs 2-D tensors, got ",
+               a.str(), " ", b.str(), " ", c.str());
+  const int64_t M = ta ? a.dim(1) : a.dim(0), K = ta ? a.dim(0) : a.dim(1);
+  const int64_t Kb = tb ? b.dim(1) : b.dim(0), N = tb ? b.dim(0) : b.dim(1);
+  GEMMAX_CHECK(K == Kb && c.dim(0) == M && c.dim(1) == N, "matmul shapes: op(", a.str(),
+               ta ? ")^T" : ")", " . op(", b.str(), tb ? ")^T" : ")", " -> ", c.str());
+  GEMMAX_CHECK(a.dtype() == b.dtype(), "matmul input dtypes differ: ", a.str(), " ", b.str());
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!acc) check_cuda(cudaMemsetAsync(c.raw(), 0, c.nbytes(), compute_), "matmul");
+    return;
+  }
+  const GemmKey key{M,
+                    N,
+                    K,
+                    int(ta),
+                    int(tb),
+                    int(a.dtype()),
+                    int(c.dtype()),
+                    alignment(a.raw()),
+                    alignment(b.raw()),
+                    alignment(c.raw()),
+                    int(acc)};
+  GemmPlan& plan = gemm_plan(key);
+  const float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
+  check_cublas(
+      cublasLtMatmul(lt_, plan.op, &alpha, b.raw(), plan.a, a.raw(), plan.b, &beta, c.raw(), plan.c,
+                     c.raw(), plan.c, &plan.algo, workspace_, workspace_bytes_, compute_),
+      "cublasLtMatmul");
+}
+
+// ---- backend -----------------------------------------------------------------------------
+
+CudaBackend::CudaBackend(const BackendOptions& options) {
+  std::string why;
+  if (!cuda_device_available(&why)) fail("backend=cuda: ", why);
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  check_cuda(cudaStreamCreateWithFlags(&p_.compute_, cudaStreamNonBlocking), "compute stream");
+  check_cuda(cudaStreamCreateWithFlags(&p_.comm_, cudaStreamNonBlocking), "comm stream");
+  check_cuda(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "event");
+  check_cuda(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming), "event");
+  check_cublas(cublasLtCreate(&p_.lt_), "cublasLtCreate");
+  p_.fast_kernels_ = options.cuda_kernels != "simple";
+  scratch_ = alloc({int64_t(kErrorBytes + kWorkspaceBytes + kOpScratchBytes)}, DType::U8,
+                   MemKind::Workspace);
+  char* base = static_cast<char*>(scratch_.raw());
+  check_cuda(cudaMemsetAsync(base, 0, kErrorBytes, p_.compute_), "scratch");
+  p_.errors_ = reinterpret_cast<kern::DeviceError*>(base);
+  p_.workspace_ = base + kErrorBytes;
+  p_.workspace_bytes_ = kWorkspaceBytes;
+  p_.scratch_ = base + kErrorBytes + kWorkspaceBytes;
+  p_.scratch_bytes_ = kOpScratchBytes;
+  description_ = str_cat("cuda (", prop.name, ", sm_", prop.major, prop.minor, ", ",
+                         format_bytes(double(prop.totalGlobalMem)), ", ",
+                         p_.fast_kernels_ ? "tensor-core" : "plain",
+                         " kernels for bfloat16 attention and grouped matmuls)");
+}
+
+CudaBackend::~CudaBackend() {
+  if (p_.compute_) cudaStreamSynchronize(p_.compute_);
+  if (compute_done_) cudaEventDestroy(compute_done_);
+  if (comm_done_) cudaEventDestroy(comm_done_);
+}
+
+Tensor CudaBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
+  for (int64_t d : shape) GEMMAX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  auto st = std::make_shared<Storage>();
+  st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  st->ptr = DeviceAllocator::instance().allocate(st->bytes);
+  st->device = Device::Cuda;
+  st->kind = kind;
+  st->tracker = &tracker();
+  st->release = &release_device;
+  st->allocator = &DeviceAllocator::instance();
+  tracker().on_alloc(kind, st->bytes);
+  return Tensor::from_storage(std::move(st), shape, dtype);
+}
+
+void CudaBackend::upload(const Tensor& dst, const Tensor& host) {
+  GEMMAX_CHECK(dst.dtype() == host.dtype() && dst.numel() == host.numel(), "upload: ", host.str(),
+               " into ", dst.str());
+  if (host.nbytes() == 0) return;
+  // From pageable memory the copy is staged before this returns: `host` may go at once.
+  check_cuda(
+      cudaMemcpyAsync(dst.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, p_.compute_),
+      "upload");
+}
+
+Tensor CudaBackend::to_host(const Tensor& t) {
+  // Host copies are not device memory: they are counted apart from the tracker of the plan.
+  static MemoryTracker host_copies;
+  Tensor host = Tensor::empty(t.shape(), t.dtype(), MemKind::Workspace, host_copies);
+  if (t.nbytes() > 0)
+    check_cuda(
+        cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, p_.compute_),
+        "to_host");
+  kern::DeviceError e{};
+  check_cuda(cudaMemcpyAsync(&e, p_.errors_, sizeof(e), cudaMemcpyDeviceToHost, p_.compute_),
+             "to_host");
+  check_cuda(cudaStreamSynchronize(p_.compute_), "the step's kernels");
+  if (e.code != kern::DeviceError::kNone) {
+    check_cuda(cudaMemsetAsync(p_.errors_, 0, sizeof(e), p_.compute_), "to_host");
+    raise_device_error(e);
+  }
+  return host;
+}
+
+void CudaBackend::synchronize() {
+  check_cuda(cudaStreamSynchronize(p_.compute_), "the step's kernels");
+}
+
+void CudaBackend::wait_for_compute() {
+  check_cuda(cudaEventRecord(compute_done_, p_.compute_), "event");
+  check_cuda(cudaStreamWaitEvent(p_.comm_, compute_done_, 0), "event");
+}
+
+void CudaBackend::wait_for_comm() {
+  check_cuda(cudaEventRecord(comm_done_, p_.comm_), "event");
+  check_cuda(cudaStreamWaitEvent(p_.compute_, comm_done_, 0), "event");
+}
+
+// ---- factory -----------------------------------------------------------------------------
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+bool cuda_device_available(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    if (why)
+      *why = e != cudaSuccess ? str_cat("cudaGetDeviceCount: ", cudaGetErrorString(e))
+                              : std::string("no CUDA device is visible");
+    cudaGetLastError();
+    return false;
+  }
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    if (why) *why = "cannot read the device's properties";
+    return false;
+  }
+  if (prop.major < 9) {
+    if (why)
+      *why = str_cat(prop.name, " is sm_", prop.major, prop.minor,
+                     "; the cuda backend is built for Hopper (sm_90) and newer");
+    return false;
+  }
+  return true;
+}
+
+bool cuda_compiled() { return true; }
+
+}  // namespace gemmax::cuda

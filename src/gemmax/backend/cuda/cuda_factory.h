@@ -1,0 +1,21 @@
+// The cuda backend as seen from code that nvcc does not compile.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gemmax/backend/backend.h"
+
+namespace gemmax::cuda {
+
+// The backend on the current CUDA device. Throws gemmax::Error when this build has no CUDA
+// (naming how to build with it) or when no device can be used (naming why).
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options);
+
+// Whether a CUDA device can run the backend; if not, *why says why in one line.
+bool cuda_device_available(std::string* why);
+
+// Whether this build has the cuda backend.
+bool cuda_compiled();
+
+}  // namespace gemmax::cuda

@@ -1,0 +1,65 @@
+// The tile arithmetic every attention kernel shares: which keys a query sees, which tiles hold
+// any visible pair (the rest are skipped), and the online softmax.
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/kernel_base.h"
+
+namespace gemmax::kern {
+
+struct AttnDims {
+  int64_t B, S, H, KV, hd;
+  int64_t window;  // 0: none; else key j is visible from query i iff i - window < j <= i
+  GEMMAX_HD int64_t group() const { return H / KV; }
+};
+
+// Causal and window mask by index (the segment mask is checked per pair).
+GEMMAX_HD bool causal_visible(int64_t i, int64_t j, int64_t window) {
+  return j <= i && (window == 0 || j > i - window);
+}
+GEMMAX_HD int64_t first_visible_key(int64_t i, int64_t window) {
+  return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+}
+GEMMAX_HD int64_t last_visible_query(int64_t j, int64_t S, int64_t window) {
+  return window > 0 && j + window - 1 < S - 1 ? j + window - 1 : S - 1;
+}
+
+// Tiles [begin, end) of size `tile` along the keys that queries [q0, q1) may see.
+struct TileRange {
+  int64_t begin, end;
+};
+GEMMAX_HD TileRange key_tiles(int64_t q0, int64_t q1, int64_t window, int64_t tile) {
+  if (q1 <= q0) return {0, 0};
+  return {first_visible_key(q0, window) / tile, (q1 - 1) / tile + 1};
+}
+// Tiles of size `tile` along the queries that keys [k0, k1) are seen by.
+GEMMAX_HD TileRange query_tiles(int64_t k0, int64_t k1, int64_t S, int64_t window, int64_t tile) {
+  if (k1 <= k0) return {0, 0};
+  return {k0 / tile, last_visible_query(k1 - 1, S, window) / tile + 1};
+}
+
+// The running max and sum of one query row. add_tile(tile_max) moves the max and returns the
+// factor that scales what was accumulated before (0 the first time); p(s) is the weight of a
+// score under the current max (0 for a masked score, kNegInf).
+struct OnlineSoftmax {
+  float max = kNegInf, sum = 0;
+  GEMMAX_HD float add_tile(float tile_max) {
+    const float m = kmax(max, tile_max);
+    const float f = max == kNegInf ? 0.0f : kexp(max - m);
+    sum *= f;
+    max = m;
+    return f;
+  }
+  GEMMAX_HD float p(float s) const { return s == kNegInf ? 0.0f : kexp(s - max); }
+  GEMMAX_HD float lse() const { return max + klog(sum); }
+  // Merges another partial state of the same row (its accumulators scaled by the returned
+  // factors: this one's by *self, other's by *others).
+  GEMMAX_HD void merge(const OnlineSoftmax& o, float* self, float* other) {
+    const float m = kmax(max, o.max);
+    *self = max == kNegInf ? 0.0f : kexp(max - m);
+    *other = o.max == kNegInf ? 0.0f : kexp(o.max - m);
+    sum = sum * *self + o.sum * *other;
+    max = m;
+  }
+};
+
+}  // namespace gemmax::kern

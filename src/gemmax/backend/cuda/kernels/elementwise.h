@@ -1,0 +1,236 @@
+// Elementwise kernels, ordered reductions into device scalars, the embedding lookup and AdamW.
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/kernel_base.h"
+
+namespace gemmax::kern {
+
+// Threads of a one-dimensional grid, striding over [0, n).
+#define GEMMAX_GRID_STRIDE(x, i, n)                                         \
+  for (int64_t i = int64_t((x).bx()) * (x).nthreads() + (x).tid(); i < (n); \
+       i += int64_t((x).gx()) * (x).nthreads())
+
+struct FillKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class E>
+  GEMMAX_KFN void operator()(X& x, E* p, int64_t n, E v) const {
+    GEMMAX_GRID_STRIDE(x, i, n) p[i] = v;
+  }
+};
+
+struct ConvertKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class D, class S>
+  GEMMAX_KFN void operator()(X& x, D* d, const S* s, int64_t n) const {
+    GEMMAX_GRID_STRIDE(x, i, n) d[i] = from_double<D>(double(to_acc(s[i])));
+  }
+};
+
+struct AddKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class E>
+  GEMMAX_KFN void operator()(X& x, E* out, const E* a, const E* b, int64_t n) const {
+    GEMMAX_GRID_STRIDE(x, i, n) out[i] = from_acc<E>(to_acc(a[i]) + to_acc(b[i]));
+  }
+};
+
+// y += alpha x
+struct AxpyKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class E, class A>
+  GEMMAX_KFN void operator()(X& x, E* y, A alpha, const E* v, int64_t n) const {
+    GEMMAX_GRID_STRIDE(x, i, n) y[i] = from_acc<E>(to_acc(y[i]) + alpha * to_acc(v[i]));
+  }
+};
+
+struct ScaleKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class E, class A>
+  GEMMAX_KFN void operator()(X& x, E* p, A alpha, int64_t n) const {
+    GEMMAX_GRID_STRIDE(x, i, n) p[i] = from_acc<E>(to_acc(p[i]) * alpha);
+  }
+};
+
+// ---- ordered sums ------------------------------------------------------------------------
+// A sum over n terms runs in two launches with a grid of fixed size: every block sums its
+// grid-stride share in fp64 and writes one partial; one block then sums the partials. The order
+// depends on n only, so results are bit-identical from run to run.
+constexpr int kSumBlocks = 512, kSumThreads = 256;
+
+template <class X>
+GEMMAX_KFN void write_block_partial(X& x, double s, double* partial) {
+  s = group_sum(x, s, x.nthreads(), x.template smem<double>());
+  if (x.tid() == 0) partial[x.bx()] = s;
+}
+
+// partial[block] = sum of x_i^2 over the block's share.
+struct SumSquaresKernel {
+  static constexpr int kMaxThreads = kSumThreads;
+  template <class X, class E>
+  GEMMAX_KFN void operator()(X& x, const E* v, int64_t n, double* partial) const {
+    double s = 0;
+    GEMMAX_GRID_STRIDE(x, i, n) {
+      const double d = double(to_acc(v[i]));
+      s += d * d;
+    }
+    write_block_partial(x, s, partial);
+  }
+};
+
+// out[0] = out[0] + sum of the partials, rounded once to out's dtype (one block).
+struct AddPartialsKernel {
+  static constexpr int kMaxThreads = kSumThreads;
+  template <class X, class W>
+  GEMMAX_KFN void operator()(X& x, W* out, const double* partial, int count) const {
+    double s = 0;
+    for (int i = x.tid(); i < count; i += x.nthreads()) s += partial[i];
+    s = group_sum(x, s, x.nthreads(), x.template smem<double>());
+    if (x.tid() == 0) out[0] = from_double<W>(double(to_acc(out[0])) + s);
+  }
+};
+
+// y = (a + b) * s[0]: the sum rounded to the activation dtype first (as a separate add), then
+// scaled at the scale's precision and rounded once.
+struct ScaledSumForwardKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class E, class S>
+  GEMMAX_KFN void operator()(X& x, E* y, const E* a, const E* b, const S* s, int64_t n) const {
+    const double scale = double(to_acc(s[0]));
+    GEMMAX_GRID_STRIDE(x, i, n) {
+      const E ab = from_acc<E>(to_acc(a[i]) + to_acc(b[i]));
+      y[i] = from_double<E>(double(to_acc(ab)) * scale);
+    }
+  }
+};
+
+// dab = dy * s[0]; partial[block] = sum over its share of dy_i (a_i + b_i).
+struct ScaledSumBackwardKernel {
+  static constexpr int kMaxThreads = kSumThreads;
+  template <class X, class E, class S>
+  GEMMAX_KFN void operator()(X& x, E* dab, const E* dy, const E* a, const E* b, const S* s,
+                             int64_t n, double* partial) const {
+    const double scale = double(to_acc(s[0]));
+    double sum = 0;
+    GEMMAX_GRID_STRIDE(x, i, n) {
+      const double d = double(to_acc(dy[i]));
+      sum += d * double(to_acc(from_acc<E>(to_acc(a[i]) + to_acc(b[i]))));
+      dab[i] = from_double<E>(d * scale);
+    }
+    write_block_partial(x, sum, partial);
+  }
+};
+
+// out[g] = in[g]^T through a 32 x 33 shared tile; grid (c tiles, r tiles, G), 256 threads.
+struct TransposeKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class E>
+  GEMMAX_KFN void operator()(X& x, E* out, const E* in, int64_t R, int64_t C) const {
+    E* tile = x.template smem<E>();
+    const int64_t r0 = int64_t(x.by()) * 32, c0 = int64_t(x.bx()) * 32;
+    const E* src = in + int64_t(x.bz()) * R * C;
+    E* dst = out + int64_t(x.bz()) * R * C;
+    for (int e = x.tid(); e < 32 * 32; e += x.nthreads()) {
+      const int64_t r = r0 + e / 32, c = c0 + e % 32;
+      if (r < R && c < C) tile[(e / 32) * 33 + e % 32] = src[r * C + c];
+    }
+    x.sync();
+    for (int e = x.tid(); e < 32 * 32; e += x.nthreads()) {
+      const int64_t c = c0 + e / 32, r = r0 + e % 32;
+      if (r < R && c < C) dst[c * R + r] = tile[(e % 32) * 33 + e / 32];
+    }
+  }
+};
+
+// Records the first error a kernel finds (DeviceError); later ones are dropped.
+template <class X>
+GEMMAX_KFN void record_error(X& x, DeviceError* e, int32_t code, int32_t op, int64_t a, int64_t b,
+                             int64_t c) {
+  if (x.atomic_cas(&e->code, 0, -1) == 0) {
+    e->op = op;
+    e->a = a;
+    e->b = b;
+    e->c = c;
+    x.fence();
+    e->code = code;
+  }
+}
+
+// ---- embedding ---------------------------------------------------------------------------
+
+// out[t] = table[tokens[t]] * scale, one rounding; a token outside the vocabulary is recorded and
+// its row zeroed. One block per token (grid-stride).
+struct EmbeddingForwardKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class E, class W>
+  GEMMAX_KFN void operator()(X& x, E* out, const int32_t* tokens, const W* table, int64_t n,
+                             int64_t d, int64_t vocab, double scale, DeviceError* err) const {
+    for (int64_t t = x.bx(); t < n; t += x.gx()) {
+      const int32_t tok = tokens[t];
+      const bool ok = tok >= 0 && tok < vocab;
+      if (!ok && x.tid() == 0)
+        record_error(x, err, DeviceError::kTokenOutOfRange, kOpEmbedding, tok, t, vocab);
+      for (int64_t i = x.tid(); i < d; i += x.nthreads())
+        out[t * d + i] =
+            ok ? from_double<E>(double(to_acc(table[int64_t(tok) * d + i])) * scale) : E{};
+    }
+  }
+};
+
+// dtable[token] += dx[t] * scale over the runs of equal tokens in `perm` (positions sorted by
+// token, stably): each run's rows add in position order, each product rounded to the table's
+// dtype first, as the reference's serial loop does. One block per run start (grid-stride).
+struct EmbeddingBackwardKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class W, class E>
+  GEMMAX_KFN void operator()(X& x, W* dtable, const E* dx, const int32_t* tokens,
+                             const int32_t* perm, int64_t n, int64_t d, int64_t vocab,
+                             double scale) const {
+    for (int64_t i = x.bx(); i < n; i += x.gx()) {
+      const int32_t tok = tokens[perm[i]];
+      if ((i > 0 && tokens[perm[i - 1]] == tok) || tok < 0 || tok >= vocab) continue;
+      for (int64_t c = x.tid(); c < d; c += x.nthreads()) {
+        W* out = dtable + int64_t(tok) * d + c;
+        auto acc = to_acc(*out);
+        for (int64_t j = i; j < n && tokens[perm[j]] == tok; ++j) {
+          const W g = from_double<W>(double(to_acc(dx[int64_t(perm[j]) * d + c])) * scale);
+          acc = to_acc(from_acc<W>(acc + to_acc(g)));
+        }
+        *out = from_acc<W>(acc);
+      }
+    }
+  }
+};
+
+// ---- AdamW -------------------------------------------------------------------------------
+
+struct AdamWArgs {
+  double lr, b1, b2, eps, eps_root, weight_decay, clip_norm, bc1, bc2;
+};
+
+// optax's adamw on fp64 arithmetic, one rounding per stored value. Skips the update (nothing
+// written) unless every step scalar is finite and no kernel has recorded an error this step.
+struct AdamWKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class T>
+  GEMMAX_KFN void operator()(X& x, T* p, const T* g, T* m, T* v, int64_t n, AdamWArgs a,
+                             const double* scalars, int count, int sumsq_slot,
+                             const DeviceError* err) const {
+    bool finite = err->code == 0;
+    for (int i = 0; i < count; ++i) finite = finite && kfinite(scalars[i]);
+    if (!finite) return;
+    const double norm = ksqrt(scalars[sumsq_slot]);
+    const double grad_scale = a.clip_norm > 0 && norm > a.clip_norm ? a.clip_norm / norm : 1.0;
+    GEMMAX_GRID_STRIDE(x, i, n) {
+      const double gi = double(to_acc(g[i])) * grad_scale;
+      const double mi = a.b1 * double(to_acc(m[i])) + (1.0 - a.b1) * gi;
+      const double vi = a.b2 * double(to_acc(v[i])) + (1.0 - a.b2) * gi * gi;
+      m[i] = from_double<T>(mi);
+      v[i] = from_double<T>(vi);
+      const double update = (mi / a.bc1) / (ksqrt(vi / a.bc2 + a.eps_root) + a.eps);
+      const double pi = double(to_acc(p[i]));
+      p[i] = from_double<T>(pi - a.lr * (update + a.weight_decay * pi));
+    }
+  }
+};
+
+}  // namespace gemmax::kern

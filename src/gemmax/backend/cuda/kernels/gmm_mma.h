@@ -1,0 +1,246 @@
+// Grouped matmuls on tensor cores (bfloat16 in, fp32 accumulate): 128 x 128 output tiles, eight
+// warps of 64 x 32, the reduction in 64-deep slices through a three-stage cp.async pipeline.
+// The three products differ only in how their operands are stored:
+//   gmm      out[m, n]  = lhs[m, k] . W[n, k]^T   A [m][k],  B [n][k]
+//   gmm_dlhs dlhs[m, k] = dout[m, n] . W[n, k]    A [m][n],  B [n][k] read transposed
+//   gmm_drhs dW[n, k]  += dout[r, n]^T . lhs[r, k] over a group's rows r: A and B read transposed
+// Rows are gathered and scattered through the row maps in the copies and the epilogue. The fast
+// path needs every row length a multiple of 8 and 16-byte aligned operands (ops/gmm_fast_ops.h).
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/gmm_tiles.h"
+#include "gemmax/backend/cuda/kernels/mma_tile.h"
+
+namespace gemmax::kern {
+
+// Two blocks per SM (98 KiB of shared memory and at most 128 registers a thread each).
+struct GmmMma {
+  static constexpr int kThreads = 256, BM = 128, BN = 128, BK = 64, kStages = 3;
+  static constexpr int kWarpsN = 4, WM = 64, WN = 32, kMt = WM / 16, kNt = WN / 8;
+  static constexpr int kTileElems = BM * BK;  // every operand tile of a stage (BM == BN)
+  static constexpr size_t smem_bytes(int64_t G) {
+    return size_t(kStages) * 2 * kTileElems * 2 + 2 * BM * 4 + GroupTiles::smem_ints(G) * 4;
+  }
+};
+
+struct GmmMmaSmem {
+  bf16s* tiles;  // stage s: A at tiles + 2 s kTileElems, B after it
+  int32_t* rows_a;
+  int32_t* rows_b;
+  int32_t* groups;
+  template <class X>
+  GEMMAX_KFN static GmmMmaSmem of(X& x) {
+    bf16s* t = x.template smem<bf16s>();
+    int32_t* r = reinterpret_cast<int32_t*>(t + GmmMma::kStages * 2 * GmmMma::kTileElems);
+    return {t, r, r + GmmMma::BM, r + 2 * GmmMma::BM};
+  }
+  GEMMAX_HD bf16s* a(int stage) const { return tiles + 2 * stage * GmmMma::kTileElems; }
+  GEMMAX_HD bf16s* b(int stage) const { return a(stage) + GmmMma::kTileElems; }
+};
+
+// The pipelined main loop over `slices` reduction slices: load(stage, slice) issues the copies
+// of both operand tiles of a slice; the warps accumulate into acc.
+template <bool kATrans, bool kBTrans, class X, class Load>
+GEMMAX_KFN void gmm_mma_mainloop(X& x, const GmmMmaSmem& s, int64_t slices, Load&& load,
+                                 float (&acc)[GmmMma::kMt][GmmMma::kNt][4]) {
+  using M = GmmMma;
+  const int warp = x.tid() / kWarp, wm = warp / M::kWarpsN, wn = warp % M::kWarpsN;
+  constexpr int a_cols = kATrans ? M::BM : M::BK, b_cols = kBTrans ? M::BN : M::BK;
+  GEMMAX_UNROLL
+  for (int st = 0; st < M::kStages - 1; ++st) {
+    if (st < slices) load(st, int64_t(st));
+    x.cp_async_commit();
+  }
+  for (int64_t kt = 0; kt < slices; ++kt) {
+    x.template cp_async_wait<M::kStages - 2>();
+    x.sync();
+    const int64_t next = kt + M::kStages - 1;
+    if (next < slices) load(int(next % M::kStages), next);
+    x.cp_async_commit();
+    const bf16s* As = s.a(int(kt % M::kStages));
+    const bf16s* Bs = s.b(int(kt % M::kStages));
+    GEMMAX_UNROLL
+    for (int kk = 0; kk < M::BK; kk += 16) {
+      uint32_t af[M::kMt][4], bf[M::kNt][2];
+      GEMMAX_UNROLL
+      for (int mt = 0; mt < M::kMt; ++mt)
+        load_a_frag(x, As, a_cols, kATrans, wm * M::WM + mt * 16, kk, af[mt]);
+      GEMMAX_UNROLL
+      for (int nt = 0; nt < M::kNt; nt += 2)
+        load_b_frags(x, Bs, b_cols, kBTrans, wn * M::WN + nt * 8, kk, bf[nt], bf[nt + 1]);
+      GEMMAX_UNROLL
+      for (int mt = 0; mt < M::kMt; ++mt) {
+        GEMMAX_UNROLL
+        for (int nt = 0; nt < M::kNt; ++nt) x.mma_bf16(acc[mt][nt], af[mt], bf[nt]);
+      }
+    }
+  }
+  x.template cp_async_wait<0>();
+}
+
+// Calls f(row, col, v0, v1) for each pair of adjacent accumulator columns of this thread, with
+// row and col within the block tile.
+template <class X, class F>
+GEMMAX_KFN void gmm_mma_epilogue(X& x, float (&acc)[GmmMma::kMt][GmmMma::kNt][4], F&& f) {
+  using M = GmmMma;
+  const int warp = x.tid() / kWarp, wm = warp / M::kWarpsN, wn = warp % M::kWarpsN, l = x.lane();
+  GEMMAX_UNROLL
+  for (int mt = 0; mt < M::kMt; ++mt) {
+    GEMMAX_UNROLL
+    for (int nt = 0; nt < M::kNt; ++nt) {
+      GEMMAX_UNROLL
+      for (int i = 0; i < 4; i += 2)
+        f(wm * M::WM + mt * 16 + acc_row(l, i), wn * M::WN + nt * 8 + acc_col(l, i), acc[mt][nt][i],
+          acc[mt][nt][i + 1]);
+    }
+  }
+}
+
+GEMMAX_HD void store_pair(bf16s* p, float v0, float v1, bool accumulate) {
+  if (accumulate) {
+    v0 += to_acc(p[0]);
+    v1 += to_acc(p[1]);
+  }
+  p[0] = from_acc<bf16s>(v0);
+  p[1] = from_acc<bf16s>(v1);
+}
+GEMMAX_HD void store_pair(float* p, float v0, float v1, bool accumulate) {
+  p[0] = accumulate ? p[0] + v0 : v0;
+  p[1] = accumulate ? p[1] + v1 : v1;
+}
+
+// Gathers the block's mapped rows into shared memory: rows_a through map_a, rows_b through map_b
+// (-1: no row).
+template <class X>
+GEMMAX_KFN void gmm_block_rows(X& x, const GmmMmaSmem& s, const GmmArgs& a, int64_t row0,
+                               int64_t rows, const int32_t* map_a, int64_t limit_a,
+                               const int32_t* map_b, int64_t limit_b) {
+  for (int i = x.tid(); i < GmmMma::BM; i += x.nthreads()) {
+    s.rows_a[i] = i < rows ? int32_t(mapped_row(x, map_a, row0 + i, limit_a, a)) : -1;
+    s.rows_b[i] = i < rows ? int32_t(mapped_row(x, map_b, row0 + i, limit_b, a)) : -1;
+  }
+}
+
+// out[out(r)] (+)= lhs[in(r)] . W_g[w0 : w0 + n]^T. Grid (row tiles, column tiles of n).
+struct GmmForwardMmaKernel {
+  static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, bf16s* out, const bf16s* lhs, const bf16s* w, GmmArgs a) const {
+    using M = GmmMma;
+    const GmmMmaSmem s = GmmMmaSmem::of(x);
+    const GroupTiles gt = group_tiles(x, a, s.groups, M::BM);
+    int64_t g, row0, rows;
+    if (!gt.locate(x.bx(), M::BM, &g, &row0, &rows)) return;
+    gmm_block_rows(x, s, a, row0, rows, a.in_map, a.in_rows, a.out_map, a.out_rows);
+    x.sync();
+    const int64_t j0 = int64_t(x.by()) * M::BN;
+    const bf16s* wg = w + (g * a.N + a.w0) * a.k;
+    float acc[M::kMt][M::kNt][4] = {};
+    gmm_mma_mainloop<false, false>(
+        x, s, ceil_div(a.k, M::BK),
+        [&](int st, int64_t kt) {
+          const int64_t k0 = kt * M::BK;
+          load_tile_async(
+              x, s.a(st), M::BM, M::BK,
+              [&](int r) -> const bf16s* {
+                return s.rows_a[r] >= 0 ? lhs + int64_t(s.rows_a[r]) * a.k : nullptr;
+              },
+              k0, a.k, lhs);
+          load_tile_async(
+              x, s.b(st), M::BN, M::BK,
+              [&](int r) -> const bf16s* { return j0 + r < a.n ? wg + (j0 + r) * a.k : nullptr; },
+              k0, a.k, lhs);
+        },
+        acc);
+    gmm_mma_epilogue(x, acc, [&](int r, int c, float v0, float v1) {
+      const int32_t ro = s.rows_b[r];
+      if (ro >= 0 && j0 + c < a.n)
+        store_pair(out + int64_t(ro) * a.n + j0 + c, v0, v1, a.accumulate);
+    });
+  }
+};
+
+// dlhs[in(r)] (+)= dout[out(r)] . W_g[w0 : w0 + n]. Grid (row tiles, column tiles of k).
+struct GmmDlhsMmaKernel {
+  static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, bf16s* dlhs, const bf16s* dout, const bf16s* w,
+                             GmmArgs a) const {
+    using M = GmmMma;
+    const GmmMmaSmem s = GmmMmaSmem::of(x);
+    const GroupTiles gt = group_tiles(x, a, s.groups, M::BM);
+    int64_t g, row0, rows;
+    if (!gt.locate(x.bx(), M::BM, &g, &row0, &rows)) return;
+    gmm_block_rows(x, s, a, row0, rows, a.out_map, a.out_rows, a.in_map, a.in_rows);
+    x.sync();
+    const int64_t c0 = int64_t(x.by()) * M::BN;
+    const bf16s* wg = w + (g * a.N + a.w0) * a.k;
+    float acc[M::kMt][M::kNt][4] = {};
+    gmm_mma_mainloop<false, true>(
+        x, s, ceil_div(a.n, M::BK),
+        [&](int st, int64_t kt) {
+          const int64_t j0 = kt * M::BK;
+          load_tile_async(
+              x, s.a(st), M::BM, M::BK,
+              [&](int r) -> const bf16s* {
+                return s.rows_a[r] >= 0 ? dout + int64_t(s.rows_a[r]) * a.n : nullptr;
+              },
+              j0, a.n, dout);
+          load_tile_async(
+              x, s.b(st), M::BK, M::BN,
+              [&](int r) -> const bf16s* { return j0 + r < a.n ? wg + (j0 + r) * a.k : nullptr; },
+              c0, a.k, dout);
+        },
+        acc);
+    gmm_mma_epilogue(x, acc, [&](int r, int c, float v0, float v1) {
+      const int32_t ro = s.rows_b[r];
+      if (ro >= 0 && c0 + c < a.k)
+        store_pair(dlhs + int64_t(ro) * a.k + c0 + c, v0, v1, a.accumulate);
+    });
+  }
+};
+
+// drhs[g][w0 + j] += sum over the group's rows r of dout[out(r), j] lhs[in(r)]. Grid (column
+// tiles of k, tiles of n, G); a group without rows leaves its weights untouched.
+struct GmmDrhsMmaKernel {
+  static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
+  template <class X, class TC>
+  GEMMAX_KFN void operator()(X& x, TC* drhs, const bf16s* lhs, const bf16s* dout, GmmArgs a) const {
+    using M = GmmMma;
+    const GmmMmaSmem s = GmmMmaSmem::of(x);
+    const GroupTiles gt = group_tiles(x, a, s.groups, M::BM);
+    const int64_t g = x.bz();
+    const int64_t r0 = gt.first_row[g], r1 = kmin<int64_t>(gt.first_row[g + 1], a.m);
+    if (r1 <= r0) return;
+    const int64_t c0 = int64_t(x.bx()) * M::BN, j0 = int64_t(x.by()) * M::BM;
+    float acc[M::kMt][M::kNt][4] = {};
+    gmm_mma_mainloop<true, true>(
+        x, s, ceil_div(r1 - r0, M::BK),
+        [&](int st, int64_t kt) {
+          const int64_t rb = r0 + kt * M::BK;
+          load_tile_async(
+              x, s.a(st), M::BK, M::BM,
+              [&](int r) -> const bf16s* {
+                if (rb + r >= r1) return nullptr;
+                const int64_t row = mapped_row(x, a.out_map, rb + r, a.out_rows, a);
+                return row >= 0 ? dout + row * a.n : nullptr;
+              },
+              j0, a.n, dout);
+          load_tile_async(
+              x, s.b(st), M::BK, M::BN,
+              [&](int r) -> const bf16s* {
+                if (rb + r >= r1) return nullptr;
+                const int64_t row = mapped_row(x, a.in_map, rb + r, a.in_rows, a);
+                return row >= 0 ? lhs + row * a.k : nullptr;
+              },
+              c0, a.k, lhs);
+        },
+        acc);
+    gmm_mma_epilogue(x, acc, [&](int r, int c, float v0, float v1) {
+      if (j0 + r < a.n && c0 + c < a.k)
+        store_pair(drhs + (g * a.N + a.w0 + j0 + r) * a.k + c0 + c, v0, v1, true);
+    });
+  }
+};
+
+}  // namespace gemmax::kern

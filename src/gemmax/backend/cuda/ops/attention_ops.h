@@ -1,0 +1,193 @@
+// Attention ops: forward, backward and decode.
+#pragma once
+
+#include <initializer_list>
+#include <type_traits>
+
+#include "gemmax/backend/cuda/kernels/attention_mma.h"
+#include "gemmax/backend/cuda/kernels/attention_simple.h"
+#include "gemmax/backend/cuda/ops/common.h"
+
+namespace gemmax::cuda::ops {
+
+inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& o, const Tensor& lse, const Tensor& seg,
+                                     const AttentionShape& s) {
+  const int64_t T = s.batch * s.seq;
+  GEMMAX_CHECK(s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0, "attention: ", s.num_heads,
+               " query heads are not a multiple of ", s.num_kv_heads, " kv heads");
+  GEMMAX_CHECK(q.numel() == T * s.num_heads * s.head_dim && o.numel() == q.numel() &&
+                   k.numel() == T * s.num_kv_heads * s.head_dim && v.numel() == k.numel() &&
+                   lse.numel() == s.batch * s.num_heads * s.seq && seg.numel() == T,
+               "attention shapes: q ", q.str(), " k ", k.str(), " v ", v.str(), " o ", o.str(),
+               " lse ", lse.str(), " for B=", s.batch, " S=", s.seq, " H=", s.num_heads,
+               " KV=", s.num_kv_heads, " hd=", s.head_dim);
+  GEMMAX_CHECK(s.head_dim <= 32 * kern::kAttnMaxCols, "cuda backend: head_dim ", s.head_dim,
+               " is over the attention kernels' limit of ", 32 * kern::kAttnMaxCols);
+  GEMMAX_CHECK(s.batch <= 65535 && s.num_heads <= 65535, "attention: batch ", s.batch, " or heads ",
+               s.num_heads, " too large for one launch");
+  check_stat(lse, "attention");
+  return {s.batch, s.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.window};
+}
+
+// The tensor-core kernels take bfloat16 with head_dim 128, 256 or 512 (fast kernels on).
+template <class E, class P>
+bool attention_mma_applies(P& p, int64_t hd, std::initializer_list<const Tensor*> operands) {
+  if constexpr (!std::is_same_v<E, bf16s>) {
+    return false;
+  } else {
+    if (!p.fast_kernels() || (hd != 128 && hd != 256 && hd != 512)) return false;
+    for (const Tensor* t : operands)
+      if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
+    return true;
+  }
+}
+
+// Calls f.template operator()<HD>() for the tensor-core kernels' head sizes.
+template <class F>
+void dispatch_head_dim(int64_t hd, F&& f) {
+  if (hd == 128) f.template operator()<128>();
+  if (hd == 256) f.template operator()<256>();
+  if (hd == 512) f.template operator()<512>();
+}
+
+template <class P>
+void attention_forward_mma(P& p, const Tensor& o, const Tensor& lse, const Tensor& q,
+                           const Tensor& k, const Tensor& v, const Tensor& seg,
+                           const kern::AttnDims& d) {
+  dispatch_head_dim(d.hd, [&]<int HD>() {
+    using F = kern::FlashForward<HD>;
+    const int hb = kern::heads_per_block(d.group(), F::kSlices);
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(d.S, F::R / hb));
+    l.gy = uint32_t(d.KV * (d.group() / hb));
+    l.gz = uint32_t(d.B);
+    l.threads = F::kThreads;
+    l.smem = F::smem_bytes();
+    p.template launch<kern::AttentionForwardMmaKernel<HD>>(
+        l, ptr<bf16s>(o), ptr<float>(lse), (const bf16s*)ptr<bf16s>(q), (const bf16s*)ptr<bf16s>(k),
+        (const bf16s*)ptr<bf16s>(v), (const int32_t*)ptr<int32_t>(seg), d, hb);
+  });
+}
+
+template <class P>
+void attention_forward(P& p, const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& seg, const AttentionShape& s) {
+  const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
+  if (q.numel() == 0) return;
+  dispatch_act(q, "attention_forward", [&]<class E>() {
+    if (attention_mma_applies<E>(p, d.hd, {&o, &q, &k, &v})) {
+      attention_forward_mma(p, o, lse, q, k, v, seg, d);
+      return;
+    }
+    const kern::AttnPtrs in{q.raw(), k.raw(), v.raw(),          nullptr,
+                            nullptr, nullptr, ptr<int32_t>(seg)};
+    using K = kern::AttentionForwardSimpleKernel;
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(d.S, K::kRows));
+    l.gy = uint32_t(d.H);
+    l.gz = uint32_t(d.B);
+    l.threads = K::kMaxThreads;
+    l.smem = K::smem_bytes(d.hd);
+    p.template launch<K>(l, ptr<E>(o), ptr<float>(lse), in, d);
+  });
+}
+
+// false when the delta buffer does not fit in scratch (the plain kernels then run).
+template <class P>
+bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                            const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& o, const Tensor& lse, const Tensor& seg,
+                            const kern::AttnDims& d) {
+  Scratch s = p.scratch();
+  if (size_t(d.B * d.H * d.S) * sizeof(float) + 256 > s.left()) return false;
+  float* delta = s.take<float>(d.B * d.H * d.S, "attention_backward's row dots");
+  const bf16s *pq = ptr<bf16s>(q), *pk = ptr<bf16s>(k), *pv = ptr<bf16s>(v);
+  const bf16s *po = ptr<bf16s>(o), *pdo = ptr<bf16s>(dout);
+  const float* plse = ptr<float>(lse);
+  const int32_t* pseg = ptr<int32_t>(seg);
+  p.template launch<kern::AttentionDeltaKernel>(stride_launch(d.B * d.H * d.S * 32, 256, 16384),
+                                                delta, po, pdo, d);
+  dispatch_head_dim(d.hd, [&]<int HD>() {
+    using Fq = kern::FlashDq<HD>;
+    const int hb = kern::heads_per_block(d.group(), Fq::kSlices);
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(d.S, Fq::R / hb));
+    l.gy = uint32_t(d.KV * (d.group() / hb));
+    l.gz = uint32_t(d.B);
+    l.threads = Fq::kThreads;
+    l.smem = Fq::smem_bytes();
+    p.template launch<kern::AttentionDqMmaKernel<HD>>(l, ptr<bf16s>(dq), pq, pk, pv, pdo, plse,
+                                                      (const float*)delta, pseg, d, hb);
+    using Fk = kern::FlashDkv<HD>;
+    l.gx = uint32_t(kern::ceil_div(d.S, Fk::Bk));
+    l.gy = uint32_t(d.KV);
+    l.threads = Fk::kThreads;
+    l.smem = Fk::smem_bytes();
+    p.template launch<kern::AttentionDkvMmaKernel<HD>>(l, ptr<bf16s>(dk), ptr<bf16s>(dv), pq, pk,
+                                                       pv, pdo, plse, (const float*)delta, pseg, d);
+  });
+  return true;
+}
+
+template <class P>
+void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                        const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& o, const Tensor& lse, const Tensor& seg,
+                        const AttentionShape& s) {
+  const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
+  GEMMAX_CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
+                   dout.numel() == q.numel(),
+               "attention_backward shapes: dq ", dq.str(), " dk ", dk.str(), " dv ", dv.str(),
+               " dout ", dout.str());
+  if (q.numel() == 0) return;
+  dispatch_act(q, "attention_backward", [&]<class E>() {
+    if (attention_mma_applies<E>(p, d.hd, {&dq, &dk, &dv, &dout, &q, &k, &v, &o}) &&
+        attention_backward_mma(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d))
+      return;
+    const kern::AttnPtrs in{q.raw(),    k.raw(),         v.raw(),          o.raw(),
+                            dout.raw(), ptr<float>(lse), ptr<int32_t>(seg)};
+    using Dq = kern::AttentionDqSimpleKernel;
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(d.S, Dq::kRows));
+    l.gy = uint32_t(d.H);
+    l.gz = uint32_t(d.B);
+    l.threads = Dq::kMaxThreads;
+    l.smem = Dq::smem_bytes(d.hd);
+    p.template launch<Dq>(l, ptr<E>(dq), in, d);
+    using Dkv = kern::AttentionDkvSimpleKernel;
+    l.gx = uint32_t(kern::ceil_div(d.S, Dkv::kKeys));
+    l.gy = uint32_t(d.KV);
+    l.threads = Dkv::kMaxThreads;
+    l.smem = Dkv::smem_bytes(d.hd);
+    p.template launch<Dkv>(l, ptr<E>(dk), ptr<E>(dv), in, d);
+  });
+}
+
+template <class P>
+void attention_decode(P& p, const Tensor& o, const Tensor& q, const Tensor& q_pos, const Tensor& k,
+                      const Tensor& v, const Tensor& kv_pos, int64_t window) {
+  GEMMAX_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.shape() == k.shape() && o.shape() == q.shape() &&
+                   q.dim(2) == k.dim(2) && k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0 &&
+                   q_pos.numel() == q.dim(0) && kv_pos.numel() == k.dim(0) &&
+                   q.dtype() == k.dtype() && v.dtype() == k.dtype() && o.dtype() == q.dtype(),
+               "attention_decode shapes: q ", q.str(), " o ", o.str(), " k ", k.str(), " v ",
+               v.str(), " q_pos ", q_pos.str(), " kv_pos ", kv_pos.str());
+  GEMMAX_CHECK(q.dim(2) <= 32 * kern::kAttnMaxCols, "cuda backend: head_dim ", q.dim(2),
+               " is over the attention kernels' limit of ", 32 * kern::kAttnMaxCols);
+  if (q.numel() == 0) return;
+  const kern::DecodeDims d{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), window};
+  dispatch_act(q, "attention_decode", [&]<class E>() {
+    using K = kern::AttentionDecodeKernel;
+    Launch l;
+    l.gx = uint32_t(d.n);
+    l.gy = uint32_t(d.H);
+    l.threads = K::kMaxThreads;
+    l.smem = K::smem_bytes(d.hd);
+    p.template launch<K>(l, ptr<E>(o), (const E*)ptr<E>(q), (const int32_t*)ptr<int32_t>(q_pos),
+                         (const E*)ptr<E>(k), (const E*)ptr<E>(v),
+                         (const int32_t*)ptr<int32_t>(kv_pos), d, p.errors());
+  });
+}
+
+}  // namespace gemmax::cuda::ops

@@ -1,0 +1,236 @@
+// Elementwise ops, ordered sums, transpose, embedding and AdamW.
+#pragma once
+
+#include <cmath>
+
+#include "gemmax/backend/cuda/kernels/elementwise.h"
+#include "gemmax/backend/cuda/kernels/sort.h"
+#include "gemmax/backend/cuda/ops/common.h"
+
+namespace gemmax::cuda::ops {
+
+template <class P>
+void fill(P& p, const Tensor& x, double value) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  if (x.dtype() == DType::I32) {
+    p.template launch<kern::FillKernel>(stride_launch(n), ptr<int32_t>(x), n, int32_t(value));
+    return;
+  }
+  dispatch_any(x, "fill", [&]<class E>() {
+    p.template launch<kern::FillKernel>(stride_launch(n), ptr<E>(x), n,
+                                        kern::from_double<E>(value));
+  });
+}
+
+template <class P>
+void copy(P& p, const Tensor& dst, const Tensor& src) {
+  GEMMAX_CHECK(dst.numel() == src.numel(), "copy: ", src.str(), " into ", dst.str());
+  if (dst.numel() == 0) return;
+  if (dst.dtype() == src.dtype()) {
+    p.copy_bytes(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
+  dispatch_any(dst, "copy", [&]<class D>() {
+    dispatch_any(src, "copy", [&]<class S>() {
+      p.template launch<kern::ConvertKernel>(stride_launch(src.numel()), ptr<D>(dst),
+                                             const_cast<const S*>(ptr<S>(src)), src.numel());
+    });
+  });
+}
+
+template <class P>
+void add(P& p, const Tensor& out, const Tensor& a, const Tensor& b) {
+  check_same(out, a, "add");
+  check_same(a, b, "add");
+  dispatch_any(out, "add", [&]<class E>() {
+    p.template launch<kern::AddKernel>(stride_launch(out.numel()), ptr<E>(out),
+                                       const_cast<const E*>(ptr<E>(a)),
+                                       const_cast<const E*>(ptr<E>(b)), out.numel());
+  });
+}
+
+template <class P>
+void axpy(P& p, const Tensor& y, double alpha, const Tensor& x) {
+  check_same(y, x, "axpy");
+  dispatch_any(y, "axpy", [&]<class E>() {
+    p.template launch<kern::AxpyKernel>(stride_launch(y.numel()), ptr<E>(y), kern::acc_t<E>(alpha),
+                                        const_cast<const E*>(ptr<E>(x)), y.numel());
+  });
+}
+
+template <class P>
+void scale(P& p, const Tensor& x, double alpha) {
+  dispatch_any(x, "scale", [&]<class E>() {
+    p.template launch<kern::ScaleKernel>(stride_launch(x.numel()), ptr<E>(x), kern::acc_t<E>(alpha),
+                                         x.numel());
+  });
+}
+
+template <class P>
+void sum_squares(P& p, const Tensor& sum, const Tensor& x) {
+  check_scalar(sum, "sum_squares");
+  Scratch s = p.scratch();
+  dispatch_any(x, "sum_squares", [&]<class E>() {
+    ordered_sum_into<P, kern::SumSquaresKernel>(p, s, ptr<double>(sum),
+                                                const_cast<const E*>(ptr<E>(x)), x.numel());
+  });
+}
+
+template <class P>
+void scaled_sum_forward(P& p, const Tensor& y, const Tensor& a, const Tensor& b, const Tensor& s) {
+  check_same(y, a, "scaled_sum_forward");
+  check_same(a, b, "scaled_sum_forward");
+  GEMMAX_CHECK(s.numel() == 1, "scaled_sum_forward: the scale must have one element, got ",
+               s.str());
+  dispatch_any(y, "scaled_sum_forward", [&]<class E>() {
+    dispatch_any(s, "scaled_sum_forward", [&]<class S>() {
+      p.template launch<kern::ScaledSumForwardKernel>(
+          stride_launch(y.numel()), ptr<E>(y), const_cast<const E*>(ptr<E>(a)),
+          const_cast<const E*>(ptr<E>(b)), const_cast<const S*>(ptr<S>(s)), y.numel());
+    });
+  });
+}
+
+template <class P>
+void scaled_sum_backward(P& p, const Tensor& dab, const Tensor& ds, const Tensor& dy,
+                         const Tensor& a, const Tensor& b, const Tensor& s) {
+  check_same(dab, dy, "scaled_sum_backward");
+  check_same(a, dy, "scaled_sum_backward");
+  check_same(b, dy, "scaled_sum_backward");
+  GEMMAX_CHECK(s.numel() == 1 && ds.numel() == 1 && ds.dtype() == s.dtype(),
+               "scaled_sum_backward: scale ", s.str(), " and its gradient ", ds.str(),
+               " must have one element of one dtype");
+  Scratch sc = p.scratch();
+  dispatch_any(dy, "scaled_sum_backward", [&]<class E>() {
+    dispatch_any(s, "scaled_sum_backward", [&]<class S>() {
+      ordered_sum_into<P, kern::ScaledSumBackwardKernel>(
+          p, sc, ptr<S>(ds), ptr<E>(dab), const_cast<const E*>(ptr<E>(dy)),
+          const_cast<const E*>(ptr<E>(a)), const_cast<const E*>(ptr<E>(b)),
+          const_cast<const S*>(ptr<S>(s)), dy.numel());
+    });
+  });
+}
+
+template <class P>
+void transpose_groups(P& p, const Tensor& out, const Tensor& in) {
+  GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&
+                   out.dim(1) == in.dim(2) && out.dim(2) == in.dim(1) && out.dtype() == in.dtype(),
+               "transpose_groups: ", in.str(), " into ", out.str());
+  const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2);
+  if (in.numel() == 0) return;
+  GEMMAX_CHECK(G <= 65535 && (R + 31) / 32 <= 65535, "transpose_groups: ", in.str(),
+               " has too many groups or rows for one launch");
+  dispatch_any(in, "transpose_groups", [&]<class E>() {
+    Launch l;
+    l.gx = uint32_t((C + 31) / 32);
+    l.gy = uint32_t((R + 31) / 32);
+    l.gz = uint32_t(G);
+    l.smem = 32 * 33 * sizeof(E);
+    p.template launch<kern::TransposeKernel>(l, ptr<E>(out), const_cast<const E*>(ptr<E>(in)), R,
+                                             C);
+  });
+}
+
+template <class P>
+void embedding_forward(P& p, const Tensor& x, const Tensor& tokens, const Tensor& table,
+                       double scale) {
+  const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
+  GEMMAX_CHECK(x.numel() == n * d, "embedding_forward: x ", x.str(), " for ", n, " tokens");
+  if (n == 0) return;
+  dispatch_act(x, "embedding_forward", [&]<class E>() {
+    dispatch_any(table, "embedding_forward", [&]<class W>() {
+      p.template launch<kern::EmbeddingForwardKernel>(
+          stride_launch(n * 256, 256, 65535), ptr<E>(x),
+          const_cast<const int32_t*>(ptr<int32_t>(tokens)), const_cast<const W*>(ptr<W>(table)), n,
+          d, vocab, scale, p.errors());
+    });
+  });
+}
+
+// A stable sort of positions by key: `passes` radix passes of kern::kMaxBins bins, or one pass
+// of `bins` bins on the raw keys (radix = false). Returns the sorted positions (in scratch or in
+// `out`).
+template <class P>
+const int32_t* stable_sort(P& p, Scratch& s, const int32_t* keys, int64_t n, int bins, bool radix,
+                           int passes, int32_t* out, int32_t* totals) {
+  const int64_t chunks = kern::ceil_div(n, kern::kSortChunk);
+  int32_t* hist = s.take<int32_t>(chunks * bins, "the histograms of a sort");
+  int32_t* offsets = s.take<int32_t>(chunks * bins, "the offsets of a sort");
+  int32_t* tmp = passes > 1 ? s.take<int32_t>(n, "a radix sort's buffer") : nullptr;
+  const int32_t* perm = nullptr;
+  int shift = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    // The last pass lands in `out`; earlier ones alternate so that it does.
+    int32_t* dst = ((passes - 1 - pass) % 2 == 0) ? out : tmp;
+    kern::SortPass sp{keys, perm, n, bins, radix ? shift : -1, p.errors()};
+    Launch l;
+    l.gx = uint32_t(chunks);
+    l.threads = kern::kSortThreads;
+    l.smem = size_t(bins) * 4;
+    p.template launch<kern::SortHistogramKernel>(l, sp, hist);
+    Launch one;
+    one.threads = kern::kSortThreads;
+    one.smem = size_t(bins) * 4;
+    p.template launch<kern::SortOffsetsKernel>(one, const_cast<const int32_t*>(hist), int(chunks),
+                                               bins, offsets,
+                                               pass == passes - 1 ? totals : nullptr);
+    l.smem = size_t(bins) * 4 * (1 + kern::kSortThreads / 32);
+    p.template launch<kern::SortScatterKernel>(l, sp, const_cast<const int32_t*>(offsets), dst);
+    perm = dst;
+    shift += 9;
+  }
+  return perm;
+}
+
+template <class P>
+void embedding_backward(P& p, const Tensor& dtable, const Tensor& dx, const Tensor& tokens,
+                        double scale) {
+  const int64_t n = tokens.numel(), vocab = dtable.dim(0), d = dtable.dim(1);
+  GEMMAX_CHECK(dx.numel() == n * d, "embedding_backward: dx ", dx.str(), " for ", n, " tokens");
+  if (n == 0) return;
+  static_assert(kern::kMaxBins == 512, "radix passes of 9 bits");
+  int bits = 1;
+  while ((int64_t(1) << bits) < vocab) ++bits;
+  Scratch s = p.scratch();
+  int32_t* sorted = s.take<int32_t>(n, "the tokens sorted by id");
+  const int32_t* perm = stable_sort(p, s, ptr<int32_t>(tokens), n, kern::kMaxBins, true,
+                                    (bits + 8) / 9, sorted, nullptr);
+  dispatch_any(dtable, "embedding_backward", [&]<class W>() {
+    dispatch_act(dx, "embedding_backward", [&]<class E>() {
+      p.template launch<kern::EmbeddingBackwardKernel>(
+          stride_launch(n * 256, 256, 65535), ptr<W>(dtable), const_cast<const E*>(ptr<E>(dx)),
+          const_cast<const int32_t*>(ptr<int32_t>(tokens)), perm, n, d, vocab, scale);
+    });
+  });
+}
+
+template <class P>
+void adamw_step(P& p, const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const AdamWStep& st, const Tensor& scalars) {
+  check_same(param, grad, "adamw_step");
+  check_same(param, m, "adamw_step");
+  check_same(param, v, "adamw_step");
+  GEMMAX_CHECK(scalars.dtype() == DType::F64 && scalars.numel() == StepScalars::kCount,
+               "adamw_step: the step scalars must be float64 [", int64_t(StepScalars::kCount),
+               "], got ", scalars.str());
+  if (param.numel() == 0) return;
+  const kern::AdamWArgs a{st.lr,
+                          st.b1,
+                          st.b2,
+                          st.eps,
+                          st.eps_root,
+                          st.weight_decay,
+                          st.clip_norm,
+                          1.0 - std::pow(st.b1, double(st.t)),
+                          1.0 - std::pow(st.b2, double(st.t))};
+  dispatch_any(param, "adamw_step", [&]<class T>() {
+    p.template launch<kern::AdamWKernel>(
+        stride_launch(param.numel(), 256, 65536), ptr<T>(param), const_cast<const T*>(ptr<T>(grad)),
+        ptr<T>(m), ptr<T>(v), param.numel(), a, const_cast<const double*>(ptr<double>(scalars)),
+        int(StepScalars::kCount), int(StepScalars::kGradSumSq),
+        const_cast<const kern::DeviceError*>(p.errors()));
+  });
+}
+
+}  // namespace gemmax::cuda::ops

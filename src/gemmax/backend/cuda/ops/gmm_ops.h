@@ -1,0 +1,117 @@
+// Grouped matmuls over the expert-sorted rows, with row maps and weight windows (GmmRows). The
+// group sizes stay on the device: the grid covers the most row tiles any split can have.
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/gmm_simple.h"
+#include "gemmax/backend/cuda/ops/common.h"
+#include "gemmax/backend/cuda/ops/gmm_fast_ops.h"
+
+namespace gemmax::cuda::ops {
+
+inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, int64_t m, int64_t k,
+                              int64_t N, int64_t in_rows, int64_t out_rows, kern::DeviceError* err,
+                              int32_t op, const char* name) {
+  kern::GmmArgs a{};
+  a.group_sizes = ptr<int32_t>(group_sizes);
+  a.G = group_sizes.numel();
+  a.m = m;
+  a.k = k;
+  a.N = N;
+  a.w0 = rows.weight_begin;
+  a.n = rows.weight_rows < 0 ? N - rows.weight_begin : rows.weight_rows;
+  GEMMAX_CHECK(a.w0 >= 0 && a.n >= 0 && a.w0 + a.n <= N, name, ": weight rows [", a.w0, ", ",
+               a.w0 + a.n, ") of ", N);
+  for (const Tensor* map : {&rows.in, &rows.out})
+    GEMMAX_CHECK(!map->defined() || (map->dtype() == DType::I32 && map->numel() == m), name,
+                 ": a row map must be int32 [", m, "], got ", map->str());
+  GEMMAX_CHECK(a.G <= 4096, "cuda backend: ", name, " over ", a.G, " groups (at most 4096)");
+  a.in_map = ptr<int32_t>(rows.in);
+  a.out_map = ptr<int32_t>(rows.out);
+  a.in_rows = in_rows;
+  a.out_rows = out_rows;
+  a.accumulate = rows.accumulate;
+  a.err = err;
+  a.op = op;
+  return a;
+}
+
+template <class P>
+void gmm(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
+         const GmmRows& rows) {
+  const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
+  GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G, "gmm shapes: lhs ", lhs.str(), " rhs ",
+               rhs.str(), " out ", out.str());
+  const kern::GmmArgs a =
+      gmm_args(rows, group_sizes, m, k, N, lhs.dim(0), m, p.errors(), kern::kOpGmm, "gmm");
+  GEMMAX_CHECK(out.dim(1) == a.n && (a.in_map || lhs.dim(0) == m), "gmm shapes: lhs ", lhs.str(),
+               " rhs ", rhs.str(), " out ", out.str());
+  GEMMAX_CHECK(out.dtype() == lhs.dtype() && rhs.dtype() == lhs.dtype(),
+               "gmm dtypes differ: ", out.str(), " ", lhs.str(), " ", rhs.str());
+  if (m == 0 || a.n == 0) return;
+  dispatch_act(out, "gmm", [&]<class E>() {
+    if (gmm_fast<E>(p, out, lhs, rhs, a)) return;
+    using K = kern::GmmForwardSimpleKernel;
+    Launch l;
+    l.gx = uint32_t(kern::gmm_max_row_tiles(m, G, kern::GmmSimple::kTile));
+    l.gy = uint32_t(kern::ceil_div(a.n, kern::GmmSimple::kTile));
+    l.threads = kern::GmmSimple::kThreads;
+    l.smem = kern::GmmSimple::smem_bytes(G);
+    p.template launch<K>(l, ptr<E>(out), (const E*)ptr<E>(lhs), (const E*)ptr<E>(rhs), a);
+  });
+}
+
+template <class P>
+void gmm_dlhs(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
+              const Tensor& group_sizes, const GmmRows& rows) {
+  const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
+  GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G, "gmm_dlhs shapes: dout ", dout.str(),
+               " rhs ", rhs.str(), " dlhs ", dlhs.str());
+  const kern::GmmArgs a = gmm_args(rows, group_sizes, m, k, N, m, dout.dim(0), p.errors(),
+                                   kern::kOpGmmDlhs, "gmm_dlhs");
+  GEMMAX_CHECK(dout.dim(1) == a.n && (a.out_map || dout.dim(0) == m), "gmm_dlhs shapes: dout ",
+               dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
+  GEMMAX_CHECK(dlhs.dtype() == dout.dtype() && rhs.dtype() == dout.dtype(),
+               "gmm_dlhs dtypes differ: ", dlhs.str(), " ", dout.str(), " ", rhs.str());
+  if (m == 0 || k == 0) return;
+  dispatch_act(dlhs, "gmm_dlhs", [&]<class E>() {
+    if (gmm_dlhs_fast<E>(p, dlhs, dout, rhs, a)) return;
+    using K = kern::GmmDlhsSimpleKernel;
+    Launch l;
+    l.gx = uint32_t(kern::gmm_max_row_tiles(m, G, kern::GmmSimple::kTile));
+    l.gy = uint32_t(kern::ceil_div(k, kern::GmmSimple::kTile));
+    l.threads = kern::GmmSimple::kThreads;
+    l.smem = kern::GmmSimple::smem_bytes(G);
+    p.template launch<K>(l, ptr<E>(dlhs), (const E*)ptr<E>(dout), (const E*)ptr<E>(rhs), a);
+  });
+}
+
+template <class P>
+void gmm_drhs(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
+              const Tensor& group_sizes, const GmmRows& rows) {
+  const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
+  const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
+  GEMMAX_CHECK(drhs.dim(2) == k && group_sizes.numel() == G, "gmm_drhs shapes: lhs ", lhs.str(),
+               " dout ", dout.str(), " drhs ", drhs.str());
+  const kern::GmmArgs a = gmm_args(rows, group_sizes, m, k, N, lhs.dim(0), dout.dim(0), p.errors(),
+                                   kern::kOpGmmDrhs, "gmm_drhs");
+  GEMMAX_CHECK(dout.dim(1) == a.n && (a.out_map || dout.dim(0) == m), "gmm_drhs shapes: lhs ",
+               lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
+  GEMMAX_CHECK(lhs.dtype() == dout.dtype(), "gmm_drhs: ", lhs.str(), " and ", dout.str());
+  GEMMAX_CHECK(G <= 65535, "gmm_drhs: ", G, " groups");
+  if (m == 0 || k == 0 || a.n == 0) return;
+  dispatch_act(lhs, "gmm_drhs", [&]<class E>() {
+    dispatch_any(drhs, "gmm_drhs", [&]<class TC>() {
+      if (gmm_drhs_fast<E, TC>(p, drhs, lhs, dout, a)) return;
+      using K = kern::GmmDrhsSimpleKernel;
+      Launch l;
+      l.gx = uint32_t(kern::ceil_div(k, kern::GmmSimple::kTile));
+      l.gy = uint32_t(kern::ceil_div(a.n, kern::GmmSimple::kTile));
+      l.gz = uint32_t(G);
+      l.threads = kern::GmmSimple::kThreads;
+      l.smem = kern::GmmSimple::smem_bytes(G);
+      p.template launch<K>(l, ptr<TC>(drhs), (const E*)ptr<E>(lhs), (const E*)ptr<E>(dout), a);
+    });
+  });
+}
+
+}  // namespace gemmax::cuda::ops

@@ -1,0 +1,199 @@
+// MoE ops: router, load balance, the sort by expert, permute and combine.
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/moe.h"
+#include "gemmax/backend/cuda/kernels/norm.h"
+#include "gemmax/backend/cuda/kernels/sort.h"
+#include "gemmax/backend/cuda/ops/common.h"
+#include "gemmax/backend/cuda/ops/elementwise_ops.h"
+
+namespace gemmax::cuda::ops {
+
+inline Launch warps_launch(int64_t items) {  // one warp per item, 8 per block
+  return stride_launch(items * 32, 256, 16384);
+}
+inline Launch row_blocks(int64_t rows, int threads = 128) {
+  Launch l = stride_launch(rows * threads, threads, 16384);
+  l.smem = size_t(threads / 32) * sizeof(float);
+  return l;
+}
+
+template <class P>
+void router_forward(P& p, const Tensor& probs, const Tensor& idx, const Tensor& weights,
+                    const Tensor& logits, const Tensor& scale, bool renormalize) {
+  const int64_t T = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
+  GEMMAX_CHECK(
+      probs.numel() == T * E && idx.dim(0) == T && weights.numel() == T * K && scale.numel() == E,
+      "router_forward shapes: logits ", logits.str(), " probs ", probs.str(), " idx ", idx.str(),
+      " weights ", weights.str());
+  GEMMAX_CHECK(E <= 32 * kern::kMaxExpertsPerLane && K <= 32 && K <= E,
+               "cuda backend: router with ", E, " experts top-", K, " (at most ",
+               32 * kern::kMaxExpertsPerLane, " experts and top-32)");
+  check_stat(probs, "router_forward");
+  check_stat(weights, "router_forward");
+  if (T == 0) return;
+  const kern::RouterDims d{T, E, K, renormalize};
+  dispatch_act(logits, "router_forward", [&]<class E_>() {
+    dispatch_any(scale, "router_forward", [&]<class W>() {
+      p.template launch<kern::RouterForwardKernel>(
+          warps_launch(T), ptr<float>(probs), ptr<int32_t>(idx), ptr<float>(weights),
+          (const E_*)ptr<E_>(logits), (const W*)ptr<W>(scale), d);
+    });
+  });
+}
+
+template <class P>
+void router_backward(P& p, const Tensor& dlogits, const Tensor& dscale, const Tensor& dweights,
+                     const Tensor& probs, const Tensor& idx, const Tensor& scale, bool renormalize,
+                     const Tensor& lb_dprobs, int64_t seq) {
+  const int64_t T = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
+  GEMMAX_CHECK(
+      probs.numel() == T * E && dweights.numel() == T * K && scale.numel() == E &&
+          dscale.numel() == E &&
+          (!lb_dprobs.defined() || (seq > 0 && T % seq == 0 && lb_dprobs.numel() == T / seq * E)),
+      "router_backward shapes: dlogits ", dlogits.str(), " dweights ", dweights.str(), " probs ",
+      probs.str(), " lb_dprobs ", lb_dprobs.str());
+  check_stat(probs, "router_backward");
+  check_stat(dweights, "router_backward");
+  check_stat(lb_dprobs, "router_backward");
+  if (T == 0) return;
+  const kern::RouterDims d{T, E, K, renormalize};
+  Scratch s = p.scratch();
+  const int64_t chunk = 256, chunks = kern::ceil_div(T, chunk);
+  float* partial = s.take<float>(chunks * E, "the per-expert scale gradient");
+  Launch l;
+  l.gx = uint32_t(chunks);
+  l.threads = 128;
+  l.smem = size_t(4 * E) * sizeof(float);
+  p.template launch<kern::RouterScaleGradKernel>(l, partial, (const float*)ptr<float>(dweights),
+                                                 (const float*)ptr<float>(probs),
+                                                 (const int32_t*)ptr<int32_t>(idx), d, chunk);
+  dispatch_any(dscale, "router_backward", [&]<class W>() {
+    p.template launch<kern::AddColumnPartialsKernel>(stride_launch(E), ptr<W>(dscale),
+                                                     (const float*)partial, chunks, E, 1.0);
+  });
+  dispatch_act(dlogits, "router_backward", [&]<class E_>() {
+    dispatch_any(scale, "router_backward", [&]<class W>() {
+      p.template launch<kern::RouterBackwardKernel>(
+          warps_launch(T), ptr<E_>(dlogits), (const float*)ptr<float>(dweights),
+          (const float*)ptr<float>(probs), (const int32_t*)ptr<int32_t>(idx),
+          (const W*)ptr<W>(scale), (const float*)ptr<float>(lb_dprobs), seq, d);
+    });
+  });
+}
+
+template <class P>
+void load_balance_forward(P& p, const Tensor& density, const Tensor& loss, const Tensor& probs,
+                          const Tensor& idx, int64_t seq, double coefficient) {
+  const int64_t T = probs.dim(0), E = probs.dim(1), K = idx.dim(1);
+  GEMMAX_CHECK(seq > 0 && T % seq == 0 && density.numel() == T / seq * E && idx.dim(0) == T,
+               "load_balance_forward: density ", density.str(), " probs ", probs.str(), " seq ",
+               seq);
+  check_stat(probs, "load_balance_forward");
+  check_stat(density, "load_balance_forward");
+  if (loss.defined()) check_scalar(loss, "load_balance_forward");
+  const int64_t B = T / seq;
+  if (B == 0) return;
+  Scratch s = p.scratch();
+  const int64_t chunk = 512, chunks = kern::ceil_div(seq, chunk);
+  int32_t* hits = s.take<int32_t>(B * chunks * E, "the load-balance counts");
+  float* psum = s.take<float>(B * chunks * E, "the load-balance sums");
+  Launch l;
+  l.gx = uint32_t(chunks);
+  l.gy = uint32_t(B);
+  l.threads = 256;
+  l.smem = size_t(E) * 4;
+  p.template launch<kern::LoadBalancePartialKernel>(l, hits, psum, (const float*)ptr<float>(probs),
+                                                    (const int32_t*)ptr<int32_t>(idx), seq, E, K,
+                                                    chunk);
+  Launch one;
+  one.threads = 256;
+  one.smem = 8 * sizeof(double);
+  p.template launch<kern::LoadBalanceFinalKernel>(one, ptr<float>(density), ptr<double>(loss),
+                                                  (const int32_t*)hits, (const float*)psum, B, E,
+                                                  chunks, seq, coefficient);
+}
+
+template <class P>
+void route_sort(P& p, const Routing& r, const Tensor& idx, int64_t num_experts) {
+  const int64_t n = idx.numel();
+  GEMMAX_CHECK(r.order.numel() == n && r.inverse.numel() == n && r.token.numel() == n &&
+                   r.group_sizes.numel() == num_experts,
+               "route_sort: order ", r.order.str(), " inverse ", r.inverse.str(), " group_sizes ",
+               r.group_sizes.str(), " for ", idx.str(), " and ", num_experts, " experts");
+  GEMMAX_CHECK(num_experts <= kern::kMaxBins, "cuda backend: route_sort sorts up to ",
+               kern::kMaxBins, " experts, got ", num_experts);
+  if (n == 0) {
+    fill(p, r.group_sizes, 0.0);
+    return;
+  }
+  Scratch s = p.scratch();
+  stable_sort(p, s, ptr<int32_t>(idx), n, int(num_experts), false, 1, ptr<int32_t>(r.order),
+              ptr<int32_t>(r.group_sizes));
+  p.template launch<kern::RouteMapsKernel>(stride_launch(n), (const int32_t*)ptr<int32_t>(r.order),
+                                           n, idx.dim(-1), ptr<int32_t>(r.inverse),
+                                           ptr<int32_t>(r.token));
+}
+
+template <class P>
+void permute(P& p, const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) {
+  const int64_t rows = order.numel(), d = x.dim(-1);
+  GEMMAX_CHECK(xs.numel() == rows * d && xs.dtype() == x.dtype(), "permute: xs ", xs.str(), " for ",
+               rows, " rows of ", x.str());
+  if (rows == 0) return;
+  dispatch_act(x, "permute", [&]<class E>() {
+    p.template launch<kern::PermuteKernel>(row_blocks(rows), ptr<E>(xs), (const E*)ptr<E>(x),
+                                           (const int32_t*)ptr<int32_t>(order), rows, k, d);
+  });
+}
+
+template <class P>
+void permute_backward(P& p, const Tensor& dx, const Tensor& dxs, const Tensor& inverse, int64_t k,
+                      bool accumulate) {
+  const int64_t d = dx.dim(-1), T = dx.numel() / d;
+  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T * k) && dxs.numel() == T * k * d,
+               "permute_backward: dx ", dx.str(), " dxs ", dxs.str(), " inverse ",
+               inverse.defined() ? inverse.str() : "(token order)");
+  if (T == 0) return;
+  dispatch_act(dx, "permute_backward", [&]<class E>() {
+    p.template launch<kern::PermuteBackwardKernel>(row_blocks(T), ptr<E>(dx), (const E*)ptr<E>(dxs),
+                                                   (const int32_t*)ptr<int32_t>(inverse), T, k, d,
+                                                   accumulate);
+  });
+}
+
+template <class P>
+void combine_forward(P& p, const Tensor& m, const Tensor& y, const Tensor& inverse,
+                     const Tensor& weights) {
+  const int64_t d = m.dim(-1), T = m.numel() / d, K = T ? weights.numel() / T : 0;
+  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T * K) && y.numel() == T * K * d,
+               "combine_forward: m ", m.str(), " y ", y.str(), " weights ", weights.str());
+  check_stat(weights, "combine_forward");
+  if (T == 0) return;
+  dispatch_act(m, "combine_forward", [&]<class E>() {
+    p.template launch<kern::CombineForwardKernel>(row_blocks(T), ptr<E>(m), (const E*)ptr<E>(y),
+                                                  (const int32_t*)ptr<int32_t>(inverse),
+                                                  (const float*)ptr<float>(weights), T, K, d);
+  });
+}
+
+template <class P>
+void combine_backward(P& p, const Tensor& dy, const Tensor& dweights, const Tensor& dm,
+                      const Tensor& y, const Tensor& order, const Tensor& weights) {
+  const int64_t d = dm.dim(-1), T = dm.numel() / d, rows = weights.numel(), K = T ? rows / T : 0;
+  GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows &&
+                   (!order.defined() || order.numel() == rows),
+               "combine_backward: dy ", dy.str(), " dweights ", dweights.str(), " for ", rows,
+               " rows");
+  check_stat(weights, "combine_backward");
+  check_stat(dweights, "combine_backward");
+  if (rows == 0) return;
+  dispatch_act(dm, "combine_backward", [&]<class E>() {
+    p.template launch<kern::CombineBackwardKernel>(
+        row_blocks(rows), ptr<E>(dy), ptr<float>(dweights), (const E*)ptr<E>(dm),
+        (const E*)ptr<E>(y), (const int32_t*)ptr<int32_t>(order), (const float*)ptr<float>(weights),
+        rows, K, d);
+  });
+}
+
+}  // namespace gemmax::cuda::ops

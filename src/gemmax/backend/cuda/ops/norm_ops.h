@@ -1,0 +1,161 @@
+// RMSNorm, RoPE and GeGLU ops.
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/norm.h"
+#include "gemmax/backend/cuda/ops/common.h"
+
+namespace gemmax::cuda::ops {
+
+// Threads per row for rows of n elements (blocks of 256 threads).
+inline int row_width(int64_t n) { return n <= 256 ? 32 : n <= 1024 ? 128 : 256; }
+inline Launch rows_launch(int64_t rows, int width) {
+  Launch l;
+  l.threads = 256;
+  const int64_t blocks = kern::ceil_div(rows, 256 / width);
+  l.gx = uint32_t(blocks < 1 ? 1 : blocks > 16384 ? 16384 : blocks);
+  l.smem = 8 * sizeof(float);
+  return l;
+}
+
+template <class P>
+void rmsnorm_forward(P& p, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                     double eps, double out_scale, const Tensor& residual,
+                     bool round_before_scale) {
+  const int64_t n = x.dim(-1), rows = x.numel() / n;
+  GEMMAX_CHECK(y.numel() == x.numel() && rstd.numel() == rows && (!w.defined() || w.numel() == n),
+               "rmsnorm_forward shapes: x ", x.str(), " y ", y.str(), " rstd ", rstd.str(), " w ",
+               w.defined() ? w.str() : "none");
+  GEMMAX_CHECK(y.dtype() == x.dtype() && (!residual.defined() || (residual.dtype() == y.dtype() &&
+                                                                  residual.numel() == y.numel())),
+               "rmsnorm_forward: y ", y.str(), " x ", x.str(), " residual ", residual.str());
+  check_stat(rstd, "rmsnorm_forward");
+  if (rows == 0) return;
+  const kern::RmsNormForwardArgs a{rows, n, eps, out_scale, row_width(n), round_before_scale};
+  dispatch_act(x, "rmsnorm_forward", [&]<class E>() {
+    auto run = [&]<class W>(const W* wp) {
+      p.template launch<kern::RmsNormForwardKernel>(rows_launch(rows, a.width), ptr<E>(y),
+                                                    ptr<float>(rstd), (const E*)ptr<E>(x), wp,
+                                                    (const E*)ptr<E>(residual), a);
+    };
+    if (!w.defined())
+      run((const float*)nullptr);
+    else
+      dispatch_any(w, "rmsnorm_forward", [&]<class W>() { run((const W*)ptr<W>(w)); });
+  });
+}
+
+template <class P>
+void rmsnorm_backward(P& p, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                      const Tensor& w, const Tensor& rstd, double out_scale, bool accumulate_dx) {
+  const int64_t n = x.dim(-1), rows = x.numel() / n;
+  GEMMAX_CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && rstd.numel() == rows,
+               "rmsnorm_backward shapes: x ", x.str(), " dx ", dx.str(), " dy ", dy.str());
+  GEMMAX_CHECK(dx.dtype() == x.dtype() && dy.dtype() == x.dtype(), "rmsnorm_backward: x ", x.str(),
+               " dx ", dx.str(), " dy ", dy.str());
+  GEMMAX_CHECK(!dw.defined() || dw.numel() == n, "rmsnorm_backward: dw ", dw.str(), " for rows of ",
+               n);
+  check_stat(rstd, "rmsnorm_backward");
+  if (rows == 0) return;
+  const kern::RmsNormBackwardArgs a{rows, n, out_scale, row_width(n), accumulate_dx};
+  dispatch_act(x, "rmsnorm_backward", [&]<class E>() {
+    auto run = [&]<class W>(const W* wp) {
+      p.template launch<kern::RmsNormBackwardKernel>(rows_launch(rows, a.width), ptr<E>(dx),
+                                                     (const E*)ptr<E>(dy), (const E*)ptr<E>(x), wp,
+                                                     (const float*)ptr<float>(rstd), a);
+    };
+    if (!w.defined())
+      run((const float*)nullptr);
+    else
+      dispatch_any(w, "rmsnorm_backward", [&]<class W>() { run((const W*)ptr<W>(w)); });
+    if (!dw.defined()) return;
+    // dw: column sums over chunks of rows, then the chunks in order.
+    Scratch s = p.scratch();
+    int64_t chunks = kern::kmin<int64_t>(128, kern::ceil_div(rows, 64));
+    while (chunks > 1 && size_t(chunks * n) * 4 > s.left()) chunks /= 2;
+    float* partial = s.take<float>(chunks * n, "the column sums of rmsnorm_backward");
+    Launch l;
+    l.gx = uint32_t(kern::ceil_div(n, 256));
+    l.gy = uint32_t(chunks);
+    l.threads = 256;
+    p.template launch<kern::RmsNormDwKernel>(l, partial, (const E*)ptr<E>(dy), (const E*)ptr<E>(x),
+                                             (const float*)ptr<float>(rstd), rows, n,
+                                             kern::ceil_div(rows, chunks));
+    dispatch_any(dw, "rmsnorm_backward", [&]<class W>() {
+      p.template launch<kern::AddColumnPartialsKernel>(stride_launch(n), ptr<W>(dw),
+                                                       (const float*)partial, chunks, n, out_scale);
+    });
+  });
+}
+
+template <class P>
+void rope_table(P& p, const Tensor& table, const Tensor& positions, const Tensor& inv_freq) {
+  const int64_t T = positions.numel(), half = inv_freq.numel();
+  GEMMAX_CHECK(table.numel() == T * half * 2, "rope_table: table ", table.str(), " for ", T,
+               " positions and ", half, " frequencies");
+  check_stat(table, "rope_table");
+  if (table.numel() == 0) return;
+  p.template launch<kern::RopeTableKernel>(stride_launch(T * half), ptr<float>(table),
+                                           (const int32_t*)ptr<int32_t>(positions),
+                                           (const double*)ptr<double>(inv_freq), T, half);
+}
+
+template <class P>
+void rope(P& p, const Tensor& x, const Tensor& table, bool inverse) {
+  GEMMAX_CHECK(x.ndim() == 3 && table.numel() == x.dim(0) * x.dim(2), "rope shapes: x ", x.str(),
+               " table ", table.str());
+  check_stat(table, "rope");
+  const int64_t T = x.dim(0), heads = x.dim(1), half = x.dim(2) / 2;
+  if (x.numel() == 0) return;
+  dispatch_act(x, "rope", [&]<class E>() {
+    p.template launch<kern::RopeKernel>(stride_launch(T * heads * half, 256, 65536), ptr<E>(x),
+                                        (const float*)ptr<float>(table), T, heads, half, inverse);
+  });
+}
+
+struct GegluLayout {
+  kern::GegluArgs args;
+  bool split;
+};
+inline GegluLayout geglu_layout(const Tensor& a, const Tensor& h, const Tensor& up,
+                                const char* op) {
+  const int64_t F = a.dim(-1), m = a.numel() / F;
+  const bool split = up.defined();
+  GEMMAX_CHECK(split ? h.numel() == m * F && up.numel() == m * F : h.numel() == 2 * m * F, op,
+               ": h ", h.str(), split ? " up " + up.str() : std::string(), " for a ", a.str());
+  return {{m, F, split ? F : 2 * F}, split};
+}
+
+template <class P>
+void geglu_forward(P& p, const Tensor& a, const Tensor& h, const Tensor& up) {
+  const GegluLayout g = geglu_layout(a, h, up, "geglu_forward");
+  if (a.numel() == 0) return;
+  dispatch_act(a, "geglu_forward", [&]<class E>() {
+    const E* gate = ptr<E>(h);
+    const E* u = g.split ? (const E*)ptr<E>(up) : gate + g.args.F;
+    p.template launch<kern::GegluForwardKernel>(stride_launch(a.numel(), 256, 65536), ptr<E>(a),
+                                                gate, u, g.args);
+  });
+}
+
+template <class P>
+void geglu_backward(P& p, const Tensor& dh, const Tensor& dup, const Tensor& da, const Tensor& h,
+                    const Tensor& up) {
+  const GegluLayout g = geglu_layout(da, h, up, "geglu_backward");
+  GEMMAX_CHECK(g.split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),
+               "geglu_backward: fused rows need dh ", dh.defined() ? dh.str() : "(none)",
+               " shaped like h ", h.str());
+  for (const Tensor* d : {&dh, &dup})
+    GEMMAX_CHECK(!g.split || !d->defined() || d->numel() == da.numel(),
+                 "geglu_backward: a gradient half ", d->str(), " for da ", da.str());
+  if (da.numel() == 0) return;
+  dispatch_act(da, "geglu_backward", [&]<class E>() {
+    const E* gate = ptr<E>(h);
+    const E* u = g.split ? (const E*)ptr<E>(up) : gate + g.args.F;
+    E* dgate = ptr<E>(dh);
+    E* du = g.split ? ptr<E>(dup) : dgate + g.args.F;
+    p.template launch<kern::GegluBackwardKernel>(stride_launch(da.numel(), 256, 65536), dgate, du,
+                                                 (const E*)ptr<E>(da), gate, u, g.args);
+  });
+}
+
+}  // namespace gemmax::cuda::ops
