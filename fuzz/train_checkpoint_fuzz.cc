@@ -1,6 +1,8 @@
 // The train-checkpoint opener: a step_<N> folder made of the input's three parts (state.json,
-// params.safetensors, optimizer.safetensors, separated by "\n--file--\n"), opened as a resumed
-// run or `gemmax export` opens it, then its config, data state and tensors used.
+// params.safetensors, optimizer.safetensors, separated by "\n--file--\n"; the same two parts are
+// also written as the files of a checkpoint sharded over one rank, which a state.json with
+// "ranks": 1 opens), opened as a resumed run or `gemmax export` opens it, then its config, data
+// state and tensors used.
 //
 // The first byte of the input selects the mode: odd = write state.json as given; even = first
 // replace its files' sizes and CRC-32s by the real ones (when it is a JSON object with a
@@ -17,6 +19,9 @@
 #include "gemmax/io/train_checkpoint.h"
 
 namespace {
+
+constexpr const char* kShardParams = "params.rank00000-of-00001.safetensors";
+constexpr const char* kShardOptimizer = "optimizer.rank00000-of-00001.safetensors";
 
 nlohmann::json digest(std::string_view bytes) {
   const uLong crc =
@@ -39,6 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (j.is_object() && j.contains("files") && j["files"].is_object()) {
       j["files"]["params.safetensors"] = digest(params);
       j["files"]["optimizer.safetensors"] = digest(optimizer);
+      j["files"][kShardParams] = digest(params);
+      j["files"][kShardOptimizer] = digest(optimizer);
       state = j.dump();
     }
   }
@@ -46,12 +53,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::write_scratch("checkpoints/step_00000001/state.json", state);
   fuzz::write_scratch("checkpoints/step_00000001/params.safetensors", params);
   fuzz::write_scratch("checkpoints/step_00000001/optimizer.safetensors", optimizer);
+  // The same parts as the files of a checkpoint sharded over one rank ("ranks": 1).
+  fuzz::write_scratch(std::string("checkpoints/step_00000001/") + kShardParams, params);
+  fuzz::write_scratch(std::string("checkpoints/step_00000001/") + kShardOptimizer, optimizer);
   try {
     (void)find_train_checkpoint((fuzz::scratch_dir() / "checkpoints").string());
     const TrainCheckpoint ckpt = open_train_checkpoint(dir);
-    for (const SafetensorsFile* f : {&ckpt.params, &ckpt.optimizer})
-      for (const SafetensorsEntry& e : f->entries())
-        if (e.supported) (void)f->read_as(e.name, DType::F32);
+    for (const CheckpointTensors* t : {&ckpt.params, &ckpt.optimizer})
+      for (const std::string& name : t->names()) {
+        try {  // a piece of an unsupported dtype is an error of its own tensor only
+          (void)t->read_as(name, DType::F32);
+        } catch (const Error&) {
+        }
+      }
     // What a resumed run does with the rest: its config, and the data position (synthetic data
     // checks the type and seed; the other loaders read the same keys).
     try {

@@ -4,9 +4,11 @@
 set -e
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+# Open MPI (libopenmpi-dev, openmpi-bin) runs multi-rank FSDP training and its tests; without it
+# gemmax builds and trains on one rank.
 PACKAGES="g++ cmake make pkg-config libgtest-dev nlohmann-json3-dev libyaml-cpp-dev \
-libsentencepiece-dev sentencepiece zlib1g-dev libprotobuf-dev protobuf-compiler python3-torch \
-python3-numpy clang libclang-rt-dev"  # clang and its runtimes: the fuzz targets (fuzz/)
+libsentencepiece-dev sentencepiece zlib1g-dev libprotobuf-dev protobuf-compiler libopenmpi-dev \
+openmpi-bin python3-torch python3-numpy clang libclang-rt-dev"  # clang: the fuzz targets (fuzz/)
 # Skip apt when everything is already there (re-runs, CI caches).
 missing=""
 for p in $PACKAGES; do

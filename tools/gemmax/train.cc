@@ -1,9 +1,11 @@
 // gemmax train [config.yml] [key=value ...]
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
 
 #include "commands.h"
+#include "gemmax/dist/world.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/trainer.h"
 
@@ -43,7 +45,9 @@ int cmd_train(int argc, char** argv) {
                  "dry_run=true\n"
                  "With dry_run=true it prints the memory plan per device and stops, "
                  "allocating\n"
-                 "nothing; max_memory_gb=G refuses (exit 1) a plan above G GiB.\n";
+                 "nothing; max_memory_gb=G refuses (exit 1) a plan above G GiB.\n"
+                 "Under mpirun (mpirun -np N gemmax train ...) the N ranks train one model with\n"
+                 "FSDP, each on per_device_batch_size rows of the global batch (docs/FSDP.md).\n";
     return 0;
   }
   const Config config = config_from_args(argc, argv);
@@ -56,8 +60,18 @@ int cmd_train(int argc, char** argv) {
       std::cout << "fits in max_memory_gb=" << config.get_double("max_memory_gb") << " GiB\n";
     return 0;
   }
-  Trainer trainer(config);
-  trainer.run(std::cout);
+  // Under an MPI launcher every rank runs this; an error on one rank ends them all, since the
+  // others would wait for it in their next collective.
+  std::unique_ptr<Comm> world = make_world(&argc, &argv);
+  try {
+    Trainer trainer(config, world.get());
+    trainer.run(std::cout);
+  } catch (const std::exception& e) {
+    if (world->size() == 1) throw;
+    std::fprintf(stderr, "error: rank %d of %d: %s\n", world->rank(), world->size(), e.what());
+    std::fflush(stderr);
+    world->abort(1);
+  }
   return 0;
 }
 

@@ -10,6 +10,20 @@
 
 namespace gemmax {
 
+namespace {
+[[noreturn]] void no_vocab_ce(const Backend& be) {
+  fail("the ", be.name(),
+       " backend has no vocabulary-parallel cross-entropy: ", "set fsdp_embedding=gather");
+}
+}  // namespace
+
+void Backend::vocab_ce_max(const Tensor&, const Tensor&, double) { no_vocab_ce(*this); }
+void Backend::vocab_ce_sums(const Tensor&, const Tensor&, const Tensor&) { no_vocab_ce(*this); }
+void Backend::vocab_ce_finish(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Tensor&, double, double, int64_t, int64_t, bool) {
+  no_vocab_ce(*this);
+}
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   if (options.name == "reference") {
     if (options.num_threads > 0) omp_set_num_threads(options.num_threads);

@@ -264,6 +264,25 @@ class Backend {
                                      const Tensor& targets, const Tensor& mask, double cap,
                                      double grad_scale, bool write_grad) = 0;
 
+  // ---- output head loss with the vocabulary split over ranks (dist/vocab_parallel.h) ----------
+  // logits [R, Vl] hold this rank's columns of the vocabulary for R rows; targets (int32 [R]) hold
+  // each row's target column on this rank, or -1 (another rank's column); stats is float64 [3, R]:
+  // row max, sum of exponentials, target logit. Between the passes the caller combines the stats
+  // over the ranks: the max of stats[0] after pass 1, the sums of stats[1] and stats[2] after
+  // pass 2. The three passes give softcap_cross_entropy's loss and gradient.
+  // Pass 1: logits <- c = cap tanh(z / cap) (cap 0: z), in place; stats[0][r] = max_v c[r, v].
+  virtual void vocab_ce_max(const Tensor& logits, const Tensor& stats, double cap);
+  // Pass 2: stats[1][r] = sum_v exp(c[r, v] - stats[0][r]); stats[2][r] = c[r, targets[r]], or 0.
+  virtual void vocab_ce_sums(const Tensor& logits, const Tensor& stats, const Tensor& targets);
+  // Pass 3: with lse = stats[0] + log(stats[1]): loss[0] += sum over rows r in [loss_begin,
+  // loss_end) with mask != 0 of lse[r] - stats[2][r]; if write_grad, logits <- dz = grad_scale
+  // [mask != 0] (exp(c - lse) - [v == targets[r]]) (1 - (c / cap)^2).
+  // The defaults fail: a backend without them trains FSDP with fsdp_embedding=gather.
+  virtual void vocab_ce_finish(const Tensor& logits, const Tensor& loss, const Tensor& stats,
+                               const Tensor& targets, const Tensor& mask, double cap,
+                               double grad_scale, int64_t loss_begin, int64_t loss_end,
+                               bool write_grad);
+
   // ---- optimizer on flat buffers ------------------------------------------------------------
   // AdamW with the gradient scaled by min(1, clip_norm / sqrt(scalars[kGradSumSq])). The update is
   // skipped (param, m, v unchanged) unless every slot of `scalars` (the step's StepScalars) is

@@ -77,6 +77,10 @@ class PlanningBackend final : public Backend {
                 const GmmRows&) override {}
   void softcap_cross_entropy(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double,
                              double, bool) override {}
+  void vocab_ce_max(const Tensor&, const Tensor&, double) override {}
+  void vocab_ce_sums(const Tensor&, const Tensor&, const Tensor&) override {}
+  void vocab_ce_finish(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                       double, double, int64_t, int64_t, bool) override {}
   void adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWStep&,
                   const Tensor&) override {}
 

@@ -186,6 +186,18 @@ class ProfilingBackend final : public Backend {
                              double cap, double gs, bool wg) override {
     run(OpFamily::HeadLoss, 0, [&] { inner_.softcap_cross_entropy(l, loss, t, m, cap, gs, wg); });
   }
+  void vocab_ce_max(const Tensor& l, const Tensor& st, double cap) override {
+    run(OpFamily::HeadLoss, 0, [&] { inner_.vocab_ce_max(l, st, cap); });
+  }
+  void vocab_ce_sums(const Tensor& l, const Tensor& st, const Tensor& t) override {
+    run(OpFamily::HeadLoss, 0, [&] { inner_.vocab_ce_sums(l, st, t); });
+  }
+  void vocab_ce_finish(const Tensor& l, const Tensor& loss, const Tensor& st, const Tensor& t,
+                       const Tensor& m, double cap, double gs, int64_t b, int64_t e,
+                       bool wg) override {
+    run(OpFamily::HeadLoss, 0,
+        [&] { inner_.vocab_ce_finish(l, loss, st, t, m, cap, gs, b, e, wg); });
+  }
   void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                   const AdamWStep& s, const Tensor& sc) override {
     run(OpFamily::Optimizer, 0, [&] { inner_.adamw_step(p, g, m, v, s, sc); });

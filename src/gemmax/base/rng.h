@@ -14,9 +14,14 @@ class Rng {
   Rng(uint64_t seed, uint64_t stream) { seed_from(seed ^ (0x9e3779b97f4a7c15ull * (stream + 1))); }
 
   uint64_t next_u64();
-  double uniform();                 // [0, 1)
+  double uniform();                  // [0, 1)
   uint64_t uniform_int(uint64_t n);  // [0, n)
-  double normal();                  // N(0, 1)
+  double normal();                   // N(0, 1); consumes exactly two next_u64()
+
+  // Advances the state as `n` calls of next_u64() would, in O(log n) (the state transition is
+  // linear over GF(2); its powers 2^k are computed once). Lets a rank generate its shard of a
+  // parameter's initial values without generating the values before it.
+  void discard(uint64_t n);
 
   using State = std::array<uint64_t, 4>;
   State state() const { return s_; }

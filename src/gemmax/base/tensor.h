@@ -95,6 +95,7 @@ class Tensor {
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
   Device device() const { return storage_ ? storage_->device : Device::Host; }
   MemKind mem_kind() const { return storage_ ? storage_->kind : MemKind::Workspace; }
+  bool shares_storage(const Tensor& o) const { return storage_ == o.storage_; }
 
   void* raw() const {
     GEMMAX_CHECK(storage_->ptr != nullptr || storage_->bytes == 0, "tensor ", str(),

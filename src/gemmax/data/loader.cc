@@ -39,8 +39,12 @@ void expect_same(const nlohmann::json& s, const char* key, const T& ours, const 
 }
 
 std::string packing_text(const DataOptions& o) {
-  return str_cat(o.packing ? "packed" : "unpacked", ", ", o.batch, " x ", o.seq,
-                 " tokens per batch");
+  std::string s =
+      str_cat(o.packing ? "packed" : "unpacked", ", ", o.batch, " x ", o.seq, " tokens per batch");
+  if (o.ranks > 1)
+    s += str_cat(" (rows ", o.rank * o.batch, "..", (o.rank + 1) * o.batch - 1, " of the global ",
+                 o.ranks * o.batch, ")");
+  return s;
 }
 
 // Documents packed into rows; the built-in corpus and token shards.
@@ -71,7 +75,14 @@ class PackedLoader final : public DataLoader {
     b.inputs.resize(n);
     b.positions.resize(n);
     b.segment_ids.resize(n);
-    for (int64_t r = 0; r < o_.batch; ++r) pack_row(docs_, o_.packing, pad_fill_, cur_, b, r);
+    // The global batch's rows are packed in order; the other ranks' rows only move the cursor.
+    const int64_t first = o_.rank * o_.batch;
+    for (int64_t g = 0; g < o_.ranks * o_.batch; ++g) {
+      if (g >= first && g < first + o_.batch)
+        pack_row(docs_, o_.packing, pad_fill_, cur_, b, g - first);
+      else
+        skip_row(docs_, o_.packing, cur_, o_.seq);
+    }
     make_targets(b, pad_fill_, pad_id_);
     ++batches_;
     return b;
@@ -130,6 +141,9 @@ class SyntheticLoader final : public DataLoader {
          {&b_.inputs, &b_.targets, &b_.positions, &b_.segment_ids, &b_.target_segment_ids})
       v->resize(size_t(o.batch * S));
     std::vector<int32_t> ids(size_t(S + 1));
+    // The global batch's rows are drawn in order: skip the rows of lower ranks.
+    for (int64_t skip = 0; skip < o.rank * o.batch * (S + 1); ++skip)
+      rng.uniform_int(uint64_t(o.vocab_size));
     for (int64_t r = 0; r < o.batch; ++r) {
       for (auto& id : ids) id = int32_t(rng.uniform_int(uint64_t(o.vocab_size)));
       for (int64_t c = 0; c < S; ++c) {
@@ -272,6 +286,8 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
   if (o.batch <= 0)
     fail("per_device_batch_size must give at least one row per batch, got ", o.batch);
   if (o.vocab_size <= 0) fail("vocab_size must be positive, got ", o.vocab_size);
+  GEMMAX_CHECK(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "data rank ", o.rank, " of ",
+               o.ranks);
   if (o.dataset_type != "shards" && !o.dataset_path.empty())
     fail("dataset_path '", o.dataset_path, "' is set but dataset_type is '", o.dataset_type,
          "', which reads no files; set dataset_type=shards to train on it, or clear dataset_path");

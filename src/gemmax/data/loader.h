@@ -3,9 +3,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "gemmax/data/batch.h"
 
@@ -17,10 +16,13 @@ struct DataOptions {
   std::string tokenizer_type = "byte";   // byte | sentencepiece
   std::string tokenizer_path;
   bool packing = true;
-  int64_t batch = 1;        // rows per batch (per_device_batch_size)
-  int64_t seq = 0;          // max_target_length
-  int64_t vocab_size = 0;   // the model's; every token must be below it
-  uint64_t seed = 0;        // data_shuffle_seed (synthetic data)
+  int64_t batch = 1;  // rows per batch (per_device_batch_size)
+  // Data parallelism: the global batch has `ranks` x `batch` rows, and this loader returns rows
+  // [rank x batch, (rank + 1) x batch) of it; the stream position (state()) is the global one.
+  int64_t rank = 0, ranks = 1;
+  int64_t seq = 0;         // max_target_length
+  int64_t vocab_size = 0;  // the model's; every token must be below it
+  uint64_t seed = 0;       // data_shuffle_seed (synthetic data)
 };
 
 class DataLoader {

@@ -33,25 +33,20 @@ std::span<const uint32_t> Documents::operator[](uint64_t doc) const {
   return part.tokens.subspan(starts_[doc], end - starts_[doc]);
 }
 
-void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b,
-              int64_t row) {
-  GEMMAX_CHECK(docs.size() > 0, "pack_row: no documents");
-  const int64_t S = b.seq;
-  int32_t* in = b.inputs.data() + row * S;
-  int32_t* pos = b.positions.data() + row * S;
-  int32_t* seg = b.segment_ids.data() + row * S;
+namespace {
+
+// Takes the pieces of the next row from the cursor and advances it, calling place(col, doc,
+// offset, piece, segment) for each piece; returns the columns filled.
+template <class Place>
+int64_t walk_row(const Documents& docs, bool packing, PackCursor& cur, int64_t S, Place&& place) {
+  GEMMAX_CHECK(docs.size() > 0, "packing a row: no documents");
   int64_t col = 0;
   int32_t segment = 0;
   while (col < S) {
     const auto doc = docs[cur.doc];
     const int64_t piece = std::min<int64_t>(int64_t(doc.size() - cur.offset), S);
     if (col + piece > S || (!packing && col > 0)) break;  // starts the next row
-    ++segment;
-    for (int64_t i = 0; i < piece; ++i) {
-      in[col + i] = int32_t(doc[cur.offset + i]);
-      pos[col + i] = int32_t(i);
-      seg[col + i] = segment;
-    }
+    place(col, doc, cur.offset, piece, ++segment);
     col += piece;
     cur.offset += uint64_t(piece);
     if (cur.offset == doc.size()) {
@@ -59,7 +54,32 @@ void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor&
       if (++cur.doc == docs.size()) cur.doc = 0, ++cur.epoch;
     }
   }
+  return col;
+}
+
+}  // namespace
+
+void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b,
+              int64_t row) {
+  const int64_t S = b.seq;
+  int32_t* in = b.inputs.data() + row * S;
+  int32_t* pos = b.positions.data() + row * S;
+  int32_t* seg = b.segment_ids.data() + row * S;
+  int64_t col = walk_row(docs, packing, cur, S,
+                         [&](int64_t at, std::span<const uint32_t> doc, uint64_t offset,
+                             int64_t piece, int32_t segment) {
+                           for (int64_t i = 0; i < piece; ++i) {
+                             in[at + i] = int32_t(doc[offset + i]);
+                             pos[at + i] = int32_t(i);
+                             seg[at + i] = segment;
+                           }
+                         });
   for (; col < S; ++col) in[col] = pad_fill, pos[col] = 0, seg[col] = 0;
+}
+
+void skip_row(const Documents& docs, bool packing, PackCursor& cur, int64_t seq) {
+  walk_row(docs, packing, cur, seq,
+           [](int64_t, std::span<const uint32_t>, uint64_t, int64_t, int32_t) {});
 }
 
 void make_targets(Batch& b, int32_t pad_fill, int32_t pad_id) {

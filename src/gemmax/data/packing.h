@@ -46,6 +46,9 @@ struct PackCursor {
 void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b,
               int64_t row);
 
+// Advances the cursor past the row pack_row would fill (another rank's row of the global batch).
+void skip_row(const Documents& docs, bool packing, PackCursor& cur, int64_t seq);
+
 // targets = inputs shifted left within the row (last column: pad_fill); target_segment_ids the
 // same shift of segment_ids, zeroed where the target is padding or the token pad_id (as MaxText
 // does; pad_id < 0: the tokenizer has no pad, so no real token is dropped).

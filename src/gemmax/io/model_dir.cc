@@ -1,7 +1,7 @@
 #include "gemmax/io/model_dir.h"
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 
 #include "gemmax/base/progress.h"
 #include "gemmax/config/run_config.h"
@@ -32,19 +32,20 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
   m.config = model_config_from(Config::from_json(ckpt.state.at("config"), ref.dir + "/state.json"));
   const ParamTable table(m.config);
   m.weights = Tensor::empty({table.total()}, dtype, MemKind::Params);
-  Progress progress("loading " + ref.dir,
-                    double(ckpt.params.file_bytes() - ckpt.params.data_offset()), "bytes");
+  Progress progress("loading " + ref.dir, double(ckpt.params.data_bytes()), "bytes");
   for (const ParamSpec& s : table.specs()) {
-    if (!ckpt.params.has(s.name)) fail("checkpoint '", ref.dir, "' has no parameter '", s.name, "'");
-    if (ckpt.params.entry(s.name).shape != s.shape)
+    if (!ckpt.params.has(s.name))
+      fail("checkpoint '", ref.dir, "' has no parameter '", s.name, "'");
+    if (ckpt.params.shape(s.name) != s.shape)
       fail("checkpoint '", ref.dir, "': '", s.name, "' has shape ",
-           shape_str(ckpt.params.entry(s.name).shape), ", its config implies ", shape_str(s.shape));
-    const Tensor t = ckpt.params.read_as(s.name, dtype);
-    std::memcpy(table.view(m.weights, s.name).raw(), t.raw(), t.nbytes());
-    progress.add(double(ckpt.params.entry(s.name).nbytes()));
+           shape_str(ckpt.params.shape(s.name)), ", its config implies ", shape_str(s.shape));
+    ckpt.params.read(s.name, 0, table.view(m.weights, s.name));
+    progress.add(double(ckpt.params.nbytes(s.name)));
   }
   progress.finish();
-  m.source = str_cat("checkpoint '", ref.dir, "' (step ", ref.step, ")");
+  m.source =
+      str_cat("checkpoint '", ref.dir, "' (step ", ref.step,
+              ckpt.ranks > 1 ? str_cat(", written by ", ckpt.ranks, " ranks") : std::string(), ")");
   return m;
 }
 
@@ -52,7 +53,8 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
 
 LoadedModel load_model_dir(const std::string& dir, DType dtype) {
   if (!fs::is_directory(dir))
-    fail("model folder '", dir, "' does not exist (expected a Hugging Face folder or a gemmax "
+    fail("model folder '", dir,
+         "' does not exist (expected a Hugging Face folder or a gemmax "
          "run / checkpoint folder)");
   if (fs::exists(fs::path(dir) / "config.json") && !fs::exists(fs::path(dir) / "checkpoints"))
     return load_hf_folder(dir, dtype);

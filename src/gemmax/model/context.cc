@@ -31,6 +31,7 @@ StepInputs upload_batch(Backend& be, const Batch& b) {
   up(in.segment_ids, b.segment_ids);
   up(in.target_mask, b.target_segment_ids);
   in.num_targets = b.num_target_tokens();
+  in.total_targets = in.num_targets;
   return in;
 }
 

@@ -17,6 +17,11 @@ struct StepInputs {
   int64_t batch = 0, seq = 0;
   Tensor tokens, targets, positions, segment_ids, target_mask;
   int64_t num_targets = 0;  // real target tokens (target_mask != 0)
+  // Data parallelism: this batch is one of `replicas` equal batches of the global batch, which
+  // has `total_targets` real targets. The cross-entropy is a mean over the global batch's targets
+  // and the load-balance loss a mean over its sequences, as on one device with the whole batch.
+  int64_t replicas = 1;
+  int64_t total_targets = 0;
   int64_t tokens_count() const { return batch * seq; }
 };
 // The five int32 [B*S] tensors of a batch on the device (MemKind::Data), uninitialised.

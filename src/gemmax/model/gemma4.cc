@@ -33,21 +33,17 @@ Gemma4Model::Gemma4Model(const ModelConfig& config, Backend& backend, const Mode
 
 LayerContext Gemma4Model::context(const StepInputs& in, const Tensor& scalars) const {
   const ModelConfig& c = config();
+  // Each of the `replicas` batches of a data-parallel step adds its share of the mean over the
+  // global batch's sequences.
   LayerContext ctx{be_,
                    c,
                    in,
                    options_,
                    rope_table(be_, in, rope_local_, options_.act),
                    rope_table(be_, in, rope_global_, options_.act),
-                   c.load_balance_loss_weight / double(c.num_layers),
+                   c.load_balance_loss_weight / double(c.num_layers) / double(in.replicas),
                    scalars.defined() ? scalars.flat_slice(StepScalars::kLbSum, {1}) : Tensor()};
   return ctx;
-}
-
-Tensor Gemma4Model::embed(const StepInputs& in, const Tensor& embed_table) const {
-  Tensor x = be_.alloc({in.tokens_count(), config().d_model}, options_.act, MemKind::Activations);
-  be_.embedding_forward(x, in.tokens, embed_table, std::sqrt(double(config().d_model)));
-  return x;
 }
 
 namespace {
@@ -66,43 +62,45 @@ void check_scalars(const Tensor& scalars) {
 
 void Gemma4Model::forward_backward(const StepInputs& in, const Tensor& weights, const Tensor& grads,
                                    const Tensor& scalars) {
+  check_dtypes(weights, options_.act);
+  GEMMAX_CHECK(grads.dtype() == weights.dtype(), "gradients ", grads.str(), " for weights ",
+               weights.str());
+  WholeParams params(be_, table_, options_, weights, grads);
+  forward_backward(in, params, scalars);
+}
+
+void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Tensor& scalars) {
+  using Pass = StepParams::Pass;
   const ModelConfig& c = config();
   const int64_t L = c.num_layers, T = in.tokens_count(), D = c.d_model;
   const DType act = options_.act;
-  check_dtypes(weights, act);
   check_scalars(scalars);
-  GEMMAX_CHECK(grads.dtype() == weights.dtype(), "gradients ", grads.str(), " for weights ",
-               weights.str());
   MemoryTracker& mem = be_.tracker();
   be_.fill(scalars.flat_slice(StepScalars::kCeSum, {1}), 0.0);
   be_.fill(scalars.flat_slice(StepScalars::kLbSum, {1}), 0.0);
   const LayerContext ctx = context(in, scalars);
-  const ModelWeights W = bind_model(table_, weights);
-  const ModelWeights G = bind_model(table_, grads);
 
   // Forward. xs[l] is layer l's input; under full remat it is all a layer keeps. Each layer
-  // computes with a compute-dtype copy of its weights that lives only while it runs.
+  // computes with compute-dtype weights that live only while it runs.
   std::vector<Tensor> xs(L + 1);
   std::vector<LayerActs> acts(L);
   mem.set_phase("embedding");
-  xs[0] = embed(in, W.embed);
+  xs[0] = P.embed(in);
   for (int64_t l = 0; l < L; ++l) {
     mem.set_phase(layer_phase("forward", c, l));
-    const LayerWeights w = compute_weights(be_, W.layers[l], act);
-    xs[l + 1] = be_.alloc({T, D}, act, MemKind::Activations);
-    layer_forward(ctx, l, w, xs[l], xs[l + 1], acts[l]);
-    acts[l].drop_unsaved();
+    {
+      const LayerWeights w = P.layer(l, Pass::Forward);
+      xs[l + 1] = be_.alloc({T, D}, act, MemKind::Activations);
+      layer_forward(ctx, l, w, xs[l], xs[l + 1], acts[l]);
+      acts[l].drop_unsaved();
+    }
+    P.layer_done(l, Pass::Forward);
   }
 
   // Head: loss and its gradient, tile by tile.
   mem.set_phase("output head");
   Tensor dx = be_.alloc({T, D}, act, MemKind::Workspace);
-  {
-    const HeadWeights hw{compute_copy(be_, W.embed, act), W.final_norm};
-    const HeadWeights hg{G.embed, G.final_norm};
-    head_loss(be_, c, in, options_, hw, xs[L], ce_grad_scale(in),
-              scalars.flat_slice(StepScalars::kCeSum, {1}), &hg, &dx);
-  }
+  P.head(in, xs[L], ce_grad_scale(in), scalars.flat_slice(StepScalars::kCeSum, {1}), dx);
   xs[L] = Tensor();
 
   // Backward through the layers, last to first; each re-runs its forward for what the remat
@@ -111,24 +109,26 @@ void Gemma4Model::forward_backward(const StepInputs& in, const Tensor& weights, 
   for (int64_t l = L - 1; l >= 0; --l) {
     mem.set_phase(layer_phase("backward", c, l));
     {
-      const LayerWeights w = compute_weights(be_, W.layers[l], act);
-      layer_backward(ctx, l, w, G.layers[l], xs[l], acts[l], dx, dx_prev);
+      const LayerWeights w = P.layer(l, Pass::Backward);
+      const LayerWeights g = P.layer_grads(l);
+      layer_backward(ctx, l, w, g, xs[l], acts[l], dx, dx_prev);
     }
+    P.layer_done(l, Pass::Backward);
     acts[l] = LayerActs();
     if (l > 0) xs[l] = Tensor();
     std::swap(dx, dx_prev);
   }
   mem.set_phase("embedding backward");
-  be_.embedding_backward(G.embed, dx, in.tokens, std::sqrt(double(D)));
+  P.embed_backward(in, dx);
 }
 
 double Gemma4Model::ce_grad_scale(const StepInputs& in) {
-  return 1.0 / (double(in.num_targets) + 1e-8);
+  return 1.0 / (double(in.total_targets) + 1e-8);
 }
 
 LossInfo Gemma4Model::losses(const Tensor& host_scalars, const StepInputs& in) const {
   LossInfo info;
-  info.num_targets = in.num_targets;
+  info.num_targets = in.total_targets;
   info.ce_loss = get_as_double(host_scalars, StepScalars::kCeSum) * ce_grad_scale(in);
   info.lb_loss = get_as_double(host_scalars, StepScalars::kLbSum);
   info.total_loss = info.ce_loss + info.lb_loss;
@@ -150,20 +150,22 @@ LossInfo Gemma4Model::forward(const StepInputs& in, const Tensor& weights, Tenso
   const Tensor scalars = be_.zeros({StepScalars::kCount}, DType::F64, MemKind::Workspace);
   LayerContext ctx = context(in, scalars);
   ctx.opt.remat = RematPolicy::Full;  // nothing is kept: a layer's internals are its workspace
-  const ModelWeights W = bind_model(table_, weights);
-  Tensor x = embed(in, W.embed);
+  WholeParams params(be_, table_, ctx.opt, weights, Tensor());
+  Tensor x = params.embed(in);
   for (int64_t l = 0; l < L; ++l) {
-    const LayerWeights w = compute_weights(be_, W.layers[l], act);
+    const LayerWeights w = params.layer(l, StepParams::Pass::Forward);
     Tensor y = be_.alloc({T, D}, act, MemKind::Activations);
     LayerActs acts;
     layer_forward(ctx, l, w, x, y, acts);
     x = y;
   }
-  const HeadWeights hw{compute_copy(be_, W.embed, act), W.final_norm};
-  head_loss(be_, c, in, ctx.opt, hw, x, 0.0, scalars.flat_slice(StepScalars::kCeSum, {1}), nullptr,
-            nullptr);
+  params.head(in, x, 0.0, scalars.flat_slice(StepScalars::kCeSum, {1}), Tensor());
   const LossInfo info = losses(be_.to_host(scalars), in);
-  if (logits) *logits = head_logits(be_, c, ctx.opt, hw, x);
+  if (logits) {
+    const ModelWeights W = bind_model(table_, weights);
+    const HeadWeights hw{compute_copy(be_, W.embed, act), W.final_norm};
+    *logits = head_logits(be_, c, ctx.opt, hw, x);
+  }
   return info;
 }
 

@@ -8,15 +8,16 @@
 #include "gemmax/backend/backend.h"
 #include "gemmax/model/context.h"
 #include "gemmax/model/params.h"
+#include "gemmax/model/step_params.h"
 
 namespace gemmax {
 
 // The losses of a batch, from the step scalars (StepScalars, read on the host).
 struct LossInfo {
-  double ce_loss = 0;     // masked mean cross-entropy
-  double lb_loss = 0;     // load-balance loss, mean over layers (weight included)
-  double total_loss = 0;  // ce_loss + lb_loss: what the gradients are of
-  int64_t num_targets = 0;
+  double ce_loss = 0;       // masked mean cross-entropy
+  double lb_loss = 0;       // load-balance loss, mean over layers (weight included)
+  double total_loss = 0;    // ce_loss + lb_loss: what the gradients are of
+  int64_t num_targets = 0;  // of the global batch
 };
 
 // The weights (and gradients) are in the weight dtype: equal to options.act, or fp32 with bf16
@@ -36,6 +37,8 @@ class Gemma4Model {
   // read back to the host.
   void forward_backward(const StepInputs& in, const Tensor& weights, const Tensor& grads,
                         const Tensor& scalars);
+  // The same step with the weights and gradients wherever `params` keeps them (FSDP shards).
+  void forward_backward(const StepInputs& in, StepParams& params, const Tensor& scalars);
   // The losses of a step from its scalars, read on the host.
   LossInfo losses(const Tensor& host_scalars, const StepInputs& in) const;
 
@@ -46,8 +49,7 @@ class Gemma4Model {
 
  private:
   LayerContext context(const StepInputs& in, const Tensor& scalars) const;
-  Tensor embed(const StepInputs& in, const Tensor& embed_table) const;
-  // The cross-entropy is a mean over the batch's counted targets (docs/TRAINING.md §9).
+  // The cross-entropy is a mean over the (global) batch's counted targets (docs/TRAINING.md §9).
   static double ce_grad_scale(const StepInputs& in);
 
   ParamTable table_;

@@ -3,24 +3,13 @@
 #include <vector>
 
 namespace gemmax {
-namespace {
-
-// Tile t of the tokens, as contiguous blocks of the flattened [B*S] token axis: positions
-// [t Cs, (t+1) Cs) of each row b go to tile rows [b Cs, (b+1) Cs). One block when the tile is
-// contiguous anyway (one row, or one tile).
-struct Block {
-  int64_t token, row, count;  // x rows [token, token + count) -> tile rows [row, row + count)
-};
-
-std::vector<Block> tile_blocks(int64_t B, int64_t S, int64_t num_tiles, int64_t tile) {
+std::vector<TileBlock> tile_blocks(int64_t B, int64_t S, int64_t num_tiles, int64_t tile) {
   const int64_t Cs = S / num_tiles;
   if (B == 1 || num_tiles == 1) return {{tile * B * Cs, 0, B * Cs}};
-  std::vector<Block> blocks;
+  std::vector<TileBlock> blocks;
   for (int64_t b = 0; b < B; ++b) blocks.push_back({b * S + tile * Cs, b * Cs, Cs});
   return blocks;
 }
-
-}  // namespace
 
 void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const ModelOptions& opt,
                const HeadWeights& w, const Tensor& x, double grad_scale, const Tensor& loss,
@@ -39,8 +28,8 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
   Tensor logits = be.alloc({C, V}, act, MemKind::Workspace);
   Tensor dy = g ? be.alloc({C, D}, act, MemKind::Workspace) : Tensor();
   for (int64_t tile = 0; tile < num_tiles; ++tile) {
-    const std::vector<Block> blocks = tile_blocks(B, S, num_tiles, tile);
-    for (const Block& k : blocks) {
+    const std::vector<TileBlock> blocks = tile_blocks(B, S, num_tiles, tile);
+    for (const TileBlock& k : blocks) {
       const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
       be.rmsnorm_forward(y.rows(r0, r1), rstd.rows(r0, r1), x.rows(t0, t1), w.final_norm,
                          cfg.norm_eps, 1.0, Tensor(), !opt.norm_scale_in_fp32);
@@ -54,7 +43,7 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
     // logits now holds dz = dloss/d(y . Emb^T).
     be.matmul(g->embed, logits, true, y, false, true);
     be.matmul(dy, logits, false, w.embed, false, false);
-    for (const Block& k : blocks) {
+    for (const TileBlock& k : blocks) {
       const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
       be.rmsnorm_backward(dx->rows(t0, t1), g->final_norm, dy.rows(r0, r1), x.rows(t0, t1),
                           w.final_norm, rstd.rows(r0, r1), 1.0, false);

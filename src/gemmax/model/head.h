@@ -16,9 +16,19 @@
 // two. Gradient accumulation keeps it: each microbatch scales by the total target count.
 #pragma once
 
+#include <vector>
+
 #include "gemmax/model/context.h"
 
 namespace gemmax {
+
+// Tile `tile` of the tokens as contiguous blocks of the flattened [B*S] token axis: positions
+// [tile Cs, (tile+1) Cs) of each row b (Cs = S / num_tiles) go to tile rows [b Cs, (b+1) Cs). One
+// block when the tile is contiguous anyway (one row, or one tile).
+struct TileBlock {
+  int64_t token, row, count;  // x rows [token, token + count) -> tile rows [row, row + count)
+};
+std::vector<TileBlock> tile_blocks(int64_t B, int64_t S, int64_t num_tiles, int64_t tile);
 
 struct HeadWeights {
   Tensor embed;       // [V, D] (tied; the compute-dtype copy)

@@ -10,39 +10,41 @@ namespace gemmax {
 ParamTable::ParamTable(const ModelConfig& c) : config_(c) {
   c.validate();
   const int64_t D = c.d_model, E = c.num_experts, F = c.moe_mlp_dim;
-  add("embed_tokens.weight", {c.vocab_size, D}, ParamInit::Normal, -1, 1);
+  constexpr FsdpRole M = FsdpRole::LayerMatrix, V = FsdpRole::SmallVector;
+  add("embed_tokens.weight", {c.vocab_size, D}, ParamInit::Normal, -1, FsdpRole::VocabRows);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     const int64_t hd = c.layer_head_dim(l), kv = c.layer_kv_heads(l), H = c.num_heads;
-    add(p + "input_layernorm.weight", {D}, ParamInit::Ones, l, -1);
-    add(p + "self_attn.q_proj.weight", {H * hd, D}, ParamInit::Normal, l, 1);
-    add(p + "self_attn.k_proj.weight", {kv * hd, D}, ParamInit::Normal, l, 1);
-    if (c.layer_has_v_proj(l)) add(p + "self_attn.v_proj.weight", {kv * hd, D}, ParamInit::Normal, l, 1);
-    add(p + "self_attn.o_proj.weight", {D, H * hd}, ParamInit::Normal, l, 0);
-    add(p + "self_attn.q_norm.weight", {hd}, ParamInit::Ones, l, -1);
-    add(p + "self_attn.k_norm.weight", {hd}, ParamInit::Ones, l, -1);
-    add(p + "post_attention_layernorm.weight", {D}, ParamInit::Ones, l, -1);
-    add(p + "pre_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, -1);
-    add(p + "mlp.gate_proj.weight", {c.mlp_dim, D}, ParamInit::Normal, l, 1);  // then up_proj:
-    add(p + "mlp.up_proj.weight", {c.mlp_dim, D}, ParamInit::Normal, l, 1);    // one [2F, D]
-    add(p + "mlp.down_proj.weight", {D, c.mlp_dim}, ParamInit::Normal, l, 0);
-    add(p + "post_feedforward_layernorm_1.weight", {D}, ParamInit::Ones, l, -1);
-    add(p + "router.proj.weight", {E, D}, ParamInit::Normal, l, 1);
-    add(p + "router.scale", {D}, ParamInit::Ones, l, -1);
-    add(p + "router.per_expert_scale", {E}, ParamInit::Ones, l, -1);
-    add(p + "pre_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, -1);
-    add(p + "experts.gate_up_proj", {E, 2 * F, D}, ParamInit::Normal, l, 2, true);
-    add(p + "experts.down_proj", {E, D, F}, ParamInit::Normal, l, 1, true);
-    add(p + "post_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, -1);
-    add(p + "post_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, -1);
-    add(p + "layer_scalar", {1}, ParamInit::Ones, l, -1);
+    add(p + "input_layernorm.weight", {D}, ParamInit::Ones, l, V);
+    add(p + "self_attn.q_proj.weight", {H * hd, D}, ParamInit::Normal, l, M);
+    add(p + "self_attn.k_proj.weight", {kv * hd, D}, ParamInit::Normal, l, M);
+    if (c.layer_has_v_proj(l))
+      add(p + "self_attn.v_proj.weight", {kv * hd, D}, ParamInit::Normal, l, M);
+    add(p + "self_attn.o_proj.weight", {D, H * hd}, ParamInit::Normal, l, M);
+    add(p + "self_attn.q_norm.weight", {hd}, ParamInit::Ones, l, V);
+    add(p + "self_attn.k_norm.weight", {hd}, ParamInit::Ones, l, V);
+    add(p + "post_attention_layernorm.weight", {D}, ParamInit::Ones, l, V);
+    add(p + "pre_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, V);
+    add(p + "mlp.gate_proj.weight", {c.mlp_dim, D}, ParamInit::Normal, l, M);  // then up_proj:
+    add(p + "mlp.up_proj.weight", {c.mlp_dim, D}, ParamInit::Normal, l, M);    // one [2F, D]
+    add(p + "mlp.down_proj.weight", {D, c.mlp_dim}, ParamInit::Normal, l, M);
+    add(p + "post_feedforward_layernorm_1.weight", {D}, ParamInit::Ones, l, V);
+    add(p + "router.proj.weight", {E, D}, ParamInit::Normal, l, M);
+    add(p + "router.scale", {D}, ParamInit::Ones, l, V);
+    add(p + "router.per_expert_scale", {E}, ParamInit::Ones, l, V);
+    add(p + "pre_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
+    add(p + "experts.gate_up_proj", {E, 2 * F, D}, ParamInit::Normal, l, M, true);
+    add(p + "experts.down_proj", {E, D, F}, ParamInit::Normal, l, M, true);
+    add(p + "post_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
+    add(p + "post_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, V);
+    add(p + "layer_scalar", {1}, ParamInit::Ones, l, V);
   }
-  add("norm.weight", {D}, ParamInit::Ones, -1, -1);
+  add("norm.weight", {D}, ParamInit::Ones, -1, V);
 }
 
-void ParamTable::add(std::string name, Shape shape, ParamInit init, int64_t layer, int fsdp_axis,
+void ParamTable::add(std::string name, Shape shape, ParamInit init, int64_t layer, FsdpRole fsdp,
                      bool routed_expert) {
-  ParamSpec s{std::move(name), std::move(shape), init, layer, total_, routed_expert, fsdp_axis};
+  ParamSpec s{std::move(name), std::move(shape), init, layer, total_, routed_expert, fsdp};
   total_ += s.numel();
   index_[s.name] = specs_.size();
   specs_.push_back(std::move(s));
@@ -72,21 +74,44 @@ Tensor ParamTable::view(const Tensor& flat, const std::string& name) const {
   return flat.flat_slice(s.offset, s.shape);
 }
 
+std::string_view fsdp_role_name(FsdpRole role) {
+  switch (role) {
+    case FsdpRole::LayerMatrix:
+      return "layer matrix";
+    case FsdpRole::SmallVector:
+      return "small vector";
+    case FsdpRole::VocabRows:
+      return "vocabulary rows";
+  }
+  return "?";
+}
+
+void init_param_range(const ParamTable& table, const ParamSpec& s, int64_t begin, const Tensor& out,
+                      uint64_t seed) {
+  const int64_t count = out.numel();
+  GEMMAX_CHECK(begin >= 0 && begin + count <= s.numel(), "init_param_range: [", begin, ", ",
+               begin + count, ") of ", s.name, " ", shape_str(s.shape));
+  const double std = table.config().initializer_range;
+  if (s.init == ParamInit::Ones) {
+    for (int64_t j = 0; j < count; ++j) set_from_double(out, j, 1.0);
+    return;
+  }
+  uint64_t stream = 1469598103934665603ull;  // FNV-1a of the name
+  for (char ch : s.name) stream = (stream ^ uint8_t(ch)) * 1099511628211ull;
+  Rng rng(seed, stream);
+  rng.discard(2 * uint64_t(begin));  // each normal() draws two
+  for (int64_t j = 0; j < count; ++j) set_from_double(out, j, std * rng.normal());
+}
+
 void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed) {
   GEMMAX_CHECK(flat.numel() == table.total(), "init_params: flat buffer ", flat.str(), " for ",
                table.total(), " parameters");
-  const double std = table.config().initializer_range;
   // Each parameter has its own stream: they fill in parallel with the same values.
   const std::vector<ParamSpec>& specs = table.specs();
 #pragma omp parallel for schedule(dynamic, 1)
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ParamSpec& s = specs[i];
-    uint64_t stream = 1469598103934665603ull;  // FNV-1a of the name
-    for (char ch : s.name) stream = (stream ^ uint8_t(ch)) * 1099511628211ull;
-    Rng rng(seed, stream);
-    for (int64_t j = 0; j < s.numel(); ++j)
-      set_from_double(flat, s.offset + j, s.init == ParamInit::Ones ? 1.0 : std * rng.normal());
-  }
+  for (size_t i = 0; i < specs.size(); ++i)
+    init_param_range(table, specs[i], 0, flat.flat_slice(specs[i].offset, {specs[i].numel()}),
+                     seed);
 }
 
 std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze) {
@@ -102,7 +127,8 @@ std::vector<bool> trainable_params(const ParamTable& table, const std::string& f
   for (size_t i = 0; i < trainable.size(); ++i)
     if (std::regex_search("model." + table.specs()[i].name, re)) trainable[i] = false, ++frozen;
   if (frozen == 0)
-    fail("freeze='", freeze, "' matches no parameter (names look like "
+    fail("freeze='", freeze,
+         "' matches no parameter (names look like "
          "'model.layers.0.self_attn.q_proj.weight')");
   if (frozen == int64_t(trainable.size()))
     fail("freeze='", freeze, "' matches every parameter: nothing would be trained");

@@ -1,14 +1,16 @@
 // The parameter registry: every parameter of a Gemma-4 model is declared here, once.
 //
-// Checkpoint IO, the optimizer, weight decay, FSDP sharding and parameter counting all read
-// this table; nothing else lists parameters. Parameters live back to back in flat buffers
-// (weights, gradients, Adam moments share the same offsets), in the order declared, so that
-// mlp.gate_proj and mlp.up_proj form one fused [2F, D] matrix, as the experts' gate_up_proj does.
+// Checkpoint IO, the optimizer, weight decay, FSDP sharding, the memory plan and parameter counting
+// all read this table; nothing else lists parameters. On one device parameters live back to back in
+// flat buffers (weights, gradients, Adam moments share the same offsets), in the order declared, so
+// that mlp.gate_proj and mlp.up_proj form one fused [2F, D] matrix, as the experts' gate_up_proj
+// does. Under FSDP each rank holds the pieces dist/shard_layout.h derives from `fsdp` below.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gemmax/base/tensor.h"
@@ -18,14 +20,31 @@ namespace gemmax {
 
 enum class ParamInit { Normal, Ones };
 
+// How FSDP stores a parameter over N ranks (dist/shard_layout.h, docs/FSDP.md).
+enum class FsdpRole : uint8_t {
+  // A matrix of a decoder layer: the layer's matrices, back to back in declaration order, form one
+  // flat buffer split into N equal contiguous pieces (zero-padded at the end); the layer's
+  // compute-dtype weights are all-gathered from them before each use.
+  LayerMatrix,
+  // A small vector (norm scales, router.scale, per_expert_scale, layer_scalar): replicated on every
+  // rank, its gradient all-reduced (seed change 1); with fsdp_replicate_small_params=false it is
+  // sharded like the matrices, in its layer's flat fp32 buffer of vectors, and gathered per layer.
+  SmallVector,
+  // The embedding table [V, D]: sharded along the vocabulary, rank r holding rows
+  // [r ceil(V/N), (r+1) ceil(V/N)) (seed change 3).
+  VocabRows,
+};
+std::string_view fsdp_role_name(FsdpRole role);
+
 struct ParamSpec {
-  std::string name;   // the Hugging Face name without its prefix ("model." or "model.language_model.")
+  std::string
+      name;  // the Hugging Face name without its prefix ("model." or "model.language_model.")
   Shape shape;
   ParamInit init = ParamInit::Normal;
-  int64_t layer = -1;           // decoder layer, or -1 (embedding, final norm)
-  int64_t offset = 0;           // elements into the flat buffers
-  bool routed_expert = false;   // only top-k of num_experts of it is active per token
-  int fsdp_axis = -1;           // the dimension FSDP shards; -1: replicated (norm scales)
+  int64_t layer = -1;          // decoder layer, or -1 (embedding, final norm)
+  int64_t offset = 0;          // elements into the flat buffers
+  bool routed_expert = false;  // only top-k of num_experts of it is active per token
+  FsdpRole fsdp = FsdpRole::LayerMatrix;
 
   int64_t numel() const { return shape_numel(shape); }
 };
@@ -47,7 +66,7 @@ class ParamTable {
   Tensor view(const Tensor& flat, const std::string& name) const;
 
  private:
-  void add(std::string name, Shape shape, ParamInit init, int64_t layer, int fsdp_axis,
+  void add(std::string name, Shape shape, ParamInit init, int64_t layer, FsdpRole fsdp,
            bool routed_expert = false);
 
   ModelConfig config_;
@@ -64,5 +83,9 @@ std::vector<bool> trainable_params(const ParamTable& table, const std::string& f
 // embedding, ones for norm scales, router scales and layer_scalar (HF _init_weights). Each
 // parameter draws from its own stream, so values do not depend on declaration order.
 void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed);
+// Elements [begin, begin + count) of parameter `spec`'s initial values (flattened), into `out`
+// (numel count): the same values init_params gives them, generated without the ones before.
+void init_param_range(const ParamTable& table, const ParamSpec& spec, int64_t begin,
+                      const Tensor& out, uint64_t seed);
 
 }  // namespace gemmax

@@ -4,9 +4,13 @@
 
 namespace gemmax {
 
-LayerWeights bind_layer(const ParamTable& table, const Tensor& flat, int64_t layer) {
+LayerWeights bind_layer(const ParamTable& table, int64_t layer, const ParamLocator& locate) {
   const std::string p = "layers." + std::to_string(layer) + ".";
-  auto v = [&](const std::string& name) { return table.view(flat, p + name); };
+  auto v = [&](const std::string& name) {
+    const ParamSpec& s = table.at(p + name);
+    const ParamLocation at = locate(s);
+    return at.buffer.flat_slice(at.offset, s.shape);
+  };
   LayerWeights w;
   w.input_norm = v("input_layernorm.weight");
   w.q_proj = v("self_attn.q_proj.weight");
@@ -19,8 +23,10 @@ LayerWeights bind_layer(const ParamTable& table, const Tensor& flat, int64_t lay
   w.pre_mlp_norm = v("pre_feedforward_layernorm.weight");
   const ParamSpec& gate = table.at(p + "mlp.gate_proj.weight");
   const ParamSpec& up = table.at(p + "mlp.up_proj.weight");
-  GEMMAX_CHECK(up.offset == gate.offset + gate.numel(), "mlp.up_proj must follow mlp.gate_proj");
-  w.mlp_gate_up = flat.flat_slice(gate.offset, {2 * gate.shape[0], gate.shape[1]});
+  const ParamLocation g = locate(gate), u = locate(up);
+  GEMMAX_CHECK(u.buffer.shares_storage(g.buffer) && u.offset == g.offset + gate.numel(),
+               "mlp.up_proj must follow mlp.gate_proj");
+  w.mlp_gate_up = g.buffer.flat_slice(g.offset, {2 * gate.shape[0], gate.shape[1]});
   w.mlp_down = v("mlp.down_proj.weight");
   w.post_mlp_norm = v("post_feedforward_layernorm_1.weight");
   w.router_proj = v("router.proj.weight");
@@ -35,11 +41,18 @@ LayerWeights bind_layer(const ParamTable& table, const Tensor& flat, int64_t lay
   return w;
 }
 
+LayerWeights bind_layer(const ParamTable& table, const Tensor& flat, int64_t layer) {
+  return bind_layer(table, layer, [&](const ParamSpec& s) {
+    return ParamLocation{flat, s.offset};
+  });
+}
+
 ModelWeights bind_model(const ParamTable& table, const Tensor& flat) {
   ModelWeights m;
   m.embed = table.view(flat, "embed_tokens.weight");
   m.final_norm = table.view(flat, "norm.weight");
-  for (int64_t l = 0; l < table.config().num_layers; ++l) m.layers.push_back(bind_layer(table, flat, l));
+  for (int64_t l = 0; l < table.config().num_layers; ++l)
+    m.layers.push_back(bind_layer(table, flat, l));
   return m;
 }
 

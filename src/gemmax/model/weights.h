@@ -2,6 +2,7 @@
 // The same struct binds the weights, their gradients, or a compute-dtype copy.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "gemmax/backend/backend.h"
@@ -20,10 +21,10 @@ struct LayerWeights {
   Tensor q_norm, k_norm;  // [hd]
   Tensor post_attn_norm;  // [D]
   // dense MLP
-  Tensor pre_mlp_norm;    // [D]
-  Tensor mlp_gate_up;     // [2*Fs, D]: gate_proj rows, then up_proj rows (adjacent in the buffer)
-  Tensor mlp_down;        // [D, Fs]
-  Tensor post_mlp_norm;   // [D] post_feedforward_layernorm_1
+  Tensor pre_mlp_norm;   // [D]
+  Tensor mlp_gate_up;    // [2*Fs, D]: gate_proj rows, then up_proj rows (adjacent in the buffer)
+  Tensor mlp_down;       // [D, Fs]
+  Tensor post_mlp_norm;  // [D] post_feedforward_layernorm_1
   // routed MoE
   Tensor router_proj;          // [E, D]
   Tensor router_scale;         // [D]
@@ -33,8 +34,8 @@ struct LayerWeights {
   Tensor experts_down;         // [E, D, F]
   Tensor post_moe_norm;        // [D] post_feedforward_layernorm_2
   // output
-  Tensor post_ffw_norm;   // [D] post_feedforward_layernorm (on dense + MoE)
-  Tensor layer_scalar;    // [1]
+  Tensor post_ffw_norm;  // [D] post_feedforward_layernorm (on dense + MoE)
+  Tensor layer_scalar;   // [1]
 };
 
 struct ModelWeights {
@@ -43,6 +44,17 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
+// Where a parameter's elements start: element `offset` of `buffer`.
+struct ParamLocation {
+  Tensor buffer;
+  int64_t offset = 0;
+};
+using ParamLocator = std::function<ParamLocation(const ParamSpec&)>;
+
+// Views of a layer's parameters wherever `locate` puts them (mlp.gate_proj and mlp.up_proj must be
+// adjacent in one buffer: they form the fused gate_up matrix).
+LayerWeights bind_layer(const ParamTable& table, int64_t layer, const ParamLocator& locate);
+// Views into a flat buffer laid out like the registry.
 LayerWeights bind_layer(const ParamTable& table, const Tensor& flat, int64_t layer);
 ModelWeights bind_model(const ParamTable& table, const Tensor& flat);
 

@@ -8,7 +8,7 @@
 
 namespace gemmax {
 
-MemoryPlanInput memory_plan_input(const Config& c) {
+MemoryPlanInput memory_plan_input(const Config& c, int ranks) {
   MemoryPlanInput in;
   in.model = model_config_from(c);
   in.batch = c.get_int("per_device_batch_size");
@@ -44,10 +44,12 @@ MemoryPlanInput memory_plan_input(const Config& c) {
         "needs "
         "moe_fused_gate_up=true: the copy is of the fused [E, 2F, D] weight");
   in.freeze = c.get_string("freeze");
-  in.fsdp = c.get_int("ici_fsdp_parallelism");
-  if (in.fsdp <= 0)
-    fail("ici_fsdp_parallelism=", in.fsdp,
-         " must be a positive number of devices (1: a single device)");
+  const int64_t fsdp = c.get_int("ici_fsdp_parallelism");
+  if (fsdp == 0 || fsdp < -1)
+    fail("ici_fsdp_parallelism=", fsdp,
+         " must be a positive number of ranks, or -1 (the ranks the run was started with)");
+  in.fsdp = fsdp == -1 ? ranks : fsdp;
+  in.fsdp_options = fsdp_options(c, in.model, in.fsdp, in.batch, in.seq, o.act, in.weight);
   return in;
 }
 
@@ -76,7 +78,7 @@ void check_memory_limit(const Config& c, const MemoryPlan& plan) {
         "num_vocab_tiling, a "
         "smaller per_device_batch_size or max_target_length (or more "
         "ici_fsdp_parallelism "
-        "devices), or raise max_memory_gb.\n"
+        "ranks), or raise max_memory_gb.\n"
      << format_memory_plan(plan);
   fail(os.str());
 }

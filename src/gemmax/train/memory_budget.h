@@ -10,9 +10,10 @@
 namespace gemmax {
 
 // Reads and checks the keys the plan depends on (model, per_device_batch_size,
-// max_target_length, dtype, weight_dtype, remat_policy, num_vocab_tiling,
-// ici_fsdp_parallelism). Errors name the key, the value and the fix.
-MemoryPlanInput memory_plan_input(const Config& config);
+// max_target_length, dtype, weight_dtype, remat_policy, num_vocab_tiling, ici_fsdp_parallelism
+// and the fsdp_* switches). `ranks`: the ranks the run was started with, which
+// ici_fsdp_parallelism=-1 means. Errors name the key, the value and the fix.
+MemoryPlanInput memory_plan_input(const Config& config, int ranks = 1);
 
 // The backend the config names (backend, num_threads, cpu_isa).
 BackendOptions backend_options(const Config& config);

@@ -5,8 +5,8 @@
 
 #include "gemmax/backend/planning_backend.h"
 #include "gemmax/base/strings.h"
+#include "gemmax/dist/planning_comm.h"
 #include "gemmax/model/params.h"
-#include "gemmax/train/fsdp_memory_estimate.h"
 #include "gemmax/train/step.h"
 
 namespace gemmax {
@@ -14,36 +14,65 @@ namespace {
 
 // What the static categories hold, for the printed plan.
 std::vector<MemoryPlan::Item> static_items(const MemoryPlanInput& in, const ParamTable& table,
+                                           const ShardLayout& layout,
                                            const std::vector<bool>& trainable) {
-  int64_t trained = 0;
-  for (size_t i = 0; i < trainable.size(); ++i)
-    trained += trainable[i] ? table.specs()[i].numel() : 0;
-  const int64_t w = int64_t(dtype_size(in.weight)), n = table.total();
+  int64_t trained = 0, whole_trained = 0;
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    trained += trainable[i] ? layout.pieces[i].count : 0;
+    whole_trained += trainable[i] ? table.specs()[i].numel() : 0;
+  }
+  const int64_t w = int64_t(dtype_size(in.weight)), n = layout.local_total;
   const std::string wname(dtype_name(in.weight));
-  const std::string count = std::to_string(n) + " x " + wname;
+  std::string count = std::to_string(n) + " x " + wname;
+  if (layout.sharded())
+    count += str_cat(" (rank's shard: ", layout.groups.size(), " pieces of 1/", layout.ranks,
+                     ", padding included, + ", layout.replicated, " replicated)");
   return {{MemKind::Params, "master weights: " + count, n * w},
           {MemKind::Grads, "gradients: " + count, n * w},
           {MemKind::OptState,
            "Adam mu and nu: 2 x " + std::to_string(trained) + " x " + wname +
-               (trained < n ? " (trained parameters only)" : ""),
+               (whole_trained < table.total() ? " (trained parameters only)" : ""),
            2 * trained * w}};
+}
+
+// The host-side collectives with which each rank learns what the step needs of the other ranks'
+// batches (upload_sharded_batch), so that the plan counts their bytes too.
+void plan_batch_collectives(Comm& comm, const FsdpOptions& opt, int64_t tokens) {
+  MemoryTracker scratch;
+  auto t = [&](int64_t n, DType dt) {
+    return Tensor::planned({n}, dt, MemKind::Workspace, scratch);
+  };
+  const int64_t N = comm.size();
+  comm.all_gather(t(1, DType::I64), t(N, DType::I64)).wait();
+  if (opt.embedding == EmbeddingMode::VocabParallel)
+    for (int k = 0; k < 3; ++k)
+      comm.all_gather(t(tokens, DType::I32), t(N * tokens, DType::I32)).wait();
 }
 
 }  // namespace
 
 MemoryPlan plan_memory(const MemoryPlanInput& in, Backend& backend) {
-  if (in.fsdp > 1) return estimate_fsdp_memory(in);
   PlanningBackend planner(backend);
+  PlanningComm comm(int(in.fsdp));
   MemoryTracker& mem = planner.tracker();
   // The trainer's setup, then one step, on the planner.
   mem.set_phase("setup");
   Gemma4Model model(in.model, planner, in.options);
   const ParamTable& table = model.params();
   const std::vector<bool> trainable = trainable_params(table, in.freeze);
-  TrainState state = make_train_state(planner, table, trainable, in.weight, AdamWConfig{});
+  TrainState state =
+      make_train_state(planner, table, trainable, in.weight, AdamWConfig{}, &comm, in.fsdp_options);
   mem.reset_peaks();
-  const StepInputs inputs = alloc_step_inputs(planner, in.batch, in.seq);
-  train_step(planner, model, state, inputs, 0.0, 1);
+  const CommStats before = comm.stats();
+  if (state.sharded()) {
+    plan_batch_collectives(comm, in.fsdp_options, in.batch * in.seq);
+    const ShardedBatch b =
+        alloc_sharded_batch(planner, state.layout, in.fsdp_options, in.batch, in.seq);
+    train_step(planner, model, state, b.in, 0.0, 1, b.vocab);
+  } else {
+    const StepInputs inputs = alloc_step_inputs(planner, in.batch, in.seq);
+    train_step(planner, model, state, inputs, 0.0, 1);
+  }
 
   MemoryPlan plan;
   plan.input = in;
@@ -53,7 +82,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in, Backend& backend) {
   }
   plan.peak_total = int64_t(mem.peak_total());
   plan.total_phase = mem.peak_total_phase();
-  plan.items = static_items(in, table, trainable);
+  plan.items = static_items(in, table, state.layout, trainable);
+  plan.comm = comm.stats() - before;
   return plan;
 }
 
@@ -61,11 +91,14 @@ std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* meas
   const MemoryPlanInput& in = plan.input;
   const ModelOptions& o = in.options;
   std::ostringstream os;
-  os << "memory plan per device" << (plan.estimate ? " (estimate)" : "") << ": " << in.model.name
-     << " | batch " << in.batch << " x seq " << in.seq << " | dtype " << dtype_name(o.act)
-     << ", weights " << dtype_name(in.weight) << " | remat " << remat_policy_name(o.remat)
-     << " | num_vocab_tiling " << o.num_vocab_tiling;
-  if (in.fsdp > 1) os << " | FSDP over " << in.fsdp << " devices";
+  os << "memory plan per device: " << in.model.name << " | batch " << in.batch << " x seq "
+     << in.seq << " | dtype " << dtype_name(o.act) << ", weights " << dtype_name(in.weight)
+     << " | remat " << remat_policy_name(o.remat) << " | num_vocab_tiling " << o.num_vocab_tiling;
+  if (in.fsdp > 1)
+    os << " | FSDP over " << in.fsdp << " ranks (small vectors "
+       << (in.fsdp_options.replicate_small ? "replicated" : "sharded") << ", embedding "
+       << embedding_mode_name(in.fsdp_options.embedding) << ", prefetch "
+       << in.fsdp_options.prefetch << ")";
   os << "\n";
   auto row = [&](const std::string& name, double planned, double meas) {
     os << "  " << std::left << std::setw(14) << name << std::right << std::setw(12)
@@ -87,11 +120,18 @@ std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* meas
     if ((k == MemKind::Activations || k == MemKind::Workspace) &&
         !plan.peak_phase[size_t(k)].empty())
       os << "      (peaks in the " << plan.peak_phase[size_t(k)] << ")\n";
-    if (k == MemKind::Workspace && !plan.workspace_by_phase.empty())
-      os << "      by phase: " << plan.workspace_by_phase << "\n";
   }
   row("total", double(plan.peak_total), measured ? double(measured->peak_total()) : 0.0);
   os << "      (peaks in the " << plan.total_phase << ")\n";
+  if (in.fsdp > 1) {
+    const CommStats& c = plan.comm;
+    os << "  communication per step and rank: all-gather "
+       << format_bytes(double(c.all_gather_bytes)) << ", reduce-scatter "
+       << format_bytes(double(c.reduce_scatter_bytes)) << ", all-reduce "
+       << format_bytes(double(c.all_reduce_bytes));
+    if (c.all_to_all_bytes > 0) os << ", all-to-all " << format_bytes(double(c.all_to_all_bytes));
+    os << " (" << c.collectives << " collectives)\n";
+  }
   return os.str();
 }
 

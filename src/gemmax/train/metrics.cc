@@ -4,11 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <ostream>
 
-#include <nlohmann/json.hpp>
-
 #include "gemmax/base/error.h"
+#include "gemmax/base/strings.h"
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/tfevents.h"
 
@@ -16,15 +16,27 @@ namespace gemmax {
 namespace fs = std::filesystem;
 
 std::string format_step_line(const StepMetrics& m) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "step %5lld | loss %.4f | lm_loss %.4f | lb_loss %.5f | grad_norm %.3f | "
-                "lr %.3e | %.3f s | %.0f tokens/s | %.4f TFLOP/s%s",
-                (long long)m.step, m.loss, m.lm_loss, m.lb_loss, m.grad_norm, m.learning_rate,
-                m.step_seconds, m.tokens_per_sec, m.tflops_per_sec,
-                m.mfu > 0 ? (" | MFU " + std::to_string(100 * m.mfu).substr(0, 5) + "%").c_str()
-                          : "");
-  return buf;
+  char buf[640];
+  std::snprintf(
+      buf, sizeof buf,
+      "step %5lld | loss %.4f | lm_loss %.4f | lb_loss %.5f | grad_norm %.3f | "
+      "lr %.3e | %.3f s | %.0f tokens/s | %.4f TFLOP/s%s",
+      (long long)m.step, m.loss, m.lm_loss, m.lb_loss, m.grad_norm, m.learning_rate, m.step_seconds,
+      m.tokens_per_sec, m.tflops_per_sec,
+      m.mfu > 0 ? (" | MFU " + std::to_string(100 * m.mfu).substr(0, 5) + "%").c_str() : "");
+  std::string line = buf;
+  if (m.has_comm) {
+    std::snprintf(buf, sizeof buf, " | comm AG %s RS %s AR %s",
+                  format_bytes(double(m.comm_all_gather_bytes)).c_str(),
+                  format_bytes(double(m.comm_reduce_scatter_bytes)).c_str(),
+                  format_bytes(double(m.comm_all_reduce_bytes)).c_str());
+    line += buf;
+    if (m.comm_all_to_all_bytes > 0)
+      line += " A2A " + format_bytes(double(m.comm_all_to_all_bytes));
+    std::snprintf(buf, sizeof buf, ", waited %.3f s", m.comm_wait_seconds);
+    line += buf;
+  }
+  return line;
 }
 
 std::vector<MetricValue> metric_values(const StepMetrics& m) {
@@ -43,11 +55,20 @@ std::vector<MetricValue> metric_values(const StepMetrics& m) {
   };
   if (m.mfu > 0) v.push_back({"perf/mfu", m.mfu});
   if (m.skipped_steps > 0) v.push_back({"learning/skipped_steps", double(m.skipped_steps), true});
+  if (m.has_comm) {
+    v.push_back({"perf/comm_all_gather_bytes", double(m.comm_all_gather_bytes), true});
+    v.push_back({"perf/comm_reduce_scatter_bytes", double(m.comm_reduce_scatter_bytes), true});
+    v.push_back({"perf/comm_all_reduce_bytes", double(m.comm_all_reduce_bytes), true});
+    v.push_back({"perf/comm_all_to_all_bytes", double(m.comm_all_to_all_bytes), true});
+    v.push_back({"perf/comm_wait_seconds", m.comm_wait_seconds});
+  }
   return v;
 }
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::app) {
-  if (!out_) fail("cannot open '", path, "' for writing metrics (check the directory exists and is writable)");
+  if (!out_)
+    fail("cannot open '", path,
+         "' for writing metrics (check the directory exists and is writable)");
 }
 
 void MetricsWriter::write(const StepMetrics& m) {

@@ -1,7 +1,9 @@
-// AdamW over the flat parameter buffer, with clipping by global norm (docs/TRAINING.md §12).
+// AdamW over a rank's flat parameter buffer, with clipping by global norm (docs/TRAINING.md §12).
 //
-// Frozen parameters (config `freeze`) have no optimizer state and are never updated; the
-// moments hold the trainable parameters only, back to back in registry order.
+// The buffer holds what the rank's ShardLayout says (dist/shard_layout.h): every parameter on one
+// device, this rank's pieces under FSDP. Frozen parameters (config `freeze`) have no optimizer
+// state and are never updated; the moments hold the trainable pieces only, back to back in registry
+// order.
 #pragma once
 
 #include <string>
@@ -9,6 +11,7 @@
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/config/config.h"
+#include "gemmax/dist/shard_layout.h"
 #include "gemmax/io/safetensors.h"
 #include "gemmax/model/params.h"
 
@@ -21,41 +24,63 @@ struct AdamWConfig {
   static AdamWConfig from(const Config& config);
 };
 
+// A non-finite gradient element: element `element` of registry entry `spec`'s gradient is `value`.
+struct NonfiniteGradient {
+  int64_t spec = -1, element = 0;
+  double value = 0;
+};
+
 class AdamW {
  public:
-  // `trainable[i]` says whether table.specs()[i] is trained.
-  AdamW(Backend& be, const ParamTable& table, const std::vector<bool>& trainable, DType dtype,
-        const AdamWConfig& config);
+  // `trainable[i]` says whether table.specs()[i] is trained; `layout` places each piece.
+  AdamW(Backend& be, const ParamTable& table, const ShardLayout& layout,
+        const std::vector<bool>& trainable, DType dtype, const AdamWConfig& config);
 
-  // One update of `weights` from `grads` (both full flat buffers); `t` is the 1-based update count.
-  // Writes the gradient's sum of squares over the trainable parameters into scalars[kGradSumSq],
-  // clips by its square root and applies AdamW, on the device; the update is skipped if any of the
-  // step's scalars is not finite (Backend::adamw_step).
+  // One update of `weights` from `grads` (flat buffers laid out by the layout); `t` is the 1-based
+  // update count. Writes the gradient's sum of squares over the trainable parameters into
+  // scalars[kGradSumSq], clips by its square root and applies AdamW, on the device; the update is
+  // skipped if any of the step's scalars is not finite (Backend::adamw_step).
   void step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
             int64_t t);
+  // The two halves of step() for a sharded run, which sums the squares of the sharded pieces
+  // across ranks before adding those of the replicated parameters (the same on every rank):
+  // sum[0] += the sum of squares of the trainable pieces that are (not) replicated.
+  void sum_squares(const Tensor& grads, const Tensor& sum, bool replicated) const;
+  void apply(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
+             int64_t t) const;
   const AdamWConfig& config() const { return cfg_; }
 
-  // The first trainable parameter, in registry order, whose gradient holds a NaN or an infinity,
-  // as "name (element i: value)"; "" if there is none. Reads the gradients back one parameter at
-  // a time: for naming the culprit of a non-finite step, not for every step.
-  std::string first_nonfinite_gradient(const Tensor& grads) const;
+  // The first trainable parameter held here, in registry order, whose gradient holds a NaN or an
+  // infinity (spec -1: none). Reads the gradients back one piece at a time: for naming the
+  // culprit of a non-finite step, not for every step.
+  NonfiniteGradient first_nonfinite_gradient(const Tensor& grads) const;
+  // The test hook's NaN (inject_nonfinite_gradient_for_testing) into `grads` at update `t`, if the
+  // parameter's first element is held here and is (not) replicated. step() calls it; a sharded
+  // step calls it before it sums the squares of those gradients.
+  void inject_nonfinite_for_testing(const Tensor& grads, int64_t t, bool replicated) const;
 
-  // The moments of each trainable parameter, named "mu.<name>" and "nu.<name>" (views).
+  // The moments of each trainable parameter held here, named "mu.<name>" and "nu.<name>" (views:
+  // the parameter's shape when held whole, else its piece, flat).
   NamedTensors named_state() const;
-  int64_t num_trainable() const { return m_.numel(); }
+  // The moments (mu, nu) of registry entry `spec`'s piece on this rank, flat; undefined if it is
+  // frozen or has no piece here.
+  std::pair<Tensor, Tensor> moments_of(size_t spec) const;
 
  private:
-  // A run of adjacent trainable parameters: [begin, begin + count) of the flat buffers,
+  // A run of adjacent trainable pieces: [begin, begin + count) of the flat buffers,
   // [state_begin, state_begin + count) of the moments.
   struct Segment {
     int64_t begin, count, state_begin;
+    bool replicated;
   };
 
   Backend& be_;
   const ParamTable& table_;
+  ShardLayout layout_;
   std::vector<bool> trainable_;
   AdamWConfig cfg_;
   std::vector<Segment> segments_;
+  std::vector<int64_t> state_offset_;  // per registry entry: where its moments start, or -1
   Tensor m_, v_;
 };
 

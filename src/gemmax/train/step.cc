@@ -6,22 +6,49 @@ namespace gemmax {
 
 TrainState make_train_state(Backend& be, const ParamTable& table,
                             const std::vector<bool>& trainable, DType weight_dtype,
-                            const AdamWConfig& config) {
+                            const AdamWConfig& config, Comm* comm, const FsdpOptions& fsdp) {
   TrainState s;
-  s.weights = be.alloc({table.total()}, weight_dtype, MemKind::Params);
-  s.grads = be.alloc({table.total()}, weight_dtype, MemKind::Grads);
-  s.optimizer = std::make_unique<AdamW>(be, table, trainable, weight_dtype, config);
+  const bool sharded = comm != nullptr && comm->size() > 1;
+  s.layout = sharded ? ShardLayout::fsdp(table, comm->size(), comm->rank(), fsdp.replicate_small)
+                     : ShardLayout::whole(table);
+  s.comm = sharded ? comm : nullptr;
+  s.fsdp = fsdp;
+  s.weights = be.alloc({s.layout.local_total}, weight_dtype, MemKind::Params);
+  if (sharded) be.fill(s.weights, 0.0);  // the pieces' zero padding
+  s.grads = be.alloc({s.layout.local_total}, weight_dtype, MemKind::Grads);
+  s.optimizer = std::make_unique<AdamW>(be, table, s.layout, trainable, weight_dtype, config);
   s.scalars = be.zeros({StepScalars::kCount}, DType::F64, MemKind::Data);
   return s;
 }
 
 void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in, double lr,
-                int64_t t) {
+                int64_t t, const VocabInputs& vocab) {
   be.tracker().set_phase("step start");
   be.fill(state.grads, 0.0);
-  model.forward_backward(in, state.weights, state.grads, state.scalars);
+  if (!state.sharded()) {
+    model.forward_backward(in, state.weights, state.grads, state.scalars);
+    be.tracker().set_phase("optimizer");
+    state.optimizer->step(state.weights, state.grads, state.scalars, lr, t);
+    return;
+  }
+  Comm& comm = *state.comm;
+  FsdpParams params(be, comm, model.params(), state.layout, state.fsdp, model.options(),
+                    state.weights, state.grads, vocab);
+  model.forward_backward(in, params, state.scalars);
   be.tracker().set_phase("optimizer");
-  state.optimizer->step(state.weights, state.grads, state.scalars, lr, t);
+  comm.set_progress("the optimizer");
+  CommRequest replicated = params.finish_gradients();
+  // The global gradient norm: the sharded pieces' squares summed over ranks (with the losses),
+  // then the replicated parameters', which every rank holds whole and alike.
+  const Tensor sum_sq = state.scalars.flat_slice(StepScalars::kGradSumSq, {1});
+  be.fill(sum_sq, 0.0);
+  state.optimizer->inject_nonfinite_for_testing(state.grads, t, false);
+  state.optimizer->sum_squares(state.grads, sum_sq, false);
+  comm.all_reduce(state.scalars, ReduceOp::Sum, "the step's losses and gradient norm").wait();
+  replicated.wait();
+  state.optimizer->inject_nonfinite_for_testing(state.grads, t, true);
+  state.optimizer->sum_squares(state.grads, sum_sq, true);
+  state.optimizer->apply(state.weights, state.grads, state.scalars, lr, t);
 }
 
 StepResult read_step(Backend& be, const Gemma4Model& model, const TrainState& state,

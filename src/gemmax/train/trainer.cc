@@ -1,12 +1,17 @@
 #include "gemmax/train/trainer.h"
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <sstream>
+#include <thread>
 
 #include "gemmax/base/convert.h"
 #include "gemmax/base/progress.h"
@@ -14,6 +19,7 @@
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/data/tokenizer.h"
+#include "gemmax/dist/world.h"
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/model_dir.h"
 #include "gemmax/io/train_checkpoint.h"
@@ -28,7 +34,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-DataOptions data_options(const Config& c, int64_t vocab) {
+DataOptions data_options(const Config& c, int64_t vocab, const Comm& comm) {
   DataOptions d;
   d.dataset_type = c.get_string("dataset_type");
   d.dataset_path = c.get_string("dataset_path");
@@ -39,51 +45,104 @@ DataOptions data_options(const Config& c, int64_t vocab) {
   d.seq = c.get_int("max_target_length");
   d.vocab_size = vocab;
   d.seed = uint64_t(c.get_int("data_shuffle_seed"));
+  d.rank = comm.rank();
+  d.ranks = comm.size();
   return d;
 }
 
 // Keys a resumed run must share with the run that wrote the checkpoint: the network, the
-// numerics, what is trained, and the data stream whose position the checkpoint holds. Every
-// other key (steps, schedule, logging, checkpointing, remat, tiling) may change on resume.
+// numerics, what is trained, and the data stream whose position the checkpoint holds (with the
+// global batch, per_device_batch_size x ranks, checked apart). Every other key (steps, schedule,
+// logging, checkpointing, remat, tiling, the sharding switches) may change on resume.
 bool must_match_on_resume(const std::string& key) {
-  static const char* kKeys[] = {"dtype",
-                                "weight_dtype",
-                                "freeze",
-                                "per_device_batch_size",
-                                "max_target_length",
-                                "dataset_type",
-                                "dataset_path",
-                                "tokenizer_type",
-                                "tokenizer_path",
-                                "packing",
-                                "data_shuffle_seed"};
+  static const char* kKeys[] = {
+      "dtype",        "weight_dtype",   "freeze",         "max_target_length", "dataset_type",
+      "dataset_path", "tokenizer_type", "tokenizer_path", "packing",           "data_shuffle_seed"};
   for (const char* k : kKeys)
     if (key == k) return true;
   return false;
 }
 
-// Copies a checkpoint tensor into a view of one of the run's buffers, checking its shape.
-void restore_tensor(Backend& be, const SafetensorsFile& file, const std::string& name,
-                    const Tensor& dst) {
-  if (!file.has(name)) fail("checkpoint file '", file.path(), "' has no tensor '", name, "'");
-  const SafetensorsEntry& e = file.entry(name);
-  if (e.shape != dst.shape())
-    fail("checkpoint file '", file.path(), "': '", name, "' has shape ", shape_str(e.shape),
-         ", the model needs ", shape_str(dst.shape()));
-  be.upload(dst, file.read_as(name, dst.dtype()));
+// fault_injection = "RANK:STEP:KIND" (tests): what this rank does wrong, and when.
+struct Fault {
+  int64_t rank = -1, step = -1;
+  std::string kind;
+};
+
+Fault parse_fault(const std::string& spec) {
+  Fault f;
+  if (spec.empty()) return f;
+  const size_t a = spec.find(':'), b = spec.find(':', a == std::string::npos ? a : a + 1);
+  try {
+    if (a == std::string::npos || b == std::string::npos) throw std::invalid_argument(spec);
+    f.rank = std::stoll(spec.substr(0, a));
+    f.step = std::stoll(spec.substr(a + 1, b - a - 1));
+    f.kind = spec.substr(b + 1);
+  } catch (const std::exception&) {
+    fail("fault_injection='", spec, "' is not RANK:STEP:KIND");
+  }
+  if (f.kind != "hang" && f.kind != "exit" && f.kind != "save" && f.kind != "nan" &&
+      f.kind != "sigterm")
+    fail("fault_injection='", spec, "': KIND must be hang, exit, save, nan or sigterm");
+  return f;
 }
 
 }  // namespace
 
-Trainer::Trainer(const Config& config) : config_(config) {
+int Trainer::agreed_stop_signal(const StopSignal& stop, const char* what) const {
+  int signal = stop.received();
+  if (comm_->size() > 1) {
+    Tensor sig = control_buffer({1}, DType::I32);
+    sig.data<int32_t>()[0] = signal;
+    comm_->all_reduce(sig, ReduceOp::Max, what).wait();
+    signal = sig.data<int32_t>()[0];
+  }
+  return signal;
+}
+
+void Trainer::inject_fault(const char* where, int64_t step) const {
+  const Fault f = parse_fault(config_.get_string("fault_injection"));
+  if (f.rank != comm_->rank() || f.step != step || f.kind != where) return;
+  std::fprintf(stderr, "gemmax: rank %d: fault_injection: %s at step %lld\n", comm_->rank(), where,
+               (long long)step);
+  std::fflush(stderr);
+  if (f.kind == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (f.kind == "exit") std::_Exit(7);  // leaves without a word to the other ranks
+  if (f.kind == "sigterm") {            // a stop request that reaches this rank alone
+    std::raise(SIGTERM);
+    return;
+  }
+  std::raise(SIGKILL);                  // save: killed half-way through writing its shard
+}
+
+Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm) {
+  if (comm_ == nullptr) {
+    own_comm_ = std::make_unique<SingleComm>();
+    comm_ = own_comm_.get();
+  }
+  const int ranks = comm_->size();
+  if (ranks > 1) {
+    comm_->set_timeout(config_.get_double("comm_timeout_seconds"));
+    comm_->set_progress("setup");
+    check_same_config(*comm_, config_.to_json());
+  }
+  parse_fault(config_.get_string("fault_injection"));
+  if (ranks > 1 && config_.get_string("backend") == "cuda")
+    fail("backend=cuda on ", ranks,
+         " ranks: FSDP's collectives run on host buffers (Open MPI) and ",
+         "the NCCL comm is not wired to the cuda backend yet; train on several ranks with ",
+         "backend=cpu, or on one GPU without mpirun");
   // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
-  const MemoryPlanInput plan_in = memory_plan_input(config_);
-  if (plan_in.fsdp > 1)
-    fail("ici_fsdp_parallelism=", plan_in.fsdp,
-         " is not implemented yet for training (one "
-         "device only): use it with dry_run=true to plan the memory of a "
-         "sharded run, or set "
-         "ici_fsdp_parallelism=1");
+  const MemoryPlanInput plan_in = memory_plan_input(config_, ranks);
+  if (ranks == 1 && plan_in.fsdp > 1)
+    fail("ici_fsdp_parallelism=", plan_in.fsdp, " needs ", plan_in.fsdp,
+         " ranks: start them with `mpirun -np ", plan_in.fsdp,
+         " gemmax train ...` (docs/FSDP.md), plan one with dry_run=true, or set "
+         "ici_fsdp_parallelism=-1");
+  if (ranks > 1 && plan_in.fsdp != ranks)
+    fail("ici_fsdp_parallelism=", plan_in.fsdp, " but the run was started with ", ranks,
+         " ranks: set it to ", ranks, " or -1 (the started ranks)");
   backend_ = make_backend(backend_options(config_));
   plan_ = plan_memory(plan_in, *backend_);
   check_memory_limit(config_, plan_);
@@ -105,27 +164,70 @@ Trainer::Trainer(const Config& config) : config_(config) {
           .string();
   checkpoints_dir_ = (fs::path(run_dir_) / "checkpoints").string();
 
-  data_ = make_data_loader(data_options(config_, mc.vocab_size));
+  data_ = make_data_loader(data_options(config_, mc.vocab_size, *comm_));
   model_ = std::make_unique<Gemma4Model>(mc, *backend_, plan_in.options);
   const ParamTable& table = model_->params();
   trainable_ = trainable_params(table, config_.get_string("freeze"));
-  state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(config_));
+  state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(config_), comm_,
+                            plan_in.fsdp_options);
+  // fault_injection=RANK:STEP:nan: a NaN in the first element of the first sharded piece this
+  // rank holds from a parameter's start, as a blow-up in its backward would leave (the other
+  // ranks' gradients stay finite).
+  if (const Fault f = parse_fault(config_.get_string("fault_injection"));
+      f.kind == "nan" && f.rank == comm_->rank()) {
+    for (size_t i = 0; i < table.specs().size(); ++i) {
+      const ParamPiece& p = state_.layout.pieces[i];
+      if (!trainable_[i] || p.count == 0 || p.begin != 0 || p.replicated) continue;
+      inject_nonfinite_gradient_for_testing(table.specs()[i].name, f.step + 1, 1);
+      break;
+    }
+  }
 
   // Where the weights come from: the run's own latest checkpoint (resume), else released
-  // weights (fine-tuning), else a fresh initialisation.
-  const std::vector<CheckpointRef> saved = config_.get_bool("enable_checkpointing")
-                                               ? list_train_checkpoints(checkpoints_dir_)
-                                               : std::vector<CheckpointRef>();
-  if (!saved.empty()) {
-    resume_from(open_train_checkpoint(saved.back().dir));
+  // weights (fine-tuning), else a fresh initialisation. Rank 0 picks the checkpoint for all.
+  int64_t resume_step = -1;
+  if (config_.get_bool("enable_checkpointing")) {
+    const std::vector<CheckpointRef> saved =
+        rank0() ? list_train_checkpoints(checkpoints_dir_) : std::vector<CheckpointRef>();
+    Tensor step = control_buffer({1}, DType::I64);
+    step.data<int64_t>()[0] = saved.empty() ? -1 : saved.back().step;
+    comm_->broadcast(step, 0, "the checkpoint to resume from").wait();
+    resume_step = step.data<int64_t>()[0];
+  }
+  if (resume_step >= 0) {
+    const std::vector<CheckpointRef> saved = list_train_checkpoints(checkpoints_dir_);
+    std::string dir;
+    for (const CheckpointRef& r : saved)
+      if (r.step == resume_step) dir = r.dir;
+    if (dir.empty())
+      fail("rank ", comm_->rank(), " does not see checkpoint step ", resume_step, " in '",
+           checkpoints_dir_, "' that rank 0 resumes from: the ranks must share the output folder");
+    resume_from(open_train_checkpoint(dir));
   } else if (!config_.get_string("load_parameters_path").empty()) {
     load_pretrained(config_.get_string("load_parameters_path"));
   } else {
-    Tensor host = Tensor::empty({table.total()}, wdt, MemKind::Workspace);
-    init_params(table, host, uint64_t(config_.get_int("init_weights_seed")));
-    backend_->upload(state_.weights, host);
+    initialise();
   }
-  prepare_run_dir();
+  if (rank0()) prepare_run_dir();
+  comm_->barrier("the run folder");
+}
+
+void Trainer::initialise() {
+  const ParamTable& table = model_->params();
+  const uint64_t seed = uint64_t(config_.get_int("init_weights_seed"));
+  Tensor host = Tensor::zeros({state_.layout.local_total}, state_.weights.dtype());
+  if (!state_.sharded()) {
+    init_params(table, host, seed);
+  } else {
+    // Each rank generates its own pieces: the values a whole initialisation gives them.
+    for (size_t i = 0; i < table.specs().size(); ++i) {
+      const ParamPiece& p = state_.layout.pieces[i];
+      if (p.count > 0)
+        init_param_range(table, table.specs()[i], p.begin, host.flat_slice(p.local, {p.count}),
+                         seed);
+    }
+  }
+  backend_->upload(state_.weights, host);
 }
 
 Trainer::~Trainer() = default;
@@ -151,23 +253,53 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
     if (key != "steps") changed.push_back(key + " " + saved[key].dump() + " -> " + value.dump());
   }
 
+  // The global batch must stay (the data stream's position is counted in its rows); how it splits
+  // over ranks may change.
+  const int64_t saved_rows = saved_config.get_int("per_device_batch_size"),
+                saved_ranks = ckpt.ranks;
+  const int64_t rows = config_.get_int("per_device_batch_size"), ranks = comm_->size();
+  if (saved_rows * saved_ranks != rows * ranks)
+    fail("checkpoint '", ckpt.ref.dir,
+         "' was written with a global batch of per_device_batch_size=", saved_rows, " x ",
+         saved_ranks, " ranks = ", saved_rows * saved_ranks,
+         " rows, but this run has per_device_batch_size=", rows, " x ", ranks,
+         " ranks = ", rows * ranks,
+         " rows; resuming needs the same global batch (or use another run_name for a "
+         "new run)");
+
+  // This rank's pieces of every parameter and of its moments, from whatever ranks wrote them.
   const ParamTable& table = model_->params();
-  Progress progress("restoring " + ckpt.ref.dir,
-                    double(ckpt.params.file_bytes() - ckpt.params.data_offset() +
-                           ckpt.optimizer.file_bytes() - ckpt.optimizer.data_offset()),
-                    "bytes");
-  for (const ParamSpec& s : table.specs()) {
-    restore_tensor(*backend_, ckpt.params, s.name, table.view(state_.weights, s.name));
-    progress.add(double(ckpt.params.entry(s.name).nbytes()));
-  }
-  for (const auto& [name, view] : state_.optimizer->named_state()) {
-    restore_tensor(*backend_, ckpt.optimizer, name, view);
-    progress.add(double(ckpt.optimizer.entry(name).nbytes()));
+  const ShardLayout& layout = state_.layout;
+  const DType wdt = state_.weights.dtype();
+  Progress progress("restoring " + ckpt.ref.dir, double(table.specs().size()), "tensors");
+  Tensor host = Tensor::zeros({layout.local_total}, wdt);
+  for (size_t i = 0; i < table.specs().size(); ++i) {
+    const ParamSpec& s = table.specs()[i];
+    const ParamPiece& p = layout.pieces[i];
+    if (!ckpt.params.has(s.name))
+      fail("checkpoint '", ckpt.ref.dir, "' has no tensor '", s.name, "'");
+    if (ckpt.params.shape(s.name) != s.shape)
+      fail("checkpoint '", ckpt.ref.dir, "': '", s.name, "' has shape ",
+           shape_str(ckpt.params.shape(s.name)), ", the model needs ", shape_str(s.shape));
+    if (p.count > 0) ckpt.params.read(s.name, p.begin, host.flat_slice(p.local, {p.count}));
+    const auto [mu, nu] = state_.optimizer->moments_of(i);
+    progress.add(1);
+    if (!mu.defined()) continue;
+    for (const auto& [name, dst] : {std::pair{"mu." + s.name, mu}, std::pair{"nu." + s.name, nu}}) {
+      if (!ckpt.optimizer.has(name))
+        fail("checkpoint '", ckpt.ref.dir, "' has no tensor '", name, "'");
+      Tensor m = Tensor::empty({p.count}, wdt);
+      ckpt.optimizer.read(name, p.begin, m);
+      backend_->upload(dst, m);
+    }
   }
   progress.finish();
+  backend_->upload(state_.weights, host);
   data_->restore(ckpt.state.at("data"));
   start_step_ = ckpt.ref.step;
-  notes_.push_back(str_cat("resumed from ", ckpt.ref.dir, " (step ", start_step_, ")"));
+  notes_.push_back(
+      str_cat("resumed from ", ckpt.ref.dir, " (step ", start_step_,
+              ckpt.ranks != ranks ? str_cat(", written by ", ckpt.ranks, " ranks") : "", ")"));
   for (const std::string& c : changed) notes_.push_back("changed since the checkpoint: " + c);
 }
 
@@ -178,7 +310,20 @@ void Trainer::load_pretrained(const std::string& dir) {
          "' holds a different model than model_name=", model_->config().name, " (", d,
          " there vs the run's); set model_name or the model keys "
          "to match it");
-  backend_->upload(state_.weights, m.weights);
+  if (!state_.sharded()) {
+    backend_->upload(state_.weights, m.weights);
+  } else {
+    // Every rank reads the whole folder and keeps its pieces.
+    const ParamTable& table = model_->params();
+    Tensor host = Tensor::zeros({state_.layout.local_total}, state_.weights.dtype());
+    for (size_t i = 0; i < table.specs().size(); ++i) {
+      const ParamPiece& p = state_.layout.pieces[i];
+      if (p.count == 0) continue;
+      const Tensor src = m.weights.flat_slice(table.specs()[i].offset + p.begin, {p.count});
+      std::memcpy(host.flat_slice(p.local, {p.count}).raw(), src.raw(), src.nbytes());
+    }
+    backend_->upload(state_.weights, host);
+  }
   notes_.push_back("initialised from " + m.source);
   if (!m.note.empty()) notes_.push_back(m.note);
 }
@@ -197,17 +342,34 @@ void Trainer::prepare_run_dir() {
 
 std::string Trainer::save_checkpoint(int64_t steps_done) {
   const ParamTable& table = model_->params();
-  NamedTensors params;
-  for (const ParamSpec& s : table.specs())
-    params.emplace_back(s.name, backend_->to_host(table.view(state_.weights, s.name)));
-  NamedTensors moments;
-  for (const auto& [name, view] : state_.optimizer->named_state())
-    moments.emplace_back(name, backend_->to_host(view));
   nlohmann::json state;
   state["data"] = data_->state();
   state["config"] = config_.to_json();
-  return save_train_checkpoint(checkpoints_dir_, steps_done, params, moments, state,
-                               config_.get_int("max_num_checkpoints_to_keep"));
+  const int64_t keep = config_.get_int("max_num_checkpoints_to_keep");
+  if (!state_.sharded()) {
+    NamedTensors params;
+    for (const ParamSpec& s : table.specs())
+      params.emplace_back(s.name, backend_->to_host(table.view(state_.weights, s.name)));
+    NamedTensors moments;
+    for (const auto& [name, view] : state_.optimizer->named_state())
+      moments.emplace_back(name, backend_->to_host(view));
+    return save_train_checkpoint(checkpoints_dir_, steps_done, params, moments, state, keep);
+  }
+  // This rank's pieces; the replicated parameters (alike on every rank) from rank 0 only.
+  std::vector<TensorPiece> params, moments;
+  for (size_t i = 0; i < table.specs().size(); ++i) {
+    const ParamSpec& s = table.specs()[i];
+    const ParamPiece& p = state_.layout.pieces[i];
+    if (p.count == 0 || (p.replicated && !rank0())) continue;
+    params.push_back({s.name, backend_->to_host(state_.weights.flat_slice(p.local, {p.count})),
+                      p.begin, s.shape});
+    const auto [mu, nu] = state_.optimizer->moments_of(i);
+    if (!mu.defined()) continue;
+    moments.push_back({"mu." + s.name, backend_->to_host(mu), p.begin, s.shape});
+    moments.push_back({"nu." + s.name, backend_->to_host(nu), p.begin, s.shape});
+  }
+  return save_sharded_checkpoint(*comm_, checkpoints_dir_, steps_done, params, moments, state, keep,
+                                 [&](const std::string&) { inject_fault("save", steps_done); });
 }
 
 void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, TrainSummary& sum,
@@ -216,7 +378,28 @@ void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, Tra
   // weights are still those after the previous step. Naming the culprit reads the gradients
   // back, which only this rare path does.
   const double loss = r.loss.total_loss;
-  const std::string culprit = state_.optimizer->first_nonfinite_gradient(state_.grads);
+  NonfiniteGradient g = state_.optimizer->first_nonfinite_gradient(state_.grads);
+  if (comm_->size() > 1) {
+    // Each rank's first, then the first of all: registry order, then the lower rank (whose
+    // elements come first), so that every rank names the same one.
+    Tensor mine = control_buffer({3}, DType::I64);
+    mine.data<int64_t>()[0] = g.spec;
+    mine.data<int64_t>()[1] = g.element;
+    std::memcpy(mine.data<int64_t>() + 2, &g.value, sizeof(double));
+    Tensor all = control_buffer({3 * comm_->size()}, DType::I64);
+    comm_->all_gather(mine, all, "the non-finite gradients").wait();
+    g = {};
+    for (int q = 0; q < comm_->size(); ++q) {
+      const int64_t* a = all.data<int64_t>() + 3 * q;
+      if (a[0] < 0 || (g.spec >= 0 && a[0] >= g.spec)) continue;
+      g.spec = a[0];
+      g.element = a[1];
+      std::memcpy(&g.value, a + 2, sizeof(double));
+    }
+  }
+  const std::string culprit = g.spec < 0 ? std::string()
+                                         : str_cat(model_->params().specs()[size_t(g.spec)].name,
+                                                   " (element ", g.element, ": ", g.value, ")");
   const std::string what = str_cat(
       "step ", step, ": ",
       std::isfinite(loss) ? str_cat("the gradient norm is ", r.raw_grad_norm, " (loss ", loss, ")")
@@ -303,12 +486,25 @@ void Trainer::print_header(std::ostream& log) const {
   log << "gemmax: backend " << backend_->describe() << " | dtype " << config_.get_string("dtype")
       << " | remat " << config_.get_string("remat_policy") << " | data " << data_->describe()
       << "\n";
+  if (state_.sharded()) {
+    const FsdpOptions& o = state_.fsdp;
+    log << "gemmax: FSDP over " << comm_->size() << " ranks (" << comm_->name()
+        << ") | global batch " << comm_->size() * batch_ << " x " << seq_ << " | small vectors "
+        << (o.replicate_small ? "replicated" : "sharded") << " | embedding "
+        << embedding_mode_name(o.embedding)
+        << (o.embedding_choice.empty() ? "" : " (" + o.embedding_choice + ")") << " | prefetch "
+        << o.prefetch << " layer(s) | head tiles along the "
+        << (o.tile_batch ? "global batch (all-to-alls)" : "sequence") << "\n";
+  }
   log << "gemmax: " << format_memory_plan(plan_);
   for (const std::string& n : notes_) log << "gemmax: " << n << "\n";
   log << "gemmax: run directory " << run_dir_ << "\n";
 }
 
-TrainSummary Trainer::run(std::ostream& log) {
+TrainSummary Trainer::run(std::ostream& out) {
+  // Rank 0 speaks for the run; the other ranks' log goes nowhere.
+  std::ostream null_stream(nullptr);
+  std::ostream& log = rank0() ? out : null_stream;
   print_header(log);
   TrainSummary sum;
   sum.final_step = start_step_;
@@ -320,7 +516,8 @@ TrainSummary Trainer::run(std::ostream& log) {
   // Measured peaks cover the steps only (setup's transients, e.g. initialisation, are not part
   // of the plan). The tracker is process-wide: other live models would count too.
   MemoryTracker::global().reset_peaks();
-  MetricsSink metrics(metrics_options(config_, run_dir_), log);
+  std::optional<MetricsSink> metrics;  // rank 0 writes the run's metrics
+  if (rank0()) metrics.emplace(metrics_options(config_, run_dir_), log);
   const double step_tflop = training_flops(model_->config(), batch_, seq_).total() / 1e12;
   const double peak = config_.get_double("peak_tflops_per_device");
   const bool checkpointing = config_.get_bool("enable_checkpointing");
@@ -329,10 +526,24 @@ TrainSummary Trainer::run(std::ostream& log) {
   double timed_seconds = 0;
   for (int64_t step = start_step_; step < steps_; ++step) {
     Timer timer;
+    comm_->set_progress(str_cat("step ", step));
+    inject_fault("hang", step);
+    inject_fault("exit", step);
+    inject_fault("sigterm", step);
+    const CommStats comm_before = comm_->stats();
     const Batch batch = data_->next();
-    const StepInputs in = upload_batch(*backend_, batch);
     const double lr = schedule_.at(step);
-    train_step(*backend_, *model_, state_, in, lr, step + 1);
+    StepInputs in;
+    if (state_.sharded()) {
+      ShardedBatch b = upload_sharded_batch(*backend_, *comm_, state_.layout, state_.fsdp,
+                                            model_->options().num_vocab_tiling,
+                                            model_->config().vocab_size, batch);
+      in = b.in;
+      train_step(*backend_, *model_, state_, in, lr, step + 1, b.vocab);
+    } else {
+      in = upload_batch(*backend_, batch);
+      train_step(*backend_, *model_, state_, in, lr, step + 1);
+    }
     const StepResult r = read_step(*backend_, *model_, state_, in);  // the step's one read
     const LossInfo& loss = r.loss;
     if (!r.applied) skip_or_stop_nonfinite_step(step, r, sum, log);
@@ -351,7 +562,16 @@ TrainSummary Trainer::run(std::ostream& log) {
     m.mfu = peak > 0 ? m.tflops_per_sec / peak : 0.0;
     m.total_weights = loss.num_targets;
     m.skipped_steps = sum.skipped_steps;
-    metrics.write(m, step + 1 == steps_);
+    if (state_.sharded()) {
+      const CommStats c = comm_->stats() - comm_before;
+      m.has_comm = true;
+      m.comm_all_gather_bytes = c.all_gather_bytes;
+      m.comm_reduce_scatter_bytes = c.reduce_scatter_bytes;
+      m.comm_all_reduce_bytes = c.all_reduce_bytes;
+      m.comm_all_to_all_bytes = c.all_to_all_bytes;
+      m.comm_wait_seconds = c.wait_seconds;
+    }
+    if (metrics) metrics->write(m, step + 1 == steps_);
 
     if (sum.steps == 0)
       sum.first_loss = m.loss;
@@ -363,15 +583,20 @@ TrainSummary Trainer::run(std::ostream& log) {
 
     // One read of the stop request decides this step's save. A request that arrives during a
     // save (or after a step that saved) stops the run at once: the checkpoint holds this step.
+    // Under FSDP the ranks agree on each read (the largest signal any rank received), so a
+    // signal stops every rank after the same step.
     const int64_t done = step + 1;
-    const int requested = stop.received();
+    const int requested = agreed_stop_signal(stop, "the stop signals");
     bool saved = false;
     if (checkpointing && ((period > 0 && done % period == 0) || done == steps_ || requested)) {
       sum.last_checkpoint = save_checkpoint_or_die(stop, done, log);
       saved = true;
       log << "gemmax: saved checkpoint " << sum.last_checkpoint << std::endl;
     }
-    sum.stop_signal = (requested != 0 || saved) && done < steps_ ? stop.received() : 0;
+    // Read again after a save (the same decision on every rank, so the same collective).
+    sum.stop_signal = (requested != 0 || saved) && done < steps_
+                          ? agreed_stop_signal(stop, "the stop signals after a save")
+                          : 0;
     if (sum.stop_signal) break;
   }
   if (sum.stop_signal) {
@@ -389,15 +614,42 @@ TrainSummary Trainer::run(std::ostream& log) {
     sum.tflops_per_sec = step_tflop / sum.mean_step_seconds;
   }
   const auto& mem = MemoryTracker::global();
+  // Every rank's measured peaks, for memory.json.
+  Tensor peaks = control_buffer({int64_t(kNumMemKinds) + 1}, DType::I64);
+  for (size_t k = 0; k < kNumMemKinds; ++k)
+    peaks.data<int64_t>()[k] = int64_t(mem.peak(MemKind(k)));
+  peaks.data<int64_t>()[kNumMemKinds] = int64_t(mem.peak_total());
+  Tensor all_peaks = control_buffer({comm_->size() * peaks.numel()}, DType::I64);
+  comm_->all_gather(peaks, all_peaks, "the measured memory peaks").wait();
   log << "gemmax: done: " << sum.steps << " steps (run at step " << sum.final_step << ") | loss "
       << std::setprecision(4) << sum.first_loss << " -> " << sum.last_loss << " | mean step "
       << sum.mean_step_seconds << " s | " << std::setprecision(6) << sum.tokens_per_sec
       << " tokens/s | " << sum.tflops_per_sec << " TFLOP/s | peak memory "
       << format_bytes(double(mem.peak_total())) << "\n";
   log << "gemmax: " << format_memory_plan(plan_, &mem);
-  std::ofstream(fs::path(run_dir_) / "memory.json") << memory_json(plan_, mem).dump(2) << "\n";
-  log << "gemmax: " << metrics.describe() << "\n";
-  if (!stop.received()) print_sample(log);  // a run asked to stop ends promptly
+  if (rank0()) {
+    nlohmann::json j = memory_json(plan_, mem);
+    if (comm_->size() > 1) {
+      for (int r = 0; r < comm_->size(); ++r) {
+        nlohmann::json m;
+        const int64_t* p = all_peaks.data<int64_t>() + r * peaks.numel();
+        for (size_t k = 0; k < kNumMemKinds; ++k) m[std::string(mem_kind_name(MemKind(k)))] = p[k];
+        m["total"] = p[kNumMemKinds];
+        j["measured_per_rank"].push_back(m);
+      }
+      const CommStats& c = plan_.comm;
+      j["planned_comm_per_step"] = {{"all_gather_bytes", c.all_gather_bytes},
+                                    {"reduce_scatter_bytes", c.reduce_scatter_bytes},
+                                    {"all_reduce_bytes", c.all_reduce_bytes},
+                                    {"all_to_all_bytes", c.all_to_all_bytes}};
+    }
+    std::ofstream(fs::path(run_dir_) / "memory.json") << j.dump(2) << "\n";
+    log << "gemmax: " << metrics->describe() << "\n";
+  }
+  if (state_.sharded())
+    log << "gemmax: no sample: the weights are sharded (gemmax export, then gemmax sample)\n";
+  else if (!stop.received())  // a run asked to stop ends promptly
+    print_sample(log);
   return sum;
 }
 

@@ -1,5 +1,9 @@
 // The training loop: data -> forward/backward -> clip -> AdamW, with per-step metrics,
 // train-state checkpoints, exact resume and graceful stop.
+//
+// Under mpirun every rank runs a Trainer over the same Comm: each trains its FSDP shard on its rows
+// of the global batch (dist/fsdp.h) and writes its own checkpoint shard; rank 0 prints the log and
+// writes the run folder's other files.
 #pragma once
 
 #include <iosfwd>
@@ -10,6 +14,7 @@
 #include "gemmax/backend/backend.h"
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"
+#include "gemmax/dist/comm.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_plan.h"
 #include "gemmax/train/schedule.h"
@@ -35,13 +40,16 @@ class Trainer {
  public:
   // Builds everything the config names and resumes from the run's latest checkpoint if there
   // is one. Throws gemmax::Error for bad input before any step and before writing anything.
-  explicit Trainer(const Config& config);
+  // `comm`: the ranks of the run (null: one rank).
+  explicit Trainer(const Config& config, Comm* comm = nullptr);
   ~Trainer();
 
+  // Logs to `log` on rank 0 only.
   TrainSummary run(std::ostream& log);
 
   const Gemma4Model& model() const { return *model_; }
-  const Tensor& weights() const { return state_.weights; }
+  const Tensor& weights() const { return state_.weights; }  // this rank's (layout())
+  const ShardLayout& layout() const { return state_.layout; }
   const std::string& run_dir() const { return run_dir_; }
   int64_t start_step() const { return start_step_; }
   const MemoryPlan& memory_plan() const { return plan_; }
@@ -49,7 +57,12 @@ class Trainer {
  private:
   void resume_from(const TrainCheckpoint& ckpt);
   void load_pretrained(const std::string& dir);
+  void initialise();
   std::string save_checkpoint(int64_t steps_done);
+  void inject_fault(const char* where, int64_t step) const;
+  // stop.received(), agreed by every rank (the largest): a collective under FSDP, `what` names it.
+  int agreed_stop_signal(const StopSignal& stop, const char* what) const;
+  bool rank0() const { return comm_->rank() == 0; }
   // After a step that was not applied for a non-finite loss or gradient: counts it as skipped
   // if skip_nonfinite_steps allows, else throws an Error naming the step and the first
   // parameter whose gradient is not finite.
@@ -62,6 +75,8 @@ class Trainer {
   void print_sample(std::ostream& log) const;
 
   Config config_;
+  std::unique_ptr<Comm> own_comm_;
+  Comm* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<DataLoader> data_;

@@ -111,6 +111,20 @@ class CpuBackend final : public Backend {
   void softcap_cross_entropy(const Tensor& logits, const Tensor& loss, const Tensor& targets,
                              const Tensor& mask, double cap, double grad_scale,
                              bool write_grad) override;
+  // The vocabulary-parallel cross-entropy of FSDP's head (fsdp_embedding=vocab_parallel): the
+  // reference's loops, on the same host buffers (not vectorised yet).
+  void vocab_ce_max(const Tensor& logits, const Tensor& stats, double cap) override {
+    reference_.vocab_ce_max(logits, stats, cap);
+  }
+  void vocab_ce_sums(const Tensor& logits, const Tensor& stats, const Tensor& targets) override {
+    reference_.vocab_ce_sums(logits, stats, targets);
+  }
+  void vocab_ce_finish(const Tensor& logits, const Tensor& loss, const Tensor& stats,
+                       const Tensor& targets, const Tensor& mask, double cap, double grad_scale,
+                       int64_t loss_begin, int64_t loss_end, bool write_grad) override {
+    reference_.vocab_ce_finish(logits, loss, stats, targets, mask, cap, grad_scale, loss_begin,
+                               loss_end, write_grad);
+  }
 
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWStep& step, const Tensor& scalars) override;

@@ -48,4 +48,88 @@ void ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tensor&
   ref::add_to_scalar(loss, total);
 }
 
+namespace {
+
+void check_vocab_ce(const char* op, const Tensor& logits, const Tensor& stats,
+                    const Tensor& targets) {
+  const int64_t R = logits.dim(0);
+  GEMMAX_CHECK(stats.dtype() == DType::F64 && stats.numel() == 3 * R &&
+                   (!targets.defined() || targets.numel() == R),
+               op, ": logits ", logits.str(), " stats ", stats.str(), " targets ",
+               targets.defined() ? targets.str() : std::string("-"));
+}
+
+}  // namespace
+
+void ReferenceBackend::vocab_ce_max(const Tensor& logits, const Tensor& stats, double cap) {
+  check_vocab_ce("vocab_ce_max", logits, stats, Tensor());
+  const int64_t R = logits.dim(0), V = logits.dim(1);
+  double* mx = stats.data<double>();
+  ref::dispatch_float(logits, [&]<class T>() {
+    T* pl = logits.data<T>();
+#pragma omp parallel for
+    for (int64_t r = 0; r < R; ++r) {
+      T* row = pl + r * V;
+      if (cap > 0)
+        for (int64_t v = 0; v < V; ++v) row[v] = T(cap * std::tanh(double(row[v]) / cap));
+      double m = -HUGE_VAL;
+      for (int64_t v = 0; v < V; ++v) m = std::max(m, double(row[v]));
+      mx[r] = m;
+    }
+  });
+}
+
+void ReferenceBackend::vocab_ce_sums(const Tensor& logits, const Tensor& stats,
+                                     const Tensor& targets) {
+  check_vocab_ce("vocab_ce_sums", logits, stats, targets);
+  const int64_t R = logits.dim(0), V = logits.dim(1);
+  double* st = stats.data<double>();
+  const int32_t* tgt = targets.data<int32_t>();
+  ref::dispatch_float(logits, [&]<class T>() {
+    const T* pl = logits.data<T>();
+#pragma omp parallel for
+    for (int64_t r = 0; r < R; ++r) {
+      const T* row = pl + r * V;
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - st[r]);
+      st[R + r] = sum;
+      st[2 * R + r] = tgt[r] >= 0 && tgt[r] < V ? double(row[tgt[r]]) : 0.0;
+    }
+  });
+}
+
+void ReferenceBackend::vocab_ce_finish(const Tensor& logits, const Tensor& loss,
+                                       const Tensor& stats, const Tensor& targets,
+                                       const Tensor& mask, double cap, double grad_scale,
+                                       int64_t loss_begin, int64_t loss_end, bool write_grad) {
+  check_vocab_ce("vocab_ce_finish", logits, stats, targets);
+  const int64_t R = logits.dim(0), V = logits.dim(1);
+  GEMMAX_CHECK(mask.numel() == R && 0 <= loss_begin && loss_begin <= loss_end && loss_end <= R,
+               "vocab_ce_finish: mask ", mask.str(), " loss rows [", loss_begin, ", ", loss_end,
+               ") of ", R);
+  const double* st = stats.data<double>();
+  const int32_t* tgt = targets.data<int32_t>();
+  const int32_t* msk = mask.data<int32_t>();
+  double total = 0;
+  for (int64_t r = loss_begin; r < loss_end; ++r)
+    if (msk[r] != 0) total += st[r] + std::log(st[R + r]) - st[2 * R + r];
+  ref::add_to_scalar(loss, total);
+  if (!write_grad) return;
+  ref::dispatch_float(logits, [&]<class T>() {
+    T* pl = logits.data<T>();
+#pragma omp parallel for
+    for (int64_t r = 0; r < R; ++r) {
+      T* row = pl + r * V;
+      const double lse = st[r] + std::log(st[R + r]);
+      const double g = msk[r] != 0 ? grad_scale : 0.0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double c = double(row[v]);
+        double dc = g * (std::exp(c - lse) - (v == tgt[r] && msk[r] != 0 ? 1.0 : 0.0));
+        if (cap > 0) dc *= 1.0 - (c / cap) * (c / cap);
+        row[v] = T(dc);
+      }
+    }
+  });
+}
+
 }  // namespace gemmax

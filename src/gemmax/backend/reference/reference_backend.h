@@ -91,6 +91,11 @@ class ReferenceBackend final : public Backend {
   void softcap_cross_entropy(const Tensor& logits, const Tensor& loss, const Tensor& targets,
                              const Tensor& mask, double cap, double grad_scale,
                              bool write_grad) override;
+  void vocab_ce_max(const Tensor& logits, const Tensor& stats, double cap) override;
+  void vocab_ce_sums(const Tensor& logits, const Tensor& stats, const Tensor& targets) override;
+  void vocab_ce_finish(const Tensor& logits, const Tensor& loss, const Tensor& stats,
+                       const Tensor& targets, const Tensor& mask, double cap, double grad_scale,
+                       int64_t loss_begin, int64_t loss_end, bool write_grad) override;
 
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWStep& step, const Tensor& scalars) override;

@@ -1,0 +1,157 @@
+#include "gemmax/dist/comm_nccl.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <map>
+
+#include "gemmax/base/error.h"
+
+namespace gemmax {
+namespace {
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("CUDA error in ", what, ": ", cudaGetErrorString(e));
+}
+
+void check_nccl(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) fail("NCCL error in ", what, ": ", ncclGetErrorString(r));
+}
+
+ncclDataType_t nccl_type(DType t, const std::string& what) {
+  switch (t) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
+    case DType::U8:
+      return ncclUint8;
+  }
+  fail("collective ", what, ": no NCCL type for ", dtype_name(t));
+}
+
+}  // namespace
+
+struct NcclComm::Impl {
+  ncclComm_t comm = nullptr;
+  cudaStream_t compute = nullptr, stream = nullptr;
+  cudaEvent_t ready = nullptr;  // recorded on the compute stream before each collective
+  std::map<uint64_t, cudaEvent_t> done;
+  uint64_t next_id = 1;
+  int device = 0;
+};
+
+NcclComm::NcclComm(Comm& bootstrap, int device, void* compute_stream)
+    : Comm(bootstrap.rank(), bootstrap.size()), impl_(std::make_unique<Impl>()) {
+  impl_->device = device;
+  impl_->compute = static_cast<cudaStream_t>(compute_stream);
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  ncclUniqueId id;
+  if (rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  Tensor host = Tensor::empty({int64_t(sizeof id)}, DType::U8, MemKind::Workspace);
+  std::memcpy(host.raw(), &id, sizeof id);
+  bootstrap.broadcast(host, 0, "the NCCL unique id").wait();
+  std::memcpy(&id, host.raw(), sizeof id);
+  check_nccl(ncclCommInitRank(&impl_->comm, size(), id, rank()), "ncclCommInitRank");
+  check_cuda(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check_cuda(cudaEventCreateWithFlags(&impl_->ready, cudaEventDisableTiming), "cudaEventCreate");
+}
+
+NcclComm::~NcclComm() {
+  for (auto& [id, ev] : impl_->done) cudaEventDestroy(ev);
+  if (impl_->ready) cudaEventDestroy(impl_->ready);
+  if (impl_->stream) cudaStreamDestroy(impl_->stream);
+  if (impl_->comm) ncclCommDestroy(impl_->comm);
+}
+
+uint64_t NcclComm::start(const Collective& c) {
+  Impl& m = *impl_;
+  // The collective follows whatever the compute stream has queued (the cast of a shard, the
+  // backward that wrote a gradient).
+  check_cuda(cudaEventRecord(m.ready, m.compute), "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(m.stream, m.ready, 0), "cudaStreamWaitEvent");
+  const std::string& what = c.what;
+  switch (c.kind) {
+    case Collective::AllGather:
+      check_nccl(ncclAllGather(c.send.raw(), c.recv.raw(), size_t(c.send.numel()),
+                               nccl_type(c.recv.dtype(), what), m.comm, m.stream),
+                 "ncclAllGather");
+      break;
+    case Collective::ReduceScatter:
+      check_nccl(ncclReduceScatter(c.send.raw(), c.recv.raw(), size_t(c.recv.numel()),
+                                   nccl_type(c.recv.dtype(), what), ncclSum, m.comm, m.stream),
+                 "ncclReduceScatter");
+      break;
+    case Collective::AllReduce:
+      // NCCL's ring gives every rank the same bits.
+      check_nccl(ncclAllReduce(c.recv.raw(), c.recv.raw(), size_t(c.recv.numel()),
+                               nccl_type(c.recv.dtype(), what),
+                               c.op == ReduceOp::Max ? ncclMax : ncclSum, m.comm, m.stream),
+                 "ncclAllReduce");
+      break;
+    case Collective::Broadcast:
+      check_nccl(ncclBroadcast(c.recv.raw(), c.recv.raw(), size_t(c.recv.numel()),
+                               nccl_type(c.recv.dtype(), what), c.root, m.comm, m.stream),
+                 "ncclBroadcast");
+      break;
+    case Collective::AllToAll: {
+      const ncclDataType_t type = nccl_type(c.recv.dtype(), what);
+      const size_t elem = dtype_size(c.recv.dtype());
+      size_t out = 0, in = 0;
+      check_nccl(ncclGroupStart(), "ncclGroupStart");
+      for (int q = 0; q < size(); ++q) {
+        const size_t s = size_t(c.send_counts[q]), r = size_t(c.recv_counts[q]);
+        if (s > 0)
+          check_nccl(ncclSend(static_cast<const char*>(c.send.raw()) + out * elem, s, type, q,
+                              m.comm, m.stream),
+                     "ncclSend");
+        if (r > 0)
+          check_nccl(
+              ncclRecv(static_cast<char*>(c.recv.raw()) + in * elem, r, type, q, m.comm, m.stream),
+              "ncclRecv");
+        out += s, in += r;
+      }
+      check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+      break;
+    }
+    case Collective::Barrier: {
+      // A one-element all-reduce that the host waits for.
+      void* dev = nullptr;
+      check_cuda(cudaMallocAsync(&dev, sizeof(float), m.stream), "cudaMallocAsync");
+      check_nccl(ncclAllReduce(dev, dev, 1, ncclFloat32, ncclSum, m.comm, m.stream),
+                 "ncclAllReduce (barrier)");
+      check_cuda(cudaFreeAsync(dev, m.stream), "cudaFreeAsync");
+      check_cuda(cudaStreamSynchronize(m.stream), "cudaStreamSynchronize");
+      break;
+    }
+  }
+  cudaEvent_t ev = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+  check_cuda(cudaEventRecord(ev, m.stream), "cudaEventRecord");
+  const uint64_t id = m.next_id++;
+  m.done[id] = ev;
+  return id;
+}
+
+void NcclComm::complete(uint64_t id) {
+  Impl& m = *impl_;
+  auto it = m.done.find(id);
+  GEMMAX_CHECK(it != m.done.end(), "no NCCL collective #", id);
+  check_cuda(cudaStreamWaitEvent(m.compute, it->second, 0), "cudaStreamWaitEvent");
+  cudaEventDestroy(it->second);  // released once the wait it orders has been queued
+  m.done.erase(it);
+  ncclResult_t async = ncclSuccess;
+  check_nccl(ncclCommGetAsyncError(m.comm, &async), "ncclCommGetAsyncError");
+  check_nccl(async, "a collective");
+}
+
+}  // namespace gemmax

@@ -1,0 +1,34 @@
+// The NCCL comm: collectives on device buffers, ordered with a CUDA stream (the CUDA backend's).
+//
+// NCCL is bootstrapped over MPI: rank 0 makes the unique id and the bootstrap comm broadcasts it.
+// A collective runs on the comm's own stream after the work already queued on the compute stream;
+// wait() makes the compute stream wait for it (a device-side dependency, no host synchronisation),
+// so that the next layer's all-gather overlaps this layer's kernels as on the host. Built wherever
+// CUDA and NCCL are found (GEMMAX_NCCL); needs a GPU per rank to run.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gemmax/dist/comm.h"
+
+namespace gemmax {
+
+class NcclComm final : public Comm {
+ public:
+  // `bootstrap`: a host comm over the same ranks (MpiComm); `device`: this rank's CUDA device;
+  // `compute_stream`: the cudaStream_t the backend runs its kernels on.
+  NcclComm(Comm& bootstrap, int device, void* compute_stream);
+  ~NcclComm() override;
+  std::string name() const override { return "nccl"; }
+
+ protected:
+  uint64_t start(const Collective& c) override;
+  void complete(uint64_t id) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gemmax

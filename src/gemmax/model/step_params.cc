@@ -1,0 +1,43 @@
+#include "gemmax/model/step_params.h"
+
+#include <cmath>
+
+#include "gemmax/model/head.h"
+
+namespace gemmax {
+
+WholeParams::WholeParams(Backend& be, const ParamTable& table, const ModelOptions& opt,
+                         const Tensor& weights, const Tensor& grads)
+    : be_(be),
+      table_(table),
+      opt_(opt),
+      weights_(bind_model(table, weights)),
+      grads_(grads.defined() ? bind_model(table, grads) : ModelWeights()) {}
+
+Tensor WholeParams::embed(const StepInputs& in) {
+  const int64_t D = table_.config().d_model;
+  Tensor x = be_.alloc({in.tokens_count(), D}, opt_.act, MemKind::Activations);
+  be_.embedding_forward(x, in.tokens, weights_.embed, std::sqrt(double(D)));
+  return x;
+}
+
+LayerWeights WholeParams::layer(int64_t l, Pass) {
+  return compute_weights(be_, weights_.layers[size_t(l)], opt_.act);
+}
+
+void WholeParams::head(const StepInputs& in, const Tensor& x, double grad_scale, const Tensor& loss,
+                       const Tensor& dx) {
+  const HeadWeights hw{compute_copy(be_, weights_.embed, opt_.act), weights_.final_norm};
+  if (!grads_.embed.defined()) {
+    head_loss(be_, table_.config(), in, opt_, hw, x, grad_scale, loss, nullptr, nullptr);
+    return;
+  }
+  const HeadWeights hg{grads_.embed, grads_.final_norm};
+  head_loss(be_, table_.config(), in, opt_, hw, x, grad_scale, loss, &hg, &dx);
+}
+
+void WholeParams::embed_backward(const StepInputs& in, const Tensor& dx) {
+  be_.embedding_backward(grads_.embed, dx, in.tokens, std::sqrt(double(table_.config().d_model)));
+}
+
+}  // namespace gemmax
