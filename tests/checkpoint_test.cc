@@ -20,6 +20,7 @@
 #include "gemmax/io/hf_config.h"
 #include "gemmax/io/hf_model.h"
 #include "gemmax/io/train_checkpoint.h"
+#include "gemmax/train/stop_signal.h"
 #include "gemmax/train/trainer.h"
 #include "test_util.h"
 
@@ -309,6 +310,35 @@ TEST(Stop, RepeatedSignalsFromALauncherAreOneRequest) {
   ::kill(pid, SIGINT);
   const int status = wait_status(pid);
   expect_graceful_stop(status, dir, testing::read_file(log_path), "SIGTERM");
+}
+
+// A launcher's repeat can arrive after the run has ended, while the process exits: once a stop
+// was requested the handlers stay, so it cannot kill the process. Without a request the previous
+// handlers come back. In-process, so that the order of events is certain.
+TEST(Stop, RepeatsAfterTheRunEndedAreHarmlessAndHandlersComeBackOtherwise) {
+  struct sigaction before = {};
+  ASSERT_EQ(::sigaction(SIGTERM, nullptr, &before), 0);
+  auto current = []() {
+    struct sigaction now = {};
+    ::sigaction(SIGTERM, nullptr, &now);
+    return now;
+  };
+  auto is_previous = [&](const struct sigaction& a) {
+    return (a.sa_flags & SA_SIGINFO) == (before.sa_flags & SA_SIGINFO) &&
+           a.sa_handler == before.sa_handler;
+  };
+  {
+    const StopSignal stop;
+    ::raise(SIGTERM);
+    EXPECT_EQ(stop.received(), SIGTERM);
+  }
+  EXPECT_FALSE(is_previous(current()));
+  ::raise(SIGTERM);  // the repeat: this process must still be alive after it
+  {
+    const StopSignal stop;  // a later run in the same process starts with no request
+    EXPECT_EQ(stop.received(), 0);
+  }
+  EXPECT_TRUE(is_previous(current()));
 }
 
 // GNU timeout, signalled itself, passes SIGTERM to gemmax and then to gemmax's whole process

@@ -80,8 +80,14 @@ StopSignal::StopSignal() {
   sigemptyset(&sa.sa_mask);
   for (int s : kSignals) sigaddset(&sa.sa_mask, s);  // one handler runs at a time
   for (int i = 0; i < 2; ++i) {
+    struct sigaction now = {};
+    if (::sigaction(kSignals[i], nullptr, &now) != 0) continue;
+    // Left installed by an earlier StopSignal that was asked to stop: g_previous still holds
+    // the handler from before it.
+    if (g_installed[i] && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_stop_signal)
+      continue;
     g_installed[i] = false;
-    if (::sigaction(kSignals[i], nullptr, &g_previous[i]) != 0) continue;
+    g_previous[i] = now;
     const bool ignored =
         !(g_previous[i].sa_flags & SA_SIGINFO) && g_previous[i].sa_handler == SIG_IGN;
     if (!ignored) g_installed[i] = ::sigaction(kSignals[i], &sa, nullptr) == 0;
@@ -89,8 +95,11 @@ StopSignal::StopSignal() {
 }
 
 StopSignal::~StopSignal() {
-  for (int i = 0; i < 2; ++i)
-    if (g_installed[i]) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+  // After a stop request the handlers stay (see stop_signal.h): further signals are repeats.
+  if (g_received.load() == 0)
+    for (int i = 0; i < 2; ++i)
+      if (g_installed[i] && ::sigaction(kSignals[i], &g_previous[i], nullptr) == 0)
+        g_installed[i] = false;
   set_writes_interrupted(false);
   g_alive = false;
 }

@@ -8,7 +8,10 @@
 // si_code SI_KERNEL) forces an immediate exit: the process dies by SIGINT, and a checkpoint
 // being written at that moment is abandoned (its temporary folder removed), so the previous
 // checkpoint stays the latest. Signals the process was started with ignored (`nohup`, `&` in
-// scripts) stay ignored. The previous handlers are restored when the StopSignal ends.
+// scripts) stay ignored. The previous handlers are restored when the StopSignal ends, unless a
+// stop was requested: the process is then on its way out, and the handlers stay, so that a
+// launcher's repeats arriving after the run ended (timeout's second SIGTERM, say) do not kill it
+// as it exits.
 #pragma once
 
 namespace gemmax {
