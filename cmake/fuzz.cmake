@@ -20,7 +20,7 @@ if(GEMMAX_CLANGXX)
   foreach(t ${GEMMAX_FUZZ_TARGETS})
     add_test(NAME fuzz.${t}
              COMMAND ${CMAKE_COMMAND} -DFUZZER=${fuzz_dir}/${t}
-                     -DCORPUS=${CMAKE_SOURCE_DIR}/fuzz/corpus/${t} -DWORK=${fuzz_dir}/work/${t}
+                     -DCORPUS=${CMAKE_SOURCE_DIR}/fuzz/corpus/${t} -DWORK=${fuzz_dir}/new_inputs/${t}
                      -DARTIFACTS=${fuzz_dir}/artifacts/${t} -DSECONDS=${GEMMAX_FUZZ_SECONDS}
                      -P ${CMAKE_SOURCE_DIR}/cmake/run_fuzz.cmake)
     set_tests_properties(fuzz.${t} PROPERTIES TIMEOUT 300)
