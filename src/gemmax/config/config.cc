@@ -133,14 +133,23 @@ Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
 void Config::apply_yaml(const std::string& text, const std::string& origin, bool user) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1)
+      fail(origin, ": holds ", docs.size(), " YAML documents (separated by ---); a config is one "
+           "document: remove the extra ones");
+    if (!docs.empty()) root = docs[0];
   } catch (const YAML::Exception& e) {
     fail(origin, ": not valid YAML: ", e.what());
   }
   if (root.IsNull()) return;
   if (!root.IsMap()) fail(origin, ": expected a mapping of key: value lines");
+  std::map<std::string, int> lines;  // key -> 1-based line of its first occurrence
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
+    const int line = kv.first.Mark().line + 1;
+    if (const auto [it, fresh] = lines.emplace(key, line); !fresh)
+      fail(origin, ": key '", key, "' is set twice (lines ", it->second, " and ", line,
+           "); keep one");
     if (!kv.second.IsScalar())
       fail(origin, ": key '", key, "' must have a single value, not a list or mapping");
     if (user) {
