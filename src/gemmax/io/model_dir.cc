@@ -54,6 +54,7 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
 }  // namespace
 
 LoadedModel load_model_dir(const std::string& dir, DType dtype) {
+  const AllocationScope what("the weights of model folder '" + dir + "'");
   if (!fs::is_directory(dir))
     fail("model folder '", dir,
          "' does not exist (expected a Hugging Face folder or a gemmax "

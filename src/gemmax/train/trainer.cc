@@ -174,6 +174,8 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   refuse_run_outputs_over_inputs(config_, run_dir_);
 
   data_ = make_data_loader(data_options(config_, mc.vocab_size, *comm_));
+  const AllocationScope what("the model's weights, gradients and Adam moments (model_name " +
+                             mc.name + ", its model keys, weight_dtype)");
   model_ = std::make_unique<Gemma4Model>(mc, *backend_, plan_in.options);
   const ParamTable& table = model_->params();
   trainable_ = trainable_params(table, config_.get_string("freeze"));
@@ -549,6 +551,9 @@ TrainSummary Trainer::run(std::ostream& out) {
   const int64_t period = config_.get_int("checkpoint_period");
   const StopSignal stop;
   double timed_seconds = 0;
+  const AllocationScope what(
+      "a training step (per_device_batch_size, max_target_length, remat_policy, "
+      "num_vocab_tiling)");
   for (int64_t step = start_step_; step < steps_; ++step) {
     Timer timer;
     comm_->set_progress(str_cat("step ", step));
