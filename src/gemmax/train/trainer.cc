@@ -194,6 +194,9 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     }
   }
 
+  // From here a stop request waits for the weights to load (and then ends the run, writing
+  // nothing), so that the lock taken below is always released and its folder left as found.
+  const StopSignal::Loading loading;
   // The run folder is this run's from here on (its checkpoints are read, its files written).
   if (rank0()) {
     run_lock_ = std::make_unique<RunDirLock>(run_dir_);
@@ -211,7 +214,6 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     comm_->broadcast(step, 0, "the checkpoint to resume from").wait();
     resume_step = step.data<int64_t>()[0];
   }
-  const StopSignal::Loading loading;
   inject_fault("sigterm", -1);  // STEP -1: while the weights load
   if (resume_step >= 0) {
     const std::vector<CheckpointRef> saved = list_train_checkpoints(checkpoints_dir_);
