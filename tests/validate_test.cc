@@ -154,8 +154,13 @@ TEST(Validate, DuplicateKeysAndSeveralDocumentsAreErrors) {
   testing::write_file(dir / "docs.yml", "steps: 10\n---\nsteps: 20\n");
   expect_error([&] { Config::load(dir / "docs.yml", {}); },
                {dir / "docs.yml", "2 YAML documents"});
-  testing::write_file(dir / "one.yml", "---\nsteps: 10\n");
+  testing::write_file(dir / "ended.yml", "steps: 10\n...\nsteps: 20\n");
+  expect_error([&] { Config::load(dir / "ended.yml", {}); }, {"2 YAML documents"});
+  testing::write_file(dir / "one.yml", "# a comment\n---\nsteps: 10\n  # indented\n...\n");
   EXPECT_EQ(Config::load(dir / "one.yml", {}).get_int("steps"), 10);
+  // An input on which yaml-cpp's LoadAll never returns: read at once (it holds no key).
+  testing::write_file(dir / "odd.yml", ",m\xee");
+  EXPECT_EQ(Config::load(dir / "odd.yml", {}).get_int("steps"), Config::defaults().get_int("steps"));
 }
 
 TEST(Validate, NonFiniteLoadedWeightsAreRefusedNamingTensorAndIndex) {
