@@ -183,7 +183,7 @@ TEST(Checkpoint, ResumingWithAnotherConfigIsRefused) {
 TEST(Checkpoint, FailedSaveKeepsThePreviousCheckpoint) {
   TempDir dir;
   const std::vector<std::string> args = run_args(dir, 4, {"checkpoint_period=2"});
-  Trainer t(Config::defaults(args));
+  auto t = std::make_unique<Trainer>(Config::defaults(args));
   std::ostringstream log;
   // The save at step 2 succeeds; make the one at step 4 fail part-way, as on a full disk.
   struct Disarm {
@@ -198,14 +198,15 @@ TEST(Checkpoint, FailedSaveKeepsThePreviousCheckpoint) {
     return int64_t(bytes);
   }();
   inject_write_failure_after_bytes_for_testing(one_checkpoint + one_checkpoint / 2);
-  expect_error([&] { t.run(log); }, {"No space left on device"});
+  expect_error([&] { t->run(log); }, {"No space left on device"});
   const auto all = list_train_checkpoints(dir / "r/checkpoints");
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].step, 2);
   EXPECT_NO_THROW(open_train_checkpoint(all[0].dir));
   for (const auto& e : fs::directory_iterator(dir / "r/checkpoints"))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
-  // And the run resumes from it.
+  // And the run resumes from it, once the failed one has ended (it holds the run folder).
+  t.reset();
   EXPECT_EQ(Trainer(Config::defaults(args)).start_step(), 2);
 }
 

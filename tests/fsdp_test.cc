@@ -20,6 +20,7 @@
 #include "gemmax/dist/planning_comm.h"
 #include "gemmax/dist/shard_layout.h"
 #include "gemmax/io/model_dir.h"
+#include "gemmax/io/run_lock.h"
 #include "gemmax/io/train_checkpoint.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/memory_plan.h"
@@ -724,6 +725,26 @@ TEST(FsdpFaults, AHungRankEndsTheJobNamingIt) {
   EXPECT_LT(s, 60) << out;
   EXPECT_NE(out.find("rank 1 hangs before it"), std::string::npos) << out;
   EXPECT_NE(out.find("comm_timeout_seconds=3"), std::string::npos) << out;
+}
+
+// Under FSDP rank 0 owns the run folder: a job started on a folder another run holds is
+// refused (rank 0 names the holder) and changes nothing.
+TEST(FsdpRun, RankZeroOwnsTheRunFolder) {
+  REQUIRE_MPI();
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(launch(2, tiny(dir.str(), 1, {}), &out), 0) << out;
+  EXPECT_EQ(testing::read_file(dir / "r/gemmax.lock"), "") << "taken, then released";
+  const std::string before = testing::read_file(dir / "r/metrics.jsonl");
+  RunDirLock held(dir / "r");
+  out.clear();
+  EXPECT_NE(launch(2, tiny(dir.str(), 1, {"steps=7"}), &out), 0) << out;
+  EXPECT_NE(out.find("rank 0 of 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("in use by another gemmax run (pid " + std::to_string(::getpid())),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(testing::read_file(dir / "r/metrics.jsonl"), before);
+  EXPECT_EQ(list_train_checkpoints(dir / "r/checkpoints").size(), 1u);
 }
 
 // A rank that dies ends the job (mpirun names it), and a death while saving leaves the last

@@ -387,6 +387,44 @@ TEST(TensorBoard, TheFolderAndTheSwitchAreMaxTextKeys) {
                {"file/tb", "tensorboard_dir", "enable_tensorboard=false"});
 }
 
+// Two runs share one tensorboard_dir: each writes, rewrites and removes only its own event
+// files (named for the run folder that owns them), whether it starts fresh or resumes.
+TEST(TensorBoard, RunsSharingAFolderNeverTouchEachOthersFiles) {
+  TempDir dir;
+  const std::string tb = "tensorboard_dir=" + dir / "shared";
+  train(run_args(dir, 3, {tb, "run_name=a", "checkpoint_period=2"}));
+  ASSERT_EQ(list_event_files(dir / "shared").size(), 1u);
+  const std::string a_file = list_event_files(dir / "shared")[0];
+  const std::string a_bytes = testing::read_file(a_file);
+
+  train(run_args(dir, 2, {tb, "run_name=b"}));  // a fresh start of b
+  ASSERT_EQ(list_event_files(dir / "shared").size(), 2u);
+  EXPECT_EQ(testing::read_file(a_file), a_bytes) << "b's fresh start touched a's events";
+  std::string b_file;
+  for (const std::string& f : list_event_files(dir / "shared"))
+    if (f != a_file) b_file = f;
+  const std::string b_bytes = testing::read_file(b_file);
+  EXPECT_EQ(read_event_file(b_file).size(), 3u);  // file_version, steps 0 and 1
+
+  // a resumes from step 2 (its step-3 checkpoint lost): it drops its own step 2, not b's.
+  fs::remove_all(list_train_checkpoints(dir / "a/checkpoints").back().dir);
+  train(run_args(dir, 4, {tb, "run_name=a", "checkpoint_period=2"}));
+  EXPECT_EQ(testing::read_file(b_file), b_bytes) << "a's resume touched b's events";
+  std::vector<Event> a_steps;
+  for (const std::string& f : list_event_files(dir / "shared"))
+    if (f != b_file)
+      for (const Event& e : read_event_file(f))
+        if (e.file_version.empty()) a_steps.push_back(e);
+  expect_events_match_jsonl(a_steps, read_jsonl(dir / "a/metrics.jsonl"));
+  EXPECT_EQ(a_steps.size(), 4u);
+
+  // b starts over (its checkpoints gone): its old file goes, a's stay.
+  fs::remove_all(dir / "b/checkpoints");
+  train(run_args(dir, 1, {tb, "run_name=b"}));
+  EXPECT_FALSE(fs::exists(b_file));
+  EXPECT_EQ(list_event_files(dir / "shared").size(), 3u);  // a's two, b's new one
+}
+
 // SIGKILL mid-run: every step that reached metrics.jsonl (and the console) is in the events,
 // whole, because each event is written through to the OS before the step's other outputs.
 TEST(TensorBoard, AKilledRunKeepsEveryLoggedStep) {

@@ -14,6 +14,9 @@
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+
+#include "gemmax/io/atomic_file.h"
+#include "gemmax/io/no_clobber.h"
 #include <numeric>
 #include <sstream>
 
@@ -23,6 +26,8 @@
 #include "gemmax/base/rng.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
+#include "gemmax/io/atomic_file.h"
+#include "gemmax/io/no_clobber.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/train/flops.h"
 #include "gemmax/train/memory_budget.h"
@@ -150,6 +155,19 @@ int cmd_bench(int argc, char** argv) {
   std::vector<char*> argp;
   for (std::string& s : args) argp.push_back(s.data());
   const Config config = config_from_args(int(argp.size()), argp.data());
+  if (!json_path.empty()) {
+    // Refused now, not after minutes of timing: --json over an input, or in no folder.
+    std::vector<PathRole> inputs = {{config.get_string("dataset_path"), "dataset_path"},
+                                    {config.get_string("tokenizer_path"), "tokenizer_path"}};
+    for (const std::string& a : rest_args)
+      if (a.find('=') == std::string::npos) inputs.push_back({a, "the config file"});
+    refuse_outputs_over_inputs({{json_path, "--json"}}, inputs);
+    const std::filesystem::path parent =
+        std::filesystem::absolute(json_path).parent_path();
+    if (!std::filesystem::is_directory(parent))
+      fail("gemmax bench: --json '", json_path, "': the folder '", parent.string(),
+           "' does not exist");
+  }
 
   const MemoryPlanInput plan_in = memory_plan_input(config);
   const ModelConfig& mc = plan_in.model;
@@ -276,7 +294,7 @@ int cmd_bench(int argc, char** argv) {
     for (size_t f = 0; f < kNumOpFamilies; ++f)
       j["time_by_family"][op_family_name(OpFamily(f))] = {
           {"seconds", prof.seconds[f]}, {"flops", prof.flops[f]}, {"calls", prof.calls[f]}};
-    std::ofstream(json_path) << j.dump(2) << "\n";
+    write_file_atomic(json_path, j.dump(2) + "\n");
     std::cout << "wrote " << json_path << "\n";
   }
   return 0;

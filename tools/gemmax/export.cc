@@ -8,6 +8,7 @@
 #include "gemmax/io/hf_config.h"
 #include "gemmax/io/hf_model.h"
 #include "gemmax/io/model_dir.h"
+#include "gemmax/io/no_clobber.h"
 #include "gemmax/io/train_checkpoint.h"
 
 namespace gemmax {
@@ -33,11 +34,15 @@ int cmd_export(int argc, char** argv) {
   }
   const CheckpointRef ref = find_train_checkpoint(flags.get("checkpoint"));
   const std::string out = flags.get("out");
+  refuse_outputs_over_inputs({{out, "--out", true}},
+                             {{ref.dir, "--checkpoint"}, {flags.get("checkpoint"), "--checkpoint"}});
   const DType dtype = parse_dtype(flags.get("dtype", "bfloat16"));
   if (dtype != DType::BF16 && dtype != DType::F32)
     fail("gemmax export: --dtype must be bfloat16 or float32, got ", flags.get("dtype"));
   const double shard_gb = flags.get_double("max_shard_gb", 5.0);
-  if (shard_gb <= 0) fail("gemmax export: --max_shard_gb must be positive");
+  if (!(shard_gb > 0 && shard_gb <= 1e6))
+    fail("gemmax export: --max_shard_gb=", flags.get("max_shard_gb"),
+         " is outside its valid range (0, 1000000] (GiB per safetensors file)");
 
   const LoadedModel m = load_model_dir(ref.dir, DType::F32);
   const ParamTable table(m.config);

@@ -12,6 +12,7 @@
 #include "flags.h"
 #include "gemmax/backend/backend.h"
 #include "gemmax/io/hf_model.h"
+#include "gemmax/io/no_clobber.h"
 #include "gemmax/model/gemma4.h"
 
 namespace gemmax {
@@ -73,6 +74,8 @@ int cmd_grad(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  refuse_outputs_over_inputs({{flags.get("out"), "--out"}, {flags.get("logits", ""), "--logits"}},
+                             {{flags.get("model"), "--model"}, {flags.get("tokens"), "--tokens"}});
   HfModelFolder folder = read_hf_model_folder(flags.get("model"));
   folder.config.load_balance_loss_weight =
       flags.get_double("load_balance_loss_weight", folder.config.load_balance_loss_weight);

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "gemmax/config/run_config.h"
+#include "gemmax/config/validate.h"
 #include "gemmax/model/params.h"
 #include "gemmax/train/flops.h"
 
@@ -20,6 +21,7 @@ int cmd_info(int argc, char** argv) {
     return 0;
   }
   const Config config = config_from_args(argc, argv);
+  validate_run_config(config);
   const ModelConfig mc = model_config_from(config);
   const ParamTable table(mc);
   const int64_t B = config.get_int("per_device_batch_size"), S = config.get_int("max_target_length");
@@ -33,7 +35,7 @@ int cmd_info(int argc, char** argv) {
   std::cout << "per step (" << B << " x " << S << " tokens): " << f.total() / 1e12
             << " TFLOP = 3 x (learnable " << f.learnable / 1e12 << " + attention "
             << f.attention / 1e12 << ")\n";
-  std::cout << std::setprecision(2) << "per token:           " << f.total() / double(B * S) / 1e9
+  std::cout << std::setprecision(2) << "per token:           " << f.total() / double(B) * double(S) / 1e9
             << " GFLOP\n";
   return 0;
 }

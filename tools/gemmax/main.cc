@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 
 #include "commands.h"
@@ -46,7 +47,12 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
     try {
-      return c.run(argc - 2, argv + 2);
+      const int rc = c.run(argc - 2, argv + 2);
+      // What a command printed (a summary, a JSON result) is output too: a failed write fails.
+      std::cout.flush();
+      if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))
+        gemmax::fail("writing the standard output failed (disk full, or a closed pipe?)");
+      return rc;
     } catch (const gemmax::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;

@@ -7,6 +7,7 @@
 #include "flags.h"
 #include "gemmax/base/error.h"
 #include "gemmax/data/tokenize_files.h"
+#include "gemmax/io/no_clobber.h"
 
 namespace gemmax {
 namespace {
@@ -60,6 +61,9 @@ int cmd_tokenize(int argc, char** argv) {
   o.lines = flags.has("lines");
   if (o.inputs.empty())
     fail("gemmax tokenize: give at least one input file (see gemmax tokenize --help)");
+  std::vector<PathRole> inputs = {{o.tokenizer_path, "--tokenizer_path"}};
+  for (const std::string& in : o.inputs) inputs.push_back({in, "input"});
+  refuse_outputs_over_inputs({{o.out, "--out"}}, inputs);
   const TokenizeResult r = tokenize_files(o);
   std::printf("wrote %s: %llu document%s, %llu tokens, tokenizer %s\n", o.out.c_str(),
               (unsigned long long)r.documents, r.documents == 1 ? "" : "s",

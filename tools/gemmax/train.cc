@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "gemmax/dist/world.h"
 #include "gemmax/train/memory_budget.h"
+#include "gemmax/train/stop_signal.h"
 #include "gemmax/train/trainer.h"
 
 namespace gemmax {
@@ -28,6 +29,7 @@ Config config_from_args(int argc, char** argv) {
 }
 
 int cmd_train(int argc, char** argv) {
+  StopSignal::install_at_startup();  // a stop request from here on is handled (stop_signal.h)
   if (argc > 0 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
     std::cout << "usage: gemmax train [config.yml] [key=value ...]\n\n"
                  "Trains a Gemma-4 MoE model. Keys and defaults: configs/base.yml "

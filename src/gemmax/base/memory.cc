@@ -1,5 +1,10 @@
 #include "gemmax/base/memory.h"
 
+#include <vector>
+
+#include "gemmax/base/error.h"
+#include "gemmax/base/strings.h"
+
 namespace gemmax {
 
 std::string_view mem_kind_name(MemKind k) {
@@ -78,6 +83,24 @@ std::string MemoryTracker::peak_phase(MemKind kind) const {
 std::string MemoryTracker::peak_total_phase() const {
   std::lock_guard<std::mutex> lock(phase_mutex_);
   return peak_total_phase_;
+}
+
+namespace {
+thread_local std::vector<std::string> t_allocation_scopes;
+}
+
+AllocationScope::AllocationScope(std::string what) {
+  t_allocation_scopes.push_back(std::move(what));
+}
+
+AllocationScope::~AllocationScope() { t_allocation_scopes.pop_back(); }
+
+void fail_out_of_memory(std::string_view memory, size_t bytes) {
+  fail("out of ", memory, " memory allocating ", format_bytes(double(bytes)), " (", bytes,
+       " bytes)",
+       t_allocation_scopes.empty() ? std::string(" (the sizes come from the model and run keys)")
+                                   : " for " + t_allocation_scopes.back(),
+       "; lower the keys named, or run on a machine with more memory");
 }
 
 }  // namespace gemmax

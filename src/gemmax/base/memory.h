@@ -59,4 +59,18 @@ class MemoryTracker {
   std::string peak_total_phase_;
 };
 
+// Names what this thread is allocating and the keys that sized it ("the KV cache
+// (--max_new_tokens and the prompt)"), so that an allocation failure says so. Scopes nest; the
+// innermost names the allocation.
+class AllocationScope {
+ public:
+  explicit AllocationScope(std::string what);
+  ~AllocationScope();
+  AllocationScope(const AllocationScope&) = delete;
+  AllocationScope& operator=(const AllocationScope&) = delete;
+};
+
+// "out of host memory allocating N bytes for <scope>": the error of a failed allocation.
+[[noreturn]] void fail_out_of_memory(std::string_view memory, size_t bytes);
+
 }  // namespace gemmax

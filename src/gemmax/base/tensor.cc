@@ -1,5 +1,6 @@
 #include "gemmax/base/tensor.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -16,9 +17,26 @@ std::string shape_str(const Shape& s) {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      fail("a tensor of shape ", shape_str(s),
+           " has more elements than 64 bits can count: the sizes that shape it are too large");
   return n;
 }
+
+namespace {
+// The bytes of a new tensor, checked: a negative dimension is a bug, a product too large for
+// 64 bits an input error.
+size_t checked_bytes(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) GEMMAX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  int64_t bytes;
+  if (__builtin_mul_overflow(shape_numel(shape), int64_t(dtype_size(dtype)), &bytes) ||
+      bytes > INT64_MAX - 64)
+    fail("a tensor of shape ", shape_str(shape), " in ", dtype_name(dtype),
+         " needs more bytes than 64 bits can count: the sizes that shape it are too large");
+  return size_t(bytes);
+}
+}  // namespace
 
 Storage::~Storage() {
   if (!owned) return;
@@ -32,12 +50,11 @@ Storage::~Storage() {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, MemKind kind, MemoryTracker& tracker) {
-  for (int64_t d : shape) GEMMAX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
   auto st = std::make_shared<Storage>();
-  st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  st->bytes = checked_bytes(shape, dtype);
   const size_t padded = (st->bytes + 63) / 64 * 64;
   st->ptr = std::aligned_alloc(64, padded == 0 ? 64 : padded);
-  if (st->ptr == nullptr) fail("out of host memory allocating ", st->bytes, " bytes");
+  if (st->ptr == nullptr) fail_out_of_memory("host", st->bytes);
   st->kind = kind;
   st->tracker = &tracker;
   tracker.on_alloc(kind, st->bytes);
@@ -45,12 +62,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemKind kind, MemoryTracke
 }
 
 Tensor Tensor::planned(const Shape& shape, DType dtype, MemKind kind, MemoryTracker& tracker) {
-  for (int64_t d : shape) GEMMAX_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
   auto st = std::make_shared<Storage>();
-  st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  st->bytes = checked_bytes(shape, dtype);
   st->kind = kind;
   st->tracker = &tracker;
   tracker.on_alloc(kind, st->bytes);
+  // A plan's sum must stay countable too (each tensor is, but not necessarily their total).
+  if (tracker.current_total() > (size_t(1) << 62))
+    fail("the memory plan exceeds 4 EiB (at a tensor of shape ", shape_str(shape),
+         "): the sizes that shape it are too large");
   return from_storage(std::move(st), shape, dtype);
 }
 
@@ -123,6 +143,29 @@ double get_as_double(const Tensor& t, int64_t i) {
       return half_to_float(static_cast<const uint16_t*>(t.raw())[i]);
   }
   return 0;
+}
+
+void refuse_nonfinite(const Tensor& t, const std::string& what) {
+  const DType d = t.dtype();
+  if (d != DType::F32 && d != DType::F64 && d != DType::BF16 && d != DType::F16) return;
+  const int64_t n = t.numel();
+  int64_t bad = -1;
+  if (d == DType::F32) {
+    const float* p = t.data<float>();
+    for (int64_t i = 0; i < n && bad < 0; ++i)
+      if (!std::isfinite(p[i])) bad = i;
+  } else {
+    for (int64_t i = 0; i < n && bad < 0; ++i)
+      if (!std::isfinite(get_as_double(t, i))) bad = i;
+  }
+  if (bad < 0) return;
+  Shape at(t.shape().size());
+  for (int64_t r = bad, k = int64_t(at.size()) - 1; k >= 0; --k) {
+    at[size_t(k)] = t.shape()[size_t(k)] == 0 ? 0 : r % t.shape()[size_t(k)];
+    r = t.shape()[size_t(k)] == 0 ? 0 : r / t.shape()[size_t(k)];
+  }
+  fail(what, ": element ", shape_str(at), " (flat index ", bad, ") is ", get_as_double(t, bad),
+       ", not a finite number");
 }
 
 void set_from_double(const Tensor& t, int64_t i, double v) {

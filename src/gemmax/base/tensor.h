@@ -127,6 +127,9 @@ class Tensor {
 
 // Element access in double, for tests and small host-side computations.
 double get_as_double(const Tensor& t, int64_t i);
+// Throws gemmax::Error when a floating-point tensor holds a NaN or an infinity: "<what>: element
+// [i, j, ...] (flat index n) is nan". Integer tensors pass.
+void refuse_nonfinite(const Tensor& t, const std::string& what);
 void set_from_double(const Tensor& t, int64_t i, double v);
 
 }  // namespace gemmax

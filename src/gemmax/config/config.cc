@@ -94,6 +94,32 @@ const std::map<std::string, ConfigValue>& base_values() {
   return base;
 }
 
+// The documents of a YAML stream, counted by their markers: a document starts with "---" at
+// the start of a line or with content outside a document (after "..." or at the top). Done by
+// hand because YAML::LoadAll can loop forever on some malformed inputs (found by fuzzing).
+int count_yaml_documents(const std::string& text) {
+  int docs = 0;
+  bool in_doc = false;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    auto marker = [&](const char* m) {
+      return line.rfind(m, 0) == 0 && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+    };
+    if (marker("---")) {
+      ++docs;
+      in_doc = true;
+    } else if (marker("...")) {
+      in_doc = false;
+    } else if (const size_t c = line.find_first_not_of(" \t");
+               c != std::string::npos && line[c] != '#' && !in_doc) {
+      ++docs;
+      in_doc = true;
+    }
+  }
+  return docs;
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail("cannot read config file '", path, "': no such file or not readable");
@@ -131,6 +157,9 @@ Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
 }
 
 void Config::apply_yaml(const std::string& text, const std::string& origin, bool user) {
+  if (const int docs = count_yaml_documents(text); docs > 1)
+    fail(origin, ": holds ", docs, " YAML documents (separated by ---); a config is one "
+         "document: remove the extra ones");
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -139,8 +168,13 @@ void Config::apply_yaml(const std::string& text, const std::string& origin, bool
   }
   if (root.IsNull()) return;
   if (!root.IsMap()) fail(origin, ": expected a mapping of key: value lines");
+  std::map<std::string, int> lines;  // key -> 1-based line of its first occurrence
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
+    const int line = kv.first.Mark().line + 1;
+    if (const auto [it, fresh] = lines.emplace(key, line); !fresh)
+      fail(origin, ": key '", key, "' is set twice (lines ", it->second, " and ", line,
+           "); keep one");
     if (!kv.second.IsScalar())
       fail(origin, ": key '", key, "' must have a single value, not a list or mapping");
     if (user) {

@@ -59,6 +59,8 @@ std::string load_hf_weights(const ParamTable& table, const HfModelFolder& folder
       fail("checkpoint '", folder.dir, "': tensor '", name, "' has shape ", shape_str(e.shape),
            " but config.json implies ", shape_str(s.shape));
     const Tensor src = ckpt.read_as(name, flat.dtype());
+    refuse_nonfinite(src, str_cat("model folder '", folder.dir, "' (", ckpt.shard_of(name),
+                                  "): tensor '", name, "'"));
     std::memcpy(flat.flat_slice(s.offset, s.shape).raw(), src.raw(), src.nbytes());
     progress.add(double(e.nbytes()));
   }

@@ -40,6 +40,8 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
       fail("checkpoint '", ref.dir, "': '", s.name, "' has shape ",
            shape_str(ckpt.params.shape(s.name)), ", its config implies ", shape_str(s.shape));
     ckpt.params.read(s.name, 0, table.view(m.weights, s.name));
+    refuse_nonfinite(table.view(m.weights, s.name),
+                     str_cat("checkpoint '", ref.dir, "': parameter '", s.name, "'"));
     progress.add(double(ckpt.params.nbytes(s.name)));
   }
   progress.finish();
@@ -52,6 +54,7 @@ LoadedModel load_checkpoint(const std::string& path, DType dtype) {
 }  // namespace
 
 LoadedModel load_model_dir(const std::string& dir, DType dtype) {
+  const AllocationScope what("the weights of model folder '" + dir + "'");
   if (!fs::is_directory(dir))
     fail("model folder '", dir,
          "' does not exist (expected a Hugging Face folder or a gemmax "

@@ -105,18 +105,21 @@ TfRecords read_tfrecords(const std::string& path) {
   return r;
 }
 
-std::vector<std::string> list_event_files(const std::string& dir) {
+std::vector<std::string> list_event_files(const std::string& dir, const std::string& owner) {
   std::vector<std::string> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_regular_file() && e.path().filename().string().rfind(kPrefix, 0) == 0)
+  const std::string suffix = owner.empty() ? std::string() : "." + owner;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name.rfind(kPrefix, 0) == 0 && name.ends_with(suffix))
       out.push_back(e.path().string());
+  }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-EventFileWriter::EventFileWriter(const std::string& dir) {
+EventFileWriter::EventFileWriter(const std::string& dir, const std::string& owner) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
@@ -131,7 +134,8 @@ EventFileWriter::EventFileWriter(const std::string& dir) {
   char name[64];
   std::snprintf(name, sizeof name, "%010lld", (long long)seconds);
   path_ = (fs::path(dir) /
-           (std::string(kPrefix) + name + "." + hostname() + "." + std::to_string(::getpid())))
+           (std::string(kPrefix) + name + "." + hostname() + "." + std::to_string(::getpid()) +
+            (owner.empty() ? std::string() : "." + owner)))
               .string();
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create TensorBoard event file '", path_, "': ", std::strerror(errno));
@@ -170,8 +174,8 @@ void EventFileWriter::write_record(std::string_view data) {
   }
 }
 
-void drop_events_from(const std::string& dir, int64_t step) {
-  for (const std::string& path : list_event_files(dir)) {
+void drop_events_from(const std::string& dir, int64_t step, const std::string& owner) {
+  for (const std::string& path : list_event_files(dir, owner)) {
     const TfRecords file = read_tfrecords(path);
     std::string kept;
     bool changed = file.truncated_tail, any_summary = false;

@@ -1,5 +1,8 @@
 // TensorBoard event files: Event protos (tfevents.proto) framed as TFRecords, in
-// <dir>/events.out.tfevents.<seconds>.<hostname>.<pid>, TensorBoard's naming.
+// <dir>/events.out.tfevents.<seconds>.<hostname>.<pid>, TensorBoard's naming, followed by
+// .<owner> when the writer names one: the run that owns the file. A folder shared by several
+// runs (tensorboard_dir) holds each run's files under its own owner, and a run lists, rewrites
+// and removes only its own.
 //
 // A record is the data's length (uint64, little-endian), the masked CRC-32C of those 8 bytes,
 // the data, and the masked CRC-32C of the data. Every file starts with a file_version event
@@ -22,8 +25,9 @@ using NamedScalar = std::pair<std::string, double>;
 
 class EventFileWriter {
  public:
-  // Creates `dir` if missing and a new event file in it. Throws gemmax::Error naming the path.
-  explicit EventFileWriter(const std::string& dir);
+  // Creates `dir` if missing and a new event file in it (named for `owner` if not empty).
+  // Throws gemmax::Error naming the path.
+  explicit EventFileWriter(const std::string& dir, const std::string& owner = "");
   ~EventFileWriter();
   EventFileWriter(const EventFileWriter&) = delete;
   EventFileWriter& operator=(const EventFileWriter&) = delete;
@@ -53,12 +57,14 @@ struct TfRecords {
 TfRecords read_tfrecords(const std::string& path);
 
 // The event files in `dir` (events.out.tfevents.*), in name order; none if it does not exist.
-std::vector<std::string> list_event_files(const std::string& dir);
+// With an `owner`, only the files of that owner.
+std::vector<std::string> list_event_files(const std::string& dir, const std::string& owner = "");
 
 // Keeps, in every event file of `dir`, only the events of steps before `step`: each file that
 // changes is rewritten atomically (a file left with no summary is removed), so that a run
 // resumed from step `step` appends its redone steps without duplicates, and TensorBoard, which
 // reads the files one after another, sees each step once. Throws naming a corrupted file.
-void drop_events_from(const std::string& dir, int64_t step);
+// With an `owner`, only that owner's files are read and changed.
+void drop_events_from(const std::string& dir, int64_t step, const std::string& owner = "");
 
 }  // namespace gemmax

@@ -29,6 +29,9 @@ Generation generate(const Gemma4Model& model, const Tensor& weights, const Token
   if (tokenizer.bos_id() >= 0) g.prompt_ids.push_back(tokenizer.bos_id());
   for (int32_t id : tokenizer.encode(prompt)) g.prompt_ids.push_back(id);
 
+  const AllocationScope what(str_cat("the KV cache and logits of ", g.prompt_ids.size(),
+                                     " prompt tokens + ", options.max_new_tokens,
+                                     " new ones (--max_new_tokens, or sample_max_new_tokens)"));
   Decoder decoder(model, weights,
                   {int64_t(g.prompt_ids.size()) + options.max_new_tokens, /*prefill_chunk=*/0});
   Sampler sampler(options);

@@ -9,10 +9,14 @@
 namespace gemmax {
 
 void check_sample_options(const SampleOptions& o) {
-  if (o.max_new_tokens < 1) fail("max_new_tokens must be at least 1, got ", o.max_new_tokens);
+  if (o.max_new_tokens < 1 || o.max_new_tokens > (int64_t(1) << 24))
+    fail("max_new_tokens=", o.max_new_tokens, " is outside its valid range [1, ", int64_t(1) << 24,
+         "]");
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
     fail("temperature must be a number >= 0 (0: greedy), got ", o.temperature);
   if (o.top_k < 0) fail("top_k must be >= 0 (0: no limit), got ", o.top_k);
+  if (!std::isfinite(o.temperature) || o.temperature > 1e6)
+    fail("temperature=", o.temperature, " is outside its valid range [0, 1000000]");
   if (!(o.top_p > 0 && o.top_p <= 1)) fail("top_p must be in (0, 1] (1: no limit), got ", o.top_p);
 }
 

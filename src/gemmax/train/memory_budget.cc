@@ -1,14 +1,18 @@
 #include "gemmax/train/memory_budget.h"
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "gemmax/base/strings.h"
 #include "gemmax/config/run_config.h"
+#include "gemmax/config/validate.h"
 
 namespace gemmax {
 
 MemoryPlanInput memory_plan_input(const Config& c, int ranks) {
+  validate_run_config(c);
   MemoryPlanInput in;
   in.model = model_config_from(c);
   in.batch = c.get_int("per_device_batch_size");
@@ -81,6 +85,24 @@ void check_memory_limit(const Config& c, const MemoryPlan& plan) {
         "ranks), or raise max_memory_gb.\n"
      << format_memory_plan(plan);
   fail(os.str());
+}
+
+void check_fits_this_machine(const Config& c, const MemoryPlan& plan) {
+  const std::string& backend = c.get_string("backend");
+  if (backend == "cuda") return;  // device memory: the cuda allocator names the keys
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;
+  const double machine = double(pages) * double(page);
+  if (double(plan.peak_total) <= machine) return;
+  fail("the memory plan needs ", format_bytes(double(plan.peak_total)),
+       ", more than this machine's ", format_bytes(machine),
+       " of memory; nothing was allocated. It is sized by model_name=", c.get_string("model_name"),
+       " (and the model keys), per_device_batch_size=", c.get_int("per_device_batch_size"),
+       ", max_target_length=", c.get_int("max_target_length"), ", dtype=",
+       c.get_string("dtype"), ", remat_policy=", c.get_string("remat_policy"),
+       " and num_vocab_tiling=", c.get_int("num_vocab_tiling"),
+       ": lower them (dry_run=true prints the plan), or shard the model over more ranks\n",
+       format_memory_plan(plan));
 }
 
 nlohmann::json memory_json(const MemoryPlan& plan, const MemoryTracker& measured) {

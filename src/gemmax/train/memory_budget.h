@@ -22,6 +22,10 @@ BackendOptions backend_options(const Config& config);
 // (GiB; 0 means no limit).
 void check_memory_limit(const Config& config, const MemoryPlan& plan);
 
+// Throws gemmax::Error when a host backend's (cpu, reference, cuda_emulated) plan exceeds this
+// machine's physical memory, naming the keys that size it: such a run would die allocating.
+void check_fits_this_machine(const Config& config, const MemoryPlan& plan);
+
 // {"planned": {category: bytes, ..., "total": bytes}, "measured": {...}} (bytes; measured:
 // the tracker's peaks), written by the trainer as run_dir/memory.json.
 nlohmann::json memory_json(const MemoryPlan& plan, const MemoryTracker& measured);

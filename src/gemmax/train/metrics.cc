@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "gemmax/base/crc32c.h"
 #include "gemmax/base/error.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/io/atomic_file.h"
@@ -91,6 +92,11 @@ MetricsOptions metrics_options(const Config& config, const std::string& run_dir)
   if (config.get_bool("enable_tensorboard")) {
     o.tensorboard_dir = config.get_string("tensorboard_dir");
     if (o.tensorboard_dir.empty()) o.tensorboard_dir = (fs::path(run_dir) / "tensorboard").string();
+    // The run folder (locked by its one run) owns the files: its absolute path, hashed.
+    const std::string id = fs::weakly_canonical(fs::absolute(run_dir)).string();
+    char owner[32];
+    std::snprintf(owner, sizeof owner, "run%08x", crc32c(id));
+    o.tensorboard_owner = owner;
   }
   o.log_period = std::max<int64_t>(1, config.get_int("log_period"));
   return o;
@@ -108,7 +114,7 @@ void drop_metrics_from(const MetricsOptions& o, int64_t step) {
   write_file_atomic(o.jsonl_path, kept);
   if (o.tensorboard_dir.empty()) return;
   try {
-    drop_events_from(o.tensorboard_dir, step);
+    drop_events_from(o.tensorboard_dir, step, o.tensorboard_owner);
   } catch (const Error& e) {
     fail(e.what(), "; move the file out of '", o.tensorboard_dir,
          "', or set enable_tensorboard=false to leave the event files alone");
@@ -118,7 +124,7 @@ void drop_metrics_from(const MetricsOptions& o, int64_t step) {
 MetricsSink::MetricsSink(const MetricsOptions& options, std::ostream& log)
     : options_(options), log_(log), jsonl_(options.jsonl_path) {
   if (!options_.tensorboard_dir.empty())
-    events_ = std::make_unique<EventFileWriter>(options_.tensorboard_dir);
+    events_ = std::make_unique<EventFileWriter>(options_.tensorboard_dir, options_.tensorboard_owner);
 }
 
 MetricsSink::~MetricsSink() = default;

@@ -64,6 +64,7 @@ class MetricsWriter {
 struct MetricsOptions {
   std::string jsonl_path;       // run_dir/metrics.jsonl
   std::string tensorboard_dir;  // tensorboard_dir, else run_dir/tensorboard; "": disabled
+  std::string tensorboard_owner;  // names this run's event files there (io/tfevents.h)
   int64_t log_period = 1;       // console line every log_period steps (and the last)
 };
 MetricsOptions metrics_options(const Config& config, const std::string& run_dir);

@@ -18,6 +18,11 @@ std::atomic<int> g_terminal_interrupts{0};  // SIGINTs from the terminal driver 
 std::atomic<bool> g_forced{false};
 std::atomic<bool> g_saving{false};
 std::atomic<bool> g_alive{false};  // a StopSignal exists
+// Outside a StopSignal (install_at_startup): before training, loading, or after the loop.
+enum Phase : int { kStarting, kLoading, kFinished };
+std::atomic<int> g_phase{kStarting};
+std::atomic<int> g_before_start{0};  // the signal that arrived while loading
+bool g_startup_installed = false;
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 
 const int kSignals[] = {SIGINT, SIGTERM};
@@ -44,8 +49,32 @@ void say(const char* text) {
   [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, text, n);
 }
 
+// A stop request while no StopSignal lives (handlers from install_at_startup).
+void outside_training(int sig) {
+  const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  const int phase = g_phase.load();
+  if (phase == kStarting) {
+    say("\ngemmax: ");
+    say(name);
+    say(" before training started: nothing was started\n");
+    ::_exit(0);
+  }
+  int none = 0;
+  if (phase == kLoading && g_before_start.compare_exchange_strong(none, sig)) {
+    say("\ngemmax: ");
+    say(name);
+    say(" while loading: stopping when the load ends, before anything is written\n");
+  }
+  // kFinished: the run has ended and is on its way out; a repeat changes nothing.
+}
+
 extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
   const int saved_errno = errno;  // the interrupted code may be reading errno
+  if (!g_alive.load()) {
+    outside_training(sig);
+    errno = saved_errno;
+    return;
+  }
   // The terminal driver sends Ctrl-C with si_code SI_KERNEL; kill() (launchers, schedulers,
   // `kill` in a shell) sends SI_USER. Only a person can press Ctrl-C twice.
   const bool from_terminal = sig == SIGINT && info != nullptr && info->si_code == SI_KERNEL;
@@ -67,6 +96,33 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
 }
 
 }  // namespace
+
+void StopSignal::install_at_startup() {
+  if (g_startup_installed) return;
+  g_startup_installed = true;
+  g_phase = kStarting;
+  struct sigaction sa = {};
+  sa.sa_sigaction = on_stop_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int s : kSignals) sigaddset(&sa.sa_mask, s);
+  for (int i = 0; i < 2; ++i) {
+    if (::sigaction(kSignals[i], nullptr, &g_previous[i]) != 0) continue;
+    const bool ignored =
+        !(g_previous[i].sa_flags & SA_SIGINFO) && g_previous[i].sa_handler == SIG_IGN;
+    if (!ignored) g_installed[i] = ::sigaction(kSignals[i], &sa, nullptr) == 0;
+  }
+}
+
+StopSignal::Loading::Loading() {
+  if (g_phase.load() == kStarting) g_phase = kLoading;
+}
+
+StopSignal::Loading::~Loading() {
+  if (g_phase.load() == kLoading) g_phase = kStarting;
+}
+
+int StopSignal::requested_before_start() { return g_before_start.load(); }
 
 StopSignal::StopSignal() {
   GEMMAX_CHECK(!g_alive.exchange(true), "only one StopSignal may live at a time");
@@ -96,7 +152,9 @@ StopSignal::StopSignal() {
 
 StopSignal::~StopSignal() {
   // After a stop request the handlers stay (see stop_signal.h): further signals are repeats.
-  if (g_received.load() == 0)
+  // Installed at start-up, they stay too: the run is finishing.
+  if (g_startup_installed) g_phase = kFinished;
+  if (g_received.load() == 0 && !g_startup_installed)
     for (int i = 0; i < 2; ++i)
       if (g_installed[i] && ::sigaction(kSignals[i], &g_previous[i], nullptr) == 0)
         g_installed[i] = false;

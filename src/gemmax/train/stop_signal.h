@@ -12,12 +12,32 @@
 // stop was requested: the process is then on its way out, and the handlers stay, so that a
 // launcher's repeats arriving after the run ended (timeout's second SIGTERM, say) do not kill it
 // as it exits.
+//
+// Before and after the training loop (install_at_startup, the first thing `gemmax train` does):
+// a stop request before training starts ends the process at once with status 0 and a line
+// saying nothing was started; one that arrives while weights load (a Loading scope) is kept,
+// and the run ends right after the load, before writing anything (loaded_then_stopped); one
+// that arrives after the loop ended lets the run finish exiting.
 #pragma once
 
 namespace gemmax {
 
 class StopSignal {
  public:
+  // Installs the handlers for the whole process (idempotent); a StopSignal takes them over.
+  static void install_at_startup();
+
+  // Marks loading before training starts: a stop request waits for the load to end.
+  class Loading {
+   public:
+    Loading();
+    ~Loading();
+    Loading(const Loading&) = delete;
+    Loading& operator=(const Loading&) = delete;
+  };
+  // The signal that arrived while loading (and no StopSignal lived), or 0.
+  static int requested_before_start();
+
   StopSignal();  // at most one lives at a time
   ~StopSignal();
   StopSignal(const StopSignal&) = delete;

@@ -22,11 +22,13 @@
 #include "gemmax/dist/world.h"
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/model_dir.h"
+#include "gemmax/io/run_lock.h"
 #include "gemmax/io/train_checkpoint.h"
 #include "gemmax/model/generate.h"
 #include "gemmax/train/flops.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/metrics.h"
+#include "gemmax/train/run_outputs.h"
 #include "gemmax/train/stop_signal.h"
 
 namespace gemmax {
@@ -90,7 +92,10 @@ Fault parse_fault(const std::string& spec) {
 }  // namespace
 
 int Trainer::agreed_stop_signal(const StopSignal& stop, const char* what) const {
-  int signal = stop.received();
+  return agreed_signal(stop.received(), what);
+}
+
+int Trainer::agreed_signal(int signal, const char* what) const {
   if (comm_->size() > 1) {
     Tensor sig = control_buffer({1}, DType::I32);
     sig.data<int32_t>()[0] = signal;
@@ -128,6 +133,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     check_same_config(*comm_, config_.to_json());
   }
   parse_fault(config_.get_string("fault_injection"));
+  inject_fault("sigterm", -2);  // STEP -2: before anything starts (gemmax train's handlers)
   if (ranks > 1 && config_.get_string("backend") == "cuda")
     fail("backend=cuda on ", ranks,
          " ranks: FSDP's collectives run on host buffers (Open MPI) and ",
@@ -146,6 +152,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   backend_ = make_backend(backend_options(config_));
   plan_ = plan_memory(plan_in, *backend_);
   check_memory_limit(config_, plan_);
+  check_fits_this_machine(config_, plan_);
   const ModelConfig& mc = plan_in.model;
   batch_ = plan_in.batch;
   seq_ = plan_in.seq;
@@ -163,8 +170,12 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
       (fs::path(config_.get_string("base_output_directory")) / config_.get_string("run_name"))
           .string();
   checkpoints_dir_ = (fs::path(run_dir_) / "checkpoints").string();
+  // Nothing is read or written before the paths are checked and the run folder is ours.
+  refuse_run_outputs_over_inputs(config_, run_dir_);
 
   data_ = make_data_loader(data_options(config_, mc.vocab_size, *comm_));
+  const AllocationScope what("the model's weights, gradients and Adam moments (model_name " +
+                             mc.name + ", its model keys, weight_dtype)");
   model_ = std::make_unique<Gemma4Model>(mc, *backend_, plan_in.options);
   const ParamTable& table = model_->params();
   trainable_ = trainable_params(table, config_.get_string("freeze"));
@@ -183,6 +194,15 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     }
   }
 
+  // From here a stop request waits for the weights to load (and then ends the run, writing
+  // nothing), so that the lock taken below is always released and its folder left as found.
+  const StopSignal::Loading loading;
+  // The run folder is this run's from here on (its checkpoints are read, its files written).
+  if (rank0()) {
+    run_lock_ = std::make_unique<RunDirLock>(run_dir_);
+    if (!run_lock_->recovered().empty()) notes_.push_back(run_lock_->recovered());
+  }
+
   // Where the weights come from: the run's own latest checkpoint (resume), else released
   // weights (fine-tuning), else a fresh initialisation. Rank 0 picks the checkpoint for all.
   int64_t resume_step = -1;
@@ -194,6 +214,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     comm_->broadcast(step, 0, "the checkpoint to resume from").wait();
     resume_step = step.data<int64_t>()[0];
   }
+  inject_fault("sigterm", -1);  // STEP -1: while the weights load
   if (resume_step >= 0) {
     const std::vector<CheckpointRef> saved = list_train_checkpoints(checkpoints_dir_);
     std::string dir;
@@ -208,6 +229,8 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   } else {
     initialise();
   }
+  stopped_while_loading_ = agreed_signal(StopSignal::requested_before_start(), "the start");
+  if (stopped_while_loading_) return;  // nothing written: run() says so
   if (rank0()) prepare_run_dir();
   comm_->barrier("the run folder");
 }
@@ -505,8 +528,14 @@ TrainSummary Trainer::run(std::ostream& out) {
   // Rank 0 speaks for the run; the other ranks' log goes nowhere.
   std::ostream null_stream(nullptr);
   std::ostream& log = rank0() ? out : null_stream;
-  print_header(log);
   TrainSummary sum;
+  if (stopped_while_loading_) {
+    log << "gemmax: stopped by " << StopSignal::name(stopped_while_loading_)
+        << " while loading; nothing was written" << std::endl;
+    sum.stop_signal = stopped_while_loading_;
+    return sum;
+  }
+  print_header(log);
   sum.final_step = start_step_;
   if (start_step_ >= steps_) {
     log << "gemmax: nothing to do: the run already completed " << start_step_
@@ -524,6 +553,9 @@ TrainSummary Trainer::run(std::ostream& out) {
   const int64_t period = config_.get_int("checkpoint_period");
   const StopSignal stop;
   double timed_seconds = 0;
+  const AllocationScope what(
+      "a training step (per_device_batch_size, max_target_length, remat_policy, "
+      "num_vocab_tiling)");
   for (int64_t step = start_step_; step < steps_; ++step) {
     Timer timer;
     comm_->set_progress(str_cat("step ", step));
@@ -643,7 +675,7 @@ TrainSummary Trainer::run(std::ostream& out) {
                                     {"all_reduce_bytes", c.all_reduce_bytes},
                                     {"all_to_all_bytes", c.all_to_all_bytes}};
     }
-    std::ofstream(fs::path(run_dir_) / "memory.json") << j.dump(2) << "\n";
+    write_file_atomic((fs::path(run_dir_) / "memory.json").string(), j.dump(2) + "\n");
     log << "gemmax: " << metrics->describe() << "\n";
   }
   if (state_.sharded())

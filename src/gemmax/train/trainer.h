@@ -24,6 +24,7 @@ namespace gemmax {
 
 struct TrainCheckpoint;
 class StopSignal;
+class RunDirLock;
 
 struct TrainSummary {
   int64_t steps = 0;       // steps run by this invocation
@@ -52,6 +53,8 @@ class Trainer {
   const ShardLayout& layout() const { return state_.layout; }
   const std::string& run_dir() const { return run_dir_; }
   int64_t start_step() const { return start_step_; }
+  // SIGINT / SIGTERM that arrived while the weights loaded: run() then writes nothing.
+  int stopped_while_loading() const { return stopped_while_loading_; }
   const MemoryPlan& memory_plan() const { return plan_; }
 
  private:
@@ -62,6 +65,7 @@ class Trainer {
   void inject_fault(const char* where, int64_t step) const;
   // stop.received(), agreed by every rank (the largest): a collective under FSDP, `what` names it.
   int agreed_stop_signal(const StopSignal& stop, const char* what) const;
+  int agreed_signal(int signal, const char* what) const;
   bool rank0() const { return comm_->rank() == 0; }
   // After a step that was not applied for a non-finite loss or gradient: counts it as skipped
   // if skip_nonfinite_steps allows, else throws an Error naming the step and the first
@@ -85,7 +89,9 @@ class Trainer {
   MemoryPlan plan_;
   TrainState state_;
   int64_t steps_ = 0, batch_ = 0, seq_ = 0, start_step_ = 0;
+  int stopped_while_loading_ = 0;
   std::string run_dir_, checkpoints_dir_;
+  std::unique_ptr<RunDirLock> run_lock_;  // rank 0 owns the run folder while the run lives
   std::vector<std::string> notes_;  // what setup did (resume, fine-tune source), for the log
 };
 

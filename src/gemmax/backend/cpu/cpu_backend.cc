@@ -86,7 +86,11 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   const int64_t attention = options.attention_scratch_bytes > 0
                                 ? (options.attention_scratch_bytes + 63) / 64 * 64
                                 : kAttentionScratch;
-  scratch_ = alloc({shared + (per_thread + attention) * threads_}, DType::U8, MemKind::Workspace);
+  {
+    const AllocationScope what(str_cat("the cpu backend's scratch for ", threads_,
+                                       " threads (num_threads)"));
+    scratch_ = alloc({shared + (per_thread + attention) * threads_}, DType::U8, MemKind::Workspace);
+  }
   char* base = static_cast<char*>(scratch_.raw());
   gemm_.shared = base;
   gemm_.shared_bytes = shared;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "gemmax/base/error.h"
+#include "gemmax/base/memory.h"
 
 namespace gemmax::cpu {
 namespace {
@@ -39,7 +40,7 @@ void* HostAllocator::allocate(size_t bytes) {
     }
     p = std::aligned_alloc(64, size);
   }
-  if (p == nullptr) fail("out of host memory allocating ", bytes, " bytes");
+  if (p == nullptr) fail_out_of_memory("host", bytes);
   return p;
 }
 
