@@ -91,21 +91,21 @@ InitDistribution init_distribution(const ModelConfig& c, const ParamSpec& s) {
   GEMMAX_CHECK(s.init != ParamInit::Ones, "init_distribution: ", s.name, " starts at 1");
   if (c.init_scheme == InitScheme::Hf) return {c.initializer_range, false};
   // MaxText: std = sqrt(scale / fan_in), fan_in counted on MaxText's layout of the kernel.
-  auto fan_in = [&](double fan, double scale = 1.0) { return std::sqrt(scale / fan); };
+  auto scaled = [](double fan_in, double scale = 1.0) { return std::sqrt(scale / fan_in); };
   const double in = double(s.shape.back()), s1 = double(s.shape[1]), scale = c.dense_init_scale;
   switch (s.init) {
     case ParamInit::Embedding:  // N(0, 1) on MaxText's table, which is √D times ours
       return {1.0 / std::sqrt(double(c.d_model)), false};
     case ParamInit::Query:  // divided by √hd at initialisation (use_qk_norm stays false)
-      return {fan_in(in) / std::sqrt(double(c.layer_head_dim(s.layer))), false};
+      return {scaled(in) / std::sqrt(double(c.layer_head_dim(s.layer))), false};
     case ParamInit::Attention:
-      return {fan_in(in), false};
+      return {scaled(in), false};
     case ParamInit::Dense:
-      return {fan_in(in, scale), true};
+      return {scaled(in, scale), true};
     case ParamInit::ExpertIn:  // wi [E, D, F] with in_axis 0: fan_in = E·F
-      return {fan_in(double(s.shape[0]) * s1 / 2, scale), true};
+      return {scaled(double(s.shape[0]) * s1 / 2, scale), true};
     case ParamInit::ExpertOut:  // wo [E, F, D] with in_axis 0: fan_in = E·D
-      return {fan_in(double(s.shape[0]) * s1, scale), true};
+      return {scaled(double(s.shape[0]) * s1, scale), true};
     case ParamInit::Ones:
       break;
   }
