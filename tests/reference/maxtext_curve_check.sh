@@ -72,7 +72,7 @@ common_maxtext=(hardware=cpu skip_jax_distributed_system=true per_device_batch_s
   learning_rate_final_fraction=0.1 dataset_type=grain grain_file_type=parquet
   grain_train_files="$out/corpus.parquet" grain_worker_count=1 tokenizer_type=sentencepiece
   tokenizer_path="$out/spm.model" packing=true enable_checkpointing=false enable_tensorboard=false
-  weight_dtype=float32 attention=dot_product megablox=false sparse_matmul=true
+  num_epoch=100 weight_dtype=float32 attention=dot_product megablox=false sparse_matmul=true
   base_output_directory="$out/maxtext_out")
 
 for dtype in $dtypes; do
