@@ -544,14 +544,16 @@ TEST(FsdpRun, NRanksTrainWhatOneRankTrainsWithTheWholeBatch) {
 // agree with it to fp32 rounding; vocabulary-parallel, the head's log-sum-exp is the exact one
 // where one rank's uses approximate exponentials, so the first loss agrees to rounding and the
 // later ones (Adam amplifies the difference) to 1e-4.
+// The tolerances hold on HF's initialisation; on MaxText's (larger weights) the two paths' last-bit
+// differences grow to 3e-6 .. 1e-3 of the loss by steps 3-4, so the runs pin init_scheme=hf.
 TEST(FsdpRun, TheCpuBackendTrainsOnSeveralRanks) {
   REQUIRE_MPI();
   TempDir one;
-  run_ok(0, tiny(one.str(), 2, {"backend=cpu"}));
+  run_ok(0, tiny(one.str(), 2, {"backend=cpu", "init_scheme=hf"}));
   const std::vector<double> want = losses(one.str());
   for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
     TempDir dir;
-    run_ok(2, tiny(dir.str(), 1, {"backend=cpu", mode}));
+    run_ok(2, tiny(dir.str(), 1, {"backend=cpu", "init_scheme=hf", mode}));
     const std::vector<double> got = losses(dir.str());
     ASSERT_EQ(got.size(), want.size()) << mode;
     EXPECT_NEAR(got[0], want[0], 1e-6 * want[0]) << mode;

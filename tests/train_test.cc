@@ -37,7 +37,9 @@ TEST(Train, TinyModelLossFallsClearly) {
   std::ostringstream log;
   const TrainSummary s = trainer.run(log);
   EXPECT_EQ(s.steps, 60);
-  EXPECT_NEAR(s.first_loss, std::log(259.0), 0.3) << "a fresh model predicts ~uniformly";
+  // MaxText's initialisation: the tied head's logits start with a standard deviation of about 1,
+  // so the first loss is about ln V + 1/2 (docs/MODEL.md §4.9).
+  EXPECT_NEAR(s.first_loss, std::log(259.0) + 0.5, 0.3) << "a fresh model predicts ~uniformly";
   // Average the last 10 losses from metrics.jsonl: they must sit well below the start.
   const std::vector<double> losses = losses_of(dir);
   ASSERT_EQ(losses.size(), 60u);

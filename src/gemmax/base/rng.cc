@@ -1,6 +1,8 @@
 #include "gemmax/base/rng.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
 namespace gemmax {
@@ -93,6 +95,39 @@ double Rng::normal() {
   const double u1 = 1.0 - uniform();  // (0, 1]
   const double u2 = uniform();
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+namespace {
+
+// The inverse of erf on (-1, 1): Giles' single-precision approximation ("Approximating the erfinv
+// function", 2010), then two Newton steps on erf to double precision.
+double erf_inverse(double y) {
+  const double w0 = -std::log((1.0 - y) * (1.0 + y));
+  double p;
+  if (w0 < 5.0) {
+    const double w = w0 - 2.5;
+    p = 2.81022636e-08;
+    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                     -0.00125372503, -0.00417768164, 0.246640727, 1.50140941})
+      p = c + p * w;
+  } else {
+    const double w = std::sqrt(w0) - 3.0;
+    p = -0.000200214257;
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                     -0.0076224613, 0.00943887047, 1.00167406, 2.83297682})
+      p = c + p * w;
+  }
+  double x = p * y;
+  for (int i = 0; i < 2; ++i) x -= (std::erf(x) - y) / (M_2_SQRTPI * std::exp(-x * x));
+  return x;
+}
+
+}  // namespace
+
+double Rng::truncated_normal() {
+  static const double lo = std::erf(-M_SQRT2), hi = std::erf(M_SQRT2);  // erf(±2/√2)
+  const double x = M_SQRT2 * erf_inverse(lo + (hi - lo) * uniform());
+  return std::clamp(x, -2.0, 2.0);
 }
 
 }  // namespace gemmax

@@ -17,6 +17,9 @@ class Rng {
   double uniform();                  // [0, 1)
   uint64_t uniform_int(uint64_t n);  // [0, n)
   double normal();                   // N(0, 1); consumes exactly two next_u64()
+  // N(0, 1) cut to [-2, 2] (not rescaled: its standard deviation is 0.8796...), by inverting the
+  // CDF as JAX's truncated_normal does; consumes exactly one next_u64().
+  double truncated_normal();
 
   // Advances the state as `n` calls of next_u64() would, in O(log n) (the state transition is
   // linear over GF(2); its powers 2^k are computed once). Lets a rank generate its shard of a

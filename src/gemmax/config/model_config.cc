@@ -8,6 +8,13 @@
 
 namespace gemmax {
 
+InitScheme parse_init_scheme(const std::string& name) {
+  if (name == "maxtext") return InitScheme::MaxText;
+  if (name == "hf") return InitScheme::Hf;
+  fail("unknown init_scheme '", name, "': expected maxtext (MaxText's fan-in variance scaling, ",
+       "the default) or hf (every matrix from N(0, initializer_range^2))");
+}
+
 int64_t ModelConfig::num_global_layers() const {
   int64_t n = 0;
   for (int64_t l = 0; l < num_layers; ++l) n += is_global(l);
@@ -64,6 +71,7 @@ void ModelConfig::validate() const {
   finite(norm_eps, "normalization_layer_epsilon", true);
   finite(load_balance_loss_weight, "load_balance_loss_weight", true);
   finite(initializer_range, "initializer_range", true);
+  finite(dense_init_scale, "dense_init_scale", false);
   // The largest parameters and the whole count must be addressable.
   const double per_layer =
       double(num_experts) * 3.0 * double(moe_mlp_dim) * double(d_model) +

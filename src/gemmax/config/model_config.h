@@ -7,6 +7,14 @@
 
 namespace gemmax {
 
+// How a run that starts from scratch draws its weights (docs/MODEL.md §4.9).
+enum class InitScheme {
+  MaxText,  // MaxText's variance scaling per kind of kernel (fan-in, normal or truncated)
+  Hf,       // Hugging Face: every matrix from N(0, initializer_range²)
+};
+// Throws gemmax::Error naming the key, the value and the valid names.
+InitScheme parse_init_scheme(const std::string& name);
+
 struct ModelConfig {
   std::string name;                     // model_name
   int64_t vocab_size = 0;               // vocab_size / vocab_size
@@ -32,7 +40,10 @@ struct ModelConfig {
   double norm_eps = 1e-6;               // normalization_layer_epsilon / rms_norm_eps
   bool norm_topk_prob = true;           // norm_topk_prob
   double load_balance_loss_weight = 0.001;  // load_balance_loss_weight
-  double initializer_range = 0.02;      // initializer_range (HF): std of the normal init
+  double initializer_range = 0.02;      // initializer_range (HF): std of init_scheme=hf's normal
+  InitScheme init_scheme = InitScheme::MaxText;  // init_scheme
+  double dense_init_scale = 1.0;        // dense_init_scale (MaxText): variance scale of the MoE
+                                        // block's kernels (dense MLP, router, experts)
 
   bool is_global(int64_t layer) const {
     return sliding_window_pattern > 0 && layer % sliding_window_pattern == sliding_window_pattern - 1;

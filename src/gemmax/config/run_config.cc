@@ -29,6 +29,8 @@ ModelConfig model_config_from(const Config& c) {
   m.norm_topk_prob = c.get_bool("norm_topk_prob");
   m.load_balance_loss_weight = c.get_double("load_balance_loss_weight");
   m.initializer_range = c.get_double("initializer_range");
+  m.init_scheme = parse_init_scheme(c.get_string("init_scheme"));
+  m.dense_init_scale = c.get_double("dense_init_scale");
   m.validate();
   return m;
 }

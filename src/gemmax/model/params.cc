@@ -1,5 +1,6 @@
 #include "gemmax/model/params.h"
 
+#include <cmath>
 #include <regex>
 
 #include "gemmax/base/error.h"
@@ -11,30 +12,30 @@ ParamTable::ParamTable(const ModelConfig& c) : config_(c) {
   c.validate();
   const int64_t D = c.d_model, E = c.num_experts, F = c.moe_mlp_dim;
   constexpr FsdpRole M = FsdpRole::LayerMatrix, V = FsdpRole::SmallVector;
-  add("embed_tokens.weight", {c.vocab_size, D}, ParamInit::Normal, -1, FsdpRole::VocabRows);
+  add("embed_tokens.weight", {c.vocab_size, D}, ParamInit::Embedding, -1, FsdpRole::VocabRows);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     const int64_t hd = c.layer_head_dim(l), kv = c.layer_kv_heads(l), H = c.num_heads;
     add(p + "input_layernorm.weight", {D}, ParamInit::Ones, l, V);
-    add(p + "self_attn.q_proj.weight", {H * hd, D}, ParamInit::Normal, l, M);
-    add(p + "self_attn.k_proj.weight", {kv * hd, D}, ParamInit::Normal, l, M);
+    add(p + "self_attn.q_proj.weight", {H * hd, D}, ParamInit::Query, l, M);
+    add(p + "self_attn.k_proj.weight", {kv * hd, D}, ParamInit::Attention, l, M);
     if (c.layer_has_v_proj(l))
-      add(p + "self_attn.v_proj.weight", {kv * hd, D}, ParamInit::Normal, l, M);
-    add(p + "self_attn.o_proj.weight", {D, H * hd}, ParamInit::Normal, l, M);
+      add(p + "self_attn.v_proj.weight", {kv * hd, D}, ParamInit::Attention, l, M);
+    add(p + "self_attn.o_proj.weight", {D, H * hd}, ParamInit::Attention, l, M);
     add(p + "self_attn.q_norm.weight", {hd}, ParamInit::Ones, l, V);
     add(p + "self_attn.k_norm.weight", {hd}, ParamInit::Ones, l, V);
     add(p + "post_attention_layernorm.weight", {D}, ParamInit::Ones, l, V);
     add(p + "pre_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, V);
-    add(p + "mlp.gate_proj.weight", {c.mlp_dim, D}, ParamInit::Normal, l, M);  // then up_proj:
-    add(p + "mlp.up_proj.weight", {c.mlp_dim, D}, ParamInit::Normal, l, M);    // one [2F, D]
-    add(p + "mlp.down_proj.weight", {D, c.mlp_dim}, ParamInit::Normal, l, M);
+    add(p + "mlp.gate_proj.weight", {c.mlp_dim, D}, ParamInit::Dense, l, M);  // then up_proj:
+    add(p + "mlp.up_proj.weight", {c.mlp_dim, D}, ParamInit::Dense, l, M);    // one [2F, D]
+    add(p + "mlp.down_proj.weight", {D, c.mlp_dim}, ParamInit::Dense, l, M);
     add(p + "post_feedforward_layernorm_1.weight", {D}, ParamInit::Ones, l, V);
-    add(p + "router.proj.weight", {E, D}, ParamInit::Normal, l, M);
+    add(p + "router.proj.weight", {E, D}, ParamInit::Dense, l, M);
     add(p + "router.scale", {D}, ParamInit::Ones, l, V);
     add(p + "router.per_expert_scale", {E}, ParamInit::Ones, l, V);
     add(p + "pre_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
-    add(p + "experts.gate_up_proj", {E, 2 * F, D}, ParamInit::Normal, l, M, true);
-    add(p + "experts.down_proj", {E, D, F}, ParamInit::Normal, l, M, true);
+    add(p + "experts.gate_up_proj", {E, 2 * F, D}, ParamInit::ExpertIn, l, M, true);
+    add(p + "experts.down_proj", {E, D, F}, ParamInit::ExpertOut, l, M, true);
     add(p + "post_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
     add(p + "post_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, V);
     add(p + "layer_scalar", {1}, ParamInit::Ones, l, V);
@@ -86,21 +87,54 @@ std::string_view fsdp_role_name(FsdpRole role) {
   return "?";
 }
 
+InitDistribution init_distribution(const ModelConfig& c, const ParamSpec& s) {
+  GEMMAX_CHECK(s.init != ParamInit::Ones, "init_distribution: ", s.name, " starts at 1");
+  if (c.init_scheme == InitScheme::Hf) return {c.initializer_range, false};
+  // MaxText: std = sqrt(scale / fan_in), fan_in counted on MaxText's layout of the kernel.
+  auto scaled = [](double fan_in, double scale = 1.0) { return std::sqrt(scale / fan_in); };
+  const double in = double(s.shape.back()), s1 = double(s.shape[1]), scale = c.dense_init_scale;
+  switch (s.init) {
+    case ParamInit::Embedding:  // N(0, 1) on MaxText's table, which is √D times ours
+      return {1.0 / std::sqrt(double(c.d_model)), false};
+    case ParamInit::Query:  // divided by √hd at initialisation (use_qk_norm stays false)
+      return {scaled(in) / std::sqrt(double(c.layer_head_dim(s.layer))), false};
+    case ParamInit::Attention:
+      return {scaled(in), false};
+    case ParamInit::Dense:
+      return {scaled(in, scale), true};
+    case ParamInit::ExpertIn:  // wi [E, D, F] with in_axis 0: fan_in = E·F
+      return {scaled(double(s.shape[0]) * s1 / 2, scale), true};
+    case ParamInit::ExpertOut:  // wo [E, F, D] with in_axis 0: fan_in = E·D
+      return {scaled(double(s.shape[0]) * s1, scale), true};
+    case ParamInit::Ones:
+      break;
+  }
+  fail("init_distribution: no rule for ", s.name);
+}
+
 void init_param_range(const ParamTable& table, const ParamSpec& s, int64_t begin, const Tensor& out,
                       uint64_t seed) {
   const int64_t count = out.numel();
   GEMMAX_CHECK(begin >= 0 && begin + count <= s.numel(), "init_param_range: [", begin, ", ",
                begin + count, ") of ", s.name, " ", shape_str(s.shape));
-  const double std = table.config().initializer_range;
   if (s.init == ParamInit::Ones) {
     for (int64_t j = 0; j < count; ++j) set_from_double(out, j, 1.0);
     return;
   }
+  const InitDistribution d = init_distribution(table.config(), s);
   uint64_t stream = 1469598103934665603ull;  // FNV-1a of the name
   for (char ch : s.name) stream = (stream ^ uint8_t(ch)) * 1099511628211ull;
   Rng rng(seed, stream);
-  rng.discard(2 * uint64_t(begin));  // each normal() draws two
-  for (int64_t j = 0; j < count; ++j) set_from_double(out, j, std * rng.normal());
+  if (!d.truncated) {
+    rng.discard(2 * uint64_t(begin));  // each normal() draws two
+    for (int64_t j = 0; j < count; ++j) set_from_double(out, j, d.std * rng.normal());
+    return;
+  }
+  // The cut normal's own standard deviation, as JAX divides by it.
+  constexpr double kTruncatedStd = 0.87962566103423978;
+  rng.discard(uint64_t(begin));  // each truncated_normal() draws one
+  for (int64_t j = 0; j < count; ++j)
+    set_from_double(out, j, d.std / kTruncatedStd * rng.truncated_normal());
 }
 
 void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed) {

@@ -18,7 +18,27 @@
 
 namespace gemmax {
 
-enum class ParamInit { Normal, Ones };
+struct ParamSpec;
+
+// The kind of a parameter, as initialisation tells kinds apart (docs/MODEL.md §4.9).
+enum class ParamInit {
+  Ones,         // norm weights, router.scale, router.per_expert_scale, layer_scalar
+  Embedding,    // embed_tokens
+  Query,        // q_proj (MaxText divides it by √hd)
+  Attention,    // k_proj, v_proj, o_proj
+  Dense,        // the dense MLP and the router: MaxText's MoE block kernels
+  ExpertIn,     // experts.gate_up_proj
+  ExpertOut,    // experts.down_proj
+};
+
+// How one parameter's initial values are drawn: N(0, std²), or with `truncated` a normal cut
+// at ±2 of its scale and rescaled to standard deviation `std` (JAX's truncated_normal).
+struct InitDistribution {
+  double std = 0;
+  bool truncated = false;
+};
+// For a parameter that is not ParamInit::Ones, under the config's init_scheme.
+InitDistribution init_distribution(const ModelConfig& config, const ParamSpec& spec);
 
 // How FSDP stores a parameter over N ranks (dist/shard_layout.h, docs/FSDP.md).
 enum class FsdpRole : uint8_t {
@@ -40,7 +60,7 @@ struct ParamSpec {
   std::string
       name;  // the Hugging Face name without its prefix ("model." or "model.language_model.")
   Shape shape;
-  ParamInit init = ParamInit::Normal;
+  ParamInit init = ParamInit::Ones;
   int64_t layer = -1;          // decoder layer, or -1 (embedding, final norm)
   int64_t offset = 0;          // elements into the flat buffers
   bool routed_expert = false;  // only top-k of num_experts of it is active per token
@@ -79,8 +99,8 @@ class ParamTable {
 // trainable. Empty: all. Throws if the pattern is invalid, matches nothing or everything.
 std::vector<bool> trainable_params(const ParamTable& table, const std::string& freeze);
 
-// Fills a flat weight buffer from scratch: normal(0, initializer_range) for matrices and the
-// embedding, ones for norm scales, router scales and layer_scalar (HF _init_weights). Each
+// Fills a flat weight buffer from scratch: ones for norm scales, router scales and layer_scalar;
+// every matrix and the embedding from init_distribution (the config's init_scheme). Each
 // parameter draws from its own stream, so values do not depend on declaration order.
 void init_params(const ParamTable& table, const Tensor& flat, uint64_t seed);
 // Elements [begin, begin + count) of parameter `spec`'s initial values (flattened), into `out`
