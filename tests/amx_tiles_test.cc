@@ -1,7 +1,7 @@
 // The host emulation of the AMX tile instructions (backend/cpu/amx_tiles.h) against Intel's
 // definition, instruction by instruction: ldtilecfg zeroes the tiles; tileloadd reads `rows`
-// rows of `colsb` bytes at a stride (tilestored writes as many); tdpbf16ps adds, per output, the pair
-// products of A's row and B's column in order, rounding after each addition, with denormal
+// rows of `colsb` bytes at a stride (tilestored writes as many); tdpbf16ps adds, per output, the
+// pair products of A's row and B's column in order, rounding after each addition, with denormal
 // inputs as zero and denormal results flushed; mismatched shapes are refused (#UD).
 #include "gemmax/backend/cpu/amx_tiles.h"
 
@@ -52,18 +52,19 @@ TEST(AmxEmulation, DotProductsFollowIntelsDefinition) {
         float expect = c0[size_t(i * n + j)];  // fp32 additions in Intel's order
         for (int k = 0; k < kp; ++k)
           for (int e = 0; e < 2; ++e) {
-            const float p = f(a[size_t(i * 2 * kp + 2 * k + e)]) * f(b[size_t(k * 2 * n + 2 * j + e)]);
+            const float p =
+                f(a[size_t(i * 2 * kp + 2 * k + e)]) * f(b[size_t(k * 2 * n + 2 * j + e)]);
             expect = float(expect + p);
           }
-        EXPECT_EQ(c[size_t(i * n + j)], expect) << m << "x" << kp << "x" << n << " at " << i << ","
-                                                << j;
+        EXPECT_EQ(c[size_t(i * n + j)], expect)
+            << m << "x" << kp << "x" << n << " at " << i << "," << j;
       }
   }
 }
 
 TEST(AmxEmulation, DenormalsAreZeroAndResultsFlushed) {
   Tiles::config(config(1, 1, 1));
-  const uint16_t tiny = 0x0001;  // a bf16 denormal
+  const uint16_t tiny = 0x0001;                           // a bf16 denormal
   const uint16_t big = bf16(std::ldexp(1.0f, 100)).bits;  // tiny * big would be a normal 1e-10
   uint16_t a[2] = {tiny, bf16(1.0f).bits}, b[2] = {big, bf16(1e-30f).bits};
   Tiles::load_tile(2, a, 4);

@@ -1,6 +1,6 @@
 // The cpu backend's products (backend/cpu/gemm.h) against a direct fp64 sum, with every kernel
-// family this CPU runs (isa.h; the AMX kernel through its emulated tiles), for bf16 and fp32, at sizes
-// that exercise every edge: odd reductions, partial tiles and panels, row maps, accumulation,
+// family this CPU runs (isa.h; the AMX kernel through its emulated tiles), for bf16 and fp32, at
+// sizes that exercise every edge: odd reductions, partial tiles and panels, row maps, accumulation,
 // a reduction longer than one chunk, and a result independent of the thread count.
 #include <gtest/gtest.h>
 #include <omp.h>

@@ -18,12 +18,17 @@ namespace gemmax::cpu {
 GEMMAX_AMX void HardwareTiles::config(const TileConfig& cfg) { _tile_loadconfig(&cfg); }
 
 // The intrinsics spell the tile number into the instruction text: a literal for each tile.
-#define GEMMAX_EACH_TILE(op, ...)                  \
-  if constexpr (T == 0) op(0 __VA_OPT__(, ) __VA_ARGS__); \
-  else if constexpr (T == 1) op(1 __VA_OPT__(, ) __VA_ARGS__); \
-  else if constexpr (T == 2) op(2 __VA_OPT__(, ) __VA_ARGS__); \
-  else if constexpr (T == 3) op(3 __VA_OPT__(, ) __VA_ARGS__); \
-  else op(4 __VA_OPT__(, ) __VA_ARGS__);
+#define GEMMAX_EACH_TILE(op, ...)     \
+  if constexpr (T == 0)               \
+    op(0 __VA_OPT__(, ) __VA_ARGS__); \
+  else if constexpr (T == 1)          \
+    op(1 __VA_OPT__(, ) __VA_ARGS__); \
+  else if constexpr (T == 2)          \
+    op(2 __VA_OPT__(, ) __VA_ARGS__); \
+  else if constexpr (T == 3)          \
+    op(3 __VA_OPT__(, ) __VA_ARGS__); \
+  else                                \
+    op(4 __VA_OPT__(, ) __VA_ARGS__);
 
 template <int T>
 GEMMAX_AMX void HardwareTiles::zero() {
@@ -128,9 +133,9 @@ void EmulatedTiles::dpbf16ps_tiles(int c, int a, int b) {
   check_tile(b);
   const TileConfig& g = state.cfg;
   const int M = g.rows[c], N = g.colsb[c] / 4, K = g.colsb[a] / 4;
-  GEMMAX_CHECK(g.rows[a] == M && g.rows[b] == K && g.colsb[b] == g.colsb[c] && c != a && c != b &&
-                   a != b,
-               "AMX emulation: tdpbf16ps with tiles of mismatched shapes (#UD)");
+  GEMMAX_CHECK(
+      g.rows[a] == M && g.rows[b] == K && g.colsb[b] == g.colsb[c] && c != a && c != b && a != b,
+      "AMX emulation: tdpbf16ps with tiles of mismatched shapes (#UD)");
   for (int m = 0; m < M; ++m) {
     float row[16];
     std::memcpy(row, state.tile[c][m], sizeof(row));

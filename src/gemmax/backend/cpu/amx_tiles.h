@@ -36,13 +36,21 @@ struct HardwareTiles {
 struct EmulatedTiles {
   static void config(const TileConfig& cfg);
   template <int T>
-  static void zero() { zero_tile(T); }
+  static void zero() {
+    zero_tile(T);
+  }
   template <int T>
-  static void load(const void* base, int64_t stride) { load_tile(T, base, stride); }
+  static void load(const void* base, int64_t stride) {
+    load_tile(T, base, stride);
+  }
   template <int T>
-  static void store(void* base, int64_t stride) { store_tile(T, base, stride); }
+  static void store(void* base, int64_t stride) {
+    store_tile(T, base, stride);
+  }
   template <int C, int A, int B>
-  static void dpbf16ps() { dpbf16ps_tiles(C, A, B); }
+  static void dpbf16ps() {
+    dpbf16ps_tiles(C, A, B);
+  }
 
   static void zero_tile(int t);
   static void load_tile(int t, const void* base, int64_t stride);

@@ -88,7 +88,8 @@ GEMMAX_AVX512 void tile_bf16(const bf16* const* a, int64_t a_step, const bf16* p
 }
 
 // 32 bf16 of row0 and row1 interleaved as pairs: out[2j] = row0[j], out[2j + 1] = row1[j].
-GEMMAX_AVX512_PACK inline void interleave32(bf16* out, const bf16* row0, const bf16* row1, int64_t n) {
+GEMMAX_AVX512_PACK inline void interleave32(bf16* out, const bf16* row0, const bf16* row1,
+                                            int64_t n) {
   const __mmask32 m = col_mask32(n);
   const __m512i r0 = _mm512_maskz_loadu_epi16(m, row0);
   const __m512i r1 = row1 ? _mm512_maskz_loadu_epi16(m, row1) : _mm512_setzero_si512();
@@ -110,7 +111,7 @@ GEMMAX_AVX512_PACK inline void interleave32(bf16* out, const bf16* row0, const b
 }
 
 GEMMAX_AVX512_PACK void pack_b_bf16(bf16* panel, const BMatrix<bf16>& b, int64_t p0, int64_t kc,
-                               int64_t j0, int64_t nj) {
+                                    int64_t j0, int64_t nj) {
   const int64_t pairs = (kc + 1) / 2;
   if (!b.transposed) {  // W [k, n]: interleave rows p and p + 1
     for (int64_t kp = 0; kp < pairs; ++kp) {
@@ -152,7 +153,7 @@ GEMMAX_AVX512_PACK void pack_b_bf16(bf16* panel, const BMatrix<bf16>& b, int64_t
 }
 
 GEMMAX_AVX512_PACK void pack_at_bf16(bf16* block, const Rows<const bf16>& a, int64_t r0, int64_t mc,
-                                int64_t n0, int64_t nb) {
+                                     int64_t n0, int64_t nb) {
   const int64_t pairs = (mc + 1) / 2;
   for (int64_t rp = 0; rp < pairs; ++rp) {
     const bf16* x0 = a(r0 + 2 * rp) + n0;
@@ -184,7 +185,7 @@ GEMMAX_AVX512 void tile_f32(const float* const* a, int64_t a_step, const float* 
 }
 
 GEMMAX_AVX512_PACK void pack_b_f32(float* panel, const BMatrix<float>& b, int64_t p0, int64_t kc,
-                              int64_t j0, int64_t nj) {
+                                   int64_t j0, int64_t nj) {
   const __mmask16 m0 = col_mask16(nj), m1 = col_mask16(nj - 16);
   for (int64_t p = 0; p < kc; ++p) {
     float* out = panel + p * 32;
@@ -198,8 +199,8 @@ GEMMAX_AVX512_PACK void pack_b_f32(float* panel, const BMatrix<float>& b, int64_
   }
 }
 
-GEMMAX_AVX512_PACK void pack_at_f32(float* block, const Rows<const float>& a, int64_t r0, int64_t mc,
-                               int64_t n0, int64_t nb) {
+GEMMAX_AVX512_PACK void pack_at_f32(float* block, const Rows<const float>& a, int64_t r0,
+                                    int64_t mc, int64_t n0, int64_t nb) {
   for (int64_t p = 0; p < mc; ++p) std::memcpy(block + p * nb, a(r0 + p) + n0, nb * sizeof(float));
 }
 

@@ -36,7 +36,8 @@ GEMMAX_AVX512_FMA inline __m512 widen(__m256i h) {
 GEMMAX_AVX512_FMA inline __m256i narrow(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
   return _mm512_cvtepi32_epi16(r);
@@ -59,7 +60,7 @@ GEMMAX_AVX512_FMA inline void store_half(float* c, __m512 v, int64_t n, bool acc
 // b + p * 32.
 template <int R>
 GEMMAX_AVX512_FMA inline void fma_block(__m512 (&acc)[R][2], const float* const* a, int64_t es,
-                                         const float* b, int64_t kc) {
+                                        const float* b, int64_t kc) {
   for (int64_t p = 0; p < kc; ++p, b += kPanelCols) {
     const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 14
@@ -149,11 +150,11 @@ template <class T, class TC>
 GEMMAX_AVX512_FMA void tile_rows(int rows, const T* const* a, int64_t a_step, const T* panel,
                                  int64_t kc, TC* const* c, int64_t nj, bool accumulate) {
   switch (rows) {
-#define GEMMAX_TILE_CASE(R)                                              \
-  case R:                                                                \
-    if constexpr (sizeof(T) == 2)                                        \
+#define GEMMAX_TILE_CASE(R)                                             \
+  case R:                                                               \
+    if constexpr (sizeof(T) == 2)                                       \
       return tile_bf16<R, TC>(a, a_step, panel, kc, c, nj, accumulate); \
-    else                                                                 \
+    else                                                                \
       return tile_f32<R, TC>(a, a_step, panel, kc, c, nj, accumulate);
     GEMMAX_TILE_CASE(1)
     GEMMAX_TILE_CASE(2)
@@ -184,9 +185,8 @@ const GemmKernels<bf16>& fma_kernels<bf16>() {
 
 template <>
 const GemmKernels<float>& fma_kernels<float>() {
-  static const GemmKernels<float> k{avx512_kernels<float>().pack_b,
-                                    avx512_kernels<float>().pack_at, tile_rows<float, bf16>,
-                                    tile_rows<float, float>};
+  static const GemmKernels<float> k{avx512_kernels<float>().pack_b, avx512_kernels<float>().pack_at,
+                                    tile_rows<float, bf16>, tile_rows<float, float>};
   return k;
 }
 

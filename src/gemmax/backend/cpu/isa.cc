@@ -42,7 +42,7 @@ CpuFeatures probe() {
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
   const bool f512 = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
   f.avx512 = f512 && dq && bw && vl && (x & 0xe6) == 0xe6;  // XCR0: SSE, AVX, opmask, ZMM
-  f.amx_bf16 = (d & (1u << 24)) && (d & (1u << 22));     // AMX-TILE, AMX-BF16
+  f.amx_bf16 = (d & (1u << 24)) && (d & (1u << 22));        // AMX-TILE, AMX-BF16
   unsigned a1, b1, c1, d1;
   if (f.avx512 && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.avx512_bf16 = a1 & (1u << 5);
   if (f.amx_bf16) f.amx_granted = (x & (3ull << 17)) == (3ull << 17) && request_amx();
@@ -91,16 +91,16 @@ Isa choose_isa(const std::string& requested, std::string* why) {
       say("auto: AMX-BF16 granted by the OS");
       return Isa::Amx;
     }
-    const std::string amx =
-        f.amx_bf16 ? "AMX present but not granted by the OS; " : "no AMX; ";
+    const std::string amx = f.amx_bf16 ? "AMX present but not granted by the OS; " : "no AMX; ";
     const bool amd = f.vendor == "AuthenticAMD";
     if (f.avx512_bf16 && amd) {
       say("auto: " + amx + "AMD with AVX-512 BF16 (vdpbf16ps at the FMA rate)");
       return Isa::Avx512Bf16;
     }
     if (f.avx512) {
-      say("auto: " + amx + (f.avx512_bf16 ? "AVX-512 BF16 at half the FMA rate on " + f.vendor
-                                          : std::string("AVX-512 without BF16")) +
+      say("auto: " + amx +
+          (f.avx512_bf16 ? "AVX-512 BF16 at half the FMA rate on " + f.vendor
+                         : std::string("AVX-512 without BF16")) +
           ", so FP32 FMA");
       return Isa::Avx512Fp32;
     }
@@ -111,7 +111,7 @@ Isa choose_isa(const std::string& requested, std::string* why) {
   const char* need = nullptr;
   if (requested == "amx") {
     isa = Isa::Amx;
-    need = !f.amx_bf16 ? "no AMX-BF16 instructions (CPUID)"
+    need = !f.amx_bf16      ? "no AMX-BF16 instructions (CPUID)"
            : !f.amx_granted ? "AMX-BF16 in the CPU, but the OS did not grant its tile state "
                               "(arch_prctl ARCH_REQ_XCOMP_PERM failed; Linux 5.16+ grants it)"
                             : "no AVX-512";

@@ -24,8 +24,8 @@ enum class Isa { Amx, AmxEmulated, Avx512Fp32, Avx512Bf16, Portable };
 
 // What this CPU (and its OS) offers.
 struct CpuFeatures {
-  std::string vendor;     // "GenuineIntel", "AuthenticAMD", ...
-  bool avx512 = false;    // AVX-512 F/BW/DQ/VL with the OS saving ZMM state
+  std::string vendor;   // "GenuineIntel", "AuthenticAMD", ...
+  bool avx512 = false;  // AVX-512 F/BW/DQ/VL with the OS saving ZMM state
   bool avx512_bf16 = false;
   bool amx_bf16 = false;     // AMX-TILE + AMX-BF16 in CPUID
   bool amx_granted = false;  // ... and the OS gave this process the tile data state

@@ -46,7 +46,8 @@ __attribute__((target("avx512f,fma"))) float fma_zmm(int64_t iters) {
 __attribute__((target("avx512f,avx512bf16"))) float dot_bf16_zmm(int64_t iters) {
   __m512 acc[kAcc];
   for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_ps(float(i));
-  const __m512bh x = __m512bh(_mm512_set1_epi32(0x3f803f80)), y = __m512bh(_mm512_set1_epi32(0x3a803a80));
+  const __m512bh x = __m512bh(_mm512_set1_epi32(0x3f803f80)),
+                 y = __m512bh(_mm512_set1_epi32(0x3a803a80));
   for (int64_t n = 0; n < iters; ++n)
 #pragma GCC unroll 12
     for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
@@ -113,7 +114,8 @@ InstructionPeak measure(const std::string& name, double flops_per_iter,
 std::vector<InstructionPeak> instruction_peaks(int threads, double seconds) {
   const CpuFeatures& f = cpu_features();
   std::vector<InstructionPeak> out;
-  out.push_back(measure("fp32 FMA ymm (vfmadd231ps, AVX2)", kAcc * 8 * 2.0, fma_ymm, threads, seconds));
+  out.push_back(
+      measure("fp32 FMA ymm (vfmadd231ps, AVX2)", kAcc * 8 * 2.0, fma_ymm, threads, seconds));
   if (f.avx512)
     out.push_back(
         measure("fp32 FMA zmm (vfmadd231ps, AVX-512)", kAcc * 16 * 2.0, fma_zmm, threads, seconds));
@@ -121,8 +123,8 @@ std::vector<InstructionPeak> instruction_peaks(int threads, double seconds) {
     out.push_back(measure("bf16 dot zmm (vdpbf16ps, AVX-512 BF16)", kAcc * 32 * 2.0, dot_bf16_zmm,
                           threads, seconds));
   if (isa_runs_here(Isa::Amx))
-    out.push_back(measure("AMX tiles (tdpbf16ps)", 2 * 16 * 16 * 32 * 2.0, amx_tiles, threads,
-                          seconds));
+    out.push_back(
+        measure("AMX tiles (tdpbf16ps)", 2 * 16 * 16 * 32 * 2.0, amx_tiles, threads, seconds));
   return out;
 }
 

@@ -9,8 +9,8 @@
 namespace gemmax::cpu {
 
 struct InstructionPeak {
-  std::string name;       // "fp32 FMA zmm (vfmadd231ps)", ...
-  double tflops = 0;      // all threads together
+  std::string name;   // "fp32 FMA zmm (vfmadd231ps)", ...
+  double tflops = 0;  // all threads together
   int threads = 0;
   double per_thread() const { return tflops / threads; }
 };
