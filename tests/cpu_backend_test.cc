@@ -13,7 +13,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/convert.h"
@@ -634,6 +636,37 @@ TEST(CpuRun, AKernelThisCpuCannotRunIsAClearError) {
     EXPECT_EQ(out.find("step 1"), std::string::npos) << out;
   }
   if (refused == 0) GTEST_SKIP() << "this CPU runs every kernel family";
+}
+
+// gemmax bench names the kernel family and why, and prints the machine's limit: the peak of
+// every multiply-accumulate instruction this CPU has, measured in the same run, and model
+// TFLOP/s as a fraction of the best (figures checked for presence and sense, not speed).
+TEST(CpuRun, BenchPrintsTheFamilyAndTheInstructionPeaks) {
+  testing::TempDir dir;
+  const std::string json = dir.str() + "/bench.json";
+  std::string out;
+  ASSERT_EQ(testing::run_command(std::string(GEMMAX_BINARY) +
+                                     " bench model_name=gemma4-tiny num_threads=2 cpu_kernels=avx2 "
+                                     "--warmup 0 --steps 1 --json " +
+                                     json,
+                                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("cpu (portable kernels, slower: forced by cpu_kernels=avx2; 2 threads)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("instruction peaks (register-resident loops, 2 threads at once"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("fp32 FMA ymm (vfmadd231ps, AVX2)"), std::string::npos) << out;
+  const auto& f = cpu::cpu_features();
+  EXPECT_EQ(out.find("bf16 dot zmm") != std::string::npos, f.avx512_bf16) << out;
+  EXPECT_EQ(out.find("fp32 FMA zmm") != std::string::npos, f.avx512) << out;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_GT(j["model_over_best_peak"].get<double>(), 0.0);
+  EXPECT_LT(j["model_over_best_peak"].get<double>(), 1.0);  // no step beats the instruction
+  for (const auto& [name, peak] : j["instruction_peaks"].items())
+    EXPECT_GT(peak["tflops"].get<double>(), 0.0) << name;
 }
 
 }  // namespace
