@@ -27,12 +27,12 @@ echo
 for mode in eager compiled; do
   flag=; [ $mode = compiled ] && flag=--compile
   "$py" "$here/pytorch_baseline.py" --model "$model" --threads "$threads" --batch "$batch" \
-    --seq "$seq" $flag --json "$out/torch_$mode.json"
+    --seq "$seq" $flag --json "$out/torch_$mode.json" || echo "(PyTorch $mode: no result)"
   echo
 done
 python3 - "$out/gemmax.json" "$out/torch_eager.json" "$out/torch_compiled.json" <<'PY'
-import json, sys
-g, *torch_runs = (json.load(open(p)) for p in sys.argv[1:])
+import json, os, sys
+g, *torch_runs = (json.load(open(p)) for p in sys.argv[1:] if os.path.exists(p))
 print("gemmax  %8.1f tokens/s  (%s)" % (g["tokens_per_sec"], g["backend"]))
 for t in torch_runs:
     print("pytorch %8.1f tokens/s  (torch %s, %s, attention %s%s)  gemmax/pytorch %.2f x" % (

@@ -213,6 +213,9 @@ def main():
         c["L"] = a.layers
     dev = torch.device(a.device)
     model = Model(c).to(dev)
+    if a.compile and not hasattr(torch, "compile"):
+        raise SystemExit("pytorch_baseline.py: --compile needs torch 2.0 or later (this is torch %s)"
+                         % torch.__version__)
     if a.compile:  # the static-shape parts; the MoE's per-expert sizes change every step
         for layer in model.layers:
             layer.attention = torch.compile(layer.attention)
