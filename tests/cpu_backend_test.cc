@@ -604,6 +604,16 @@ TEST(CpuRun, PortablePathTrainsAndSaysSo) {
   EXPECT_NE(out.find("backend cpu (portable kernels, slower: "), std::string::npos) << out;
   EXPECT_NE(out.find("done: 3 steps"), std::string::npos) << out;
   EXPECT_NE(out.find("forced by cpu_kernels=avx2"), std::string::npos) << out;
+  // cpu_isa, the key's former name, still works (older run folders' configs and checkpoints).
+  out.clear();
+  ASSERT_EQ(testing::run_command(std::string(GEMMAX_BINARY) + " train base_output_directory=" +
+                                     dir.str() + " run_name=q cpu_isa=avx2 base_emb_dim=32 " +
+                                     "max_target_length=32 per_device_batch_size=2 steps=1 " +
+                                     "sample_max_new_tokens=0",
+                                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("backend cpu (portable kernels, slower: "), std::string::npos) << out;
   out.clear();
   EXPECT_NE(
       testing::run_command(std::string(GEMMAX_BINARY) + " train cpu_kernels=sse9 steps=1", &out),
