@@ -1,8 +1,10 @@
 """The PyTorch baseline gemmax is timed against: the Gemma-4 MoE training step written for
 speed the way a competent PyTorch user would write it.
 
-- bf16 autocast over fp32 master weights, AdamW (fused where torch has it) with global-norm
-  clipping, the same losses (soft-capped cross-entropy + load-balance);
+- bf16 autocast over fp32 master weights, or plain fp32 (--dtype; `auto` times both on the
+  first steps and keeps the faster: on CPUs whose bf16 dot product runs at half the FMA rate,
+  as on Intel Xeons without AMX, a competent user picks fp32), AdamW (fused where torch has
+  it) with global-norm clipping, the same losses (soft-capped cross-entropy + load-balance);
 - the MoE sorts the token copies by expert and runs one gate_up / down matmul pair per expert
   (fused gate_up weight, as in the checkpoint layout);
 - attention by SDPA or by explicit matmuls with the causal / sliding mask (--attention picks;
@@ -166,9 +168,9 @@ class Model(torch.nn.Module):
         self.layers = torch.nn.ModuleList(
             [Layer(c, l % 6 == 5, init) for l in range(c["L"])])
 
-    def forward(self, tokens, targets, pos, seg, kind, remat):
+    def forward(self, tokens, targets, pos, seg, kind, remat, act):
         c = self.c
-        x = (self.embed[tokens] * math.sqrt(c["D"])).to(torch.bfloat16)
+        x = (self.embed[tokens] * math.sqrt(c["D"])).to(act)
         tabs = {g: rope_tables(pos[0], c["hdg"] if g else c["hd"], 1e6 if g else 1e4,
                                0.25 if g else 1.0, tokens.device) for g in (False, True)}
         lb_sum = 0.0
@@ -195,6 +197,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--attention", default="auto", choices=["auto", "sdpa", "matmul"])
+    ap.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"],
+                    help="bf16 autocast or fp32 (auto: the faster)")
     ap.add_argument("--compile", action="store_true", help="torch.compile each layer")
     ap.add_argument("--no-remat", action="store_true")
     ap.add_argument("--warmup", type=int, default=2)
@@ -209,6 +213,9 @@ def main():
         c["L"] = a.layers
     dev = torch.device(a.device)
     model = Model(c).to(dev)
+    if a.compile and not hasattr(torch, "compile"):
+        raise SystemExit("pytorch_baseline.py: --compile needs torch 2.0 or later (this is torch %s)"
+                         % torch.__version__)
     if a.compile:  # the static-shape parts; the MoE's per-expert sizes change every step
         for layer in model.layers:
             layer.attention = torch.compile(layer.attention)
@@ -223,10 +230,12 @@ def main():
     pos = torch.arange(S, device=dev)[None].expand(B, S)
     seg = torch.ones(B, S, dtype=torch.int32, device=dev)
 
-    def step(kind):
+    def step(choice):
+        kind, dtype = choice
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(a.device, dtype=torch.bfloat16):
-            loss = model(tokens, targets, pos, seg, kind, not a.no_remat)
+        act = torch.bfloat16 if dtype == "bf16" else torch.float32
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=dtype == "bf16"):
+            loss = model(tokens, targets, pos, seg, kind, not a.no_remat, act)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -234,36 +243,45 @@ def main():
             torch.cuda.synchronize()
         return loss.item()
 
-    def timed(kind):
+    def timed(choice):
         t = time.perf_counter()
-        step(kind)
+        step(choice)
         return time.perf_counter() - t
 
-    kind = a.attention
-    if kind == "auto":  # the faster of the two, after a warm-up step each
+    # The fastest of the attention kinds and dtypes asked for, after a warm-up step each.
+    kinds = (a.attention,)
+    if a.attention == "auto":  # torch before 2.0 has no SDPA
+        kinds = ("sdpa", "matmul") if hasattr(F, "scaled_dot_product_attention") else ("matmul",)
+    dtypes = ("bf16", "fp32") if a.dtype == "auto" else (a.dtype,)
+    choices = [(k, d) for d in dtypes for k in kinds]
+    choice = choices[0]
+    if len(choices) > 1:
         trial = {}
-        for k in ("sdpa", "matmul"):
-            step(k)
-            trial[k] = timed(k)
-        kind = min(trial, key=trial.get)
-        print("attention: %s (sdpa %.3f s, matmul %.3f s per step)" % (
-            kind, trial["sdpa"], trial["matmul"]), flush=True)
+        for ch in choices:
+            step(ch)
+            trial[ch] = timed(ch)
+        choice = min(trial, key=trial.get)
+        print("chose attention %s, %s (%s)" % (choice[0], choice[1], ", ".join(
+            "%s %s %.3f s" % (k, d, t) for (k, d), t in trial.items())), flush=True)
+    kind, dtype = choice
     for _ in range(a.warmup):
-        step(kind)
-    times = [timed(kind) for _ in range(a.steps)]
+        step(choice)
+    times = [timed(choice) for _ in range(a.steps)]
     times.sort()
     med = times[len(times) // 2]
     tok = B * S / med
-    print("pytorch %s | %s | %s threads | batch %d x %d | attention %s%s%s" % (
+    print("pytorch %s | %s | %s threads | batch %d x %d | %s | attention %s%s%s" % (
         torch.__version__, a.model + ("/%dL" % c["L"] if a.layers else ""), torch.get_num_threads(),
-        B, S, kind, " | compiled" if a.compile else "", " | no remat" if a.no_remat else ""))
+        B, S, "bf16 autocast" if dtype == "bf16" else "fp32", kind,
+        " | compiled" if a.compile else "", " | no remat" if a.no_remat else ""))
     print("step time  %.3f s (median of %d; min %.3f)" % (med, len(times), times[0]))
     print("tokens/s   %.1f" % tok)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"torch": torch.__version__, "model": a.model, "layers": c["L"],
                        "batch": B, "seq": S, "threads": torch.get_num_threads(),
-                       "device": a.device, "attention": kind, "compiled": a.compile,
+                       "device": a.device, "attention": kind, "dtype": dtype,
+                       "compiled": a.compile,
                        "step_seconds": times, "step_seconds_median": med,
                        "tokens_per_sec": tok}, f, indent=2)
 

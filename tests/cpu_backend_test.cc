@@ -1,7 +1,8 @@
 // Every op of the cpu backend against the reference backend on the same random inputs, in fp32
-// and bf16 (inputs on the bf16 grid, so both backends see the same numbers), on both kernel
-// paths (AVX-512 BF16 where the CPU has it, and the portable path forced by cpu_isa=avx2), at
-// odd sizes, with empty expert groups, windows longer than the sequence and several segments.
+// and bf16 (inputs on the bf16 grid, so both backends see the same numbers), with each kernel
+// family this CPU runs forced by cpu_kernels (isa.h: always avx2 and amx_emulated; avx512_fp32,
+// avx512_bf16 and amx where the CPU has them), at odd sizes, with empty expert groups, windows
+// longer than the sequence and several segments.
 //
 // Tolerances: fp32 results within 1e-5 of the largest reference value (the cpu backend sums
 // in fp32, the reference in fp64); bf16 results within 2^-7 of it (both round once to bf16 from
@@ -12,7 +13,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/convert.h"
@@ -29,8 +32,10 @@ struct Path {
 void PrintTo(const Path& p, std::ostream* os) { *os << p.name; }
 
 std::vector<Path> paths() {
-  std::vector<Path> v = {{"portable", "avx2"}};
-  if (cpu::cpu_has_avx512_bf16()) v.push_back({"avx512_bf16", "avx512_bf16"});
+  std::vector<Path> v;
+  for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::AmxEmulated, cpu::Isa::Avx512Fp32,
+                       cpu::Isa::Avx512Bf16, cpu::Isa::Amx})
+    if (cpu::isa_runs_here(isa)) v.push_back({cpu::isa_name(isa), cpu::isa_name(isa)});
   return v;
 }
 
@@ -483,7 +488,9 @@ namespace {
 // the bf16 criterion of bf16_test.cc (its gradient error no larger than 3x the fp32 gradient's
 // change under one bf16 rounding of every weight, and below 10%). On the routed MoE and with
 // every expert chosen (E = K), with two sequences of two documents each.
-TEST(CpuModel, LossAndGradientsMatchTheReference) {
+class CpuModel : public ::testing::TestWithParam<Path> {};
+
+TEST_P(CpuModel, LossAndGradientsMatchTheReference) {
   for (int64_t experts : {5, 2}) {
     ModelConfig cfg = testing::small_test_config(2);
     cfg.d_model = 32;
@@ -493,6 +500,7 @@ TEST(CpuModel, LossAndGradientsMatchTheReference) {
     ReferenceBackend ref;
     BackendOptions o;
     o.num_threads = 2;
+    o.isa = GetParam().isa;
     CpuBackend cpu(o);
     const Batch batch = testing::make_batch(2, 16, cfg.vocab_size, 5, 9);
     auto grads = [&](Backend& be, DType act, const Tensor& w, LossInfo* info) {
@@ -513,8 +521,9 @@ TEST(CpuModel, LossAndGradientsMatchTheReference) {
     EXPECT_NEAR(lcb.total_loss, lr.total_loss, 1e-2 * lr.total_loss) << experts;
     EXPECT_LE(bf16_err, 3 * noise_err) << experts << " experts";
     EXPECT_LE(bf16_err, 0.1) << experts << " experts";
-    ::testing::Test::RecordProperty("cpu_bf16_grad_error_E" + std::to_string(experts),
-                                    std::to_string(bf16_err));
+    ::testing::Test::RecordProperty(
+        "cpu_bf16_grad_error_" + GetParam().isa + "_E" + std::to_string(experts),
+        std::to_string(bf16_err));
   }
 }
 
@@ -546,14 +555,16 @@ TEST(CpuModel, LongSequencesMatchTheReference) {
 }
 
 // With 2 threads the cpu backend's step is the same bit for bit from run to run, and under
-// every remat policy (the recompute re-runs the same kernels on the same inputs).
-TEST(CpuModel, TwoThreadStepsAreBitIdenticalAcrossRunsAndRematPolicies) {
+// every remat policy (the recompute re-runs the same kernels on the same inputs), with each
+// kernel family.
+TEST_P(CpuModel, TwoThreadStepsAreBitIdenticalAcrossRunsAndRematPolicies) {
   ModelConfig cfg = testing::small_test_config(2);
   cfg.d_model = 64;
   cfg.vocab_size = 300;
   const ParamTable table(cfg);
   BackendOptions o;
   o.num_threads = 2;
+  o.isa = GetParam().isa;
   CpuBackend cpu(o);
   const StepInputs in = upload_batch(cpu, testing::make_batch(2, 64, cfg.vocab_size, 5, 30));
   const Tensor w = testing::trained_like_weights(table, 0.0, 0);
@@ -572,27 +583,100 @@ TEST(CpuModel, TwoThreadStepsAreBitIdenticalAcrossRunsAndRematPolicies) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Kernels, CpuModel, ::testing::ValuesIn(paths()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace gemmax
 
 namespace gemmax {
 namespace {
 
-// Without AVX-512 BF16 the cpu backend runs its portable kernels and says so in one line;
-// forced here by cpu_isa=avx2. The run trains.
-TEST(CpuModel, PortablePathTrainsAndSaysSo) {
+// Without AVX-512 the cpu backend runs its portable kernels and says so in one line; forced
+// here by cpu_kernels=avx2. The run trains.
+TEST(CpuRun, PortablePathTrainsAndSaysSo) {
   testing::TempDir dir;
   std::string out;
   const std::string cmd = std::string(GEMMAX_BINARY) + " train base_output_directory=" + dir.str() +
-                          " run_name=p cpu_isa=avx2 base_emb_dim=32 max_target_length=32 "
+                          " run_name=p cpu_kernels=avx2 base_emb_dim=32 max_target_length=32 "
                           "per_device_batch_size=2 steps=3 sample_max_new_tokens=0";
   ASSERT_EQ(testing::run_command(cmd, &out), 0) << out;
   EXPECT_NE(out.find("backend cpu (portable kernels, slower: "), std::string::npos) << out;
   EXPECT_NE(out.find("done: 3 steps"), std::string::npos) << out;
+  EXPECT_NE(out.find("forced by cpu_kernels=avx2"), std::string::npos) << out;
+  // cpu_isa, the key's former name, still works (older run folders' configs and checkpoints).
   out.clear();
-  EXPECT_NE(testing::run_command(std::string(GEMMAX_BINARY) + " train cpu_isa=sse9 steps=1", &out),
-            0);
-  EXPECT_NE(out.find("unknown cpu_isa 'sse9'"), std::string::npos) << out;
+  ASSERT_EQ(testing::run_command(std::string(GEMMAX_BINARY) + " train base_output_directory=" +
+                                     dir.str() + " run_name=q cpu_isa=avx2 base_emb_dim=32 " +
+                                     "max_target_length=32 per_device_batch_size=2 steps=1 " +
+                                     "sample_max_new_tokens=0",
+                                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("backend cpu (portable kernels, slower: "), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(
+      testing::run_command(std::string(GEMMAX_BINARY) + " train cpu_kernels=sse9 steps=1", &out),
+      0);
+  EXPECT_NE(out.find("unknown cpu_kernels 'sse9': expected auto, amx, amx_emulated, avx512_fp32, "
+                     "avx512_bf16 or avx2"),
+            std::string::npos)
+      << out;
+}
+
+// A family this CPU cannot run is refused before any step, naming what the CPU lacks and the
+// choice that works; auto's choice always runs and says why.
+TEST(CpuRun, AKernelThisCpuCannotRunIsAClearError) {
+  std::string why;
+  EXPECT_TRUE(cpu::isa_runs_here(cpu::choose_isa("auto", &why)));
+  EXPECT_EQ(why.rfind("auto: ", 0), 0u) << why;
+  int refused = 0;
+  for (cpu::Isa isa : {cpu::Isa::Amx, cpu::Isa::Avx512Fp32, cpu::Isa::Avx512Bf16}) {
+    if (cpu::isa_runs_here(isa)) continue;
+    ++refused;
+    const std::string name = cpu::isa_name(isa);
+    testing::TempDir dir;
+    std::string out;
+    EXPECT_NE(testing::run_command(std::string(GEMMAX_BINARY) + " train base_output_directory=" +
+                                       dir.str() + " cpu_kernels=" + name + " steps=1",
+                                   &out),
+              0);
+    EXPECT_NE(out.find("cpu_kernels=" + name + ": this CPU ("), std::string::npos) << out;
+    EXPECT_NE(out.find("; use cpu_kernels=auto ("), std::string::npos) << out;
+    EXPECT_EQ(out.find("step 1"), std::string::npos) << out;
+  }
+  if (refused == 0) GTEST_SKIP() << "this CPU runs every kernel family";
+}
+
+// gemmax bench names the kernel family and why, and prints the machine's limit: the peak of
+// every multiply-accumulate instruction this CPU has, measured in the same run, and model
+// TFLOP/s as a fraction of the best (figures checked for presence and sense, not speed).
+TEST(CpuRun, BenchPrintsTheFamilyAndTheInstructionPeaks) {
+  testing::TempDir dir;
+  const std::string json = dir.str() + "/bench.json";
+  std::string out;
+  ASSERT_EQ(testing::run_command(std::string(GEMMAX_BINARY) +
+                                     " bench model_name=gemma4-tiny num_threads=2 cpu_kernels=avx2 "
+                                     "--warmup 0 --steps 1 --json " +
+                                     json,
+                                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("cpu (portable kernels, slower: forced by cpu_kernels=avx2; 2 threads)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("instruction peaks (register-resident loops, 2 threads at once"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("fp32 FMA ymm (vfmadd231ps, AVX2)"), std::string::npos) << out;
+  const auto& f = cpu::cpu_features();
+  EXPECT_EQ(out.find("bf16 dot zmm") != std::string::npos, f.avx512_bf16) << out;
+  EXPECT_EQ(out.find("fp32 FMA zmm") != std::string::npos, f.avx512) << out;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_GT(j["model_over_best_peak"].get<double>(), 0.0);
+  EXPECT_LT(j["model_over_best_peak"].get<double>(), 1.0);  // no step beats the instruction
+  for (const auto& [name, peak] : j["instruction_peaks"].items())
+    EXPECT_GT(peak["tflops"].get<double>(), 0.0) << name;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// The cpu backend's products (backend/cpu/gemm.h) against a direct fp64 sum, on both kernel
-// paths (AVX-512 BF16 where the CPU has it, and the portable one), for bf16 and fp32, at sizes
-// that exercise every edge: odd reductions, partial tiles and panels, row maps, accumulation,
+// The cpu backend's products (backend/cpu/gemm.h) against a direct fp64 sum, with every kernel
+// family this CPU runs (isa.h; the AMX kernel through its emulated tiles), for bf16 and fp32, at
+// sizes that exercise every edge: odd reductions, partial tiles and panels, row maps, accumulation,
 // a reduction longer than one chunk, and a result independent of the thread count.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -14,9 +14,11 @@
 namespace gemmax::cpu {
 namespace {
 
+// Every kernel family this CPU runs (amx_emulated everywhere).
 std::vector<Isa> isas() {
-  std::vector<Isa> v = {Isa::Portable};
-  if (cpu_has_avx512_bf16()) v.push_back(Isa::Avx512Bf16);
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::Portable, Isa::AmxEmulated, Isa::Avx512Fp32, Isa::Avx512Bf16, Isa::Amx})
+    if (isa_runs_here(isa)) v.push_back(isa);
   return v;
 }
 

@@ -2,8 +2,9 @@
 //
 // Times the training step: warm-up steps, then timed steps of the real step (the trainer's
 // train_step and its one read of the metrics), then one step profiled by op family. Beside it,
-// in the same run: the backend's dense bf16 matmul rate, and its grouped matmul against a
-// dense matmul of the same FLOPs at the model's expert shapes.
+// in the same run: the backend's dense bf16 matmul rate, its grouped matmul against a dense
+// matmul of the same FLOPs at the model's expert shapes, and the machine's limit: each
+// multiply-accumulate instruction's peak on every thread (backend/cpu/peaks.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "gemmax/backend/cpu/peaks.h"
 #include "gemmax/backend/profiling_backend.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/base/timer.h"
@@ -42,8 +44,10 @@ constexpr const char* kUsage =
     "dataset_type=synthetic, the preset's batch and sequence) and prints step time, tokens/s,\n"
     "model TFLOP/s (MaxText's count) and executed TFLOP/s (products and attention, remat\n"
     "recompute included), the dense bf16 matmul rate measured in the same run and the ratio to\n"
-    "it, the grouped matmul against a dense matmul of the same FLOPs at the expert shapes, and\n"
-    "one step's time by op family. --json FILE writes the same figures.\n";
+    "it, the grouped matmul against a dense matmul of the same FLOPs at the expert shapes, the\n"
+    "peak of each multiply-accumulate instruction of this CPU on every thread and model TFLOP/s\n"
+    "as a fraction of the best, and one step's time by op family. --json FILE writes the same\n"
+    "figures.\n";
 
 // The best rate of f (FLOP/s) over `reps` runs of at least 0.1 s.
 double best_rate(double flops, const std::function<void()>& f, int reps = 3) {
@@ -238,6 +242,13 @@ int cmd_bench(int argc, char** argv) {
                                  }) /
                        1e12;
   const std::vector<GmmFigures> gmm = grouped_vs_dense(be, mc, tokens);
+  // The cpu backend's limit, same run: every instruction's register-resident peak, all threads.
+  std::vector<cpu::InstructionPeak> peaks;
+  if (real->name() == "cpu") peaks = cpu::instruction_peaks(omp_get_max_threads());
+  cpu::InstructionPeak best_peak;
+  for (const cpu::InstructionPeak& p : peaks)
+    if (p.tflops > best_peak.tflops) best_peak = p;
+  const double model_over_peak = peaks.empty() ? 0.0 : model_tflop / median / best_peak.tflops;
 
   std::ostringstream os;
   os.setf(std::ios::fixed);
@@ -254,6 +265,14 @@ int cmd_bench(int argc, char** argv) {
   os << "dense bf16 matmul   " << dense << " TFLOP/s ([" << tokens << ", " << n << "] x [" << n
      << ", " << n << "], same run)\n";
   os << "model / dense       " << model_tflop / median / dense << "\n";
+  if (!peaks.empty()) {
+    os << "instruction peaks (register-resident loops, " << best_peak.threads
+       << " threads at once, same run):\n";
+    for (const cpu::InstructionPeak& p : peaks)
+      os << "  " << p.name << std::string(p.name.size() < 40 ? 40 - p.name.size() : 1, ' ')
+         << p.tflops << " TFLOP/s (" << p.per_thread() << " per thread)\n";
+    os << "model / best peak   " << model_over_peak << " (of " << best_peak.name << ")\n";
+  }
   os << "grouped matmul vs dense at the expert shapes (" << tokens * mc.num_experts_per_tok
      << " rows, " << mc.num_experts << " experts):\n";
   for (const GmmFigures& g : gmm)
@@ -288,6 +307,12 @@ int cmd_bench(int argc, char** argv) {
     j["executed_tflops_per_sec"] = executed_tflop / median;
     j["dense_bf16_tflops_per_sec"] = dense;
     j["model_over_dense"] = model_tflop / median / dense;
+    for (const cpu::InstructionPeak& p : peaks)
+      j["instruction_peaks"][p.name] = {{"tflops", p.tflops}, {"per_thread", p.per_thread()}};
+    if (!peaks.empty()) {
+      j["best_peak"] = best_peak.name;
+      j["model_over_best_peak"] = model_over_peak;
+    }
     for (const GmmFigures& g : gmm)
       j["grouped_vs_dense"][g.what] = {
           {"grouped_tflops", g.gmm_tflops}, {"dense_tflops", g.dense_tflops}, {"ratio", g.ratio()}};

@@ -291,11 +291,11 @@ class Backend {
                           const AdamWStep& step, const Tensor& scalars) = 0;
 };
 
-// What a backend is built with (config keys backend, num_threads, cpu_isa).
+// What a backend is built with (config keys backend, num_threads, cpu_kernels).
 struct BackendOptions {
   std::string name = "cpu";
   int num_threads = 0;       // 0: the cores this process may use
-  std::string isa = "auto";  // cpu: auto | avx512_bf16 | avx2 (force the slower path)
+  std::string isa = "auto";  // cpu_kernels: auto | amx | amx_emulated | avx512_fp32 | avx512_bf16 | avx2
   // cpu: attention's scratch per thread (0: 8 MiB). Tests shrink it to reach the paths that
   // long sequences take: key panels repacked per use, the backward's keys in chunks.
   int64_t attention_scratch_bytes = 0;

@@ -62,7 +62,11 @@ BackendOptions backend_options(const Config& c) {
   b.name = c.get_string("backend");
   b.num_threads = int(c.get_int("num_threads"));
   if (b.num_threads < 0) fail("num_threads=", b.num_threads, " must be >= 0 (0: every core)");
-  b.isa = c.get_string("cpu_isa");
+  b.isa = c.get_string("cpu_kernels");
+  // cpu_isa, cpu_kernels' former name, still comes in older run folders' configs and checkpoints.
+  if (const std::string old = c.get_string("cpu_isa");
+      !old.empty() && !c.set_by_user("cpu_kernels"))
+    b.isa = old;
   b.cuda_kernels = c.get_string("cuda_kernels");
   if (b.cuda_kernels != "fast" && b.cuda_kernels != "simple")
     fail("cuda_kernels='", b.cuda_kernels, "': expected fast or simple");

@@ -15,7 +15,7 @@ namespace gemmax {
 // ici_fsdp_parallelism=-1 means. Errors name the key, the value and the fix.
 MemoryPlanInput memory_plan_input(const Config& config, int ranks = 1);
 
-// The backend the config names (backend, num_threads, cpu_isa).
+// The backend the config names (backend, num_threads, cpu_kernels).
 BackendOptions backend_options(const Config& config);
 
 // Throws gemmax::Error, with the plan printed, when the planned peak exceeds max_memory_gb

@@ -230,7 +230,7 @@ template <class T>
 void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const int32_t* seg,
              T* o, float* lse, const std::vector<void*>& scratch, int64_t scratch_bytes) {
   const GemmKernels<T>& K = kernels<T>(isa);
-  const bool avx512 = isa == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa);
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
   const int64_t kt_elems = round_up(g.hd, P) * kPanelCols;      // one K^T panel: 32 keys
@@ -306,7 +306,7 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
               const T* dout, const float* lse, const int32_t* seg, T* dq, T* dk, T* dv,
               const std::vector<void*>& scratch, int64_t scratch_bytes) {
   const GemmKernels<T>& K = kernels<T>(isa);
-  const bool avx512 = isa == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa);
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, tasks = g.B * g.KV;
   const int64_t max_rows = g.bq * g.G, rows_pad = round_up(max_rows, P);

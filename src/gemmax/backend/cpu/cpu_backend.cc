@@ -79,7 +79,7 @@ constexpr int64_t kAttentionScratch = int64_t(8) << 20;  // per thread
 }  // namespace
 
 CpuBackend::CpuBackend(const BackendOptions& options)
-    : isa_(choose_isa(options.isa)),
+    : isa_(choose_isa(options.isa, &isa_why_)),
       threads_(options.num_threads > 0 ? options.num_threads : default_threads()) {
   omp_set_num_threads(threads_);
   const int64_t shared = gemm_shared_bytes(), per_thread = gemm_thread_bytes();
@@ -102,11 +102,9 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 }
 
 std::string CpuBackend::describe() const {
-  if (isa_ == Isa::Avx512Bf16) return str_cat("cpu (avx512_bf16 kernels, ", threads_, " threads)");
-  return str_cat("cpu (portable kernels, slower: ",
-                 cpu_has_avx512_bf16() ? "forced by cpu_isa=avx2"
-                                       : "this CPU has no AVX-512 BF16 instructions",
-                 "; ", threads_, " threads)");
+  if (isa_ == Isa::Portable)
+    return str_cat("cpu (portable kernels, slower: ", isa_why_, "; ", threads_, " threads)");
+  return str_cat("cpu (", isa_name(isa_), " kernels, ", isa_why_, "; ", threads_, " threads)");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
@@ -165,7 +163,7 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   }
   if (!is_fast(dst) || !is_fast(src)) return reference_.copy(dst, src);
   // fp32 <-> bf16 (a layer's fp32 weights to their bf16 compute copy): one rounding.
-  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa_);
   dispatch2(dst, src, [&]<class D, class S>() {
     D* d = dst.data<D>();
     const S* s = src.data<S>();
@@ -360,7 +358,7 @@ void CpuBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
   float *p = param.data<float>(), *pm = m.data<float>(), *pv = v.data<float>();
   const float* g = grad.data<float>();
   const int64_t n = param.numel();
-  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa_);
 #pragma omp parallel for if (n > kParallelMin)
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);

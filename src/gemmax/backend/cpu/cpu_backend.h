@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
     return scratch_.defined() ? int64_t(scratch_.nbytes()) : 0;
   }
   cpu::Isa isa() const { return isa_; }
+  const std::string& isa_reason() const { return isa_why_; }  // why this family (isa.h)
 
   Tensor alloc(const Shape& shape, DType dtype, MemKind kind) override;
   void upload(const Tensor& dst, const Tensor& host) override;
@@ -133,6 +134,7 @@ class CpuBackend final : public Backend {
   // Declared first: tensors may outlive the backend's other members, never the allocator's
   // blocks it hands out (a tensor alive after the backend holds an owning block: see alloc).
   std::shared_ptr<cpu::HostAllocator> allocator_ = std::make_shared<cpu::HostAllocator>();
+  std::string isa_why_;  // before isa_: choose_isa writes it
   cpu::Isa isa_;
   int threads_;
   ReferenceBackend reference_;            // float64 runs, KV-cache attention

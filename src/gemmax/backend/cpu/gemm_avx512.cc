@@ -1,7 +1,8 @@
 // AVX-512 kernels of the products: bf16 pairs through vdpbf16ps (fp32 accumulation, 64 flops
 // per instruction), fp32 through FMA. Only these functions use AVX-512 (target attributes):
 // the rest of the binary runs on any x86-64-v3 CPU, and gemm.cc calls these only after
-// isa.h found the instructions.
+// isa.h found the instructions. The packing needs no BF16 instruction (GEMMAX_AVX512_PACK):
+// the avx512_fp32 family packs with it on CPUs without AVX-512 BF16.
 #include <immintrin.h>
 
 #include <cstring>
@@ -15,16 +16,18 @@
 namespace gemmax::cpu {
 namespace {
 
-GEMMAX_AVX512 inline uint32_t load_u32(const void* p) {
+#define GEMMAX_AVX512_PACK __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+GEMMAX_AVX512_PACK inline uint32_t load_u32(const void* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
 }
 
-GEMMAX_AVX512 inline __mmask32 col_mask32(int64_t nj) {
+GEMMAX_AVX512_PACK inline __mmask32 col_mask32(int64_t nj) {
   return nj >= 32 ? __mmask32(~0u) : __mmask32((1u << nj) - 1);
 }
-GEMMAX_AVX512 inline __mmask16 col_mask16(int64_t nj) {
+GEMMAX_AVX512_PACK inline __mmask16 col_mask16(int64_t nj) {
   return nj >= 16 ? __mmask16(0xffff) : nj <= 0 ? __mmask16(0) : __mmask16((1u << nj) - 1);
 }
 
@@ -85,7 +88,8 @@ GEMMAX_AVX512 void tile_bf16(const bf16* const* a, int64_t a_step, const bf16* p
 }
 
 // 32 bf16 of row0 and row1 interleaved as pairs: out[2j] = row0[j], out[2j + 1] = row1[j].
-GEMMAX_AVX512 inline void interleave32(bf16* out, const bf16* row0, const bf16* row1, int64_t n) {
+GEMMAX_AVX512_PACK inline void interleave32(bf16* out, const bf16* row0, const bf16* row1,
+                                            int64_t n) {
   const __mmask32 m = col_mask32(n);
   const __m512i r0 = _mm512_maskz_loadu_epi16(m, row0);
   const __m512i r1 = row1 ? _mm512_maskz_loadu_epi16(m, row1) : _mm512_setzero_si512();
@@ -106,8 +110,8 @@ GEMMAX_AVX512 inline void interleave32(bf16* out, const bf16* row0, const bf16* 
   }
 }
 
-GEMMAX_AVX512 void pack_b_bf16(bf16* panel, const BMatrix<bf16>& b, int64_t p0, int64_t kc,
-                               int64_t j0, int64_t nj) {
+GEMMAX_AVX512_PACK void pack_b_bf16(bf16* panel, const BMatrix<bf16>& b, int64_t p0, int64_t kc,
+                                    int64_t j0, int64_t nj) {
   const int64_t pairs = (kc + 1) / 2;
   if (!b.transposed) {  // W [k, n]: interleave rows p and p + 1
     for (int64_t kp = 0; kp < pairs; ++kp) {
@@ -148,8 +152,8 @@ GEMMAX_AVX512 void pack_b_bf16(bf16* panel, const BMatrix<bf16>& b, int64_t p0, 
       out[full * 32 + j] = j < nj ? b.w[(j0 + j) * b.ldw + p0 + kc - 1].bits : 0u;
 }
 
-GEMMAX_AVX512 void pack_at_bf16(bf16* block, const Rows<const bf16>& a, int64_t r0, int64_t mc,
-                                int64_t n0, int64_t nb) {
+GEMMAX_AVX512_PACK void pack_at_bf16(bf16* block, const Rows<const bf16>& a, int64_t r0, int64_t mc,
+                                     int64_t n0, int64_t nb) {
   const int64_t pairs = (mc + 1) / 2;
   for (int64_t rp = 0; rp < pairs; ++rp) {
     const bf16* x0 = a(r0 + 2 * rp) + n0;
@@ -180,8 +184,8 @@ GEMMAX_AVX512 void tile_f32(const float* const* a, int64_t a_step, const float* 
   for (int r = 0; r < R; ++r) store_row(c[r], acc[r][0], acc[r][1], nj, accumulate);
 }
 
-GEMMAX_AVX512 void pack_b_f32(float* panel, const BMatrix<float>& b, int64_t p0, int64_t kc,
-                              int64_t j0, int64_t nj) {
+GEMMAX_AVX512_PACK void pack_b_f32(float* panel, const BMatrix<float>& b, int64_t p0, int64_t kc,
+                                   int64_t j0, int64_t nj) {
   const __mmask16 m0 = col_mask16(nj), m1 = col_mask16(nj - 16);
   for (int64_t p = 0; p < kc; ++p) {
     float* out = panel + p * 32;
@@ -195,8 +199,8 @@ GEMMAX_AVX512 void pack_b_f32(float* panel, const BMatrix<float>& b, int64_t p0,
   }
 }
 
-GEMMAX_AVX512 void pack_at_f32(float* block, const Rows<const float>& a, int64_t r0, int64_t mc,
-                               int64_t n0, int64_t nb) {
+GEMMAX_AVX512_PACK void pack_at_f32(float* block, const Rows<const float>& a, int64_t r0,
+                                    int64_t mc, int64_t n0, int64_t nb) {
   for (int64_t p = 0; p < mc; ++p) std::memcpy(block + p * nb, a(r0 + p) + n0, nb * sizeof(float));
 }
 

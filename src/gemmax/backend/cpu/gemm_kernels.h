@@ -38,14 +38,33 @@ struct GemmKernels {
                       float* const* c, int64_t nj, bool accumulate);
 };
 
+// One family's kernels for element type T (isa.h): vdpbf16ps (fp32 data: FMA), FP32 FMA on
+// widened bf16, AMX tiles (bf16 only; hardware or emulated), portable.
 template <class T>
 const GemmKernels<T>& avx512_kernels();
+template <class T>
+const GemmKernels<T>& fma_kernels();
+template <class T>
+const GemmKernels<T>& amx_kernels(bool emulated);
 template <class T>
 const GemmKernels<T>& portable_kernels();
 
 template <class T>
 const GemmKernels<T>& kernels(Isa isa) {
-  return isa == Isa::Avx512Bf16 ? avx512_kernels<T>() : portable_kernels<T>();
+  switch (isa) {
+    case Isa::Avx512Bf16:
+      return avx512_kernels<T>();
+    case Isa::Avx512Fp32:
+      return fma_kernels<T>();
+    case Isa::Amx:
+    case Isa::AmxEmulated:
+      if constexpr (sizeof(T) == 2) return amx_kernels<T>(isa == Isa::AmxEmulated);
+      // fp32 products have no AMX instruction: FMA where the CPU has AVX-512.
+      return cpu_features().avx512 ? fma_kernels<T>() : portable_kernels<T>();
+    case Isa::Portable:
+      break;
+  }
+  return portable_kernels<T>();
 }
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

@@ -83,7 +83,7 @@ void CpuBackend::softcap_cross_entropy(const Tensor& logits, const Tensor& loss,
                  " is outside the vocabulary [0, ", V, ")");
   std::vector<double> row_loss(static_cast<size_t>(C), 0.0);
   const float fcap = float(std::max(cap, 0.0)), inv_cap = cap > 0 ? float(1.0 / cap) : 0.0f;
-  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa_);
   dispatch(logits, [&]<class T>() {
     T* pl = logits.data<T>();
 #pragma omp parallel for if (C * V > (1 << 16))

@@ -70,7 +70,7 @@ GEMMAX_AVX512 void geglu_grad_row_avx512(T* dgate, T* dup, const T* da, const T*
 void CpuBackend::geglu_forward(const Tensor& a, const Tensor& h, const Tensor& up) {
   if (is_wide(a)) return reference_.geglu_forward(a, h, up);
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
-  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa_);
   dispatch(a, [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;
@@ -92,7 +92,7 @@ void CpuBackend::geglu_backward(const Tensor& dh, const Tensor& dup, const Tenso
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
   GEMMAX_CHECK(g.split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),
                "geglu_backward: fused rows need dh shaped like h ", h.str());
-  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa_);
   dispatch(da, [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;

@@ -111,7 +111,7 @@ void CpuBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tens
       !residual.defined() || (residual.dtype() == y.dtype() && residual.numel() == y.numel()),
       "rmsnorm_forward: residual ", residual.str(), " for y ", y.str());
   const std::vector<float> ws = scale_row(w, n, out_scale);
-  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa_);
   dispatch(x, [&]<class T>() {
     const T* px = x.data<T>();
     const T* pres = residual.defined() ? residual.data<T>() : nullptr;
@@ -141,7 +141,7 @@ void CpuBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tens
                    dx.dtype() == x.dtype() && dy.dtype() == x.dtype(),
                "rmsnorm_backward shapes: x ", x.str(), " dx ", dx.str(), " dy ", dy.str());
   const std::vector<float> ws = scale_row(w, n, out_scale);
-  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa_);
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   std::vector<float> partial(dw.defined() ? size_t(blocks * n) : 0, 0.0f);
   dispatch(x, [&]<class T>() {
@@ -198,7 +198,7 @@ void CpuBackend::rope(const Tensor& x, const Tensor& table, bool inverse) {
   const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
   const float sign = inverse ? -1.0f : 1.0f;
   const float* tab = table.data<float>();
-  const bool avx512 = isa_ == Isa::Avx512Bf16;
+  const bool avx512 = wide_vectors(isa_);
   dispatch(x, [&]<class T>() {
     T* px = x.data<T>();
 #pragma omp parallel for if (x.numel() > (1 << 15))

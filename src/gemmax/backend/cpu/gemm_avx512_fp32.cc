@@ -1,0 +1,193 @@
+// The avx512_fp32 family: every product on AVX-512 FP32 FMA, bf16 data widened to fp32 (exact)
+// on its way into the registers. For Intel CPUs without AMX, whose vdpbf16ps retires at half
+// the rate of their two FMA units. Uses no BF16 instruction (bf16 results are rounded in
+// integer arithmetic), so it also runs on AVX-512 CPUs without BF16.
+//
+// The packed layouts are the other families' (B panels of bf16 pairs; gemm_kernels.h): a tile
+// widens its rows of A and its panel's pairs a chunk of the reduction at a time, into fp32
+// buffers in L1, then multiplies them with the broadcast-and-FMA loop of the fp32 products.
+// The reduction runs element by element in order, one FMA each.
+#include <immintrin.h>
+
+#include <cstring>
+
+// GCC 12 warns inside its own AVX-512 intrinsics (the _mm512_undefined_* they start from).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "gemmax/backend/cpu/gemm_kernels.h"
+
+#define GEMMAX_AVX512_FMA __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+
+namespace gemmax::cpu {
+namespace {
+
+constexpr int64_t kChunk = 128;  // reduction elements widened at a time (A: 7 KiB, B: 16 KiB)
+
+GEMMAX_AVX512_FMA inline __mmask16 mask16(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// bf16 [16] -> fp32 [16]: the upper half of each fp32.
+GEMMAX_AVX512_FMA inline __m512 widen(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// fp32 [16] -> bf16 [16], nearest even, NaN kept quiet (bf16::round_bits).
+GEMMAX_AVX512_FMA inline __m256i narrow(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+GEMMAX_AVX512_FMA inline void store_half(bf16* c, __m512 v, int64_t n, bool accumulate) {
+  const __mmask16 m = mask16(n);
+  if (!m) return;
+  if (accumulate) v = _mm512_add_ps(v, widen(_mm256_maskz_loadu_epi16(m, c)));
+  _mm256_mask_storeu_epi16(c, m, narrow(v));
+}
+GEMMAX_AVX512_FMA inline void store_half(float* c, __m512 v, int64_t n, bool accumulate) {
+  const __mmask16 m = mask16(n);
+  if (!m) return;
+  if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
+  _mm512_mask_storeu_ps(c, m, v);
+}
+
+// acc[r] += sum_p a_r[p] B[p] over p < kc: row r's element p at a[r] + p * es, B's row p at
+// b + p * 32.
+template <int R>
+GEMMAX_AVX512_FMA inline void fma_block(__m512 (&acc)[R][2], const float* const* a, int64_t es,
+                                        const float* b, int64_t kc) {
+  for (int64_t p = 0; p < kc; ++p, b += kPanelCols) {
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r][p * es]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+}
+
+template <int R, class TC>
+GEMMAX_AVX512_FMA void tile_f32(const float* const* a, int64_t a_step, const float* panel,
+                                int64_t kc, TC* const* c, int64_t nj, bool accumulate) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  fma_block<R>(acc, a, a_step, panel, kc);
+  for (int r = 0; r < R; ++r) {
+    store_half(c[r], acc[r][0], nj, accumulate);
+    store_half(c[r] + 16, acc[r][1], nj - 16, accumulate);
+  }
+}
+
+// Rows of bf16 A, pairs a_step apart: chunk [k0, k0 + kk) widened into aw. Rows read in place
+// (a_step 2) widen row by row into aw[r][p]; rows of a packed A^T block (a_step = nb * 2, row
+// r + 1 two elements after row r) widen a pair of the reduction for every row at once into
+// aw[p][r]. Returns the element stride of the layout chosen (the row stride is the other).
+template <int R>
+GEMMAX_AVX512_FMA inline int64_t widen_a(float* aw, const bf16* const* a, int64_t a_step,
+                                         int64_t k0, int64_t kk) {
+  if (a_step == 2) {
+    for (int r = 0; r < R; ++r)
+      for (int64_t p = 0; p < kk; p += 16)
+        _mm512_storeu_ps(aw + r * kChunk + p,
+                         widen(_mm256_maskz_loadu_epi16(mask16(kk - p), a[r] + k0 + p)));
+    return 1;
+  }
+  bool block = true;
+  for (int r = 1; r < R; ++r) block = block && a[r] == a[0] + 2 * r;
+  if (block && R <= 16) {
+    const __m512i hi = _mm512_set1_epi32(int(0xffff0000u));
+    for (int64_t p = 0; p < kk; p += 2) {
+      const __m512i pairs = _mm512_maskz_loadu_epi32(mask16(R), a[0] + (k0 + p) / 2 * a_step);
+      _mm512_storeu_ps(aw + p * 16, _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)));
+      _mm512_storeu_ps(aw + (p + 1) * 16, _mm512_castsi512_ps(_mm512_and_si512(pairs, hi)));
+    }
+    return 16;
+  }
+  for (int r = 0; r < R; ++r)
+    for (int64_t p = 0; p < kk; ++p)
+      aw[r * kChunk + p] = float(a[r][(k0 + p) / 2 * a_step + ((k0 + p) & 1)]);
+  return 1;
+}
+
+template <int R, class TC>
+GEMMAX_AVX512_FMA void tile_bf16(const bf16* const* a, int64_t a_step, const bf16* panel,
+                                 int64_t kc, TC* const* c, int64_t nj, bool accumulate) {
+  alignas(64) float aw[kChunk * 16 > R * kChunk ? kChunk * 16 : R * kChunk];
+  alignas(64) float bw[kChunk * kPanelCols];
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const __m512i hi = _mm512_set1_epi32(int(0xffff0000u));
+  for (int64_t k0 = 0; k0 < kc; k0 += kChunk) {  // k0 even: chunks start at a pair
+    const int64_t kk = kc - k0 < kChunk ? kc - k0 : kChunk;
+    const int64_t es = widen_a<R>(aw, a, a_step, k0, kk);
+    const float* arow[R];
+    for (int r = 0; r < R; ++r) arow[r] = aw + r * (es == 1 ? kChunk : 1);
+    // Panel pair row q (32 columns x 2): the low halves are reduction row 2q, the high 2q + 1.
+    const bf16* b = panel + k0 * kPanelCols;
+    for (int64_t q = 0; q < (kk + 1) / 2; ++q) {
+      const __m512i x0 = _mm512_loadu_si512(b + q * 64), x1 = _mm512_loadu_si512(b + q * 64 + 32);
+      float* even = bw + 2 * q * kPanelCols;
+      _mm512_storeu_ps(even, _mm512_castsi512_ps(_mm512_slli_epi32(x0, 16)));
+      _mm512_storeu_ps(even + 16, _mm512_castsi512_ps(_mm512_slli_epi32(x1, 16)));
+      _mm512_storeu_ps(even + 32, _mm512_castsi512_ps(_mm512_and_si512(x0, hi)));
+      _mm512_storeu_ps(even + 48, _mm512_castsi512_ps(_mm512_and_si512(x1, hi)));
+    }
+    fma_block<R>(acc, arow, es, bw, kk);
+  }
+  for (int r = 0; r < R; ++r) {
+    store_half(c[r], acc[r][0], nj, accumulate);
+    store_half(c[r] + 16, acc[r][1], nj - 16, accumulate);
+  }
+}
+
+template <class T, class TC>
+GEMMAX_AVX512_FMA void tile_rows(int rows, const T* const* a, int64_t a_step, const T* panel,
+                                 int64_t kc, TC* const* c, int64_t nj, bool accumulate) {
+  switch (rows) {
+#define GEMMAX_TILE_CASE(R)                                             \
+  case R:                                                               \
+    if constexpr (sizeof(T) == 2)                                       \
+      return tile_bf16<R, TC>(a, a_step, panel, kc, c, nj, accumulate); \
+    else                                                                \
+      return tile_f32<R, TC>(a, a_step, panel, kc, c, nj, accumulate);
+    GEMMAX_TILE_CASE(1)
+    GEMMAX_TILE_CASE(2)
+    GEMMAX_TILE_CASE(3)
+    GEMMAX_TILE_CASE(4)
+    GEMMAX_TILE_CASE(5)
+    GEMMAX_TILE_CASE(6)
+    GEMMAX_TILE_CASE(7)
+    GEMMAX_TILE_CASE(8)
+    GEMMAX_TILE_CASE(9)
+    GEMMAX_TILE_CASE(10)
+    GEMMAX_TILE_CASE(11)
+    GEMMAX_TILE_CASE(12)
+    GEMMAX_TILE_CASE(13)
+    GEMMAX_TILE_CASE(14)
+#undef GEMMAX_TILE_CASE
+  }
+}
+
+}  // namespace
+
+template <>
+const GemmKernels<bf16>& fma_kernels<bf16>() {
+  static const GemmKernels<bf16> k{avx512_kernels<bf16>().pack_b, avx512_kernels<bf16>().pack_at,
+                                   tile_rows<bf16, bf16>, tile_rows<bf16, float>};
+  return k;
+}
+
+template <>
+const GemmKernels<float>& fma_kernels<float>() {
+  static const GemmKernels<float> k{avx512_kernels<float>().pack_b, avx512_kernels<float>().pack_at,
+                                    tile_rows<float, bf16>, tile_rows<float, float>};
+  return k;
+}
+
+}  // namespace gemmax::cpu
