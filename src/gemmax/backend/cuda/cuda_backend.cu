@@ -441,4 +441,25 @@ bool cuda_device_available(std::string* why) {
 
 bool cuda_compiled() { return true; }
 
+int use_device_of_rank(int rank) {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const int r = local ? std::atoi(local) : rank;
+  int count = 0;
+  check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count == 0) fail("rank ", rank, ": no CUDA device is visible");
+  check_cuda(cudaSetDevice(r % count), "cudaSetDevice");
+  return r % count;
+}
+
+namespace {
+CudaBackend& as_cuda(Backend& be) {
+  auto* c = dynamic_cast<CudaBackend*>(&be);
+  if (!c) fail("the ", be.name(), " backend has no CUDA stream");
+  return *c;
+}
+}  // namespace
+
+void* compute_stream(Backend& be) { return as_cuda(be).compute_stream(); }
+void* comm_stream(Backend& be) { return as_cuda(be).comm_stream(); }
+
 }  // namespace gemmax::cuda
