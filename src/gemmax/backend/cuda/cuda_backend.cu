@@ -24,10 +24,6 @@ void release_device(void* allocator, void* p, size_t) {
   static_cast<DeviceAllocator*>(allocator)->release(p);
 }
 
-}  // namespace
-
-namespace {
-
 std::atomic<const char*> last_launch{nullptr};
 bool sync_check_on = false;  // cuda_sync_check of the backend last made
 
@@ -442,11 +438,12 @@ bool cuda_device_available(std::string* why) {
 bool cuda_compiled() { return true; }
 
 int use_device_of_rank(int rank) {
+  std::string why;
+  if (!cuda_device_available(&why)) fail("backend=cuda on rank ", rank, ": ", why);
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const int r = local ? std::atoi(local) : rank;
   int count = 0;
   check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-  if (count == 0) fail("rank ", rank, ": no CUDA device is visible");
   check_cuda(cudaSetDevice(r % count), "cudaSetDevice");
   return r % count;
 }
