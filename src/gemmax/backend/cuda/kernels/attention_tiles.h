@@ -40,15 +40,16 @@ GEMMAX_HD TileRange query_tiles(int64_t k0, int64_t k1, int64_t S, int64_t windo
 // Interior tiles: most tiles of a long sequence hold only visible pairs, and skip the mask (its
 // int64 causal, window and segment tests are about half of a tile's instructions). A warp's own
 // rows (or keys) span positions [lo, hi] of one segment `seg`; `uniform` is false when they do
-// not (two segments, or past the sequence), and then every tile is masked.
+// not (two segments, or past the sequence), and then every tile is masked. Positions are held in
+// 32 bits (a sequence is shorter than 2^31): the forward kernel runs at its register limit.
 struct WarpSpan {
-  int64_t lo, hi;
+  int32_t lo, hi;
   int32_t seg;
   bool uniform;
 };
 template <class X>
 GEMMAX_KFN WarpSpan warp_span(X& x, const int64_t (&pos)[2], const int32_t (&segs)[2], int64_t S) {
-  int64_t lo = kmin(pos[0], pos[1]), hi = kmax(pos[0], pos[1]);
+  int32_t lo = int32_t(kmin(pos[0], pos[1])), hi = int32_t(kmin<int64_t>(kmax(pos[0], pos[1]), S));
   for (int m = 16; m > 0; m >>= 1) {
     lo = kmin(lo, x.shfl_xor(lo, m));
     hi = kmax(hi, x.shfl_xor(hi, m));
