@@ -1,127 +1,245 @@
 #!/bin/bash
-# The cuda backend's check on a bare GPU machine, in one go (under 8 minutes on one H200): build,
-# the GPU tests, the benchmark of gemma4-26b-a4b (6 layers) against the PyTorch baseline on the
-# same GPU, and the float32 parity with the PyTorch reference. Everything it prints and writes
-# goes to OUT; OUT/summary.txt and OUT/summary.json hold the figures of docs/PERFORMANCE.md.
+# The cuda backend's check on a GPU machine, in stages that each have their own time limit and
+# write their results as they go (OUT/summary.txt, OUT/<stage>.log, OUT/summary.json):
 #
-#   bench/gpu_check.sh [OUT] [DEPS]
+#   1 tests       the */gpu_simple tests, then the */gpu tests (each in its own process, so that
+#                 a fault in a tensor-core kernel cannot hide the plain kernels' results), every
+#                 launch synchronised and checked (cuda_sync_check), naming a faulting kernel
+#   2 sanitizers  compute-sanitizer racecheck, synccheck and memcheck on one grouped-matmul test
+#                 and one attention test
+#   3 bench       gemma4-26b-a4b with 6 layers at the seed's width and batch
+#   4 pytorch     the PyTorch baseline of the same step on the same GPU
+#   5 parity      the float32 parity of the cuda backend with the PyTorch reference
+#   6 fsdp        mpirun -np N gemmax train backend=cuda, on machines with N > 1 GPUs (and an
+#                 MPI + NCCL build)
 #
-# OUT defaults to $OUT, else gpu_check_out. Needs nvcc (CUDA 12.4 or newer), CMake >= 3.22, a
-# C++20 compiler, and python3 with torch. DEPS (default bench/gpu_deps, if present) holds the
-# Debian packages of the build's libraries, fetched beforehand by bench/fetch_gpu_deps.sh; they
-# are unpacked there with dpkg -x and used ahead of the machine's own. Every stage runs even if
-# an earlier one failed (the build excepted), each under a time limit that keeps the total within
-# the budget (GPU_CHECK_SECONDS, default 460).
+# Stages 1-3 fit one call of under 8 minutes, 4-6 a second one:
+#
+#   bench/gpu_check.sh --prebuilt DIR --stages 1-3 [OUT]
+#   bench/gpu_check.sh --prebuilt DIR --stages 4-6 [OUT]
+#   bench/gpu_check.sh --dry-run --prebuilt build [OUT]   # rehearsal on cuda_emulated (CI)
+#
+# --prebuilt DIR: the binaries made beforehand by bench/build_gpu_prebuilt.sh (DIR/bin/gemmax and
+# DIR/bin/gemmax_tests, their libraries in DIR/lib), or a build tree (DIR/bin/gemmax,
+# DIR/tests/gemmax_tests). Without it the script builds first (minutes of the GPU's window).
+# --dry-run runs every stage here, on backend=cuda_emulated at tiny sizes, to test the script.
+# OUT defaults to $OUT, else gpu_check_out. GPU_CHECK_SECONDS caps the whole call (default 470;
+# 900 for a dry run); GEMMAX_PYTHON names the python3 with torch (default python3).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-${OUT:-gpu_check_out}}
-deps=${2:-${GEMMAX_GPU_DEPS:-$here/bench/gpu_deps}}
-budget=${GPU_CHECK_SECONDS:-460}
+prebuilt="" dry=0 stages="1-6" out=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --prebuilt) prebuilt=$2; shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    --stages) stages=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
+    -*) echo "gpu_check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) out=$1; shift ;;
+  esac
+done
+out=${out:-${OUT:-gpu_check_out}}
+budget=${GPU_CHECK_SECONDS:-$([ $dry -eq 1 ] && echo 900 || echo 470)}
+python=${GEMMAX_PYTHON:-python3}  # the python3 with torch (stages 4 and 5)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
 status=0
+: > "$out/summary.txt"
 note() { echo "[$(($(date +%s) - start)) s] $*" | tee -a "$out/summary.txt"; }
 left() { echo $((budget - ($(date +%s) - start))); }
-# Runs a stage with at most min(limit, time left - reserve) seconds; logs to OUT/name.log.
+wanted() {  # is stage $1 in --stages (a list like 1-3 or 1,3,5)?
+  local part
+  for part in ${stages//,/ }; do
+    if [[ $part == *-* ]]; then
+      [ "$1" -ge "${part%-*}" ] && [ "$1" -le "${part#*-}" ] && return 0
+    elif [ "$1" -eq "$part" ]; then
+      return 0
+    fi
+  done
+  return 1
+}
+# stage NAME LIMIT CMD...: runs CMD with at most min(LIMIT, time left - $reserve) seconds, where
+# reserve keeps the benchmark's minimum for it; OUT/NAME.log.
+reserve=0
 stage() {
-  local name=$1 limit=$2 reserve=$3
-  shift 3
-  local t=$(($(left) - reserve))
+  local name=$1 limit=$2
+  shift 2
+  local t
+  t=$(($(left) - reserve))
   [ "$t" -gt "$limit" ] && t=$limit
   if [ "$t" -lt 10 ]; then
-    note "$name: skipped (out of time)"
+    note "$name: SKIPPED (out of time)"
     status=1
     return 1
   fi
   note "$name: running (limit ${t} s)"
   timeout --kill-after=10 "$t" "$@" > "$out/$name.log" 2>&1
   local rc=$?
-  if [ $rc -eq 0 ]; then note "$name: ok"; else note "$name: FAILED (exit $rc, $name.log)"; status=1; fi
+  if [ $rc -eq 0 ] && grep -q "^\[==========\] 0 tests from" "$out/$name.log"; then
+    note "$name: FAILED (no test matched its filter; $name.log)"
+    status=1
+    return 1
+  elif [ $rc -eq 0 ]; then
+    note "$name: ok"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    note "$name: FAILED (out of its ${t} s; $name.log)"
+    status=1
+  else
+    note "$name: FAILED (exit $rc; $name.log)"
+    status=1
+  fi
   return $rc
 }
-: > "$out/summary.txt"
-note "gemmax gpu check in $here, output in $out"
+skip() { note "$1: skipped ($2)"; }
+
+# ---- the binaries ------------------------------------------------------------------------------
+find_bin() {  # the first of DIR/bin/NAME, DIR/tests/NAME, DIR/NAME
+  local d
+  for d in "$prebuilt/bin" "$prebuilt/tests" "$prebuilt"; do
+    [ -x "$d/$1" ] && { echo "$(cd "$d" && pwd)/$1"; return 0; }
+  done
+  return 1
+}
+if [ -z "$prebuilt" ]; then
+  note "no --prebuilt: building here (bench/build_gpu_prebuilt.sh beforehand saves these minutes)"
+  "$here/bench/build_gpu_prebuilt.sh" "$work/prebuilt" > "$out/build.log" 2>&1 || {
+    note "build: FAILED (build.log)"
+    tail -30 "$out/build.log"
+    exit 1
+  }
+  prebuilt=$work/prebuilt
+fi
+gemmax=$(find_bin gemmax) || { note "no gemmax binary under $prebuilt"; exit 1; }
+tests=$(find_bin gemmax_tests) || { note "no gemmax_tests binary under $prebuilt"; exit 1; }
+
+if [ $dry -eq 1 ]; then
+  backend=cuda_emulated simple_tests=emulated_simple fast_tests=emulated
+  note "dry run: every stage on backend=cuda_emulated at tiny sizes ($prebuilt)"
+else
+  backend=cuda simple_tests=gpu_simple fast_tests=gpu
+  note "gemmax gpu check of $prebuilt, output in $out"
+fi
 {
   nvidia-smi || true
-  nvcc --version || true
-  cmake --version | head -1
-  c++ --version | head -1
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" || true
   git -C "$here" log -1 --format='commit %H %s' 2>/dev/null || true
+  ldd "$gemmax" "$tests" 2>&1
 } > "$out/machine.txt" 2>&1
 
-# ---- the libraries of the build, from the carried Debian packages --------------------------
-if [ -d "$deps" ] && ls "$deps"/*.deb > /dev/null 2>&1; then
-  prefix=$work/deps
-  mkdir -p "$prefix"
-  for deb in "$deps"/*.deb; do
-    if command -v dpkg-deb > /dev/null; then
-      dpkg-deb -x "$deb" "$prefix"
-    else  # no dpkg: the .deb is an ar archive holding data.tar.*
-      python3 - "$deb" "$prefix" <<'PY'
-import io, sys, tarfile
-data = open(sys.argv[1], "rb").read()
-at = 8
-while at < len(data):
-    name, size = data[at:at + 16].decode().strip(), int(data[at + 48:at + 58])
-    body = data[at + 60:at + 60 + size]
-    if name.startswith("data.tar"):
-        tarfile.open(fileobj=io.BytesIO(body)).extractall(sys.argv[2])
-    at += 60 + size + (size & 1)
-PY
+# The CUDA libraries the binaries were not built with statically (cuBLASLt, NCCL) must be the
+# machine's: found in the usual places, or in the nvidia-* Python wheels of PyTorch.
+if ldd "$gemmax" "$tests" 2>/dev/null | grep -q "not found"; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda/targets/*/lib \
+      $(python3 -c 'import glob, site; print(" ".join(p for s in site.getsitepackages()
+        for p in glob.glob(s + "/nvidia/*/lib")))' 2>/dev/null); do
+    [ -d "$d" ] && LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+  export LD_LIBRARY_PATH
+  missing=$(ldd "$gemmax" "$tests" 2>/dev/null | grep "not found" | sort -u)
+  if [ -n "$missing" ]; then
+    note "libraries: missing on this machine (the CUDA 13 libraries must be installed):"
+    echo "$missing" | tee -a "$out/summary.txt"
+    exit 1
+  fi
+fi
+
+# ---- 1: the tests ------------------------------------------------------------------------------
+wanted 3 && reserve=180  # stages 1 and 2 leave the benchmark at least this
+export GEMMAX_TEST_CUDA_SYNC_CHECK=1
+if wanted 1; then
+  if [ $dry -eq 1 ]; then
+    filter_for() { echo "*KernelOps.FillCopyAndElementwise/$1:*KernelOps.SlowFallback*/$1"; }
+  else
+    filter_for() { echo "*/$1"; }
+  fi
+  for kind in $simple_tests $fast_tests; do
+    stage "tests_$kind" "$([ "$kind" = "$simple_tests" ] && echo 70 || echo 100)" "$tests" \
+      --gtest_filter="$(filter_for "$kind")" --gtest_output="xml:$out/tests_$kind.xml"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[  FAILED  \]" "$out/tests_$kind.log" |
+      sort -u | tee -a "$out/summary.txt"
+  done
+fi
+unset GEMMAX_TEST_CUDA_SYNC_CHECK
+
+# ---- 2: the sanitizers ---------------------------------------------------------------------------
+if wanted 2; then
+  if [ $dry -eq 1 ]; then  # the command, on two short tests
+    sanitized="*KernelOps.GroupSizesThatDoNotAddUpAreReportedByTheTensorCoreKernelsToo/emulated"
+    sanitized="$sanitized:*KernelOps.AttentionDecodeOverARingOfSlots/emulated"
+  else
+    sanitized="*KernelOps.GroupedMatmulsWithMapsAndWindows/gpu"
+    sanitized="$sanitized:*KernelOps.AttentionForwardAndBackward/gpu"
+  fi
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null |
+    head -1)
+  for tool in racecheck synccheck memcheck; do
+    if [ -n "$sanitizer" ]; then
+      stage "sanitizer_$tool" 45 "$sanitizer" --tool "$tool" --error-exitcode 1 \
+        "$tests" --gtest_filter="$sanitized"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Program hit|Invalid" "$out/sanitizer_$tool.log" |
+        head -5 | tee -a "$out/summary.txt"
+    elif [ $dry -eq 1 ]; then  # rehearse the command without the tool
+      stage "sanitizer_$tool" 45 "$tests" --gtest_filter="$sanitized"
+    else
+      skip "sanitizer_$tool" "no compute-sanitizer on this machine: the sanitizers did NOT run"
     fi
   done
-  arch=$(ls "$prefix/usr/lib" | grep -m1 -- '-linux-gnu' || echo x86_64-linux-gnu)
-  lib=$prefix/usr/lib/$arch
-  export CMAKE_PREFIX_PATH="$prefix/usr:$lib/cmake${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export CMAKE_LIBRARY_PATH="$lib"
-  export CMAKE_INCLUDE_PATH="$prefix/usr/include"
-  export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export PATH="$PATH:$prefix/usr/bin"  # the machine's own tools first; protoc, pkgconf if absent
-  export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$prefix/usr/share/pkgconfig"
-  export PKG_CONFIG_SYSROOT_DIR="$prefix"
-  command -v pkg-config > /dev/null || ln -sf pkgconf "$prefix/usr/bin/pkg-config"
-  note "libraries: $(ls "$deps"/*.deb | wc -l) Debian packages unpacked from $deps"
+fi
+
+# ---- 3: the benchmark -------------------------------------------------------------------------
+if [ $dry -eq 1 ]; then
+  model="model_name=gemma4-tiny base_num_decoder_layers=2 per_device_batch_size=1"
+  model="$model max_target_length=64 remat_policy=full dtype=bfloat16 num_vocab_tiling=2"
+  steps="--warmup 0 --steps 1"
+  torch_args="--device cpu --model gemma4-tiny --layers 2 --batch 1 --seq 64 --warmup 0 --steps 1"
+  torch_args="$torch_args --attention matmul"  # the CPU's torch may predate SDPA
+  parity_args="--gemmax-backend cuda_emulated --preset base"
 else
-  note "libraries: the machine's own (no Debian packages in $deps)"
+  model="model_name=gemma4-26b-a4b base_num_decoder_layers=6 per_device_batch_size=2"
+  model="$model max_target_length=16384 remat_policy=full dtype=bfloat16 num_vocab_tiling=16"
+  steps="--warmup 1 --steps 3"
+  torch_args="--device cuda --model gemma4-26b-a4b --layers 6 --batch 2 --seq 16384"
+  torch_args="$torch_args --warmup 1 --steps 3"
+  parity_args="--gemmax-backend cuda"
+fi
+reserve=0
+if wanted 3; then
+  stage gemmax_bench 240 "$gemmax" bench backend=$backend $model $steps \
+    --json "$out/gemmax_bench.json"
+  tail -25 "$out/gemmax_bench.log" > "$out/gemmax_bench.tail.txt"
 fi
 
-# ---- build: Release, Hopper machine code only -------------------------------------------------
-build=$work/build
-if ! stage configure 120 300 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DGEMMAX_CUDA=ON "-DGEMMAX_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a"; then
-  tail -30 "$out/configure.log"
-  exit 1
+# ---- 4, 5: the PyTorch baseline and the float32 parity ----------------------------------------
+if wanted 4 || wanted 5; then
+  if ! "$python" -c "import torch" > /dev/null 2>&1; then
+    wanted 4 && skip pytorch_baseline "no python3 with torch on this machine"
+    wanted 5 && skip parity "no python3 with torch on this machine"
+  else
+    wanted 4 && stage pytorch_baseline 240 "$python" "$here/bench/pytorch_baseline.py" \
+      $torch_args --json "$out/pytorch_baseline.json"
+    wanted 5 && stage parity 150 "$python" "$here/tests/reference/parity.py" \
+      --gemmax "$gemmax" $parity_args
+  fi
 fi
-if ! stage build 330 130 cmake --build "$build" -j "$(nproc)" --target gemmax gemmax_tests; then
-  grep -m 20 -B2 -A6 -E "error|Error" "$out/build.log"
-  exit 1
+
+# ---- 6: FSDP over NCCL on every GPU of the machine ----------------------------------------------
+if wanted 6; then
+  gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+  if [ $dry -eq 1 ]; then
+    skip fsdp "a dry run has no GPUs: mpirun -np N gemmax train backend=cuda is not rehearsed"
+  elif [ "$gpus" -lt 2 ]; then
+    skip fsdp "$gpus GPU on this machine"
+  elif ! command -v mpirun > /dev/null; then
+    skip fsdp "no mpirun on this machine"
+  elif ! ldd "$gemmax" | grep -q libmpi; then
+    skip fsdp "this gemmax has no MPI (bench/build_gpu_prebuilt.sh leaves it out): build one here"
+  else
+    stage fsdp 150 mpirun --allow-run-as-root -np "$gpus" "$gemmax" train backend=cuda \
+      model_name=gemma4-small dataset_type=synthetic steps=5 "base_output_directory=$work/fsdp"
+  fi
 fi
-gemmax=$build/bin/gemmax
-
-# ---- the GPU tests: every cuda op against the reference, the model, resume, memory plan ---------
-# The plain kernels first, in their own process: a fault in a tensor-core kernel (which ends the
-# process's CUDA context) then cannot hide their results.
-for kind in gpu_simple gpu; do
-  stage "tests_$kind" 90 100 "$build/tests/gemmax_tests" --gtest_filter="*/$kind" \
-    --gtest_output="xml:$out/tests_$kind.xml"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$out/tests_$kind.log" | tee -a "$out/summary.txt"
-done
-
-# ---- the benchmark, then the PyTorch baseline on the same GPU ---------------------------------
-model="model_name=gemma4-26b-a4b base_num_decoder_layers=6 per_device_batch_size=2"
-model="$model max_target_length=16384 remat_policy=full dtype=bfloat16 num_vocab_tiling=16"
-stage gemmax_bench 160 70 "$gemmax" bench backend=cuda $model --warmup 1 --steps 3 \
-  --json "$out/gemmax_bench.json"
-stage pytorch_baseline 120 10 python3 "$here/bench/pytorch_baseline.py" --device cuda \
-  --model gemma4-26b-a4b --layers 6 --batch 2 --seq 16384 --warmup 1 --steps 3 \
-  --json "$out/pytorch_baseline.json"
-
-# ---- float32 parity of the cuda backend with the PyTorch reference ----------------------------
-stage parity_cuda 60 0 python3 "$here/tests/reference/parity.py" --gemmax "$gemmax" \
-  --gemmax-backend cuda
 
 # ---- summary ---------------------------------------------------------------------------------
 python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
@@ -163,5 +281,4 @@ if t:
 json.dump(s, open(os.path.join(out, "summary.json"), "w"), indent=2)
 PY
 note "done in $(($(date +%s) - start)) s, status $status"
-rm -rf "$work"
 exit $status

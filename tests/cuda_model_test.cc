@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,6 +19,9 @@
 namespace gemmax {
 namespace {
 using testing::TempDir;
+
+// bench/gpu_check.sh runs the GPU tests with every launch checked, naming a faulting kernel.
+bool sync_check() { return std::getenv("GEMMAX_TEST_CUDA_SYNC_CHECK") != nullptr; }
 
 class ModelOnKernels : public ::testing::TestWithParam<const char*> {
  protected:
@@ -55,6 +59,7 @@ TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
     ReferenceBackend ref;
     BackendOptions o;
     o.name = name;
+    o.cuda_sync_check = sync_check();
     auto be = make_backend(o);
     const Tensor w = testing::trained_like_weights(table, 0.0, 0);
     LossInfo lr, lk, lkb, ln;
@@ -81,6 +86,7 @@ std::vector<std::string> run_args(const TempDir& dir, const std::string& backend
   std::vector<std::string> v = {"base_output_directory=" + dir.str(),
                                 "run_name=r",
                                 "backend=" + backend,
+                                std::string("cuda_sync_check=") + (sync_check() ? "true" : "false"),
                                 "base_emb_dim=32",
                                 "max_target_length=32",
                                 "per_device_batch_size=2",

@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
+#include <tuple>
 
 #include "gemmax/backend/cuda/cuda_factory.h"
 #include "gemmax/backend/reference/reference_backend.h"
@@ -30,6 +32,8 @@ class KernelOps : public ::testing::TestWithParam<const char*> {
     BackendOptions o;
     o.name = p.rfind("gpu", 0) == 0 ? "cuda" : "cuda_emulated";
     o.cuda_kernels = p.find("simple") != std::string::npos ? "simple" : "fast";
+    // bench/gpu_check.sh runs the GPU tests with every launch checked, naming a faulting kernel.
+    o.cuda_sync_check = std::getenv("GEMMAX_TEST_CUDA_SYNC_CHECK") != nullptr;
     if (o.name == "cuda") {
       std::string why;
       if (!cuda::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
@@ -244,20 +248,24 @@ TEST_P(KernelOps, RopeTableAndRotationsBothWays) {
   }
 }
 
+// Rows of 37 go one element per access, rows of 40 16 bytes per access.
 TEST_P(KernelOps, GegluFusedAndSplit) {
-  for (DType dt : kActs) {
-    const int64_t m = 9, F = 37;
-    auto [r, d] = both({rand({m, 2 * F}, dt), rand({m, F}, dt), rand({m, F}, dt), zeros({m, F}, dt),
-                        zeros({m, F}, dt), rand({m, F}, dt), zeros({m, 2 * F}, dt),
-                        zeros({m, F}, dt), zeros({m, F}, dt)},
-                       [](Backend& be, const Tensors& t) {
-                         be.geglu_forward(t[3], t[0], Tensor());
-                         be.geglu_forward(t[4], t[1], t[2]);
-                         be.geglu_backward(t[6], Tensor(), t[5], t[0], Tensor());
-                         be.geglu_backward(t[7], t[8], t[5], t[1], t[2]);
-                       });
-    for (int i : {3, 4, 6, 7, 8}) expect_close("geglu " + std::to_string(i), d[i], r[i], tol(dt));
-  }
+  for (DType dt : kActs)
+    for (const int64_t F : {37, 40}) {
+      const int64_t m = 9;
+      auto [r, d] = both({rand({m, 2 * F}, dt), rand({m, F}, dt), rand({m, F}, dt),
+                          zeros({m, F}, dt), zeros({m, F}, dt), rand({m, F}, dt),
+                          zeros({m, 2 * F}, dt), zeros({m, F}, dt), zeros({m, F}, dt)},
+                         [](Backend& be, const Tensors& t) {
+                           be.geglu_forward(t[3], t[0], Tensor());
+                           be.geglu_forward(t[4], t[1], t[2]);
+                           be.geglu_backward(t[6], Tensor(), t[5], t[0], Tensor());
+                           be.geglu_backward(t[7], t[8], t[5], t[1], t[2]);
+                         });
+      for (int i : {3, 4, 6, 7, 8})
+        expect_close("geglu " + std::to_string(i) + " F=" + std::to_string(F), d[i], r[i],
+                     tol(dt));
+    }
 }
 
 // Causal GQA attention with windows and segments at the model's head sizes and odd ones.
@@ -290,6 +298,40 @@ TEST_P(KernelOps, AttentionForwardAndBackward) {
       expect_close("attention dk " + what, d[8], r[8], bt);
       expect_close("attention dv " + what, d[9], r[9], bt);
     }
+}
+
+// Long documents: most tiles hold only visible pairs and skip the mask; the diagonal, the
+// window's edge, the documents' edges and the sequence's end still need it.
+TEST_P(KernelOps, AttentionInteriorAndBoundaryTiles) {
+  if (std::string(GetParam()).find("simple") != std::string::npos)
+    GTEST_SKIP() << "the plain kernels mask every pair: AttentionForwardAndBackward covers them";
+  struct Case {
+    int64_t S, H, KV, hd, window, docs;
+  };
+  for (const Case& c : {Case{300, 2, 1, 128, 0, 1}, Case{300, 2, 2, 128, 0, 3},
+                        Case{260, 2, 1, 256, 70, 1}, Case{200, 4, 2, 256, 0, 2}}) {
+    const int64_t B = 1, T = B * c.S;
+    std::vector<int32_t> seg(T);
+    for (int64_t t = 0; t < T; ++t) seg[t] = int32_t(t * c.docs / c.S);
+    const AttentionShape s{B, c.S, c.H, c.KV, c.hd, c.window};
+    const DType dt = DType::BF16;
+    auto [r, d] = both(
+        {rand({T, c.H, c.hd}, dt), rand({T, c.KV, c.hd}, dt), rand({T, c.KV, c.hd}, dt), ints(seg),
+         zeros({T, c.H, c.hd}, dt), zeros({B, c.H, c.S}), rand({T, c.H, c.hd}, dt),
+         zeros({T, c.H, c.hd}, dt), zeros({T, c.KV, c.hd}, dt), zeros({T, c.KV, c.hd}, dt)},
+        [&](Backend& be, const Tensors& t) {
+          be.attention_forward(t[4], t[5], t[0], t[1], t[2], t[3], s);
+          be.attention_backward(t[7], t[8], t[9], t[6], t[0], t[1], t[2], t[4], t[5], t[3], s);
+        });
+    const std::string what = "hd=" + std::to_string(c.hd) + " S=" + std::to_string(c.S) +
+                             " window=" + std::to_string(c.window) +
+                             " docs=" + std::to_string(c.docs);
+    expect_close("attention o " + what, d[4], r[4], 2.0 / 128);
+    expect_close("attention lse " + what, d[5], r[5], 1e-5);
+    expect_close("attention dq " + what, d[7], r[7], 2.0 / 128);
+    expect_close("attention dk " + what, d[8], r[8], 2.0 / 128);
+    expect_close("attention dv " + what, d[9], r[9], 2.0 / 128);
+  }
 }
 
 TEST_P(KernelOps, AttentionDecodeOverARingOfSlots) {
@@ -330,7 +372,7 @@ TEST_P(KernelOps, RouterLoadBalanceAndTheirBackward) {
 
 TEST_P(KernelOps, RouteSortPermuteAndCombine) {
   for (DType dt : kActs) {
-    const int64_t T = 4500, K = 3, E = 7, D = 21;  // over one sort chunk; expert 5 never chosen
+    const int64_t T = 4500, K = 3, E = 7;  // over one sort chunk; expert 5 never chosen
     std::vector<int32_t> idx(T * K);
     for (int64_t i = 0; i < T * K; ++i) {
       const int32_t e = int32_t(rng.uniform_int(E - 1));
@@ -343,20 +385,22 @@ TEST_P(KernelOps, RouteSortPermuteAndCombine) {
     });
     for (int i = 1; i < 5; ++i) expect_equal("route_sort " + std::to_string(i), d[i], r[i]);
     const Tensor order = r[1], inverse = r[2];
-    auto [r2, d2] = both({rand({T, D}, dt), order, inverse, zeros({T * K, D}, dt), rand({T, D}, dt),
-                          rand({T * K, D}, dt), rand({T, K}), zeros({T, D}, dt),
-                          zeros({T * K, D}, dt), zeros({T, K})},
-                         [&](Backend& be, const Tensors& t) {
-                           be.permute(t[3], t[0], t[1], K);
-                           be.permute_backward(t[4], t[5], t[2], K, true);
-                           be.combine_forward(t[7], t[5], t[2], t[6]);
-                           be.combine_backward(t[8], t[9], t[4], t[5], t[1], t[6]);
-                         });
-    expect_equal("permute", d2[3], r2[3]);
-    expect_close("permute_backward", d2[4], r2[4], tol(dt));
-    expect_close("combine_forward", d2[7], r2[7], tol(dt));
-    expect_close("combine_backward dy", d2[8], r2[8], tol(dt));
-    expect_close("combine_backward dweights", d2[9], r2[9], 1e-5);
+    for (const int64_t D : {21, 24}) {  // rows one element, and 16 bytes, per access
+      auto [r2, d2] = both({rand({T, D}, dt), order, inverse, zeros({T * K, D}, dt),
+                            rand({T, D}, dt), rand({T * K, D}, dt), rand({T, K}),
+                            zeros({T, D}, dt), zeros({T * K, D}, dt), zeros({T, K})},
+                           [&](Backend& be, const Tensors& t) {
+                             be.permute(t[3], t[0], t[1], K);
+                             be.permute_backward(t[4], t[5], t[2], K, true);
+                             be.combine_forward(t[7], t[5], t[2], t[6]);
+                             be.combine_backward(t[8], t[9], t[4], t[5], t[1], t[6]);
+                           });
+      expect_equal("permute", d2[3], r2[3]);
+      expect_close("permute_backward", d2[4], r2[4], tol(dt));
+      expect_close("combine_forward", d2[7], r2[7], tol(dt));
+      expect_close("combine_backward dy", d2[8], r2[8], tol(dt));
+      expect_close("combine_backward dweights", d2[9], r2[9], 1e-5);
+    }
   }
 }
 
@@ -420,6 +464,71 @@ TEST_P(KernelOps, GroupSizesThatDoNotAddUpAreReported) {
   testing::expect_error([&] { be->to_host(out); }, {"gmm", "sum to 5", "6 rows"});
 }
 
+// Many groups: the group table is scanned by many threads of one block, several groups each.
+TEST_P(KernelOps, GroupedMatmulsOverManyGroupsAndTheirTableScan) {
+  const int64_t G = 520, k = 16, N = 24;
+  std::vector<int32_t> sizes(G, 0);
+  for (int64_t g = 0; g < G; g += 7) sizes[g] = int32_t(g % 3 + (g % 5 == 0 ? 130 : 0));
+  const int64_t m = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
+  auto [r, d] = both({rand({m, k}, DType::BF16), rand({G, N, k}, DType::BF16), ints(sizes),
+                      zeros({m, N}, DType::BF16), rand({m, N}, DType::BF16),
+                      zeros({m, k}, DType::BF16), zeros({G, N, k})},
+                     [&](Backend& be, const Tensors& t) {
+                       be.gmm(t[3], t[0], t[1], t[2], {});
+                       be.gmm_dlhs(t[5], t[4], t[1], t[2], {});
+                       be.gmm_drhs(t[6], t[0], t[4], t[2], {});
+                     });
+  expect_close("gmm", d[3], r[3], tol(DType::BF16));
+  expect_close("gmm_dlhs", d[5], r[5], tol(DType::BF16));
+  expect_close("gmm_drhs", d[6], r[6], 1e-5);
+}
+
+TEST_P(KernelOps, GroupSizesThatDoNotAddUpAreReportedByTheTensorCoreKernelsToo) {
+  const Tensor lhs = be->to_device(rand({6, 8}, DType::BF16), MemKind::Workspace);
+  const Tensor rhs = be->to_device(rand({2, 8, 8}, DType::BF16), MemKind::Workspace);
+  const Tensor sizes = be->to_device(ints({2, 3}), MemKind::Workspace);
+  Tensor out = be->alloc({6, 8}, DType::BF16, MemKind::Workspace);
+  be->gmm(out, lhs, rhs, sizes, {});
+  testing::expect_error([&] { be->to_host(out); }, {"gmm", "sum to 5", "6 rows"});
+}
+
+// A bfloat16 op that falls back to the plain kernels says so in one line, once per op and shape
+// class: a run that is 20-50x slower than it should be names why.
+TEST_P(KernelOps, SlowFallbackIsAnnouncedOncePerOpAndShapeClass) {
+  const bool simple = std::string(GetParam()).find("simple") != std::string::npos;
+  auto gmm_of_width = [&](int64_t k) {
+    const Tensor lhs = be->to_device(rand({5, k}, DType::BF16), MemKind::Workspace);
+    const Tensor rhs = be->to_device(rand({1, 8, k}, DType::BF16), MemKind::Workspace);
+    const Tensor sizes = be->to_device(ints({5}), MemKind::Workspace);
+    Tensor out = be->alloc({5, 8}, DType::BF16, MemKind::Workspace);
+    be->gmm(out, lhs, rhs, sizes, {});
+    be->to_host(out);
+  };
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  ::testing::internal::CaptureStderr();
+  gmm_of_width(12);
+  gmm_of_width(12);
+  gmm_of_width(20);
+  gmm_of_width(16);  // the tensor-core kernels apply: nothing to say
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  if (simple) {
+    EXPECT_EQ(count(said, "gmm runs the plain kernels (20-50x slower): cuda_kernels=simple"), 1)
+        << said;
+    EXPECT_EQ(count(said, "runs the plain kernels"), 1) << said;
+  } else {
+    EXPECT_EQ(count(said, "gmm [k=12, n=8] runs the plain kernels (20-50x slower): the "
+                          "tensor-core kernels need k and n multiples of 8"),
+              1)
+        << said;
+    EXPECT_EQ(count(said, "gmm [k=20, n=8] runs the plain kernels"), 1) << said;
+    EXPECT_EQ(count(said, "runs the plain kernels"), 2) << said;
+  }
+}
+
 TEST_P(KernelOps, SoftcapCrossEntropyLossAndGradient) {
   for (DType dt : kActs)
     for (double cap : {0.0, 30.0})
@@ -437,9 +546,15 @@ TEST_P(KernelOps, SoftcapCrossEntropyLossAndGradient) {
       }
 }
 
+// fp32 arithmetic on the device, fp64 in the reference: within a few float roundings. Sizes and
+// offsets take the four-at-a-time path, its tail, and the one-at-a-time path of operands that are
+// not 16-byte aligned.
 TEST_P(KernelOps, AdamWWithClippingAndTheNonFiniteSkip) {
-  const int64_t n = 1000;
-  for (double sumsq : {0.5, 400.0, std::nan("")}) {
+  for (const auto& [n, offset, sumsq] :
+       {std::tuple{int64_t(1000), int64_t(0), 0.5}, std::tuple{int64_t(1000), int64_t(0), 400.0},
+        std::tuple{int64_t(1000), int64_t(0), std::nan("")},
+        std::tuple{int64_t(1003), int64_t(0), 400.0},
+        std::tuple{int64_t(1003), int64_t(1), 400.0}}) {
     Tensor scalars = zeros({StepScalars::kCount}, DType::F64);
     set_from_double(scalars, StepScalars::kGradSumSq, sumsq);
     const Tensor p = rand({n}), g = rand({n}), m = rand({n}, DType::F32, 0.1), v = zeros({n});
@@ -450,9 +565,13 @@ TEST_P(KernelOps, AdamWWithClippingAndTheNonFiniteSkip) {
     st.clip_norm = 1.0;
     st.t = 3;
     auto [r, d] = both({p, g, m, v, scalars}, [&](Backend& be, const Tensors& t) {
-      be.adamw_step(t[0], t[1], t[2], t[3], st, t[4]);
+      auto part = [&](int i) { return t[i].flat_slice(offset, {n - offset}); };
+      be.adamw_step(part(0), part(1), part(2), part(3), st, t[4]);
     });
-    for (int i : {0, 2, 3}) expect_close("adamw " + std::to_string(i), d[i], r[i], 1e-6);
+    for (int i : {0, 2, 3})
+      expect_close("adamw " + std::to_string(i) + " n=" + std::to_string(n) +
+                       " offset=" + std::to_string(offset),
+                   d[i], r[i], 1e-6);
   }
 }
 

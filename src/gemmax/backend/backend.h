@@ -302,6 +302,9 @@ struct BackendOptions {
   // cuda: fast (tensor-core kernels for bfloat16 attention and grouped matmuls) | simple (the
   // plain kernels they are tested against)
   std::string cuda_kernels = "fast";
+  // cuda: synchronise and check after every kernel launch, so that a fault names its kernel
+  // (slow: for the first run on a new GPU or a new build)
+  bool cuda_sync_check = false;
 };
 
 // Throws gemmax::Error naming the known backends.

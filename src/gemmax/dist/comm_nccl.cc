@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -48,9 +49,20 @@ struct NcclComm::Impl {
   std::map<uint64_t, cudaEvent_t> done;
   uint64_t next_id = 1;
   int device = 0;
+  bool own_stream = false;
 };
 
-NcclComm::NcclComm(Comm& bootstrap, int device, void* compute_stream)
+namespace {
+
+// Destructors must not throw: what fails there is said on stderr.
+void warn_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess && e != cudaErrorCudartUnloading)
+    std::fprintf(stderr, "gemmax: nccl comm: %s while releasing %s\n", cudaGetErrorString(e), what);
+}
+
+}  // namespace
+
+NcclComm::NcclComm(Comm& bootstrap, int device, void* compute_stream, void* comm_stream)
     : Comm(bootstrap.rank(), bootstrap.size()), impl_(std::make_unique<Impl>()) {
   impl_->device = device;
   impl_->compute = static_cast<cudaStream_t>(compute_stream);
@@ -62,15 +74,24 @@ NcclComm::NcclComm(Comm& bootstrap, int device, void* compute_stream)
   bootstrap.broadcast(host, 0, "the NCCL unique id").wait();
   std::memcpy(&id, host.raw(), sizeof id);
   check_nccl(ncclCommInitRank(&impl_->comm, size(), id, rank()), "ncclCommInitRank");
-  check_cuda(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  impl_->stream = static_cast<cudaStream_t>(comm_stream);
+  impl_->own_stream = comm_stream == nullptr;
+  if (impl_->own_stream)
+    check_cuda(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking),
+               "cudaStreamCreate");
   check_cuda(cudaEventCreateWithFlags(&impl_->ready, cudaEventDisableTiming), "cudaEventCreate");
 }
 
 NcclComm::~NcclComm() {
-  for (auto& [id, ev] : impl_->done) cudaEventDestroy(ev);
-  if (impl_->ready) cudaEventDestroy(impl_->ready);
-  if (impl_->stream) cudaStreamDestroy(impl_->stream);
-  if (impl_->comm) ncclCommDestroy(impl_->comm);
+  for (auto& [id, ev] : impl_->done) warn_cuda(cudaEventDestroy(ev), "an event");
+  if (impl_->ready) warn_cuda(cudaEventDestroy(impl_->ready), "an event");
+  if (impl_->stream && impl_->own_stream)
+    warn_cuda(cudaStreamDestroy(impl_->stream), "the comm stream");
+  if (impl_->comm) {
+    const ncclResult_t r = ncclCommDestroy(impl_->comm);
+    if (r != ncclSuccess)
+      std::fprintf(stderr, "gemmax: nccl comm: ncclCommDestroy: %s\n", ncclGetErrorString(r));
+  }
 }
 
 uint64_t NcclComm::start(const Collective& c) {
@@ -147,7 +168,8 @@ void NcclComm::complete(uint64_t id) {
   auto it = m.done.find(id);
   GEMMAX_CHECK(it != m.done.end(), "no NCCL collective #", id);
   check_cuda(cudaStreamWaitEvent(m.compute, it->second, 0), "cudaStreamWaitEvent");
-  cudaEventDestroy(it->second);  // released once the wait it orders has been queued
+  // Released once the wait it orders has been queued.
+  check_cuda(cudaEventDestroy(it->second), "cudaEventDestroy");
   m.done.erase(it);
   ncclResult_t async = ncclSuccess;
   check_nccl(ncclCommGetAsyncError(m.comm, &async), "ncclCommGetAsyncError");

@@ -1,7 +1,8 @@
 // The NCCL comm: collectives on device buffers, ordered with a CUDA stream (the CUDA backend's).
 //
 // NCCL is bootstrapped over MPI: rank 0 makes the unique id and the bootstrap comm broadcasts it.
-// A collective runs on the comm's own stream after the work already queued on the compute stream;
+// A collective runs on the backend's comm stream after the work already queued on its compute
+// stream;
 // wait() makes the compute stream wait for it (a device-side dependency, no host synchronisation),
 // so that the next layer's all-gather overlaps this layer's kernels as on the host. Built wherever
 // CUDA and NCCL are found (GEMMAX_NCCL); needs a GPU per rank to run.
@@ -17,8 +18,9 @@ namespace gemmax {
 class NcclComm final : public Comm {
  public:
   // `bootstrap`: a host comm over the same ranks (MpiComm); `device`: this rank's CUDA device;
-  // `compute_stream`: the cudaStream_t the backend runs its kernels on.
-  NcclComm(Comm& bootstrap, int device, void* compute_stream);
+  // `compute_stream`: the cudaStream_t the backend runs its kernels on; `comm_stream`: the one
+  // its collectives run on (CudaBackend::comm_stream(); null: a stream of the comm's own).
+  NcclComm(Comm& bootstrap, int device, void* compute_stream, void* comm_stream = nullptr);
   ~NcclComm() override;
   std::string name() const override { return "nccl"; }
 

@@ -70,6 +70,7 @@ BackendOptions backend_options(const Config& c) {
   b.cuda_kernels = c.get_string("cuda_kernels");
   if (b.cuda_kernels != "fast" && b.cuda_kernels != "simple")
     fail("cuda_kernels='", b.cuda_kernels, "': expected fast or simple");
+  b.cuda_sync_check = c.get_bool("cuda_sync_check");
   return b;
 }
 

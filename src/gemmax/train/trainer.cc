@@ -19,7 +19,12 @@
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/data/tokenizer.h"
+#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/dist/routing_comm.h"
 #include "gemmax/dist/world.h"
+#ifdef GEMMAX_HAVE_NCCL
+#include "gemmax/dist/comm_nccl.h"
+#endif
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/model_dir.h"
 #include "gemmax/io/run_lock.h"
@@ -35,6 +40,17 @@ namespace gemmax {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The comm of a cuda backend's device buffers: NCCL on its streams, bootstrapped over `host`.
+std::unique_ptr<Comm> make_device_comm(Comm& host, Backend& be, int device) {
+#ifdef GEMMAX_HAVE_NCCL
+  return std::make_unique<NcclComm>(host, device, cuda::compute_stream(be), cuda::comm_stream(be));
+#else
+  fail("backend=cuda on ", host.size(),
+       " ranks needs the NCCL comm, and this gemmax was built without it: rebuild with CUDA, NCCL "
+       "and MPI found (cmake -DGEMMAX_NCCL=ON), or train on several ranks with backend=cpu");
+#endif
+}
 
 DataOptions data_options(const Config& c, int64_t vocab, const Comm& comm) {
   DataOptions d;
@@ -134,11 +150,9 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   }
   parse_fault(config_.get_string("fault_injection"));
   inject_fault("sigterm", -2);  // STEP -2: before anything starts (gemmax train's handlers)
-  if (ranks > 1 && config_.get_string("backend") == "cuda")
-    fail("backend=cuda on ", ranks,
-         " ranks: FSDP's collectives run on host buffers (Open MPI) and ",
-         "the NCCL comm is not wired to the cuda backend yet; train on several ranks with ",
-         "backend=cpu, or on one GPU without mpirun");
+  // Several GPUs: each rank takes its own device before its backend is made.
+  const bool device_comm = ranks > 1 && config_.get_string("backend") == "cuda";
+  const int device = device_comm ? cuda::use_device_of_rank(comm_->rank()) : 0;
   // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
   const MemoryPlanInput plan_in = memory_plan_input(config_, ranks);
   if (ranks == 1 && plan_in.fsdp > 1)
@@ -150,6 +164,11 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     fail("ici_fsdp_parallelism=", plan_in.fsdp, " but the run was started with ", ranks,
          " ranks: set it to ", ranks, " or -1 (the started ranks)");
   backend_ = make_backend(backend_options(config_));
+  if (device_comm) {  // device buffers over NCCL on the backend's streams, host ones over MPI
+    routed_comm_ =
+        std::make_unique<DeviceRoutingComm>(*comm_, make_device_comm(*comm_, *backend_, device));
+    comm_ = routed_comm_.get();
+  }
   plan_ = plan_memory(plan_in, *backend_);
   check_memory_limit(config_, plan_);
   check_fits_this_machine(config_, plan_);

@@ -82,6 +82,7 @@ class Trainer {
   std::unique_ptr<Comm> own_comm_;
   Comm* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Comm> routed_comm_;  // backend=cuda on several ranks: NCCL beside *own/given
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<DataLoader> data_;
   std::vector<bool> trainable_;

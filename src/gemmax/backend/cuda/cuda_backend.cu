@@ -1,4 +1,10 @@
+#include <cxxabi.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "gemmax/backend/cuda/cuda_backend.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
@@ -18,15 +24,73 @@ void release_device(void* allocator, void* p, size_t) {
   static_cast<DeviceAllocator*>(allocator)->release(p);
 }
 
+std::atomic<const char*> last_launch{nullptr};
+bool sync_check_on = false;  // cuda_sync_check of the backend last made
+
+// A kernel functor's readable name (gemmax::kern::GmmForwardMmaKernel, ...).
+std::string kernel_name(const char* name) {
+  if (name == nullptr) return "none yet";
+  int status = 0;
+  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : name;
+  std::free(d);
+  return s;
+}
+
+// Errors after which the context is unusable: every later CUDA call returns them again.
+bool sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Out of memory is not sticky: reading it clears it; anything else read there is raised.
+void clear_out_of_memory() {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaErrorMemoryAllocation) check_cuda(e, "cudaMalloc");
+}
+
 }  // namespace
 
+void note_launch(const char* name) { last_launch.store(name, std::memory_order_relaxed); }
+
 void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("CUDA error in ", what, ": ", cudaGetErrorString(e));
+  if (e == cudaSuccess) return;
+  if (sticky(e))
+    fail("a kernel faulted on the device (", cudaGetErrorName(e), ": ", cudaGetErrorString(e),
+         "), seen at ", what, "; the CUDA context is lost and the run cannot go on. The last "
+         "kernel launched was ", kernel_name(last_launch.load(std::memory_order_relaxed)),
+         sync_check_on ? " (cuda_sync_check=true: the fault is in it)"
+                       : "; kernels run asynchronously, so the fault may be in an earlier one: "
+                         "rerun with cuda_sync_check=true to name the kernel that faulted");
+  fail("CUDA error in ", what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+}
+
+void warn_cuda(cudaError_t e, const char* what) {
+  static std::atomic<bool> warned{false};
+  if (e == cudaSuccess || e == cudaErrorCudartUnloading || warned.exchange(true)) return;
+  std::fprintf(stderr, "gemmax: cuda backend: %s while releasing %s (later ones not shown)\n",
+               cudaGetErrorString(e), what);
 }
 
 void check_cublas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    fail("cuBLASLt error in ", what, ": ", cublasLtGetStatusString(s), " (", int(s), ")");
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  // A fault elsewhere shows up in cuBLASLt as an execution failure: the runtime says which.
+  if (s == CUBLAS_STATUS_EXECUTION_FAILED || s == CUBLAS_STATUS_INTERNAL_ERROR)
+    check_cuda(cudaGetLastError(), what);
+  fail("cuBLASLt error in ", what, ": ", cublasLtGetStatusString(s), " (", int(s), ")");
 }
 
 // ---- allocator ---------------------------------------------------------------------------
@@ -54,20 +118,23 @@ void* DeviceAllocator::allocate(size_t bytes) {
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, size);
   if (e == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clears the error
+    clear_out_of_memory();
     release_cache();
     e = cudaMalloc(&p, size);
   }
-  if (e != cudaSuccess) {
+  if (e == cudaErrorMemoryAllocation) {
+    clear_out_of_memory();
     size_t free_bytes = 0, total = 0;
-    cudaGetLastError();
-    cudaMemGetInfo(&free_bytes, &total);
+    const bool info = cudaMemGetInfo(&free_bytes, &total) == cudaSuccess;
     fail("out of device memory allocating ", format_bytes(double(bytes)), " (tensors use ",
-         format_bytes(double(in_use_)), ", the device has ", format_bytes(double(free_bytes)),
-         " free of ", format_bytes(double(total)),
+         format_bytes(double(in_use_)),
+         info ? str_cat(", the device has ", format_bytes(double(free_bytes)), " free of ",
+                        format_bytes(double(total)))
+              : std::string(),
          "): lower per_device_batch_size or max_target_length, set remat_policy=full, or raise "
          "num_vocab_tiling (dry_run=true prints the memory plan)");
   }
+  check_cuda(e, str_cat("cudaMalloc of ", format_bytes(double(bytes))).c_str());
   size_of_[p] = size;
   in_use_ += size;
   reserved_ += size;
@@ -83,9 +150,9 @@ void DeviceAllocator::release(void* p) {
 }
 
 void DeviceAllocator::release_cache() {
-  cudaDeviceSynchronize();
+  check_cuda(cudaDeviceSynchronize(), "the synchronisation before releasing cached memory");
   for (auto& [size, p] : free_) {
-    cudaFree(p);
+    check_cuda(cudaFree(p), "cudaFree of cached memory");
     size_of_.erase(p);
     reserved_ -= size;
   }
@@ -99,17 +166,29 @@ struct CudaPlatform::GemmPlan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   ~GemmPlan() {
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (op) warn_cublas(cublasLtMatmulDescDestroy(op));
     for (cublasLtMatrixLayout_t l : {a, b, c})
-      if (l) cublasLtMatrixLayoutDestroy(l);
+      if (l) warn_cublas(cublasLtMatrixLayoutDestroy(l));
+  }
+  static void warn_cublas(cublasStatus_t s) {
+    if (s != CUBLAS_STATUS_SUCCESS)
+      std::fprintf(stderr, "gemmax: cuda backend: %s while releasing a matmul plan\n",
+                   cublasLtGetStatusString(s));
   }
 };
 
 CudaPlatform::~CudaPlatform() {
   plans_.clear();
-  if (lt_) cublasLtDestroy(lt_);
-  if (compute_) cudaStreamDestroy(compute_);
-  if (comm_) cudaStreamDestroy(comm_);
+  if (lt_) GemmPlan::warn_cublas(cublasLtDestroy(lt_));
+  if (compute_) warn_cuda(cudaStreamDestroy(compute_), "the compute stream");
+  if (comm_) warn_cuda(cudaStreamDestroy(comm_), "the comm stream");
+}
+
+void CudaPlatform::check_launch(const char* kernel) {
+  check_cuda(cudaGetLastError(), str_cat("the launch of ", kernel_name(kernel)).c_str());
+  if (sync_check_)
+    check_cuda(cudaStreamSynchronize(compute_),
+               str_cat("the run of ", kernel_name(kernel), " (cuda_sync_check=true)").c_str());
 }
 
 void CudaPlatform::copy_bytes(void* dst, const void* src, size_t n) {
@@ -164,23 +243,26 @@ CudaPlatform::GemmPlan& CudaPlatform::gemm_plan(const GemmKey& key) {
   check_cublas(cublasLtMatrixLayoutCreate(&plan->c, to, N, M, N), "layout of c");
   cublasLtMatmulPreference_t pref;
   check_cublas(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  // The preference is destroyed however this block is left.
+  std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                  cublasStatus_t (*)(cublasLtMatmulPreference_t)>
+      owned(pref, &cublasLtMatmulPreferenceDestroy);
   const uint64_t ws = workspace_bytes_;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                       sizeof(ws));
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof(ws)),
+               "matmul preference (workspace)");
   const uint32_t aa = uint32_t(al_b), ab = uint32_t(al_a), ac = uint32_t(al_c);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa,
-                                       sizeof(aa));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab,
-                                       sizeof(ab));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac,
-                                       sizeof(ac));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac,
-                                       sizeof(ac));
+  for (const auto& [attr, value] :
+       {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac}})
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof(uint32_t)),
+                 "matmul preference (alignment)");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->c,
                                                           plan->c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || found == 0)
     fail("cuBLASLt has no algorithm for the matmul [", M, ", ", K, "] x [", K, ", ", N, "] (",
          dtype_name(DType(in_t)), " -> ", dtype_name(DType(out_t)), ", alignments ", al_a, "/",
@@ -217,10 +299,13 @@ void CudaPlatform::matmul(const Tensor& c, const Tensor& a, bool ta, const Tenso
                     int(acc)};
   GemmPlan& plan = gemm_plan(key);
   const float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
+  note_launch("cublasLtMatmul");
   check_cublas(
       cublasLtMatmul(lt_, plan.op, &alpha, b.raw(), plan.a, a.raw(), plan.b, &beta, c.raw(), plan.c,
                      c.raw(), plan.c, &plan.algo, workspace_, workspace_bytes_, compute_),
       "cublasLtMatmul");
+  if (sync_check_)
+    check_cuda(cudaStreamSynchronize(compute_), "the run of cublasLtMatmul (cuda_sync_check=true)");
 }
 
 // ---- backend -----------------------------------------------------------------------------
@@ -238,6 +323,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
   check_cuda(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming), "event");
   check_cublas(cublasLtCreate(&p_.lt_), "cublasLtCreate");
   p_.fast_kernels_ = options.cuda_kernels != "simple";
+  p_.sync_check_ = sync_check_on = options.cuda_sync_check;
   scratch_ = alloc({int64_t(kErrorBytes + kWorkspaceBytes + kOpScratchBytes)}, DType::U8,
                    MemKind::Workspace);
   char* base = static_cast<char*>(scratch_.raw());
@@ -250,13 +336,14 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
   description_ = str_cat("cuda (", prop.name, ", sm_", prop.major, prop.minor, ", ",
                          format_bytes(double(prop.totalGlobalMem)), ", ",
                          p_.fast_kernels_ ? "tensor-core" : "plain",
-                         " kernels for bfloat16 attention and grouped matmuls)");
+                         " kernels for bfloat16 attention and grouped matmuls",
+                         p_.sync_check_ ? "; cuda_sync_check: every launch checked" : "", ")");
 }
 
 CudaBackend::~CudaBackend() {
-  if (p_.compute_) cudaStreamSynchronize(p_.compute_);
-  if (compute_done_) cudaEventDestroy(compute_done_);
-  if (comm_done_) cudaEventDestroy(comm_done_);
+  if (p_.compute_) warn_cuda(cudaStreamSynchronize(p_.compute_), "the backend (its last kernels)");
+  if (compute_done_) warn_cuda(cudaEventDestroy(compute_done_), "an event");
+  if (comm_done_) warn_cuda(cudaEventDestroy(comm_done_), "an event");
 }
 
 Tensor CudaBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
@@ -349,5 +436,27 @@ bool cuda_device_available(std::string* why) {
 }
 
 bool cuda_compiled() { return true; }
+
+int use_device_of_rank(int rank) {
+  std::string why;
+  if (!cuda_device_available(&why)) fail("backend=cuda on rank ", rank, ": ", why);
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const int r = local ? std::atoi(local) : rank;
+  int count = 0;
+  check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  check_cuda(cudaSetDevice(r % count), "cudaSetDevice");
+  return r % count;
+}
+
+namespace {
+CudaBackend& as_cuda(Backend& be) {
+  auto* c = dynamic_cast<CudaBackend*>(&be);
+  if (!c) fail("the ", be.name(), " backend has no CUDA stream");
+  return *c;
+}
+}  // namespace
+
+void* compute_stream(Backend& be) { return as_cuda(be).compute_stream(); }
+void* comm_stream(Backend& be) { return as_cuda(be).comm_stream(); }
 
 }  // namespace gemmax::cuda

@@ -20,9 +20,16 @@
 
 namespace gemmax::cuda {
 
-// Throws gemmax::Error naming the call and CUDA's message when a CUDA call fails.
+// Throws gemmax::Error naming the call and CUDA's message when a CUDA call fails. A sticky
+// fault (an illegal address, a trap: the context is lost) is told apart from other errors and
+// names the last kernel launched, since kernels run asynchronously and a fault surfaces at a
+// later call.
 void check_cuda(cudaError_t e, const char* what);
 void check_cublas(cublasStatus_t s, const char* what);
+// For destructors, which must not throw: says what failed on stderr (the first time only).
+void warn_cuda(cudaError_t e, const char* what);
+// The kernel (or library call) most recently queued: what a sticky fault names.
+void note_launch(const char* name);
 
 // Device memory for tensors. Freed blocks are kept by size and handed out again: every step
 // allocates the same sequence, so after the first step nothing reaches cudaMalloc. Blocks are
@@ -32,7 +39,7 @@ void check_cublas(cublasStatus_t s, const char* what);
 class DeviceAllocator {
  public:
   static DeviceAllocator& instance();
-  void* allocate(size_t bytes);
+  void* allocate(size_t bytes);  // a true out-of-memory names the plan's advice
   void release(void* p);
   size_t in_use() const { return in_use_; }
   size_t reserved() const { return reserved_; }
@@ -57,10 +64,13 @@ class CudaPlatform {
 
   template <class K, class... A>
   void launch(const Launch& l, A... args);  // cuda_platform.cuh
+  // After a launch: the launch's own error, and with cuda_sync_check the kernel's run.
+  void check_launch(const char* kernel);
   void copy_bytes(void* dst, const void* src, size_t n);
   Scratch scratch() { return Scratch(scratch_, scratch_bytes_); }
   kern::DeviceError* errors() { return errors_; }
   bool fast_kernels() const { return fast_kernels_; }
+  SlowPathNotes& slow_paths() { return slow_paths_; }
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc);
 
   cudaStream_t compute_stream() const { return compute_; }
@@ -80,6 +90,8 @@ class CudaPlatform {
   size_t workspace_bytes_ = 0;
   kern::DeviceError* errors_ = nullptr;
   bool fast_kernels_ = true;
+  bool sync_check_ = false;  // cuda_sync_check: synchronise and check after every launch
+  SlowPathNotes slow_paths_;
   std::map<GemmKey, std::unique_ptr<GemmPlan>> plans_;
 };
 

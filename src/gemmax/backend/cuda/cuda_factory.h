@@ -18,4 +18,12 @@ bool cuda_device_available(std::string* why);
 // Whether this build has the cuda backend.
 bool cuda_compiled();
 
+// Several ranks on one machine: makes device (local_rank mod devices) this process's own, before
+// its backend is made. The local rank is the launcher's (OMPI_COMM_WORLD_LOCAL_RANK), else `rank`.
+// Returns the device.
+int use_device_of_rank(int rank);
+// The cudaStream_t (as void*) a backend=cuda backend runs its kernels on, and its collectives on.
+void* compute_stream(Backend& cuda_backend);
+void* comm_stream(Backend& cuda_backend);
+
 }  // namespace gemmax::cuda

@@ -21,6 +21,11 @@ bool cuda_device_available(std::string* why) {
 
 bool cuda_compiled() { return false; }
 
+int use_device_of_rank(int) { return 0; }  // make_cuda_backend says what is missing
+
+void* compute_stream(Backend& be) { fail("the ", be.name(), " backend has no CUDA stream"); }
+void* comm_stream(Backend& be) { fail("the ", be.name(), " backend has no CUDA stream"); }
+
 }  // namespace gemmax::cuda
 
 #endif

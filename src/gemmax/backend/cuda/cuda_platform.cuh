@@ -20,8 +20,9 @@ void CudaPlatform::launch(const Launch& l, A... args) {
         typeid(K).name());
     granted = l.smem;
   }
+  note_launch(typeid(K).name());
   kernel<<<dim3(l.gx, l.gy, l.gz), dim3(l.threads), l.smem, compute_>>>(args...);
-  check_cuda(cudaGetLastError(), typeid(K).name());
+  check_launch(typeid(K).name());
 }
 
 }  // namespace gemmax::cuda

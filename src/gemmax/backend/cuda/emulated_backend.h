@@ -40,6 +40,7 @@ class EmuPlatform {
   Scratch scratch() { return Scratch(scratch_, scratch_bytes_); }
   kern::DeviceError* errors() { return errors_; }
   bool fast_kernels() const { return fast_kernels_; }
+  SlowPathNotes& slow_paths() { return slow_paths_; }
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc) {
     reference_.matmul(c, a, ta, b, tb, acc);
   }
@@ -50,6 +51,7 @@ class EmuPlatform {
   size_t scratch_bytes_ = 0;
   kern::DeviceError* errors_ = nullptr;
   bool fast_kernels_ = true;
+  SlowPathNotes slow_paths_;
   ReferenceBackend reference_;
 };
 

@@ -7,7 +7,9 @@
 // holds the output columns of its part, so a 512-wide row fits in registers. Scores need the
 // whole head_dim: each warp computes its part's partial products and the P partials of a slice
 // are summed, in part order, through shared memory. Key tiles wholly outside the causal window
-// of the block are never visited; the rest are masked per element (causal, window, segments).
+// of the block are never visited; tiles on a boundary (the diagonal, the window's edge, a
+// segment's edge, the sequence's end) are masked per element; the rest, most of a long
+// sequence, skip the mask (attention_tiles.h, interior tiles).
 #pragma once
 
 #include "gemmax/backend/cuda/kernels/attention_tiles.h"
@@ -141,6 +143,7 @@ struct AttentionForwardMmaKernel {
     int32_t seg_q[2];
     GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) seg_q[e] = pos[e] < S ? seg[b * S + pos[e]] : 0;
+    const WarpSpan span = warp_span(x, pos, seg_q, S);
     float m[2] = {kNegInf, kNegInf}, lsum[2] = {0, 0};
     float acc[kOt][4] = {};
     for (int64_t kt = tiles.begin; kt < tiles.end; ++kt) {
@@ -166,18 +169,29 @@ struct AttentionForwardMmaKernel {
       if (kt + 1 < tiles.end) load_tile_async(x, Ks, Bc, HD, kv_row(k, k0 + Bc), 0, HD, k);
       x.cp_async_commit();
       if constexpr (P > 1) sum_partials(x, xs, slice * P, P, F::kXs, s);
-      // Mask, then the online softmax in base 2.
+      // Mask (boundary tiles only), then the online softmax in base 2.
       float tmax[2] = {kNegInf, kNegInf};
-      GEMMAX_UNROLL
-      for (int nt = 0; nt < kNt; ++nt) {
+      if (interior_keys(x, span, k0, Bc, segk, S, d.window)) {
         GEMMAX_UNROLL
-        for (int i = 0; i < 4; ++i) {
-          const int e = i >> 1, col = nt * 8 + acc_col(l, i);
-          const int64_t j = k0 + col;
-          const bool vis =
-              pos[e] < S && j < S && causal_visible(pos[e], j, d.window) && segk[col] == seg_q[e];
-          s[nt][i] = vis ? s[nt][i] * kLog2e : kNegInf;
-          tmax[e] = kmax(tmax[e], s[nt][i]);
+        for (int nt = 0; nt < kNt; ++nt) {
+          GEMMAX_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            s[nt][i] *= kLog2e;
+            tmax[i >> 1] = kmax(tmax[i >> 1], s[nt][i]);
+          }
+        }
+      } else {
+        GEMMAX_UNROLL
+        for (int nt = 0; nt < kNt; ++nt) {
+          GEMMAX_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            const int e = i >> 1, col = nt * 8 + acc_col(l, i);
+            const int64_t j = k0 + col;
+            const bool vis = pos[e] < S && j < S && causal_visible(pos[e], j, d.window) &&
+                             segk[col] == seg_q[e];
+            s[nt][i] = vis ? s[nt][i] * kLog2e : kNegInf;
+            tmax[e] = kmax(tmax[e], s[nt][i]);
+          }
         }
       }
       float scale[2], rsum[2] = {0, 0};
@@ -329,6 +343,7 @@ struct AttentionDqMmaKernel {
       lse2[e] = in ? lse[at] * kLog2e : 0.0f;
       dlt[e] = in ? delta[at] : 0.0f;
     }
+    const WarpSpan span = warp_span(x, pos, seg_q, S);
     float acc[kOt][4] = {};
     for (int64_t kt = tiles.begin; kt < tiles.end; ++kt) {
       const int64_t k0 = kt * Bc;
@@ -362,16 +377,27 @@ struct AttentionDqMmaKernel {
         sum_partials(x, xs, slice * P, P, F::kXs, s);
         sum_partials(x, xp, slice * P, P, F::kXs, dp);
       }
-      GEMMAX_UNROLL
-      for (int nt = 0; nt < kNt; ++nt) {
+      if (interior_keys(x, span, k0, Bc, segk, S, d.window)) {
         GEMMAX_UNROLL
-        for (int i = 0; i < 4; ++i) {
-          const int e = i >> 1, col = nt * 8 + acc_col(l, i);
-          const int64_t j = k0 + col;
-          const bool vis =
-              pos[e] < S && j < S && causal_visible(pos[e], j, d.window) && segk[col] == seg_q[e];
-          const float p = vis ? kexp2(s[nt][i] * kLog2e - lse2[e]) : 0.0f;
-          s[nt][i] = p * (dp[nt][i] - dlt[e]);  // ds
+        for (int nt = 0; nt < kNt; ++nt) {
+          GEMMAX_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            const int e = i >> 1;
+            s[nt][i] = kexp2(s[nt][i] * kLog2e - lse2[e]) * (dp[nt][i] - dlt[e]);  // ds
+          }
+        }
+      } else {
+        GEMMAX_UNROLL
+        for (int nt = 0; nt < kNt; ++nt) {
+          GEMMAX_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            const int e = i >> 1, col = nt * 8 + acc_col(l, i);
+            const int64_t j = k0 + col;
+            const bool vis = pos[e] < S && j < S && causal_visible(pos[e], j, d.window) &&
+                             segk[col] == seg_q[e];
+            const float p = vis ? kexp2(s[nt][i] * kLog2e - lse2[e]) : 0.0f;
+            s[nt][i] = p * (dp[nt][i] - dlt[e]);  // ds
+          }
         }
       }
       GEMMAX_UNROLL
@@ -452,6 +478,7 @@ struct AttentionDkvMmaKernel {
     int32_t seg_k[2];
     GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) seg_k[e] = key[e] < S ? seg[b * S + key[e]] : 0;
+    const WarpSpan span = warp_span(x, key, seg_k, S);
     float acc_k[kOt][4] = {}, acc_v[kOt][4] = {};
     const int64_t q_last = last_visible_query(kmin(S, k0 + F::Bk) - 1, S, d.window);
     for (int64_t h = kvh * d.group(); h < (kvh + 1) * d.group(); ++h)
@@ -496,15 +523,17 @@ struct AttentionDkvMmaKernel {
           sum_partials(x, xs, kslice * P, P, F::kXs, s);
           sum_partials(x, xp, kslice * P, P, F::kXs, dp);
         }
-        // s now holds p^T, dp becomes ds^T.
+        // s now holds p^T, dp becomes ds^T; the mask on boundary tiles only.
+        const bool interior = interior_queries(x, span, q0, Rq, seg_q, S, d.window);
         GEMMAX_UNROLL
         for (int nt = 0; nt < kNt; ++nt) {
           GEMMAX_UNROLL
           for (int i = 0; i < 4; ++i) {
             const int e = i >> 1, col = nt * 8 + acc_col(l, i);
             const int64_t qi = q0 + col;
-            const bool vis = key[e] < S && qi < S && causal_visible(qi, key[e], d.window) &&
-                             seg_q[col] == seg_k[e];
+            const bool vis =
+                interior || (key[e] < S && qi < S && causal_visible(qi, key[e], d.window) &&
+                             seg_q[col] == seg_k[e]);
             const float p = vis ? kexp2(s[nt][i] * kLog2e - lse_q[col]) : 0.0f;
             s[nt][i] = p;
             dp[nt][i] = p * (dp[nt][i] - delta_q[col]);

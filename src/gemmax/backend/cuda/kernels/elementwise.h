@@ -5,6 +5,33 @@
 
 namespace gemmax::kern {
 
+// W consecutive elements in one access: kVec<T> of them are 16 bytes (the widest load), W = 1
+// the element itself. The address must be a multiple of the pack's size (vec_ok).
+template <class T, int W>
+struct alignas(W * sizeof(T)) Pack {
+  T v[W];
+};
+template <class T>
+constexpr int kVec = int(16 / sizeof(T));
+template <int W, class T>
+GEMMAX_HD Pack<T, W> load_pack(const T* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const Pack<T, W>*>(p);
+#else
+  Pack<T, W> r;
+  std::memcpy(&r, p, sizeof r);
+  return r;
+#endif
+}
+template <int W, class T>
+GEMMAX_HD void store_pack(T* p, const Pack<T, W>& r) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<Pack<T, W>*>(p) = r;
+#else
+  std::memcpy(p, &r, sizeof r);
+#endif
+}
+
 // Threads of a one-dimensional grid, striding over [0, n).
 #define GEMMAX_GRID_STRIDE(x, i, n)                                         \
   for (int64_t i = int64_t((x).bx()) * (x).nthreads() + (x).tid(); i < (n); \
@@ -207,28 +234,63 @@ struct AdamWArgs {
   double lr, b1, b2, eps, eps_root, weight_decay, clip_norm, bc1, bc2;
 };
 
-// optax's adamw on fp64 arithmetic, one rounding per stored value. Skips the update (nothing
-// written) unless every step scalar is finite and no kernel has recorded an error this step.
+
+// optax's adamw in the accumulation type of the weights (fp32 for float32 and bfloat16, fp64 for
+// float64), one rounding per stored value. Skips the update (nothing written) unless every step
+// scalar is finite and no kernel has recorded an error this step. `vec`: every operand 16-byte
+// aligned, so 16 bytes go per access (the same arithmetic per element either way).
 struct AdamWKernel {
   static constexpr int kMaxThreads = 256;
+  template <class A>
+  struct Coef {
+    A lr, b1, c1, b2, c2, inv_bc1, inv_bc2, eps, eps_root, wd, grad_scale;
+  };
+  template <class A, class T>
+  GEMMAX_HD static void update(const Coef<A>& c, T& p, T g, T& m, T& v) {
+    const A gi = A(to_acc(g)) * c.grad_scale;
+    const A mi = c.b1 * A(to_acc(m)) + c.c1 * gi;
+    const A vi = c.b2 * A(to_acc(v)) + c.c2 * gi * gi;
+    m = from_acc_as<T>(mi);
+    v = from_acc_as<T>(vi);
+    const A upd = (mi * c.inv_bc1) / (ksqrt(vi * c.inv_bc2 + c.eps_root) + c.eps);
+    const A pi = A(to_acc(p));
+    p = from_acc_as<T>(pi - c.lr * (upd + c.wd * pi));
+  }
+  template <class T>
+  GEMMAX_HD static T from_acc_as(acc_t<T> v) {
+    if constexpr (sizeof(acc_t<T>) == 8)
+      return from_double<T>(v);
+    else
+      return from_acc<T>(v);
+  }
   template <class X, class T>
   GEMMAX_KFN void operator()(X& x, T* p, const T* g, T* m, T* v, int64_t n, AdamWArgs a,
                              const double* scalars, int count, int sumsq_slot,
-                             const DeviceError* err) const {
+                             const DeviceError* err, bool vec) const {
+    using A = acc_t<T>;
     bool finite = err->code == 0;
     for (int i = 0; i < count; ++i) finite = finite && kfinite(scalars[i]);
     if (!finite) return;
     const double norm = ksqrt(scalars[sumsq_slot]);
     const double grad_scale = a.clip_norm > 0 && norm > a.clip_norm ? a.clip_norm / norm : 1.0;
-    GEMMAX_GRID_STRIDE(x, i, n) {
-      const double gi = double(to_acc(g[i])) * grad_scale;
-      const double mi = a.b1 * double(to_acc(m[i])) + (1.0 - a.b1) * gi;
-      const double vi = a.b2 * double(to_acc(v[i])) + (1.0 - a.b2) * gi * gi;
-      m[i] = from_double<T>(mi);
-      v[i] = from_double<T>(vi);
-      const double update = (mi / a.bc1) / (ksqrt(vi / a.bc2 + a.eps_root) + a.eps);
-      const double pi = double(to_acc(p[i]));
-      p[i] = from_double<T>(pi - a.lr * (update + a.weight_decay * pi));
+    const Coef<A> c{A(a.lr),       A(a.b1),      A(1.0 - a.b1),  A(a.b2),
+                    A(1.0 - a.b2), A(1.0 / a.bc1), A(1.0 / a.bc2), A(a.eps),
+                    A(a.eps_root), A(a.weight_decay), A(grad_scale)};
+    constexpr int W = kVec<T>;
+    const int64_t nw = vec ? n / W : 0;
+    GEMMAX_GRID_STRIDE(x, i, nw) {
+      Pack<T, W> pp = load_pack<W>(p + W * i), mm = load_pack<W>(m + W * i),
+                 vv = load_pack<W>(v + W * i);
+      const Pack<T, W> gg = load_pack<W>(g + W * i);
+      GEMMAX_UNROLL
+      for (int e = 0; e < W; ++e) update(c, pp.v[e], gg.v[e], mm.v[e], vv.v[e]);
+      store_pack<W>(p + W * i, pp);
+      store_pack<W>(m + W * i, mm);
+      store_pack<W>(v + W * i, vv);
+    }
+    GEMMAX_GRID_STRIDE(x, i, n - W * nw) {
+      const int64_t j = W * nw + i;
+      update(c, p[j], g[j], m[j], v[j]);
     }
   }
 };

@@ -6,6 +6,8 @@
 //   gmm_drhs dW[n, k]  += dout[r, n]^T . lhs[r, k] over a group's rows r: A and B read transposed
 // Rows are gathered and scattered through the row maps in the copies and the epilogue. The fast
 // path needs every row length a multiple of 8 and 16-byte aligned operands (ops/gmm_fast_ops.h).
+// The group table comes built (GroupTableKernel). Column tiles vary fastest in the grid (x), so
+// the blocks resident at once share row tiles of A, which are then read from HBM about once.
 #pragma once
 
 #include "gemmax/backend/cuda/kernels/gmm_tiles.h"
@@ -18,21 +20,18 @@ struct GmmMma {
   static constexpr int kThreads = 256, BM = 128, BN = 128, BK = 64, kStages = 3;
   static constexpr int kWarpsN = 4, WM = 64, WN = 32, kMt = WM / 16, kNt = WN / 8;
   static constexpr int kTileElems = BM * BK;  // every operand tile of a stage (BM == BN)
-  static constexpr size_t smem_bytes(int64_t G) {
-    return size_t(kStages) * 2 * kTileElems * 2 + 2 * BM * 4 + GroupTiles::smem_ints(G) * 4;
-  }
+  static constexpr size_t smem_bytes() { return size_t(kStages) * 2 * kTileElems * 2 + 2 * BM * 4; }
 };
 
 struct GmmMmaSmem {
   bf16s* tiles;  // stage s: A at tiles + 2 s kTileElems, B after it
   int32_t* rows_a;
   int32_t* rows_b;
-  int32_t* groups;
   template <class X>
   GEMMAX_KFN static GmmMmaSmem of(X& x) {
     bf16s* t = x.template smem<bf16s>();
     int32_t* r = reinterpret_cast<int32_t*>(t + GmmMma::kStages * 2 * GmmMma::kTileElems);
-    return {t, r, r + GmmMma::BM, r + 2 * GmmMma::BM};
+    return {t, r, r + GmmMma::BM};
   }
   GEMMAX_HD bf16s* a(int stage) const { return tiles + 2 * stage * GmmMma::kTileElems; }
   GEMMAX_HD bf16s* b(int stage) const { return a(stage) + GmmMma::kTileElems; }
@@ -96,13 +95,26 @@ GEMMAX_KFN void gmm_mma_epilogue(X& x, float (&acc)[GmmMma::kMt][GmmMma::kNt][4]
   }
 }
 
+// Both bfloat16 of a pair in one 32-bit access (the pair is 4-byte aligned: even columns, row
+// lengths multiples of 8).
 GEMMAX_HD void store_pair(bf16s* p, float v0, float v1, bool accumulate) {
+#ifdef __CUDA_ARCH__
+  uint32_t* w = reinterpret_cast<uint32_t*>(p);
+  const uint32_t old = accumulate ? *w : 0u;
+#else
+  uint32_t old = 0;
+  if (accumulate) std::memcpy(&old, p, 4);
+#endif
   if (accumulate) {
-    v0 += to_acc(p[0]);
-    v1 += to_acc(p[1]);
+    v0 += unpack_lo(old);
+    v1 += unpack_hi(old);
   }
-  p[0] = from_acc<bf16s>(v0);
-  p[1] = from_acc<bf16s>(v1);
+  const uint32_t packed = pack_bf16(v0, v1);
+#ifdef __CUDA_ARCH__
+  *w = packed;
+#else
+  std::memcpy(p, &packed, 4);
+#endif
 }
 GEMMAX_HD void store_pair(float* p, float v0, float v1, bool accumulate) {
   p[0] = accumulate ? p[0] + v0 : v0;
@@ -121,19 +133,19 @@ GEMMAX_KFN void gmm_block_rows(X& x, const GmmMmaSmem& s, const GmmArgs& a, int6
   }
 }
 
-// out[out(r)] (+)= lhs[in(r)] . W_g[w0 : w0 + n]^T. Grid (row tiles, column tiles of n).
+// out[out(r)] (+)= lhs[in(r)] . W_g[w0 : w0 + n]^T. Grid (column tiles of n, row tiles).
 struct GmmForwardMmaKernel {
   static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
   template <class X>
   GEMMAX_KFN void operator()(X& x, bf16s* out, const bf16s* lhs, const bf16s* w, GmmArgs a) const {
     using M = GmmMma;
     const GmmMmaSmem s = GmmMmaSmem::of(x);
-    const GroupTiles gt = group_tiles(x, a, s.groups, M::BM);
+    const GroupTiles gt = device_group_tiles(a);
     int64_t g, row0, rows;
-    if (!gt.locate(x.bx(), M::BM, &g, &row0, &rows)) return;
+    if (!gt.locate(x.by(), M::BM, &g, &row0, &rows)) return;
     gmm_block_rows(x, s, a, row0, rows, a.in_map, a.in_rows, a.out_map, a.out_rows);
     x.sync();
-    const int64_t j0 = int64_t(x.by()) * M::BN;
+    const int64_t j0 = int64_t(x.bx()) * M::BN;
     const bf16s* wg = w + (g * a.N + a.w0) * a.k;
     float acc[M::kMt][M::kNt][4] = {};
     gmm_mma_mainloop<false, false>(
@@ -160,7 +172,7 @@ struct GmmForwardMmaKernel {
   }
 };
 
-// dlhs[in(r)] (+)= dout[out(r)] . W_g[w0 : w0 + n]. Grid (row tiles, column tiles of k).
+// dlhs[in(r)] (+)= dout[out(r)] . W_g[w0 : w0 + n]. Grid (column tiles of k, row tiles).
 struct GmmDlhsMmaKernel {
   static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
   template <class X>
@@ -168,12 +180,12 @@ struct GmmDlhsMmaKernel {
                              GmmArgs a) const {
     using M = GmmMma;
     const GmmMmaSmem s = GmmMmaSmem::of(x);
-    const GroupTiles gt = group_tiles(x, a, s.groups, M::BM);
+    const GroupTiles gt = device_group_tiles(a);
     int64_t g, row0, rows;
-    if (!gt.locate(x.bx(), M::BM, &g, &row0, &rows)) return;
+    if (!gt.locate(x.by(), M::BM, &g, &row0, &rows)) return;
     gmm_block_rows(x, s, a, row0, rows, a.out_map, a.out_rows, a.in_map, a.in_rows);
     x.sync();
-    const int64_t c0 = int64_t(x.by()) * M::BN;
+    const int64_t c0 = int64_t(x.bx()) * M::BN;
     const bf16s* wg = w + (g * a.N + a.w0) * a.k;
     float acc[M::kMt][M::kNt][4] = {};
     gmm_mma_mainloop<false, true>(
@@ -208,7 +220,7 @@ struct GmmDrhsMmaKernel {
   GEMMAX_KFN void operator()(X& x, TC* drhs, const bf16s* lhs, const bf16s* dout, GmmArgs a) const {
     using M = GmmMma;
     const GmmMmaSmem s = GmmMmaSmem::of(x);
-    const GroupTiles gt = group_tiles(x, a, s.groups, M::BM);
+    const GroupTiles gt = device_group_tiles(a);
     const int64_t g = x.bz();
     const int64_t r0 = gt.first_row[g], r1 = kmin<int64_t>(gt.first_row[g + 1], a.m);
     if (r1 <= r0) return;

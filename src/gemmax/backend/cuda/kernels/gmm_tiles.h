@@ -19,6 +19,9 @@ struct GmmArgs {
   bool accumulate;
   DeviceError* err;
   int32_t op;  // OpId, for errors
+  // The group table in device memory (GroupTableKernel): first_row [G + 1], then first_tile
+  // [G + 1]; null for the kernels that build it per block.
+  const int32_t* table;
 };
 
 // In shared memory: first_row[g] and first_tile[g] for g in [0, G], one thread builds it.
@@ -72,6 +75,59 @@ GEMMAX_KFN GroupTiles group_tiles(X& x, const GmmArgs& a, int32_t* smem, int64_t
   }
   x.sync();
   return t;
+}
+
+// The group table of a grouped matmul, once per op for all its blocks: a scan of the group
+// sizes into `table` (first_row [G + 1], then first_tile [G + 1] of `tile_rows`). One block;
+// thread t scans a run of consecutive groups, thread 0 the runs' totals, in a fixed order. A
+// sum that is not m is recorded.
+struct GroupTableKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, int32_t* table, const int32_t* sizes, int64_t G, int64_t m,
+                             int64_t tile_rows, DeviceError* err, int32_t op) const {
+    int32_t* rows = x.template smem<int32_t>();  // [threads + 1] each
+    int32_t* tiles = rows + x.nthreads() + 1;
+    const int64_t run = ceil_div(G, x.nthreads()), g0 = kmin<int64_t>(G, x.tid() * run),
+                  g1 = kmin<int64_t>(G, g0 + run);
+    int32_t r = 0, t = 0;
+    for (int64_t g = g0; g < g1; ++g) {
+      const int32_t s = sizes[g] > 0 ? sizes[g] : 0;
+      r += s;
+      t += int32_t((s + tile_rows - 1) / tile_rows);
+    }
+    rows[x.tid() + 1] = r;
+    tiles[x.tid() + 1] = t;
+    x.sync();
+    if (x.tid() == 0) {
+      rows[0] = tiles[0] = 0;
+      for (int i = 1; i <= x.nthreads(); ++i) {
+        rows[i] += rows[i - 1];
+        tiles[i] += tiles[i - 1];
+      }
+      if (rows[x.nthreads()] != m)
+        record_error(x, err, DeviceError::kGroupSizes, op, rows[x.nthreads()], m, 0);
+    }
+    x.sync();
+    int32_t* first_row = table;
+    int32_t* first_tile = table + G + 1;
+    r = rows[x.tid()];
+    t = tiles[x.tid()];
+    if (x.tid() == 0) first_row[0] = first_tile[0] = 0;
+    for (int64_t g = g0; g < g1; ++g) {
+      const int32_t s = sizes[g] > 0 ? sizes[g] : 0;
+      r += s;
+      t += int32_t((s + tile_rows - 1) / tile_rows);
+      first_row[g + 1] = r;
+      first_tile[g + 1] = t;
+    }
+  }
+  static constexpr size_t smem_bytes(int threads) { return size_t(2 * (threads + 1)) * 4; }
+};
+
+// The table GroupTableKernel wrote, as the blocks of the tensor-core kernels read it.
+GEMMAX_HD GroupTiles device_group_tiles(const GmmArgs& a) {
+  return GroupTiles{const_cast<int32_t*>(a.table), const_cast<int32_t*>(a.table) + a.G + 1, a.G};
 }
 
 // Row `r` of the sorted rows through a map, or -1 (recorded) when the entry is out of range.

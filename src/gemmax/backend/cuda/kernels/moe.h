@@ -44,6 +44,7 @@ struct RouterForwardKernel {
       // Top-k of the logits, one warp argmax per pick; equal logits: the lower id first.
       float chosen = 0;
       int32_t pick[32];
+      float pick_prob[32];  // as stored in probs[]: lane 0 must not read what other lanes wrote
       for (int64_t j = 0; j < d.K; ++j) {
         float best = kNegInf;
         int32_t id = 1 << 30;
@@ -65,12 +66,13 @@ struct RouterForwardKernel {
         for (int u = 0; u < kMaxExpertsPerLane; ++u)
           if (lane + 32 * u == id) taken[u] = true;
         pick[j] = id;
-        chosen += kexp(best - mx) / sum;  // the probability as stored
+        pick_prob[j] = kexp(best - mx) / sum;  // the probability as stored, on every lane
+        chosen += pick_prob[j];
       }
       if (lane == 0)
         for (int64_t j = 0; j < d.K; ++j) {
           const int32_t e = pick[j];
-          const float p = probs[t * d.E + e];
+          const float p = pick_prob[j];
           idx[t * d.K + j] = e;
           weights[t * d.K + j] = float(double(p) / (d.renormalize ? double(chosen) : 1.0) *
                                        double(to_acc(expert_scale[e])));
@@ -210,16 +212,28 @@ struct LoadBalanceFinalKernel {
 };
 
 // ---- row gathers (one block per row, grid-stride) -------------------------------------------
+// Each thread takes W consecutive columns at a time: kVec<E> (16 bytes per access) when the op
+// layer found every row length and address allows it (`vec`), else 1. The sums per element run
+// in the same order either way.
 
 // xs[r] = x[order[r] / k]
 struct PermuteKernel {
   static constexpr int kMaxThreads = 128;
   template <class X, class E>
   GEMMAX_KFN void operator()(X& x, E* xs, const E* in, const int32_t* order, int64_t rows,
-                             int64_t k, int64_t d) const {
+                             int64_t k, int64_t d, bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, xs, in, order, rows, k, d);
+    else
+      run<1>(x, xs, in, order, rows, k, d);
+  }
+  template <int W, class X, class E>
+  GEMMAX_KFN static void run(X& x, E* xs, const E* in, const int32_t* order, int64_t rows,
+                             int64_t k, int64_t d) {
     for (int64_t r = x.bx(); r < rows; r += x.gx()) {
       const E* src = in + int64_t(order[r] / k) * d;
-      for (int64_t c = x.tid(); c < d; c += x.nthreads()) xs[r * d + c] = src[c];
+      for (int64_t c = int64_t(x.tid()) * W; c < d; c += int64_t(x.nthreads()) * W)
+        store_pack<W>(xs + r * d + c, load_pack<W>(src + c));
     }
   }
 };
@@ -229,13 +243,31 @@ struct PermuteBackwardKernel {
   static constexpr int kMaxThreads = 128;
   template <class X, class E>
   GEMMAX_KFN void operator()(X& x, E* dx, const E* dxs, const int32_t* inverse, int64_t T,
-                             int64_t k, int64_t d, bool accumulate) const {
+                             int64_t k, int64_t d, bool accumulate, bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, dx, dxs, inverse, T, k, d, accumulate);
+    else
+      run<1>(x, dx, dxs, inverse, T, k, d, accumulate);
+  }
+  template <int W, class X, class E>
+  GEMMAX_KFN static void run(X& x, E* dx, const E* dxs, const int32_t* inverse, int64_t T,
+                             int64_t k, int64_t d, bool accumulate) {
     for (int64_t t = x.bx(); t < T; t += x.gx())
-      for (int64_t c = x.tid(); c < d; c += x.nthreads()) {
-        float s = accumulate ? to_acc(dx[t * d + c]) : 0.0f;
-        for (int64_t j = 0; j < k; ++j)
-          s += to_acc(dxs[int64_t(inverse ? inverse[t * k + j] : t * k + j) * d + c]);
-        dx[t * d + c] = from_acc<E>(s);
+      for (int64_t c = int64_t(x.tid()) * W; c < d; c += int64_t(x.nthreads()) * W) {
+        Pack<E, W> out;
+        if (accumulate) out = load_pack<W>(dx + t * d + c);
+        float s[W];
+        GEMMAX_UNROLL
+        for (int e = 0; e < W; ++e) s[e] = accumulate ? to_acc(out.v[e]) : 0.0f;
+        for (int64_t j = 0; j < k; ++j) {
+          const Pack<E, W> in =
+              load_pack<W>(dxs + int64_t(inverse ? inverse[t * k + j] : t * k + j) * d + c);
+          GEMMAX_UNROLL
+          for (int e = 0; e < W; ++e) s[e] += to_acc(in.v[e]);
+        }
+        GEMMAX_UNROLL
+        for (int e = 0; e < W; ++e) out.v[e] = from_acc<E>(s[e]);
+        store_pack<W>(dx + t * d + c, out);
       }
   }
 };
@@ -245,14 +277,29 @@ struct CombineForwardKernel {
   static constexpr int kMaxThreads = 128;
   template <class X, class E>
   GEMMAX_KFN void operator()(X& x, E* m, const E* y, const int32_t* inverse, const float* weights,
-                             int64_t T, int64_t K, int64_t d) const {
+                             int64_t T, int64_t K, int64_t d, bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, m, y, inverse, weights, T, K, d);
+    else
+      run<1>(x, m, y, inverse, weights, T, K, d);
+  }
+  template <int W, class X, class E>
+  GEMMAX_KFN static void run(X& x, E* m, const E* y, const int32_t* inverse, const float* weights,
+                             int64_t T, int64_t K, int64_t d) {
     for (int64_t t = x.bx(); t < T; t += x.gx())
-      for (int64_t c = x.tid(); c < d; c += x.nthreads()) {
-        float s = 0;
-        for (int64_t j = 0; j < K; ++j)
-          s += weights[t * K + j] *
-               to_acc(y[int64_t(inverse ? inverse[t * K + j] : t * K + j) * d + c]);
-        m[t * d + c] = from_acc<E>(s);
+      for (int64_t c = int64_t(x.tid()) * W; c < d; c += int64_t(x.nthreads()) * W) {
+        float s[W] = {};
+        for (int64_t j = 0; j < K; ++j) {
+          const float w = weights[t * K + j];
+          const Pack<E, W> in =
+              load_pack<W>(y + int64_t(inverse ? inverse[t * K + j] : t * K + j) * d + c);
+          GEMMAX_UNROLL
+          for (int e = 0; e < W; ++e) s[e] += w * to_acc(in.v[e]);
+        }
+        Pack<E, W> out;
+        GEMMAX_UNROLL
+        for (int e = 0; e < W; ++e) out.v[e] = from_acc<E>(s[e]);
+        store_pack<W>(m + t * d + c, out);
       }
   }
 };
@@ -263,16 +310,31 @@ struct CombineBackwardKernel {
   template <class X, class E>
   GEMMAX_KFN void operator()(X& x, E* dy, float* dweights, const E* dm, const E* y,
                              const int32_t* order, const float* weights, int64_t rows, int64_t K,
-                             int64_t d) const {
+                             int64_t d, bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, dy, dweights, dm, y, order, weights, rows, K, d);
+    else
+      run<1>(x, dy, dweights, dm, y, order, weights, rows, K, d);
+  }
+  template <int W, class X, class E>
+  GEMMAX_KFN static void run(X& x, E* dy, float* dweights, const E* dm, const E* y,
+                             const int32_t* order, const float* weights, int64_t rows, int64_t K,
+                             int64_t d) {
     float* red = x.template smem<float>();
     for (int64_t r = x.bx(); r < rows; r += x.gx()) {
       const int64_t tk = order ? order[r] : r, t = tk / K;
       const float w = weights[tk];
       float s = 0;
-      for (int64_t c = x.tid(); c < d; c += x.nthreads()) {
-        const float g = to_acc(dm[t * d + c]);
-        dy[r * d + c] = from_acc<E>(w * g);
-        s += g * to_acc(y[r * d + c]);
+      for (int64_t c = int64_t(x.tid()) * W; c < d; c += int64_t(x.nthreads()) * W) {
+        const Pack<E, W> g = load_pack<W>(dm + t * d + c), yy = load_pack<W>(y + r * d + c);
+        Pack<E, W> out;
+        GEMMAX_UNROLL
+        for (int e = 0; e < W; ++e) {
+          const float ge = to_acc(g.v[e]);
+          out.v[e] = from_acc<E>(w * ge);
+          s += ge * to_acc(yy.v[e]);
+        }
+        store_pack<W>(dy + r * d + c, out);
       }
       s = group_sum(x, s, x.nthreads(), red);
       if (x.tid() == 0) dweights[tk] = s;

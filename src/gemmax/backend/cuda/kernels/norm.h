@@ -146,20 +146,24 @@ struct RopeTableKernel {
   }
 };
 
-// x[t, h, i], x[t, h, i + half] rotate by the table's angle (t, i); backward: by minus it.
+// x[t, h, i], x[t, h, i + half] rotate by the table's angle (t, i); backward: by minus it. One
+// warp per (token, head) row, so that nothing is divided per element.
 struct RopeKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class E>
   GEMMAX_KFN void operator()(X& x, E* v, const float* table, int64_t tokens, int64_t heads,
                              int64_t half, bool inverse) const {
-    GEMMAX_GRID_STRIDE(x, e, tokens * heads * half) {
-      const int64_t i = e % half, th = e / half, t = th / heads;
-      const float cs = table[2 * (t * half + i)];
-      const float sn = inverse ? -table[2 * (t * half + i) + 1] : table[2 * (t * half + i) + 1];
+    const int warps = x.nthreads() / kWarp;
+    for (int64_t th = int64_t(x.bx()) * warps + x.tid() / kWarp; th < tokens * heads;
+         th += int64_t(x.gx()) * warps) {
+      const float* angle = table + 2 * (th / heads) * half;
       E* p = v + th * 2 * half;
-      const float a = to_acc(p[i]), b = to_acc(p[i + half]);
-      p[i] = from_acc<E>(a * cs - b * sn);
-      p[i + half] = from_acc<E>(b * cs + a * sn);
+      for (int64_t i = x.lane(); i < half; i += kWarp) {
+        const float cs = angle[2 * i], sn = inverse ? -angle[2 * i + 1] : angle[2 * i + 1];
+        const float a = to_acc(p[i]), b = to_acc(p[i + half]);
+        p[i] = from_acc<E>(a * cs - b * sn);
+        p[i + half] = from_acc<E>(b * cs + a * sn);
+      }
     }
   }
 };
@@ -181,15 +185,36 @@ struct GegluArgs {
   int64_t m, F, stride;
 };
 
+// One warp per row, W consecutive columns per lane at a time (kVec<E>: 16 bytes per access,
+// when the op layer found rows and addresses allow it; else 1): nothing divided per element.
+template <int W, class X, class F>
+GEMMAX_KFN void geglu_rows(X& x, const GegluArgs& a, F&& f) {
+  const int warps = x.nthreads() / kWarp;
+  for (int64_t r = int64_t(x.bx()) * warps + x.tid() / kWarp; r < a.m;
+       r += int64_t(x.gx()) * warps)
+    for (int64_t j = int64_t(x.lane()) * W; j < a.F; j += int64_t(kWarp) * W) f(r, j);
+}
+
 struct GegluForwardKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class E>
-  GEMMAX_KFN void operator()(X& x, E* act, const E* gate, const E* up, GegluArgs a) const {
-    GEMMAX_GRID_STRIDE(x, e, a.m * a.F) {
-      const int64_t r = e / a.F, j = e % a.F;
-      act[e] =
-          from_acc<E>(gelu_tanh(to_acc(gate[r * a.stride + j])) * to_acc(up[r * a.stride + j]));
-    }
+  GEMMAX_KFN void operator()(X& x, E* act, const E* gate, const E* up, GegluArgs a,
+                             bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, act, gate, up, a);
+    else
+      run<1>(x, act, gate, up, a);
+  }
+  template <int W, class X, class E>
+  GEMMAX_KFN static void run(X& x, E* act, const E* gate, const E* up, const GegluArgs& a) {
+    geglu_rows<W>(x, a, [&](int64_t r, int64_t j) {
+      const Pack<E, W> g = load_pack<W>(gate + r * a.stride + j),
+                       u = load_pack<W>(up + r * a.stride + j);
+      Pack<E, W> o;
+      GEMMAX_UNROLL
+      for (int e = 0; e < W; ++e) o.v[e] = from_acc<E>(gelu_tanh(to_acc(g.v[e])) * to_acc(u.v[e]));
+      store_pack<W>(act + r * a.F + j, o);
+    });
   }
 };
 
@@ -198,13 +223,29 @@ struct GegluBackwardKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class E>
   GEMMAX_KFN void operator()(X& x, E* dgate, E* dup, const E* dact, const E* gate, const E* up,
-                             GegluArgs a) const {
-    GEMMAX_GRID_STRIDE(x, e, a.m * a.F) {
-      const int64_t r = e / a.F, j = e % a.F, at = r * a.stride + j;
-      const float g = to_acc(gate[at]), u = to_acc(up[at]), d = to_acc(dact[e]);
-      if (dgate) dgate[at] = from_acc<E>(d * u * gelu_tanh_grad(g));
-      if (dup) dup[at] = from_acc<E>(d * gelu_tanh(g));
-    }
+                             GegluArgs a, bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, dgate, dup, dact, gate, up, a);
+    else
+      run<1>(x, dgate, dup, dact, gate, up, a);
+  }
+  template <int W, class X, class E>
+  GEMMAX_KFN static void run(X& x, E* dgate, E* dup, const E* dact, const E* gate, const E* up,
+                             const GegluArgs& a) {
+    geglu_rows<W>(x, a, [&](int64_t r, int64_t j) {
+      const int64_t at = r * a.stride + j;
+      const Pack<E, W> g = load_pack<W>(gate + at), u = load_pack<W>(up + at),
+                       d = load_pack<W>(dact + r * a.F + j);
+      Pack<E, W> dg, du;
+      GEMMAX_UNROLL
+      for (int e = 0; e < W; ++e) {
+        const float ge = to_acc(g.v[e]), ue = to_acc(u.v[e]), de = to_acc(d.v[e]);
+        dg.v[e] = from_acc<E>(de * ue * gelu_tanh_grad(ge));
+        du.v[e] = from_acc<E>(de * gelu_tanh(ge));
+      }
+      if (dgate) store_pack<W>(dgate + at, dg);
+      if (dup) store_pack<W>(dup + at, du);
+    });
   }
 };
 

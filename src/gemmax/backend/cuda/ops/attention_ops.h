@@ -7,6 +7,7 @@
 #include "gemmax/backend/cuda/kernels/attention_mma.h"
 #include "gemmax/backend/cuda/kernels/attention_simple.h"
 #include "gemmax/backend/cuda/ops/common.h"
+#include "gemmax/base/strings.h"
 
 namespace gemmax::cuda::ops {
 
@@ -30,15 +31,29 @@ inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Ten
   return {s.batch, s.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.window};
 }
 
-// The tensor-core kernels take bfloat16 with head_dim 128, 256 or 512 (fast kernels on).
+// The tensor-core kernels take bfloat16 with head_dim 128, 256 or 512 (fast kernels on); a
+// bfloat16 run that falls back says so once per op and shape class.
 template <class E, class P>
-bool attention_mma_applies(P& p, int64_t hd, std::initializer_list<const Tensor*> operands) {
+bool attention_mma_applies(P& p, const char* op, int64_t hd,
+                           std::initializer_list<const Tensor*> operands) {
   if constexpr (!std::is_same_v<E, bf16s>) {
     return false;
   } else {
-    if (!p.fast_kernels() || (hd != 128 && hd != 256 && hd != 512)) return false;
+    if (!p.fast_kernels()) {
+      p.slow_paths().note(op, "", "cuda_kernels=simple (cuda_kernels=fast runs the tensor cores)");
+      return false;
+    }
+    const std::string shape = str_cat("[head_dim=", hd, "]");
+    if (hd != 128 && hd != 256 && hd != 512) {
+      p.slow_paths().note(op, shape, "the tensor-core kernels take head_dim 128, 256 or 512");
+      return false;
+    }
     for (const Tensor* t : operands)
-      if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
+      if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) {
+        p.slow_paths().note(op, shape,
+                            str_cat(t->str(), " is not 16-byte aligned (a view at an odd offset?)"));
+        return false;
+      }
     return true;
   }
 }
@@ -76,7 +91,7 @@ void attention_forward(P& p, const Tensor& o, const Tensor& lse, const Tensor& q
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
   dispatch_act(q, "attention_forward", [&]<class E>() {
-    if (attention_mma_applies<E>(p, d.hd, {&o, &q, &k, &v})) {
+    if (attention_mma_applies<E>(p, "attention_forward", d.hd, {&o, &q, &k, &v})) {
       attention_forward_mma(p, o, lse, q, k, v, seg, d);
       return;
     }
@@ -100,7 +115,12 @@ bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tens
                             const Tensor& o, const Tensor& lse, const Tensor& seg,
                             const kern::AttnDims& d) {
   Scratch s = p.scratch();
-  if (size_t(d.B * d.H * d.S) * sizeof(float) + 256 > s.left()) return false;
+  if (size_t(d.B * d.H * d.S) * sizeof(float) + 256 > s.left()) {
+    p.slow_paths().note("attention_backward", str_cat("[B*H*S=", d.B * d.H * d.S, "]"),
+                        str_cat("its row dots need ", d.B * d.H * d.S * 4, " bytes, more than the ",
+                                s.left(), " bytes of op scratch"));
+    return false;
+  }
   float* delta = s.take<float>(d.B * d.H * d.S, "attention_backward's row dots");
   const bf16s *pq = ptr<bf16s>(q), *pk = ptr<bf16s>(k), *pv = ptr<bf16s>(v);
   const bf16s *po = ptr<bf16s>(o), *pdo = ptr<bf16s>(dout);
@@ -142,7 +162,8 @@ void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& 
                " dout ", dout.str());
   if (q.numel() == 0) return;
   dispatch_act(q, "attention_backward", [&]<class E>() {
-    if (attention_mma_applies<E>(p, d.hd, {&dq, &dk, &dv, &dout, &q, &k, &v, &o}) &&
+    if (attention_mma_applies<E>(p, "attention_backward", d.hd,
+                                 {&dq, &dk, &dv, &dout, &q, &k, &v, &o}) &&
         attention_backward_mma(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d))
       return;
     const kern::AttnPtrs in{q.raw(),    k.raw(),         v.raw(),          o.raw(),

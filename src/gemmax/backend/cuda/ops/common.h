@@ -7,12 +7,18 @@
 //   P::errors()                     the DeviceError record kernels report into
 //   P::matmul(c, a, ta, b, tb, acc) a dense matmul (Backend::matmul)
 //   P::fast_kernels()               whether the tensor-core kernels may be used
+//   P::slow_paths()                 where a slow fallback is announced (SlowPathNotes)
 //
 // CudaPlatform (cuda_backend.h) runs them on the GPU; EmuPlatform (emulated_backend.h) runs the
 // same kernels on the host, which is how the CPU test suite checks them.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <mutex>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "gemmax/backend/backend.h"
@@ -28,6 +34,29 @@ struct Launch {
   uint32_t gx = 1, gy = 1, gz = 1;
   int threads = 256;
   size_t smem = 0;
+};
+
+// The slow paths a platform has taken where a fast one exists (the plain kernels of bfloat16
+// runs): each is said on stderr in one line, once per op and shape class, so that a run that is
+// 20-50x slower than it should be says why.
+class SlowPathNotes {
+ public:
+  // `op` and `shape_class` identify the case; `why` names the cause and the fix.
+  void note(const std::string& op, const std::string& shape_class, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!said_.insert(op + "|" + shape_class + "|" + why).second) return;
+    std::fprintf(stderr, "gemmax: cuda backend: %s%s%s runs the plain kernels (20-50x slower): %s\n",
+                 op.c_str(), shape_class.empty() ? "" : " ", shape_class.c_str(), why.c_str());
+    std::fflush(stderr);
+  }
+  size_t count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return said_.size();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::set<std::string> said_;
 };
 
 // A grid-stride launch over n items with `threads` per block, at most `max_blocks` blocks.
@@ -108,6 +137,16 @@ void dispatch_any(const Tensor& t, const char* op, F&& f) {
     default:
       fail("cuda backend: ", op, " on ", t.str(), ": expected float32, bfloat16 or float64");
   }
+}
+
+// Whether rows of length `row` of these tensors go kern::kVec<E> elements (16 bytes) per access:
+// every row length a multiple of it and every address 16-byte aligned.
+template <class E>
+bool vec_ok(int64_t row, std::initializer_list<const Tensor*> tensors) {
+  if (row % kern::kVec<E> != 0) return false;
+  for (const Tensor* t : tensors)
+    if (t->defined() && reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
+  return true;
 }
 
 inline void check_stat(const Tensor& t, const char* op) {

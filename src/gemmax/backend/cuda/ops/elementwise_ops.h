@@ -225,11 +225,13 @@ void adamw_step(P& p, const Tensor& param, const Tensor& grad, const Tensor& m, 
                           1.0 - std::pow(st.b1, double(st.t)),
                           1.0 - std::pow(st.b2, double(st.t))};
   dispatch_any(param, "adamw_step", [&]<class T>() {
+    const bool vec = vec_ok<T>(kern::kVec<T>, {&param, &grad, &m, &v});
     p.template launch<kern::AdamWKernel>(
-        stride_launch(param.numel(), 256, 65536), ptr<T>(param), const_cast<const T*>(ptr<T>(grad)),
-        ptr<T>(m), ptr<T>(v), param.numel(), a, const_cast<const double*>(ptr<double>(scalars)),
-        int(StepScalars::kCount), int(StepScalars::kGradSumSq),
-        const_cast<const kern::DeviceError*>(p.errors()));
+        stride_launch(vec ? param.numel() / kern::kVec<T> + 1 : param.numel(), 256, 65536),
+        ptr<T>(param),
+        const_cast<const T*>(ptr<T>(grad)), ptr<T>(m), ptr<T>(v), param.numel(), a,
+        const_cast<const double*>(ptr<double>(scalars)), int(StepScalars::kCount),
+        int(StepScalars::kGradSumSq), const_cast<const kern::DeviceError*>(p.errors()), vec);
   });
 }
 

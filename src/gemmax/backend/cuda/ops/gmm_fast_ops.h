@@ -1,6 +1,7 @@
 // The tensor-core grouped matmuls of bfloat16 runs (kernels/gmm_mma.h). Each returns false when
 // it does not apply (another dtype, fast kernels off, row lengths not a multiple of 8 or
-// operands not 16-byte aligned) and the caller runs the plain kernels.
+// operands not 16-byte aligned) and the caller runs the plain kernels; a bfloat16 run that
+// falls back says so once per op and shape class (SlowPathNotes).
 #pragma once
 
 #include <cstdint>
@@ -9,25 +10,59 @@
 
 #include "gemmax/backend/cuda/kernels/gmm_mma.h"
 #include "gemmax/backend/cuda/ops/common.h"
+#include "gemmax/base/strings.h"
 
 namespace gemmax::cuda::ops {
 
-inline bool gmm_mma_applies(bool fast, const kern::GmmArgs& a,
-                            std::initializer_list<const Tensor*> operands) {
-  if (!fast || a.k % 8 != 0 || a.n % 8 != 0) return false;
-  for (const Tensor* t : operands)
-    if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
+// Whether the tensor-core kernels apply to a bfloat16 grouped matmul; if not, the fallback is
+// announced.
+template <class P>
+bool gmm_mma_applies(P& p, const char* op, const kern::GmmArgs& a,
+                     std::initializer_list<std::pair<const char*, const Tensor*>> operands) {
+  if (!p.fast_kernels()) {
+    p.slow_paths().note(op, "", "cuda_kernels=simple (cuda_kernels=fast runs the tensor cores)");
+    return false;
+  }
+  const std::string shape = str_cat("[k=", a.k, ", n=", a.n, "]");
+  if (a.k % 8 != 0 || a.n % 8 != 0) {
+    p.slow_paths().note(op, shape, "the tensor-core kernels need k and n multiples of 8");
+    return false;
+  }
+  for (const auto& [name, t] : operands)
+    if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) {
+      p.slow_paths().note(op, shape,
+                          str_cat(name, " is not 16-byte aligned (a view at an odd offset?)"));
+      return false;
+    }
   return true;
 }
 
-inline Launch gmm_mma_launch(uint32_t gx, uint32_t gy, uint32_t gz, int64_t G) {
+inline Launch gmm_mma_launch(int64_t gx, int64_t gy, int64_t gz) {
+  GEMMAX_CHECK(gy <= 65535 && gz <= 65535, "cuda backend: a grouped matmul of ", gy, " x ", gz,
+               " tiles is over CUDA's grid limit (65535): split the batch (a smaller "
+               "per_device_batch_size or max_target_length)");
   Launch l;
-  l.gx = gx;
-  l.gy = gy;
-  l.gz = gz;
+  l.gx = uint32_t(gx);
+  l.gy = uint32_t(gy);
+  l.gz = uint32_t(gz);
   l.threads = kern::GmmMma::kThreads;
-  l.smem = kern::GmmMma::smem_bytes(G);
+  l.smem = kern::GmmMma::smem_bytes();
   return l;
+}
+
+// The group table of the tensor-core kernels, scanned once on the device into the op's scratch
+// (instead of by one thread of every block).
+template <class P>
+kern::GmmArgs with_group_table(P& p, kern::GmmArgs a) {
+  Scratch s = p.scratch();
+  int32_t* table = s.take<int32_t>(2 * (a.G + 1), "the grouped matmul's group table");
+  using K = kern::GroupTableKernel;
+  Launch l;
+  l.threads = K::kMaxThreads;
+  l.smem = K::smem_bytes(l.threads);
+  p.template launch<K>(l, table, a.group_sizes, a.G, a.m, int64_t(kern::GmmMma::BM), a.err, a.op);
+  a.table = table;
+  return a;
 }
 
 template <class E, class P>
@@ -36,12 +71,14 @@ bool gmm_fast(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
   if constexpr (!std::is_same_v<E, bf16s>) {
     return false;
   } else {
-    if (!gmm_mma_applies(p.fast_kernels(), a, {&out, &lhs, &rhs})) return false;
+    if (!gmm_mma_applies(p, "gmm", a, {{"out", &out}, {"lhs", &lhs}, {"rhs", &rhs}}))
+      return false;
     using M = kern::GmmMma;
-    p.template launch<kern::GmmForwardMmaKernel>(
-        gmm_mma_launch(uint32_t(kern::gmm_max_row_tiles(a.m, a.G, M::BM)),
-                       uint32_t(kern::ceil_div(a.n, M::BN)), 1, a.G),
-        ptr<bf16s>(out), (const bf16s*)ptr<bf16s>(lhs), (const bf16s*)ptr<bf16s>(rhs), a);
+    const Launch l = gmm_mma_launch(kern::ceil_div(a.n, M::BN),
+                                    kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
+    p.template launch<kern::GmmForwardMmaKernel>(l, ptr<bf16s>(out), (const bf16s*)ptr<bf16s>(lhs),
+                                                 (const bf16s*)ptr<bf16s>(rhs),
+                                                 with_group_table(p, a));
     return true;
   }
 }
@@ -52,12 +89,14 @@ bool gmm_dlhs_fast(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& r
   if constexpr (!std::is_same_v<E, bf16s>) {
     return false;
   } else {
-    if (!gmm_mma_applies(p.fast_kernels(), a, {&dlhs, &dout, &rhs})) return false;
+    if (!gmm_mma_applies(p, "gmm_dlhs", a, {{"dlhs", &dlhs}, {"dout", &dout}, {"rhs", &rhs}}))
+      return false;
     using M = kern::GmmMma;
-    p.template launch<kern::GmmDlhsMmaKernel>(
-        gmm_mma_launch(uint32_t(kern::gmm_max_row_tiles(a.m, a.G, M::BM)),
-                       uint32_t(kern::ceil_div(a.k, M::BN)), 1, a.G),
-        ptr<bf16s>(dlhs), (const bf16s*)ptr<bf16s>(dout), (const bf16s*)ptr<bf16s>(rhs), a);
+    const Launch l = gmm_mma_launch(kern::ceil_div(a.k, M::BN),
+                                    kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
+    p.template launch<kern::GmmDlhsMmaKernel>(l, ptr<bf16s>(dlhs), (const bf16s*)ptr<bf16s>(dout),
+                                              (const bf16s*)ptr<bf16s>(rhs),
+                                              with_group_table(p, a));
     return true;
   }
 }
@@ -68,12 +107,13 @@ bool gmm_drhs_fast(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& do
   if constexpr (!std::is_same_v<E, bf16s> || std::is_same_v<TC, double>) {
     return false;
   } else {
-    if (!gmm_mma_applies(p.fast_kernels(), a, {&lhs, &dout})) return false;
+    if (!gmm_mma_applies(p, "gmm_drhs", a, {{"lhs", &lhs}, {"dout", &dout}})) return false;
     using M = kern::GmmMma;
-    p.template launch<kern::GmmDrhsMmaKernel>(
-        gmm_mma_launch(uint32_t(kern::ceil_div(a.k, M::BN)), uint32_t(kern::ceil_div(a.n, M::BM)),
-                       uint32_t(a.G), a.G),
-        ptr<TC>(drhs), (const bf16s*)ptr<bf16s>(lhs), (const bf16s*)ptr<bf16s>(dout), a);
+    const Launch l =
+        gmm_mma_launch(kern::ceil_div(a.k, M::BN), kern::ceil_div(a.n, M::BM), a.G);
+    p.template launch<kern::GmmDrhsMmaKernel>(l, ptr<TC>(drhs), (const bf16s*)ptr<bf16s>(lhs),
+                                              (const bf16s*)ptr<bf16s>(dout),
+                                              with_group_table(p, a));
     return true;
   }
 }

@@ -143,7 +143,8 @@ void permute(P& p, const Tensor& xs, const Tensor& x, const Tensor& order, int64
   if (rows == 0) return;
   dispatch_act(x, "permute", [&]<class E>() {
     p.template launch<kern::PermuteKernel>(row_blocks(rows), ptr<E>(xs), (const E*)ptr<E>(x),
-                                           (const int32_t*)ptr<int32_t>(order), rows, k, d);
+                                           (const int32_t*)ptr<int32_t>(order), rows, k, d,
+                                           vec_ok<E>(d, {&xs, &x}));
   });
 }
 
@@ -158,7 +159,7 @@ void permute_backward(P& p, const Tensor& dx, const Tensor& dxs, const Tensor& i
   dispatch_act(dx, "permute_backward", [&]<class E>() {
     p.template launch<kern::PermuteBackwardKernel>(row_blocks(T), ptr<E>(dx), (const E*)ptr<E>(dxs),
                                                    (const int32_t*)ptr<int32_t>(inverse), T, k, d,
-                                                   accumulate);
+                                                   accumulate, vec_ok<E>(d, {&dx, &dxs}));
   });
 }
 
@@ -173,7 +174,8 @@ void combine_forward(P& p, const Tensor& m, const Tensor& y, const Tensor& inver
   dispatch_act(m, "combine_forward", [&]<class E>() {
     p.template launch<kern::CombineForwardKernel>(row_blocks(T), ptr<E>(m), (const E*)ptr<E>(y),
                                                   (const int32_t*)ptr<int32_t>(inverse),
-                                                  (const float*)ptr<float>(weights), T, K, d);
+                                                  (const float*)ptr<float>(weights), T, K, d,
+                                                  vec_ok<E>(d, {&m, &y}));
   });
 }
 
@@ -192,7 +194,7 @@ void combine_backward(P& p, const Tensor& dy, const Tensor& dweights, const Tens
     p.template launch<kern::CombineBackwardKernel>(
         row_blocks(rows), ptr<E>(dy), ptr<float>(dweights), (const E*)ptr<E>(dm),
         (const E*)ptr<E>(y), (const int32_t*)ptr<int32_t>(order), (const float*)ptr<float>(weights),
-        rows, K, d);
+        rows, K, d, vec_ok<E>(d, {&dy, &dm, &y}));
   });
 }
 

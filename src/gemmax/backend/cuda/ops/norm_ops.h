@@ -107,7 +107,7 @@ void rope(P& p, const Tensor& x, const Tensor& table, bool inverse) {
   const int64_t T = x.dim(0), heads = x.dim(1), half = x.dim(2) / 2;
   if (x.numel() == 0) return;
   dispatch_act(x, "rope", [&]<class E>() {
-    p.template launch<kern::RopeKernel>(stride_launch(T * heads * half, 256, 65536), ptr<E>(x),
+    p.template launch<kern::RopeKernel>(stride_launch(T * heads * 32, 256, 65536), ptr<E>(x),
                                         (const float*)ptr<float>(table), T, heads, half, inverse);
   });
 }
@@ -132,8 +132,9 @@ void geglu_forward(P& p, const Tensor& a, const Tensor& h, const Tensor& up) {
   dispatch_act(a, "geglu_forward", [&]<class E>() {
     const E* gate = ptr<E>(h);
     const E* u = g.split ? (const E*)ptr<E>(up) : gate + g.args.F;
-    p.template launch<kern::GegluForwardKernel>(stride_launch(a.numel(), 256, 65536), ptr<E>(a),
-                                                gate, u, g.args);
+    const bool vec = vec_ok<E>(g.args.F, {&a, &h, &up});  // rows of F, so stride 2F too
+    p.template launch<kern::GegluForwardKernel>(stride_launch(g.args.m * 32, 256, 65536), ptr<E>(a),
+                                                gate, u, g.args, vec);
   });
 }
 
@@ -153,8 +154,9 @@ void geglu_backward(P& p, const Tensor& dh, const Tensor& dup, const Tensor& da,
     const E* u = g.split ? (const E*)ptr<E>(up) : gate + g.args.F;
     E* dgate = ptr<E>(dh);
     E* du = g.split ? ptr<E>(dup) : dgate + g.args.F;
-    p.template launch<kern::GegluBackwardKernel>(stride_launch(da.numel(), 256, 65536), dgate, du,
-                                                 (const E*)ptr<E>(da), gate, u, g.args);
+    const bool vec = vec_ok<E>(g.args.F, {&dh, &dup, &da, &h, &up});
+    p.template launch<kern::GegluBackwardKernel>(stride_launch(g.args.m * 32, 256, 65536), dgate,
+                                                 du, (const E*)ptr<E>(da), gate, u, g.args, vec);
   });
 }
 

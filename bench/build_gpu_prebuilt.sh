@@ -1,0 +1,52 @@
+#!/bin/bash
+# Builds, on this machine, the cuda-enabled gemmax and gemmax_tests that bench/gpu_check.sh
+# --prebuilt DIR runs on a GPU machine, so that the GPU's window is spent on the GPU:
+#
+#   bench/build_gpu_prebuilt.sh [DIR]        (default build-gpu/prebuilt; build tree build-gpu/tree)
+#
+# DIR/bin holds both binaries, DIR/lib the shared libraries they need that a bare machine may
+# lack (yaml-cpp, sentencepiece, OpenMP, zlib; found through the binaries' $ORIGIN/../lib run
+# path), DIR/manifest.txt what is in it. Everything else is static (the C++ runtime, the CUDA
+# runtime, GoogleTest, protobuf-lite) except the C library, the driver and cuBLASLt (CUDA 13,
+# 540 MB: the GPU machine's own). MPI and NCCL are left out (a one-GPU check); the whole folder
+# must fit the 64 MiB a GPU run carries. Needs nvcc (CUDA 12.4 or newer); Hopper code only
+# (sm_90a). ccache is used when CMAKE_CUDA_COMPILER_LAUNCHER / CMAKE_CXX_COMPILER_LAUNCHER say so.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+dest=${1:-$here/build-gpu/prebuilt}
+tree=${GEMMAX_PREBUILT_TREE:-$here/build-gpu/tree}
+limit_mib=64
+launcher=()
+command -v ccache > /dev/null &&
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+cmake -S "$here" -B "$tree" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+  -DGEMMAX_CUDA=ON -DGEMMAX_CUDA_STATIC_RUNTIME=ON -DGEMMAX_MPI=OFF -DGEMMAX_NCCL=OFF \
+  -DGEMMAX_FUZZ=OFF "-DGEMMAX_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" \
+  "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc -Wl,-rpath,\$ORIGIN/../lib"
+cmake --build "$tree" -j "$(nproc)" --target gemmax gemmax_tests
+rm -rf "$dest"
+mkdir -p "$dest/bin" "$dest/lib"
+cp "$tree/bin/gemmax" "$tree/tests/gemmax_tests" "$dest/bin/"
+strip --strip-debug "$dest/bin/gemmax" "$dest/bin/gemmax_tests"
+# The shared libraries to carry: all but the C library's, the driver's and CUDA's own.
+system='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libresolv|libutil)\.so'
+cuda='^(libcuda|libcublas|libcublasLt|libcudart|libnccl|libnvidia)'
+ldd "$dest/bin/gemmax" "$dest/bin/gemmax_tests" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+  sort -u | while read -r name path; do
+    [[ $name =~ $system || $name =~ $cuda ]] && continue
+    cp -L "$path" "$dest/lib/$name"
+  done
+{
+  echo "gemmax prebuilt for a GPU machine: $(git -C "$here" log -1 --format='%H %s' 2>/dev/null)"
+  echo "built $(date -u +%FT%TZ) on $(uname -m), $(nvcc --version | tail -1)"
+  echo
+  ls -l "$dest/bin" "$dest/lib"
+  echo
+  ldd "$dest/bin/gemmax" "$dest/bin/gemmax_tests"
+} > "$dest/manifest.txt"
+size_kib=$(du -sk "$dest" | cut -f1)
+echo "$dest: $((size_kib / 1024)) MiB (limit $limit_mib MiB)"
+if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
+  echo "build_gpu_prebuilt.sh: $dest is over $limit_mib MiB" >&2
+  exit 1
+fi
