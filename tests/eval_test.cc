@@ -154,6 +154,43 @@ TEST(Eval, TargetEvalLossStopsTheRunWithACheckpoint) {
   EXPECT_NE(log.str().find("target_eval_loss"), std::string::npos) << log.str();
 }
 
+// `gemmax eval` on the run's checkpoint, and on its export as an fp32 HF folder, reproduces the
+// run's last evaluation bit for bit (the same weights, eval batches and code).
+TEST(Eval, TheEvalCommandReproducesTheRunsLastEvaluation) {
+  TempDir dir;
+  const std::vector<std::string> eval = {"eval_interval=2", "eval_steps=2"};
+  std::ostringstream log;
+  Trainer(Config::defaults(run_args(dir, 2, eval))).run(log);
+  const auto m = metrics_of(dir);
+  ASSERT_EQ(m.size(), 2u);
+  ASSERT_TRUE(m[1].contains("eval/avg_loss"));
+  std::string out;
+  ASSERT_EQ(testing::run_command(std::string(GEMMAX_BINARY) + " export --checkpoint " + dir / "t" +
+                                     " --out " + dir / "hf" + " --dtype float32",
+                                 &out),
+            0)
+      << out;
+  for (const std::string& model : {"checkpoint=" + dir / "t", "hf_dir=" + dir / "hf"}) {
+    std::string cmd = std::string(GEMMAX_BINARY) + " eval " + model;
+    for (const std::string& a : run_args(dir, 2, eval))
+      if (!a.starts_with("base_output_directory")) cmd += " " + a;
+    out.clear();
+    ASSERT_EQ(testing::run_command(cmd, &out), 0) << cmd << "\n" << out;
+    const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind('{')));
+    for (const char* k : {"eval/avg_loss", "eval/total_loss", "eval/total_weights",
+                          "eval/moe_lb_loss", "eval/avg_moe_lb_loss"})
+      EXPECT_EQ(j[k], m[1][k]) << model << ": " << k;
+    EXPECT_EQ(j["eval/batches"], 2);
+  }
+  expect_error(
+      [&] {
+        std::string o;
+        if (testing::run_command(std::string(GEMMAX_BINARY) + " eval steps=3 2>&1", &o) != 0)
+          fail(o);
+      },
+      {"no model given", "checkpoint=", "hf_dir="});
+}
+
 TEST(Eval, BadSettingsAreNamed) {
   TempDir dir;
   auto make = [&](std::vector<std::string> more) {

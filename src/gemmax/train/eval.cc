@@ -108,15 +108,16 @@ std::unique_ptr<Evaluator> make_evaluator(const Config& c, const DataOptions& tr
     return nullptr;
   }
   auto e = std::make_unique<Evaluator>(c, train);
-  notes.push_back(e->describe());
+  const double target = e->target_loss();
+  notes.push_back(str_cat("eval every ", c.get_int("eval_interval"), " steps and at the end: ",
+                          e->describe(),
+                          target > 0 ? str_cat("; stops at eval loss <= ", target) : ""));
   return e;
 }
 
 std::string Evaluator::describe() const {
-  return str_cat("eval every ", interval_, " steps and at the end, ",
-                 steps_ < 0 ? std::string("one pass") : str_cat(steps_, " batches"), " of ",
-                 data_->describe(),
-                 target_loss_ > 0 ? str_cat("; stops at eval loss <= ", target_loss_) : "");
+  return str_cat(steps_ < 0 ? std::string("one pass") : str_cat(steps_, " batches"), " of ",
+                 data_->describe());
 }
 
 }  // namespace gemmax

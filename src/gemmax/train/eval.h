@@ -61,7 +61,7 @@ class Evaluator {
   }
   // eval_steps batches (or one pass over the eval set) from its start.
   EvalResult run(Backend& be, Gemma4Model& model, TrainState& state);
-  std::string describe() const;  // one line for the run log
+  std::string describe() const;  // "4 batches of <the eval data>", for logs
   double target_loss() const { return target_loss_; }
 
  private:
