@@ -199,6 +199,9 @@ TEST(Eval, BadSettingsAreNamed) {
   expect_error(make({"eval_per_device_batch_size=3"}),
                {"eval_per_device_batch_size=3", "per_device_batch_size=2"});
   expect_error(make({"eval_interval=0"}), {"eval_interval", "-1"});
+  expect_error(make({"vocab_tiling_axis=batch", "num_vocab_tiling=2",
+                     "eval_per_device_batch_size=1"}),
+               {"eval_per_device_batch_size=1", "num_vocab_tiling=2", "does not divide"});
   expect_error(make({"eval_steps=0"}), {"eval_steps"});
   expect_error(make({"target_eval_loss=-1"}), {"target_eval_loss"});
   // An eval set smaller than one batch (2 rows x 32 tokens).

@@ -60,6 +60,12 @@ DataOptions eval_data_options(const Config& c, const DataOptions& train) {
          ": evaluation runs in the memory a training step plans for; set it to at most ",
          train.batch, " (0: the same)");
   if (rows > 0) o.batch = rows;
+  const int64_t tiles = c.get_int("num_vocab_tiling");
+  if (c.get_string("vocab_tiling_axis") == "batch" && tiles > 0 && (o.ranks * o.batch) % tiles != 0)
+    fail("eval_per_device_batch_size=", o.batch, " x ", o.ranks, " ranks = ", o.ranks * o.batch,
+         " eval rows, which num_vocab_tiling=", tiles,
+         " does not divide (vocab_tiling_axis=batch tiles the global batch's rows); set "
+         "eval_per_device_batch_size to per_device_batch_size (0)");
   const std::string path = c.get_string("eval_dataset_path");
   if (!path.empty()) {
     o.dataset_type = "shards";
