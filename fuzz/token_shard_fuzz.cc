@@ -1,5 +1,5 @@
 // The token-shard reader: open any bytes as a shard, validate its tokens, and pack a few batches
-// from it through the shards loader, packed and unpacked.
+// from it through the shards loader, packed and unpacked, with the loss mask, and in one pass.
 #include "fuzz_util.h"
 #include "gemmax/base/error.h"
 #include "gemmax/data/loader.h"
@@ -13,17 +13,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     shard.validate_tokens(int64_t(shard.header().vocab_size));
   } catch (const Error&) {
   }
-  for (const bool packing : {true, false}) {
+  for (const int mode : {0, 1, 2, 3}) {
     try {
       DataOptions o;
       o.dataset_type = "shards";
       o.dataset_path = path;
-      o.packing = packing;
+      o.packing = mode % 2 == 0;
+      o.completion_only = mode >= 2;  // a version-2 shard's loss mask through packing
+      o.eval = mode == 3;             // one pass, no wrap (an eval stream)
       o.batch = 2;
       o.seq = 8;
       o.vocab_size = 259;  // the byte tokenizer's, which the loader pairs with the shard
       auto loader = make_data_loader(o);
-      for (int i = 0; i < 3; ++i) (void)loader->next();
+      for (int i = 0; i < 3 && !loader->exhausted(); ++i) (void)loader->next();
       loader->restore(loader->state());
     } catch (const Error&) {
     }

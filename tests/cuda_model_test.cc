@@ -94,6 +94,7 @@ std::vector<std::string> run_args(const TempDir& dir, const std::string& backend
                                 "learning_rate_schedule_steps=8",
                                 "log_period=1000",
                                 "sample_max_new_tokens=0",
+                                "eval_interval=-1",  // the step's own code: not re-run here
                                 "steps=" + std::to_string(steps)};
   v.insert(v.end(), extra.begin(), extra.end());
   return v;

@@ -10,6 +10,7 @@ namespace gemmax {
 
 // Each takes the arguments after the subcommand name and returns the process exit code.
 int cmd_train(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_grad(int argc, char** argv);
 int cmd_export(int argc, char** argv);

@@ -18,6 +18,8 @@ struct Command {
 
 const Command kCommands[] = {
     {"train", gemmax::cmd_train, "train a model: gemmax train [config.yml] [key=value ...]"},
+    {"eval", gemmax::cmd_eval,
+     "evaluate a checkpoint or HF folder: gemmax eval [config.yml] checkpoint=DIR | hf_dir=DIR"},
     {"tokenize", gemmax::cmd_tokenize,
      "write a token shard from text files: gemmax tokenize --out FILE.bin INPUT..."},
     {"grad", gemmax::cmd_grad, "loss and gradients of a Hugging Face Gemma-4 folder on one batch"},

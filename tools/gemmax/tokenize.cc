@@ -19,7 +19,9 @@ const char* kUsage =
     "Each document is written as [bos] tokens eos.\n"
     "\n"
     "Inputs:\n"
-    "  *.jsonl          one JSON object per line; its \"text\" field is a document\n"
+    "  *.jsonl          one JSON object per line; its \"text\" field is a document, or\n"
+    "                   {\"prompt\": P, \"completion\": C} is one document P C whose loss mask\n"
+    "                   counts C only (train with sft_train_on_completion_only=true)\n"
     "  any other file   plain UTF-8 text: the whole file is one document (see --lines)\n"
     "Empty documents are skipped.\n"
     "\n"
@@ -68,6 +70,9 @@ int cmd_tokenize(int argc, char** argv) {
   std::printf("wrote %s: %llu document%s, %llu tokens, tokenizer %s\n", o.out.c_str(),
               (unsigned long long)r.documents, r.documents == 1 ? "" : "s",
               (unsigned long long)r.tokens, r.tokenizer.c_str());
+  if (r.pairs)
+    std::printf("%llu prompt-completion pairs: loss mask on the completions (shard version 2)\n",
+                (unsigned long long)r.pairs);
   if (r.skipped_empty)
     std::printf("skipped %llu empty documents\n", (unsigned long long)r.skipped_empty);
   return 0;

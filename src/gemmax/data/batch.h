@@ -16,6 +16,9 @@ struct Batch {
   std::vector<int32_t> positions;            // restart at 0 in each segment; RoPE uses them
   std::vector<int32_t> segment_ids;          // 1, 2, ... per document in the row; 0 = padding
   std::vector<int32_t> target_segment_ids;   // segment of the target; 0 = not counted in the loss
+  // Per input token, 1 where it counts as a target (sft_train_on_completion_only); empty: all do.
+  // make_targets folds it into target_segment_ids.
+  std::vector<uint8_t> loss_mask;
 
   int64_t tokens() const { return batch * seq; }
   int64_t num_target_tokens() const {

@@ -11,6 +11,9 @@
 namespace gemmax {
 
 inline constexpr size_t kBuiltinCorpusBytes = 768 * 1024;
+// The held-out part (evaluation): the documents the same generator writes after the training
+// ones, up to this many more bytes. Training never sees them.
+inline constexpr size_t kBuiltinEvalBytes = 32 * 1024;
 
 // Documents in order until their total size reaches target_bytes. The same seed gives the
 // same documents on every machine (only gemmax::Rng is used).

@@ -59,6 +59,17 @@ class PackedLoader final : public DataLoader {
         pad_fill_(pad_fill),
         pad_id_(pad_id) {
     if (docs_.size() == 0) fail(what_, " holds no documents");
+    if (o_.completion_only && !docs_.has_loss_mask())
+      fail("sft_train_on_completion_only=true but ", what_,
+           " carries no loss mask (token shard version 1, or the built-in corpus): make the data "
+           "with `gemmax tokenize --format prompt_completion` (or messages), or set "
+           "sft_train_on_completion_only=false to count every token");
+    const uint64_t global = uint64_t(o_.ranks * o_.batch * o_.seq);
+    if (o_.eval && docs_.num_tokens() < global)
+      fail("the eval set, ", what_, ", holds ", docs_.num_tokens(),
+           " tokens, fewer than one eval batch of ", o_.ranks * o_.batch, " rows x ", o_.seq,
+           " tokens = ", global,
+           ": add eval data, or lower eval_per_device_batch_size or max_target_length");
     // One epoch must fill at least one row and the target after it; below that every row would
     // repeat the same few tokens (and, unpacked, be mostly padding).
     if (docs_.num_tokens() < uint64_t(o_.seq) + 1)
@@ -75,13 +86,15 @@ class PackedLoader final : public DataLoader {
     b.inputs.resize(n);
     b.positions.resize(n);
     b.segment_ids.resize(n);
+    if (o_.completion_only) b.loss_mask.resize(n);
     // The global batch's rows are packed in order; the other ranks' rows only move the cursor.
     const int64_t first = o_.rank * o_.batch;
+    const bool wrap = !o_.eval;
     for (int64_t g = 0; g < o_.ranks * o_.batch; ++g) {
       if (g >= first && g < first + o_.batch)
-        pack_row(docs_, o_.packing, pad_fill_, cur_, b, g - first);
+        pack_row(docs_, o_.packing, pad_fill_, cur_, b, g - first, wrap);
       else
-        skip_row(docs_, o_.packing, cur_, o_.seq);
+        skip_row(docs_, o_.packing, cur_, o_.seq, wrap);
     }
     make_targets(b, pad_fill_, pad_id_);
     ++batches_;
@@ -116,8 +129,10 @@ class PackedLoader final : public DataLoader {
 
   std::string describe() const override {
     return str_cat(what_, ": ", docs_.size(), " documents, ", docs_.num_tokens(), " tokens",
-                   detail_, "; ", packing_text(o_));
+                   detail_, "; ", packing_text(o_),
+                   o_.completion_only ? "; loss on the masked (completion) tokens only" : "");
   }
+  bool exhausted() const override { return o_.eval && cur_.epoch > 0; }
 
  private:
   DataOptions o_;
@@ -161,6 +176,7 @@ class SyntheticLoader final : public DataLoader {
     ++batches_;
     return b_;
   }
+  bool exhausted() const override { return o_.eval && batches_ > 0; }  // one batch is all of it
   nlohmann::json state() const override {
     return {{"type", "synthetic"}, {"seed", o_.seed}, {"batches", batches_}};
   }
@@ -188,12 +204,21 @@ std::unique_ptr<DataLoader> builtin_loader(const DataOptions& o) {
   const uint32_t eos = uint32_t(tok->eos_id());
   if (tok->eos_id() < 0)
     fail(tok->describe(), " has no eos id; the built-in corpus separates documents with eos");
-  for (const std::string& text : builtin_corpus(o.seed)) {
+  // Training reads the corpus; evaluation the documents generated after it.
+  std::vector<std::string> texts = builtin_corpus(o.seed);
+  if (o.eval) {
+    const size_t train_docs = texts.size();
+    texts = builtin_corpus(o.seed, kBuiltinCorpusBytes + kBuiltinEvalBytes);
+    texts.erase(texts.begin(), texts.begin() + ptrdiff_t(train_docs));
+  }
+  for (const std::string& text : texts) {
     if (tok->bos_id() >= 0) tokens->push_back(uint32_t(tok->bos_id()));  // MaxText add_bos/add_eos
     for (int32_t id : tok->encode(text)) tokens->push_back(uint32_t(id));
     tokens->push_back(eos);
   }
-  const std::string what = str_cat("the built-in corpus (seed ", o.seed, ")");
+  const std::string what =
+      str_cat(o.eval ? "the built-in corpus's held-out part" : "the built-in corpus", " (seed ",
+              o.seed, ")");
   check_token_ids(what + " tokenized with " + tok->describe(), *tokens, o.vocab_size,
                   tok->vocab_size());
   Documents docs;
@@ -204,12 +229,11 @@ std::unique_ptr<DataLoader> builtin_loader(const DataOptions& o) {
 }
 
 // dataset_path: a shard, a folder of *.bin shards (sorted by name), or a comma-separated list.
-std::vector<std::string> shard_paths(const std::string& spec) {
+std::vector<std::string> shard_paths(const std::string& spec, bool eval) {
+  const char* key = eval ? "eval_dataset_path" : "dataset_path";
   if (spec.empty())
-    fail(
-        "dataset_type shards needs dataset_path: a .bin shard made by `gemmax tokenize`, a folder "
-        "of "
-        "them, or a comma-separated list");
+    fail("dataset_type shards needs ", key,
+         ": a .bin shard made by `gemmax tokenize`, a folder of them, or a comma-separated list");
   std::vector<std::string> out;
   size_t begin = 0;
   while (begin <= spec.size()) {
@@ -226,25 +250,24 @@ std::vector<std::string> shard_paths(const std::string& spec) {
       for (const auto& e : fs::directory_iterator(entry, ec))
         if (e.path().extension() == ".bin" && e.is_regular_file(ec))
           found.push_back(e.path().string());
-      if (ec) fail("dataset_path: cannot list folder '", entry, "': ", ec.message());
+      if (ec) fail(key, ": cannot list folder '", entry, "': ", ec.message());
       if (found.empty())
-        fail("dataset_path: folder '", entry,
+        fail(key, ": folder '", entry,
              "' holds no *.bin token shards (make them with `gemmax tokenize`)");
       std::sort(found.begin(), found.end());
       out.insert(out.end(), found.begin(), found.end());
     } else if (fs::exists(entry, ec)) {
       out.push_back(entry);
     } else {
-      fail("dataset_path: '", entry,
-           "' does not exist (expected a .bin token shard or a folder of them)");
+      fail(key, ": '", entry, "' does not exist (expected a .bin token shard or a folder of them)");
     }
   }
-  if (out.empty()) fail("dataset_path '", spec, "' names no token shards");
+  if (out.empty()) fail(key, " '", spec, "' names no token shards");
   return out;
 }
 
 std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
-  const std::vector<std::string> paths = shard_paths(o.dataset_path);
+  const std::vector<std::string> paths = shard_paths(o.dataset_path, o.eval);
   Documents docs;
   std::shared_ptr<const TokenShard> first;
   for (const std::string& p : paths) {
@@ -262,7 +285,7 @@ std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
     } else {
       first = shard;
     }
-    docs.add(shard->tokens(), h.eos_id, shard);
+    docs.add(shard->tokens(), h.eos_id, shard, shard->loss_mask());
   }
   const ShardHeader& h = first->header();
   const bool has_pad = h.pad_id != kShardNoId;
@@ -271,7 +294,7 @@ std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
     fail("token shard '", first->path(), "': its pad id ", pad_fill,
          " is outside the model's vocabulary (vocab_size ", o.vocab_size,
          "): the shards' tokenizer does not match the model");
-  std::string what = paths.size() == 1 ? str_cat("token shard '", paths[0], "'")
+  const std::string what = paths.size() == 1 ? str_cat("token shard '", paths[0], "'")
                                        : str_cat(paths.size(), " token shards ('", paths.front(),
                                                  "' .. '", paths.back(), "')");
   return std::make_unique<PackedLoader>(o, std::move(docs), what,
@@ -291,6 +314,9 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
   if (o.dataset_type != "shards" && !o.dataset_path.empty())
     fail("dataset_path '", o.dataset_path, "' is set but dataset_type is '", o.dataset_type,
          "', which reads no files; set dataset_type=shards to train on it, or clear dataset_path");
+  if (o.completion_only && o.dataset_type != "shards")
+    fail("sft_train_on_completion_only=true needs dataset_type=shards (token shards whose loss "
+         "mask `gemmax tokenize` wrote), but dataset_type is '", o.dataset_type, "'");
   if (o.dataset_type == "builtin") return builtin_loader(o);
   if (o.dataset_type == "shards") return shards_loader(o);
   if (o.dataset_type == "synthetic") return std::make_unique<SyntheticLoader>(o);

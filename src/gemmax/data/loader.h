@@ -23,6 +23,12 @@ struct DataOptions {
   int64_t seq = 0;         // max_target_length
   int64_t vocab_size = 0;  // the model's; every token must be below it
   uint64_t seed = 0;       // data_shuffle_seed (synthetic data)
+  // sft_train_on_completion_only: only the tokens the shards' loss masks mark count as targets.
+  bool completion_only = false;
+  // The evaluation stream: the built-in corpus's held-out part (shards: dataset_path names the
+  // eval shards), read in one pass from the start (no wrap; the last batch is padded). The data
+  // must fill one global batch.
+  bool eval = false;
 };
 
 class DataLoader {
@@ -33,6 +39,8 @@ class DataLoader {
   virtual nlohmann::json state() const = 0;
   virtual void restore(const nlohmann::json& state) = 0;
   virtual std::string describe() const = 0;  // one line for the run log
+  // An evaluation stream past its one pass: next() would return padding only.
+  virtual bool exhausted() const { return false; }
 };
 
 // Throws gemmax::Error for a missing/short/corrupt shard, a token id outside the vocabulary, or

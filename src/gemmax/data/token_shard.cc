@@ -110,11 +110,22 @@ void ShardWriter::write_raw(const void* data, size_t bytes) {
     fail("writing token shard '", tmp_path_, "': ", std::strerror(errno), " (disk full?)");
 }
 
-void ShardWriter::add_document(std::span<const int32_t> ids, bool add_bos) {
+void ShardWriter::add_document(std::span<const int32_t> ids, bool add_bos,
+                               std::span<const uint8_t> mask) {
   GEMMAX_CHECK(file_, "token shard '", path_, "': add_document after finish");
+  GEMMAX_CHECK(mask.empty() || mask.size() == ids.size(), "token shard '", path_,
+               "': a loss mask of ", mask.size(), " values for ", ids.size(), " ids");
+  if (!mask.empty() && !masked_) {  // the documents so far count whole
+    masked_ = true;
+    mask_.assign(size_t(header_.num_tokens), 1);
+  }
+  const bool masked = masked_;
   std::vector<uint32_t> buf;
   buf.reserve(ids.size() + 2);
-  if (add_bos && header_.bos_id != kShardNoId) buf.push_back(header_.bos_id);
+  if (add_bos && header_.bos_id != kShardNoId) {
+    buf.push_back(header_.bos_id);
+    if (masked) mask_.push_back(mask.empty() ? 1 : 0);
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
     if (id < 0 || int64_t(id) >= int64_t(header_.vocab_size))
@@ -125,8 +136,10 @@ void ShardWriter::add_document(std::span<const int32_t> ids, bool add_bos) {
            " is the eos id ", id,
            "; documents are separated by eos, so a document may not contain it");
     buf.push_back(uint32_t(id));
+    if (masked) mask_.push_back(mask.empty() || mask[i] != 0 ? 1 : 0);
   }
   buf.push_back(header_.eos_id);
+  if (masked) mask_.push_back(mask.empty() || mask.back() != 0 ? 1 : 0);
   write_raw(buf.data(), buf.size() * sizeof(uint32_t));
   header_.num_tokens += buf.size();
   header_.num_documents += 1;
@@ -134,6 +147,8 @@ void ShardWriter::add_document(std::span<const int32_t> ids, bool add_bos) {
 
 void ShardWriter::finish() {
   GEMMAX_CHECK(file_, "token shard '", path_, "': finish called twice");
+  header_.version = masked_ ? 2 : 1;
+  write_raw(mask_.data(), mask_.size());
   unsigned char buf[kShardHeaderBytes];
   encode_header(header_, buf);
   if (std::fseek(file_, 0, SEEK_SET) != 0)
@@ -200,8 +215,8 @@ void TokenShard::validate_header(uint64_t file_bytes) {
     fail(where, ": field magic: expected \"GMXTOKEN\", got ", show_bytes(bytes, 8),
          ": not a gemmax token shard (make one with `gemmax tokenize`)");
   header_ = decode_header(bytes);
-  if (header_.version != kShardVersion)
-    fail(where, ": field version: expected ", kShardVersion, ", got ", header_.version,
+  if (header_.version != 1 && header_.version != 2)
+    fail(where, ": field version: expected 1 or 2, got ", header_.version,
          ": written by another gemmax version; re-tokenize it with this one");
   if (header_.dtype != kShardDtypeUint32)
     fail(where, ": field dtype: expected ", kShardDtypeUint32, " (uint32 tokens), got ",
@@ -216,14 +231,16 @@ void TokenShard::validate_header(uint64_t file_bytes) {
     if (id != kShardNoId && id >= header_.vocab_size)
       fail(where, ": field ", name, ": expected < vocab_size ", header_.vocab_size,
            " or 0xFFFFFFFF (none), got ", id, ": corrupt header");
-  const uint64_t max_tokens = (UINT64_MAX - kShardHeaderBytes) / 4;
+  const uint64_t per_token = header_.version == 2 ? 5 : 4;  // version 2: + a loss-mask byte
+  const uint64_t max_tokens = (UINT64_MAX - kShardHeaderBytes) / per_token;
   if (header_.num_tokens > max_tokens)
     fail(where, ": field num_tokens: ", header_.num_tokens, " is impossibly large: corrupt header");
-  const uint64_t expected = kShardHeaderBytes + 4 * header_.num_tokens;
+  const uint64_t expected = kShardHeaderBytes + per_token * header_.num_tokens;
   if (file_bytes < expected)
     fail(where, " is truncated: field num_tokens says ", header_.num_tokens,
-         " tokens, so expected ", expected, " bytes, got ", file_bytes, " (",
-         (file_bytes - kShardHeaderBytes) / 4, " tokens); the write was cut short: re-tokenize it");
+         " tokens, so expected ", expected, " bytes (version ", header_.version, "), got ",
+         file_bytes, " (", (file_bytes - kShardHeaderBytes) / per_token,
+         " tokens); the write was cut short: re-tokenize it");
   if (file_bytes > expected)
     fail(where, ": token count mismatch: field num_tokens says ", header_.num_tokens,
          " tokens, so expected ", expected, " bytes, got ", file_bytes, " (", file_bytes - expected,
@@ -232,6 +249,7 @@ void TokenShard::validate_header(uint64_t file_bytes) {
     fail(where, ": field num_documents: expected at most num_tokens ", header_.num_tokens, ", got ",
          header_.num_documents, ": corrupt header");
   tokens_ = reinterpret_cast<const uint32_t*>(bytes + kShardHeaderBytes);
+  if (header_.version == 2) mask_ = bytes + kShardHeaderBytes + 4 * header_.num_tokens;
 }
 
 TokenShard::~TokenShard() {
@@ -250,6 +268,11 @@ void TokenShard::validate_tokens(int64_t model_vocab_size) const {
   if (header_.num_tokens > 0 && tokens_[header_.num_tokens - 1] != header_.eos_id)
     fail(where, ": the last token is ", tokens_[header_.num_tokens - 1], ", not eos (id ",
          header_.eos_id, "): the last document is cut off; re-tokenize it");
+  const std::span<const uint8_t> mask = loss_mask();
+  for (size_t i = 0; i < mask.size(); ++i)
+    if (mask[i] > 1)
+      fail(where, ": loss mask of token ", i, " is ", int(mask[i]),
+           ", expected 0 or 1: corrupt shard; re-tokenize it");
 }
 
 void check_token_ids(std::string_view what, std::span<const uint32_t> ids, int64_t vocab_size,

@@ -6,18 +6,21 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gemmax {
 
 inline constexpr char kShardMagic[8] = {'G', 'M', 'X', 'T', 'O', 'K', 'E', 'N'};
-inline constexpr uint32_t kShardVersion = 1;
+// Version 1: tokens only, every token counts in the loss. Version 2: the tokens, then one loss-mask
+// byte per token (1: counted with sft_train_on_completion_only=true, 0: context only).
+inline constexpr uint32_t kShardVersion = 2;
 inline constexpr uint32_t kShardDtypeUint32 = 1;     // the only token dtype so far
 inline constexpr uint32_t kShardNoId = 0xFFFFFFFFu;  // bos/pad field when the tokenizer has none
 inline constexpr size_t kShardHeaderBytes = 64;
 
 // The header's fields, in file order (the reserved tail is not kept).
 struct ShardHeader {
-  uint32_t version = kShardVersion;
+  uint32_t version = 1;
   uint32_t dtype = kShardDtypeUint32;
   uint64_t num_tokens = 0;
   uint64_t num_documents = 0;  // = number of eos tokens
@@ -38,7 +41,12 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   // Every id must be in [0, vocab_size). Prepends bos when add_bos (and the tokenizer has one).
-  void add_document(std::span<const int32_t> ids, bool add_bos);
+  // `mask` (one 0/1 per id, or empty: every token counts): which ids count in the loss under
+  // sft_train_on_completion_only; then bos does not count, and eos counts as the last id does (a
+  // completion's end is learnt with it). The shard is version 2 if any document has a mask (the
+  // mask is kept in memory, one byte per token from the first masked document on), else 1.
+  void add_document(std::span<const int32_t> ids, bool add_bos,
+                    std::span<const uint8_t> mask = {});
   void finish();
 
   uint64_t num_tokens() const { return header_.num_tokens; }
@@ -49,6 +57,8 @@ class ShardWriter {
   std::string path_, tmp_path_;
   std::FILE* file_ = nullptr;
   ShardHeader header_;
+  std::vector<uint8_t> mask_;  // version 2: written after the tokens by finish()
+  bool masked_ = false;         // a document came with a mask: version 2
 };
 
 // A shard opened for reading: memory-mapped, header validated against the file size.
@@ -62,6 +72,11 @@ class TokenShard {
   const std::string& path() const { return path_; }
   const ShardHeader& header() const { return header_; }
   std::span<const uint32_t> tokens() const { return {tokens_, size_t(header_.num_tokens)}; }
+  // Version 2: one 0/1 byte per token; version 1: empty (every token counts).
+  std::span<const uint8_t> loss_mask() const {
+    return mask_ ? std::span<const uint8_t>(mask_, size_t(header_.num_tokens))
+                 : std::span<const uint8_t>();
+  }
 
   // Checks every token against the model's vocabulary and the document count against the
   // header; throws Error naming the shard, the token index and the id.
@@ -74,6 +89,7 @@ class TokenShard {
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   const uint32_t* tokens_ = nullptr;
+  const uint8_t* mask_ = nullptr;
 };
 
 // Throws unless every id is < vocab_size. `what` names the data ("token shard 'x.bin'");

@@ -58,6 +58,28 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
     }
     writer.add_document(tok->encode(text), o.add_bos);
   };
+  // TRL's prompt-completion form: one document, the prompt's tokens then the completion's, the
+  // completion alone counted by the loss mask (sft_train_on_completion_only).
+  auto add_pair = [&](const std::string& path, size_t line, const nlohmann::json& j) {
+    for (const char* key : {"prompt", "completion"}) {
+      if (!j.contains(key))
+        fail(path, ":", line, ": a prompt-completion pair needs both \"prompt\" and "
+             "\"completion\"; \"", key, "\" is missing");
+      if (!j[key].is_string())
+        fail(path, ":", line, ": field \"", key, "\" is ", j[key].type_name(),
+             ", expected a string");
+    }
+    std::vector<int32_t> ids = tok->encode(j["prompt"].get_ref<const std::string&>());
+    const std::vector<int32_t> completion = tok->encode(j["completion"].get_ref<const std::string&>());
+    if (completion.empty())
+      fail(path, ":", line, ": the completion is empty after tokenization: nothing to learn from "
+           "this pair; drop it or give it a completion");
+    std::vector<uint8_t> mask(ids.size(), 0);
+    ids.insert(ids.end(), completion.begin(), completion.end());
+    mask.resize(ids.size(), 1);
+    writer.add_document(ids, o.add_bos, mask);
+    ++r.pairs;
+  };
   // Progress in input bytes: each line as it is done, each whole-file document at its end.
   double total = 0, before = 0;
   for (const std::string& path : o.inputs) {
@@ -81,6 +103,14 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
         } catch (const nlohmann::json::exception& e) {
           fail(path, ":", n, ": not valid JSON (", e.what(),
                "); a .jsonl input needs one JSON object per line");
+        }
+        if (j.is_object() && j.contains("messages"))
+          fail(path, ":", n,
+               ": a \"messages\" conversation needs a chat template, which gemmax does not "
+               "render yet; write it as {\"prompt\": ..., \"completion\": ...} pairs");
+        if (j.is_object() && (j.contains("prompt") || j.contains("completion"))) {
+          add_pair(path, n, j);
+          return;
         }
         if (!j.is_object() || !j.contains(o.text_key))
           fail(path, ":", n, ": expected a JSON object with a \"", o.text_key,

@@ -9,7 +9,10 @@
 namespace gemmax {
 
 struct TokenizeOptions {
-  std::vector<std::string> inputs;  // *.jsonl: one JSON object per line; else plain text
+  // *.jsonl: one JSON object per line, {"text": ...} or {"prompt": ..., "completion": ...}; else
+  // plain text. Prompt-completion pairs make a version-2 shard whose loss mask counts the
+  // completions (docs/DATA.md).
+  std::vector<std::string> inputs;
   std::string out;                  // the shard to write
   std::string tokenizer_type = "byte";
   std::string tokenizer_path;
@@ -21,6 +24,7 @@ struct TokenizeOptions {
 struct TokenizeResult {
   uint64_t documents = 0, tokens = 0;
   uint64_t skipped_empty = 0;  // documents with no text, not written
+  uint64_t pairs = 0;          // prompt-completion documents (their completions masked in)
   std::string tokenizer;       // Tokenizer::describe()
 };
 

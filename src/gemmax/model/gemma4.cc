@@ -129,7 +129,7 @@ double Gemma4Model::ce_grad_scale(const StepInputs& in) {
 LossInfo Gemma4Model::losses(const Tensor& host_scalars, const StepInputs& in) const {
   LossInfo info;
   info.num_targets = in.total_targets;
-  info.ce_loss = get_as_double(host_scalars, StepScalars::kCeSum) * ce_grad_scale(in);
+  info.ce_loss = ce_mean(get_as_double(host_scalars, StepScalars::kCeSum), in.total_targets);
   info.lb_loss = get_as_double(host_scalars, StepScalars::kLbSum);
   info.total_loss = info.ce_loss + info.lb_loss;
   return info;

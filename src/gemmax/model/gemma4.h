@@ -47,6 +47,12 @@ class Gemma4Model {
   // Loss only. If `logits` is given it receives the soft-capped logits [T, V].
   LossInfo forward(const StepInputs& in, const Tensor& weights, Tensor* logits = nullptr);
 
+  // The mean cross-entropy of `targets` counted targets whose losses sum to ce_sum: the one
+  // formula of a step's lm_loss and of evaluation's eval/avg_loss.
+  static double ce_mean(double ce_sum, int64_t targets) {
+    return ce_sum * (1.0 / (double(targets) + 1e-8));
+  }
+
  private:
   LayerContext context(const StepInputs& in, const Tensor& scalars) const;
   // The cross-entropy is a mean over the (global) batch's counted targets (docs/TRAINING.md §9).

@@ -37,6 +37,12 @@ std::string format_step_line(const StepMetrics& m) {
     std::snprintf(buf, sizeof buf, ", waited %.3f s", m.comm_wait_seconds);
     line += buf;
   }
+  if (m.has_eval) {
+    std::snprintf(buf, sizeof buf, " | eval_loss %.4f (perplexity %.3f, %lld targets in %lld batches)",
+                  m.eval_avg_loss, std::exp(m.eval_avg_loss), (long long)m.eval_total_weights,
+                  (long long)m.eval_batches);
+    line += buf;
+  }
   return line;
 }
 
@@ -62,6 +68,15 @@ std::vector<MetricValue> metric_values(const StepMetrics& m) {
     v.push_back({"perf/comm_all_reduce_bytes", double(m.comm_all_reduce_bytes), true});
     v.push_back({"perf/comm_all_to_all_bytes", double(m.comm_all_to_all_bytes), true});
     v.push_back({"perf/comm_wait_seconds", m.comm_wait_seconds});
+  }
+  if (m.has_eval) {
+    v.push_back({"eval/avg_loss", m.eval_avg_loss});
+    v.push_back({"eval/avg_perplexity", std::exp(m.eval_avg_loss)});
+    v.push_back({"eval/total_loss", m.eval_total_loss});
+    v.push_back({"eval/total_weights", double(m.eval_total_weights), true});
+    v.push_back({"eval/moe_lb_loss", m.eval_moe_lb_loss});
+    v.push_back({"eval/avg_moe_lb_loss",
+                 m.eval_batches > 0 ? m.eval_moe_lb_loss / double(m.eval_batches) : 0.0});
   }
   return v;
 }
@@ -136,7 +151,7 @@ void MetricsSink::write(const StepMetrics& m, bool last_step) {
     events_->write_scalars(m.step, scalars);
   }
   jsonl_.write(m);
-  if (m.step % options_.log_period == 0 || last_step) log_ << format_step_line(m) << std::endl;
+  if (m.step % options_.log_period == 0 || last_step || m.has_eval) log_ << format_step_line(m) << std::endl;
 }
 
 std::string MetricsSink::describe() const {

@@ -35,6 +35,10 @@ struct StepMetrics {
   int64_t comm_all_gather_bytes = 0, comm_reduce_scatter_bytes = 0, comm_all_reduce_bytes = 0;
   int64_t comm_all_to_all_bytes = 0;  // sent to the other ranks (vocab_tiling_axis=batch)
   double comm_wait_seconds = 0;
+  // An evaluation after this step (train/eval.h): MaxText's eval/* figures.
+  bool has_eval = false;
+  double eval_avg_loss = 0, eval_total_loss = 0, eval_moe_lb_loss = 0;
+  int64_t eval_total_weights = 0, eval_batches = 0;
 };
 
 std::string format_step_line(const StepMetrics& m);

@@ -30,6 +30,7 @@
 #include "gemmax/io/run_lock.h"
 #include "gemmax/io/train_checkpoint.h"
 #include "gemmax/model/generate.h"
+#include "gemmax/train/eval.h"
 #include "gemmax/train/flops.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/metrics.h"
@@ -50,22 +51,6 @@ std::unique_ptr<Comm> make_device_comm(Comm& host, Backend& be, int device) {
        " ranks needs the NCCL comm, and this gemmax was built without it: rebuild with CUDA, NCCL "
        "and MPI found (cmake -DGEMMAX_NCCL=ON), or train on several ranks with backend=cpu");
 #endif
-}
-
-DataOptions data_options(const Config& c, int64_t vocab, const Comm& comm) {
-  DataOptions d;
-  d.dataset_type = c.get_string("dataset_type");
-  d.dataset_path = c.get_string("dataset_path");
-  d.tokenizer_type = c.get_string("tokenizer_type");
-  d.tokenizer_path = c.get_string("tokenizer_path");
-  d.packing = c.get_bool("packing");
-  d.batch = c.get_int("per_device_batch_size");
-  d.seq = c.get_int("max_target_length");
-  d.vocab_size = vocab;
-  d.seed = uint64_t(c.get_int("data_shuffle_seed"));
-  d.rank = comm.rank();
-  d.ranks = comm.size();
-  return d;
 }
 
 // Keys a resumed run must share with the run that wrote the checkpoint: the network, the
@@ -192,7 +177,10 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   // Nothing is read or written before the paths are checked and the run folder is ours.
   refuse_run_outputs_over_inputs(config_, run_dir_);
 
-  data_ = make_data_loader(data_options(config_, mc.vocab_size, *comm_));
+  const DataOptions train_data =
+      run_data_options(config_, mc.vocab_size, comm_->rank(), comm_->size());
+  data_ = make_data_loader(train_data);
+  eval_ = make_evaluator(config_, train_data, notes_);
   const AllocationScope what("the model's weights, gradients and Adam moments (model_name " +
                              mc.name + ", its model keys, weight_dtype)");
   model_ = std::make_unique<Gemma4Model>(mc, *backend_, plan_in.options);
@@ -596,6 +584,7 @@ TrainSummary Trainer::run(std::ostream& out) {
       train_step(*backend_, *model_, state_, in, lr, step + 1);
     }
     const StepResult r = read_step(*backend_, *model_, state_, in);  // the step's one read
+    in = StepInputs();  // an evaluation below runs in the memory the step used
     const LossInfo& loss = r.loss;
     if (!r.applied) skip_or_stop_nonfinite_step(step, r, sum, log);
 
@@ -622,6 +611,21 @@ TrainSummary Trainer::run(std::ostream& out) {
       m.comm_all_to_all_bytes = c.all_to_all_bytes;
       m.comm_wait_seconds = c.wait_seconds;
     }
+    // Evaluation after the step, its figures on the step's line; collective under FSDP, so every
+    // rank sees the same loss and takes the same decision.
+    bool reached_target = false;
+    if (eval_ && eval_->due(step + 1, steps_)) {
+      const EvalResult e = eval_->run(*backend_, *model_, state_);
+      m.has_eval = true;
+      m.eval_avg_loss = e.avg_loss();
+      m.eval_total_loss = e.total_loss;
+      m.eval_total_weights = e.total_weights;
+      m.eval_moe_lb_loss = e.moe_lb_loss;
+      m.eval_batches = e.batches;
+      sum.evaluations += 1;
+      sum.last_eval_loss = e.avg_loss();
+      reached_target = eval_->target_loss() > 0 && e.avg_loss() <= eval_->target_loss();
+    }
     if (metrics) metrics->write(m, step + 1 == steps_);
 
     if (sum.steps == 0)
@@ -639,7 +643,8 @@ TrainSummary Trainer::run(std::ostream& out) {
     const int64_t done = step + 1;
     const int requested = agreed_stop_signal(stop, "the stop signals");
     bool saved = false;
-    if (checkpointing && ((period > 0 && done % period == 0) || done == steps_ || requested)) {
+    if (checkpointing &&
+        ((period > 0 && done % period == 0) || done == steps_ || requested || reached_target)) {
       sum.last_checkpoint = save_checkpoint_or_die(stop, done, log);
       saved = true;
       log << "gemmax: saved checkpoint " << sum.last_checkpoint << std::endl;
@@ -648,6 +653,15 @@ TrainSummary Trainer::run(std::ostream& out) {
     sum.stop_signal = (requested != 0 || saved) && done < steps_
                           ? agreed_stop_signal(stop, "the stop signals after a save")
                           : 0;
+    if (reached_target && done < steps_) {
+      sum.reached_target_eval_loss = true;
+      log << "gemmax: eval loss " << sum.last_eval_loss << " <= target_eval_loss "
+          << eval_->target_loss() << " after step " << done << ": the run stops"
+          << (checkpointing ? "; checkpoint saved in " + sum.last_checkpoint
+                            : std::string("; enable_checkpointing=false: nothing was saved"))
+          << std::endl;
+      break;
+    }
     if (sum.stop_signal) break;
   }
   if (sum.stop_signal) {
@@ -677,6 +691,10 @@ TrainSummary Trainer::run(std::ostream& out) {
       << sum.mean_step_seconds << " s | " << std::setprecision(6) << sum.tokens_per_sec
       << " tokens/s | " << sum.tflops_per_sec << " TFLOP/s | peak memory "
       << format_bytes(double(mem.peak_total())) << "\n";
+  if (sum.evaluations > 0)
+    log << "gemmax: held-out loss " << std::setprecision(4) << sum.last_eval_loss
+        << " (eval/avg_loss after step " << sum.final_step << ") beside the training loss "
+        << sum.last_loss << "\n";
   log << "gemmax: " << format_memory_plan(plan_, &mem);
   if (rank0()) {
     nlohmann::json j = memory_json(plan_, mem);

@@ -25,6 +25,7 @@ namespace gemmax {
 struct TrainCheckpoint;
 class StopSignal;
 class RunDirLock;
+class Evaluator;
 
 struct TrainSummary {
   int64_t steps = 0;       // steps run by this invocation
@@ -35,6 +36,9 @@ struct TrainSummary {
   int stop_signal = 0;          // SIGINT / SIGTERM that stopped the run early, or 0
   int64_t skipped_steps = 0;    // steps not applied for a non-finite loss or gradient
   std::string last_checkpoint;  // folder of the last checkpoint saved, if any
+  int64_t evaluations = 0;      // evaluations run
+  double last_eval_loss = 0;    // eval/avg_loss of the last one
+  bool reached_target_eval_loss = false;  // stopped early: eval/avg_loss <= target_eval_loss
 };
 
 class Trainer {
@@ -85,6 +89,7 @@ class Trainer {
   std::unique_ptr<Comm> routed_comm_;  // backend=cuda on several ranks: NCCL beside *own/given
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<DataLoader> data_;
+  std::unique_ptr<Evaluator> eval_;  // null: no evaluation
   std::vector<bool> trainable_;
   LrSchedule schedule_;
   MemoryPlan plan_;

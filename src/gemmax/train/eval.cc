@@ -1,0 +1,129 @@
+#include "gemmax/train/eval.h"
+
+#include <cmath>
+
+#include "gemmax/base/error.h"
+#include "gemmax/base/strings.h"
+
+namespace gemmax {
+
+double EvalResult::avg_perplexity() const { return std::exp(avg_loss()); }
+
+EvalBatchLoss eval_batch(Backend& be, Gemma4Model& model, TrainState& state, const Batch& batch) {
+  be.tracker().set_phase("evaluation");
+  be.fill(state.grads, 0.0);
+  StepInputs in;
+  if (!state.sharded()) {
+    in = upload_batch(be, batch);
+    model.forward_backward(in, state.weights, state.grads, state.scalars);
+  } else {
+    Comm& comm = *state.comm;
+    const ShardedBatch b =
+        upload_sharded_batch(be, comm, state.layout, state.fsdp, model.options().num_vocab_tiling,
+                             model.config().vocab_size, batch);
+    in = b.in;
+    FsdpParams params(be, comm, model.params(), state.layout, state.fsdp, model.options(),
+                      state.weights, state.grads, b.vocab);
+    model.forward_backward(in, params, state.scalars);
+    params.finish_gradients().wait();
+    comm.all_reduce(state.scalars, ReduceOp::Sum, "the eval batch's losses").wait();
+  }
+  const Tensor host = be.to_host(state.scalars);
+  return {model.losses(host, in), get_as_double(host, StepScalars::kCeSum)};
+}
+
+DataOptions run_data_options(const Config& c, int64_t vocab_size, int rank, int ranks) {
+  DataOptions d;
+  d.dataset_type = c.get_string("dataset_type");
+  d.dataset_path = c.get_string("dataset_path");
+  d.tokenizer_type = c.get_string("tokenizer_type");
+  d.tokenizer_path = c.get_string("tokenizer_path");
+  d.packing = c.get_bool("packing");
+  d.batch = c.get_int("per_device_batch_size");
+  d.seq = c.get_int("max_target_length");
+  d.vocab_size = vocab_size;
+  d.seed = uint64_t(c.get_int("data_shuffle_seed"));
+  d.completion_only = c.get_bool("sft_train_on_completion_only");
+  d.rank = rank;
+  d.ranks = ranks;
+  return d;
+}
+
+DataOptions eval_data_options(const Config& c, const DataOptions& train) {
+  DataOptions o = train;
+  o.eval = true;
+  const int64_t rows = c.get_int("eval_per_device_batch_size");
+  if (rows < 0)
+    fail("eval_per_device_batch_size must be >= 0 (0: per_device_batch_size), got ", rows);
+  if (rows > train.batch)
+    fail("eval_per_device_batch_size=", rows, " is above per_device_batch_size=", train.batch,
+         ": evaluation runs in the memory a training step plans for; set it to at most ",
+         train.batch, " (0: the same)");
+  if (rows > 0) o.batch = rows;
+  const int64_t tiles = c.get_int("num_vocab_tiling");
+  if (c.get_string("vocab_tiling_axis") == "batch" && tiles > 0 && (o.ranks * o.batch) % tiles != 0)
+    fail("eval_per_device_batch_size=", o.batch, " x ", o.ranks, " ranks = ", o.ranks * o.batch,
+         " eval rows, which num_vocab_tiling=", tiles,
+         " does not divide (vocab_tiling_axis=batch tiles the global batch's rows); set "
+         "eval_per_device_batch_size to per_device_batch_size (0)");
+  const std::string path = c.get_string("eval_dataset_path");
+  if (!path.empty()) {
+    o.dataset_type = "shards";
+    o.dataset_path = path;
+  } else if (train.dataset_type == "shards") {
+    fail("evaluation with dataset_type=shards needs eval_dataset_path: token shards held out "
+         "from dataset_path (made by `gemmax tokenize`); or set eval_interval=-1 to train "
+         "without evaluation");
+  }
+  return o;
+}
+
+Evaluator::Evaluator(const Config& c, const DataOptions& train)
+    : interval_(c.get_int("eval_interval")),
+      steps_(c.get_int("eval_steps")),
+      target_loss_(c.get_double("target_eval_loss")) {
+  if (interval_ == 0)
+    fail("eval_interval must be a number of steps > 0, or -1 (no evaluation); got 0");
+  if (steps_ == 0) fail("eval_steps must be > 0, or -1 (the whole eval set); got 0");
+  if (target_loss_ < 0 || !std::isfinite(target_loss_))
+    fail("target_eval_loss must be >= 0 (0: off), got ", target_loss_);
+  data_ = make_data_loader(eval_data_options(c, train));
+  start_ = data_->state();
+}
+
+EvalResult Evaluator::run(Backend& be, Gemma4Model& model, TrainState& state) {
+  data_->restore(start_);
+  EvalResult r;
+  while ((steps_ < 0 || r.batches < steps_) && !data_->exhausted()) {
+    const EvalBatchLoss b = eval_batch(be, model, state, data_->next());
+    r.batches += 1;
+    r.total_loss += b.ce_sum;
+    r.total_weights += b.loss.num_targets;
+    r.moe_lb_loss += b.loss.lb_loss;
+  }
+  return r;
+}
+
+std::unique_ptr<Evaluator> make_evaluator(const Config& c, const DataOptions& train,
+                                          std::vector<std::string>& notes) {
+  if (c.get_int("eval_interval") < 0) return nullptr;
+  if (c.get_string("eval_dataset_path").empty() && train.dataset_type != "builtin") {
+    notes.push_back(str_cat("no evaluation: dataset_type=", train.dataset_type,
+                            " has no held-out part; set eval_dataset_path to evaluate (or "
+                            "eval_interval=-1 to silence this)"));
+    return nullptr;
+  }
+  auto e = std::make_unique<Evaluator>(c, train);
+  const double target = e->target_loss();
+  notes.push_back(str_cat("eval every ", c.get_int("eval_interval"), " steps and at the end: ",
+                          e->describe(),
+                          target > 0 ? str_cat("; stops at eval loss <= ", target) : ""));
+  return e;
+}
+
+std::string Evaluator::describe() const {
+  return str_cat(steps_ < 0 ? std::string("one pass") : str_cat(steps_, " batches"), " of ",
+                 data_->describe());
+}
+
+}  // namespace gemmax

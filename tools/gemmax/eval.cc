@@ -1,0 +1,87 @@
+// gemmax eval [config.yml] [key=value ...] checkpoint=DIR | hf_dir=DIR: the eval loss of a train
+// checkpoint or a Hugging Face folder, without training.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "gemmax/io/model_dir.h"
+#include "gemmax/train/eval.h"
+#include "gemmax/train/memory_budget.h"
+
+namespace gemmax {
+namespace {
+
+const char* kUsage =
+    "usage: gemmax eval [config.yml] [key=value ...] checkpoint=DIR | hf_dir=DIR\n"
+    "\n"
+    "Evaluates a model without training: eval_steps batches (-1: one pass) of the eval set,\n"
+    "with the run's keys (configs/base.yml): eval_dataset_path (else the built-in corpus's\n"
+    "held-out part), eval_per_device_batch_size, max_target_length, dtype, backend,\n"
+    "sft_train_on_completion_only. Prints MaxText's eval/* figures as one JSON object.\n"
+    "\n"
+    "  checkpoint=DIR   a gemmax run folder, its checkpoints/ folder or one step_N folder\n"
+    "  hf_dir=DIR       a Hugging Face Gemma-4 folder (config.json + safetensors)\n"
+    "\n"
+    "Example:\n"
+    "  gemmax eval checkpoint=out/gemmax_run eval_steps=-1\n"
+    "  gemmax eval hf_dir=finetuned/ tokenizer_type=sentencepiece \\\n"
+    "      tokenizer_path=finetuned/tokenizer.model eval_dataset_path=data/eval.bin\n";
+
+}  // namespace
+
+int cmd_eval(int argc, char** argv) {
+  if (argc > 0 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  // checkpoint= and hf_dir= name the model; every other argument is the run's config.
+  std::string model_dir, key;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    for (const char* k : {"checkpoint=", "hf_dir="}) {
+      if (!a.starts_with(k)) continue;
+      if (!model_dir.empty())
+        fail("gemmax eval: ", key, " and ", k, " both given: evaluate one model at a time");
+      key = k;
+      model_dir = a.substr(key.size());
+    }
+    if (key.empty() || !a.starts_with(key)) rest.push_back(argv[i]);
+  }
+  if (model_dir.empty())
+    fail("gemmax eval: no model given: add checkpoint=RUN_OR_STEP_DIR or hf_dir=HF_DIR (see "
+         "gemmax eval --help)");
+  const Config config = config_from_args(int(rest.size()), rest.data());
+
+  // The model's shape is the folder's; dtypes, remat and tiling are the config's.
+  MemoryPlanInput in = memory_plan_input(config, 1);
+  const LoadedModel m = load_model_dir(model_dir, in.weight);
+  in.model = m.config;
+  const auto backend = make_backend(backend_options(config));
+  Gemma4Model model(m.config, *backend, in.options);
+  const std::vector<bool> frozen(model.params().specs().size(), false);  // no Adam moments
+  TrainState state =
+      make_train_state(*backend, model.params(), frozen, in.weight, AdamWConfig::from(config));
+  backend->upload(state.weights, m.weights);
+
+  DataOptions data = run_data_options(config, m.config.vocab_size, 0, 1);
+  Evaluator eval(config, data);
+  std::cerr << "gemmax eval: " << m.source << " (" << m.config.name << ")\n"
+            << "gemmax eval: " << eval.describe() << "\n";
+  const EvalResult r = eval.run(*backend, model, state);
+  const nlohmann::json j = {{"eval/avg_loss", r.avg_loss()},
+                            {"eval/avg_perplexity", r.avg_perplexity()},
+                            {"eval/total_loss", r.total_loss},
+                            {"eval/total_weights", r.total_weights},
+                            {"eval/moe_lb_loss", r.moe_lb_loss},
+                            {"eval/avg_moe_lb_loss", r.avg_moe_lb_loss()},
+                            {"eval/batches", r.batches}};
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace gemmax
