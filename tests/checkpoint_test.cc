@@ -308,7 +308,10 @@ TEST(Stop, RepeatedSignalsFromALauncherAreOneRequest) {
   ASSERT_TRUE(wait_for_text(log_path, "step     1 ")) << testing::read_file(log_path);
   ::kill(pid, SIGTERM);
   ::kill(pid, SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The repeats follow the first request: once they are all pending together, Linux would
+  // deliver the lower-numbered SIGINT first, which is not what a launcher's sequence means.
+  ASSERT_TRUE(wait_for_text(log_path, "SIGTERM: stopping after this step"))
+      << testing::read_file(log_path);
   ::kill(pid, SIGTERM);
   ::kill(pid, SIGINT);
   const int status = wait_status(pid);
