@@ -22,6 +22,9 @@ void ModelConfig::validate() const {
     if (v <= 0) fail("model '", name, "': ", key, " must be positive, got ", v);
     if (v > max) fail("model '", name, "': ", key, " is ", v, ", above the limit ", max);
   };
+  if (num_experts == 1)
+    fail("model '", name, "': num_experts=1 is MaxText's dense Gemma-4 layer (gemma4-31b), which "
+         "gemmax does not build yet; gemmax builds the MoE layer (num_experts >= 2)");
   size(vocab_size, "vocab_size", int64_t(INT32_MAX));  // token ids are int32
   size(d_model, "base_emb_dim", kMaxDim);
   size(num_layers, "base_num_decoder_layers", kMaxLayers);

@@ -468,6 +468,7 @@ void Trainer::print_sample(std::ostream& log) const {
 void Trainer::print_header(std::ostream& log) const {
   const ModelConfig& c = model_->config();
   const StepFlops f = training_flops(c, batch_, seq_);
+  if (const std::string l = config_.ignored_keys_line(); !l.empty()) log << "gemmax: " << l << "\n";
   log << "gemmax: model " << c.name << " | " << c.num_layers << " layers (" << c.num_global_layers()
       << " global) | d_model " << c.d_model << " | " << c.num_experts << " experts top-"
       << c.num_experts_per_tok << " | vocab " << c.vocab_size << "\n";
