@@ -29,6 +29,18 @@ constexpr std::string_view kMultimodal = "the vision and audio towers (use_multi
 constexpr std::string_view kRematCustom = "tensor placements of remat_policy=custom";
 constexpr std::string_view kRope =
     "the RoPE of other decoder blocks (gemma4 uses local_ and global_rope_max_timescale)";
+constexpr std::string_view kDotProduct =
+    "switches of MaxText's dot_product attention (gemmax's attention keeps its logits and "
+    "softmax in fp32, as MaxText's flash kernels do)";
+constexpr std::string_view kDataPipeline =
+    "options of MaxText's input pipelines; gemmax's (docs/DATA.md) reads its data in order, "
+    "wraps to the start at its end, and splits a long document instead of truncating it";
+constexpr std::string_view kCheckpointOnStart =
+    "gemmax saves no checkpoint before the first step (a fresh run restarts from its seeds)";
+constexpr std::string_view kLoadFormat =
+    "the format of load_parameters_path: gemmax reads a Hugging Face safetensors folder";
+constexpr std::string_view kNoDropout =
+    "no effect: there is no dropout (dropout_rate is fixed at 0)";
 constexpr std::string_view kBlock = "decided per layer by the gemma4 block itself";
 constexpr std::string_view kNetwork = "network shaping between TPU slices";
 constexpr std::string_view kOff =
@@ -49,7 +61,7 @@ constexpr MaxTextKey kKeys[] = {
     {"hf_lora_adapter_path", F, "\"\""},
     {"load_full_state_path", F, "\"\""},
     {"enable_checkpointing", I},
-    {"save_checkpoint_on_start", F, "true"},
+    {"save_checkpoint_on_start", N, "", kCheckpointOnStart},
     {"save_checkpoint_on_completion", F, "true"},
     {"async_checkpointing", N, "", kCheckpointStorage},
     {"checkpoint_period", I},
@@ -69,8 +81,8 @@ constexpr MaxTextKey kKeys[] = {
     {"checkpoint_storage_concurrent_gb", N, "", kCheckpointStorage},
     {"checkpoint_storage_device_host_concurrent_gb", N, "", kCheckpointStorage},
     {"enable_orbax_v1", N, "", kCheckpointStorage},
-    {"checkpoint_conversion_fn", F, "\"none\""},
-    {"source_checkpoint_layout", F, "\"orbax\""},
+    {"checkpoint_conversion_fn", N, "", kLoadFormat},
+    {"source_checkpoint_layout", N, "", kLoadFormat},
     {"colocated_python_checkpointing", N, "", kCloud},
     {"enable_autocheckpoint", N, "", kCheckpointStorage},
     {"reuse_example_batch", N, "", kXla},
@@ -133,15 +145,17 @@ constexpr MaxTextKey kKeys[] = {
     {"dropout_rate", F, "0.0", "no dropout"},
     {"logits_via_embedding", F, "true",
      "the output head is the embedding table, transposed (tied)"},
-    {"normalize_embedding_logits", F, "true"},
-    {"logits_dot_in_fp32", F, "false"},
-    {"cast_logits_to_fp32", F, "true"},
-    {"float32_qk_product", F, "false"},
-    {"float32_logits", F, "false"},
+    {"normalize_embedding_logits", F, "true",
+     "the head is the plain embedding table (MaxText stores it times sqrt(D) and divides the "
+     "logits back: the same logits)"},
+    {"logits_dot_in_fp32", F, "false", "the output head's dot runs in dtype (bf16)"},
+    {"cast_logits_to_fp32", F, "true", "the loss reads the logits in fp32"},
+    {"float32_qk_product", N, "", kDotProduct},
+    {"float32_logits", N, "", kDotProduct},
     {"mla_qk_head_chunk_size", N, "", kKernel},
     {"csa_qk_head_chunk_size", N, "", kKernel},
-    {"float32_weight_sum", F, "true"},
-    {"float32_gate_logits", F, "false"},
+    {"float32_weight_sum", F, "true", "the experts' outputs are combined in fp32"},
+    {"float32_gate_logits", F, "false", "the router's logits are bf16; their softmax runs in fp32"},
     {"mtp_num_layers", F, "0"},
     {"mtp_loss_scaling_factor", N, "", kOff},
     {"mtp_eval_target_module", N, "", kOff},
@@ -339,7 +353,7 @@ constexpr MaxTextKey kKeys[] = {
     {"use_qk_clip", F, "false"},
     {"qk_clip_threshold", N, "", kOff},
     {"fused_qkv", F, "false"},
-    {"fused_mlp", F, "false"},
+    {"fused_mlp", N, "", kKernel},
     {"record_internal_nn_metrics", N, "", kProfiler},
     {"base_output_directory", I},
     {"enable_mllog", N, "", kCloud},
@@ -410,7 +424,7 @@ constexpr MaxTextKey kKeys[] = {
     {"tokenize_eval_data", N, "", kOff},
     {"add_bos", F, "true"},
     {"add_eos", F, "true"},
-    {"use_truncation", F, "true"},
+    {"use_truncation", N, "", kDataPipeline},
     {"per_device_batch_size", I},
     {"expansion_factor_real_data", N, "", kOff},
     {"eval_per_device_batch_size", N, "", kOff},
@@ -422,7 +436,7 @@ constexpr MaxTextKey kKeys[] = {
     {"default_prompt", N, "", kInference},
     {"packing", I},
     {"use_stream_chunking", N, "", kOff},
-    {"num_epoch", F, "1"},
+    {"num_epoch", N, "", kDataPipeline},
     {"generate_padding_batch_train", N, "", kOff},
     {"generate_padding_batch_eval", N, "", kOff},
     {"max_segments_per_seq", F, "-1"},
@@ -530,8 +544,8 @@ constexpr MaxTextKey kKeys[] = {
     {"dump_jaxpr_local_dir", N, "", kProfiler},
     {"dump_jaxpr_delete_local_after", N, "", kProfiler},
     {"dump_jaxpr_gcs_dir", N, "", kProfiler},
-    {"enable_dropout", F, "true", "no dropout (dropout_rate is 0)"},
-    {"enable_data_shuffling", F, "true"},
+    {"enable_dropout", N, "", kNoDropout},
+    {"enable_data_shuffling", N, "", kDataPipeline},
     {"data_shuffle_seed", I},
     {"init_weights_seed", I},
     {"block_state_before_run_start", N, "", kXla},
@@ -557,13 +571,15 @@ constexpr MaxTextKey kKeys[] = {
     {"skip_step_on_spikes", F, "false"},
     {"skip_step_interval", N, "", kOff},
     {"skip_step_scaling_factor", N, "", kOff},
-    {"trainable_parameters_mask", F, "[]"},
+    {"trainable_parameters_mask", F, "[]",
+     "every parameter is trained unless gemmax's freeze (a regex over Hugging Face names) says "
+     "otherwise"},
     {"adam_b1", I},
     {"adam_b2", I},
     {"adam_eps", I},
     {"adam_eps_root", I},
     {"adam_weight_decay", I},
-    {"adamw_mask", F, "[]"},
+    {"adamw_mask", F, "[]", "weight decay applies to every trained parameter"},
     {"mu_dtype", F, "\"\""},
     {"muon_type", N, "", kOff},
     {"muon_beta", N, "", kOff},
