@@ -142,6 +142,9 @@ TEST(ConfigMaxText, ModelFileStandsForItsModelName) {
   const ModelConfig m = model_config_from(c);
   EXPECT_EQ(m.num_layers, 2);
   EXPECT_EQ(m.num_experts, 128);
+  // The file is gemma4-26b's: another model_name contradicts it.
+  expect_error([&] { Config::load(dir / "models/gemma4-26b.yml", {"model_name=gemma4-tiny"}); },
+               {"model_name=gemma4-tiny contradicts", "the model file of gemma4-26b"});
   // A family member gemmax does not build: a clear error, not a crash.
   write_file(dir / "models/gemma4-e2b.yml",
              "decoder_block: \"gemma4_small\"\nhidden_size_per_layer_input: 256\n"

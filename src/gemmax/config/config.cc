@@ -168,13 +168,22 @@ YAML::Node parse_mapping(const std::string& text, const std::string& origin) {
 Config Config::load(const std::string& file, const std::vector<std::string>& overrides) {
   Config c;
   c.values_ = base_values();
-  if (!file.empty()) c.apply_file(file);
+  // A MaxText model file (models/<name>.yml) holds the dimensions of its own model only.
+  std::string file_model;
+  if (!file.empty()) {
+    c.apply_file(file);
+    const std::string& name = c.get_string("model_name");
+    if (file.ends_with("/" + name + ".yml") || file == name + ".yml") file_model = name;
+  }
   for (const std::string& kv : overrides) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
       fail("command line: expected key=value, got '", kv, "'");
     c.set(kv.substr(0, eq), kv.substr(eq + 1), "command line");
   }
+  if (!file_model.empty() && c.get_string("model_name") != file_model)
+    fail("command line: model_name=", c.get_string("model_name"), " contradicts ", file,
+         ", the model file of ", file_model, "; give the file of that model, or no model_name");
   c.apply_preset();
   c.check_fixed_keys();
   return c;

@@ -975,7 +975,7 @@ std::string maxtext_doc_markdown() {
       "  file is read in gemmax's order: the file and the command line, then the preset filling\n"
       "  only the keys they did not set.\n"
       "- A MaxText model file given as the config file (`models/gemma4-26b.yml`, which names no\n"
-      "  model) stands for `model_name=gemma4-26b`.\n"
+      "  model) stands for `model_name=gemma4-26b`; another `model_name` with it is an error.\n"
       "- `model_name: \"default\"` (MaxText's base model, a llama2 block) is not a Gemma-4 model:\n"
       "  set `model_name` to one of the names below.\n"
       "- A key set twice in one file with two different values is an error naming both.\n"
