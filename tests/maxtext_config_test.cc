@@ -185,6 +185,11 @@ TEST(ConfigMaxText, BadInputGivesClearErrors) {
                {"list.yml: key 'steps' takes a single int value, not a list (got [5,6])"});
   write_file(dir / "map.yml", "learning_rate: {a: 1}\n");
   expect_error([&] { Config::load(dir / "map.yml", {}); }, {"not a mapping"});
+  write_file(dir / "empty.yml", "run_name:\n");
+  expect_error([&] { Config::load(dir / "empty.yml", {}); },
+               {"empty.yml: key 'run_name' has no value; it takes a string"});
+  write_file(dir / "keep.yml", "max_num_checkpoints_to_keep: null\n");  // None: keep all
+  EXPECT_EQ(Config::load(dir / "keep.yml", {}).get_int("max_num_checkpoints_to_keep"), 0);
   // A value of the wrong type, implemented or fixed.
   expect_error([] { Config::defaults({"per_device_batch_size=12.5"}); }, {"expects int", "12.5"});
   expect_error([] { Config::defaults({"sparse_matmul=yes"}); }, {"'sparse_matmul' is yes"});

@@ -120,10 +120,6 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-}  // namespace
-
-namespace {
-
 bool is_none(const std::string& s) {
   return s == "None" || s == "none" || s == "null" || s == "Null" || s == "NULL" || s == "~";
 }
@@ -250,6 +246,9 @@ void Config::set_value(const std::string& key_in, const YAML::Node* node, const 
       fail(origin, ": key '", key_in, "' takes a single ", type_name(it->second),
            " value, not a ", node->IsSequence() ? "list" : "mapping", " (got ",
            canonical_value(*node), ")");
+    if (node->IsNull() && !(mk && !mk->none_means.empty()))
+      fail(origin, ": key '", key_in, "' has no value; it takes a ", type_name(it->second),
+           " (e.g. ", std::visit([](auto&& v) { return str_cat(v); }, it->second), ")");
     text = node->IsNull() ? "None" : node->Scalar();
   }
   if (mk && !mk->none_means.empty() && is_none(text)) text = mk->none_means;
