@@ -219,7 +219,8 @@ int cmd_bench(int argc, char** argv) {
                                    be.synchronize();
                                  }) /
                        1e12;
-  const std::vector<GmmFigures> gmm = grouped_vs_dense(be, mc, tokens);
+  const std::vector<GmmFigures> gmm =  // the dense model (gemma4-31b) has no grouped matmuls
+      mc.has_moe() ? grouped_vs_dense(be, mc, tokens) : std::vector<GmmFigures>();
 
   std::ostringstream os;
   os.setf(std::ios::fixed);
@@ -236,8 +237,9 @@ int cmd_bench(int argc, char** argv) {
   os << "dense bf16 matmul   " << dense << " TFLOP/s ([" << tokens << ", " << n << "] x [" << n
      << ", " << n << "], same run)\n";
   os << "model / dense       " << model_tflop / median / dense << "\n";
-  os << "grouped matmul vs dense at the expert shapes (" << tokens * mc.num_experts_per_tok
-     << " rows, " << mc.num_experts << " experts):\n";
+  if (!gmm.empty())
+    os << "grouped matmul vs dense at the expert shapes (" << tokens * mc.num_experts_per_tok
+       << " rows, " << mc.num_experts << " experts):\n";
   for (const GmmFigures& g : gmm)
     os << "  " << g.what << std::string(16 - g.what.size(), ' ') << g.gmm_tflops << " vs "
        << g.dense_tflops << " TFLOP/s: " << g.ratio() << "\n";
