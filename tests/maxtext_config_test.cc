@@ -162,11 +162,22 @@ TEST(ConfigMaxText, MaxTextModelNames) {
   const ModelConfig theirs = model_config_from(Config::defaults({"model_name=gemma4-26b"}));
   EXPECT_EQ(ours.shape_difference(theirs), "");
   EXPECT_EQ(theirs.name, "gemma4-26b");
-  for (const char* name : {"gemma4-31b", "gemma4-e2b", "gemma4-e4b"})
+  for (const char* name : {"gemma4-e2b", "gemma4-e4b"})
     expect_error([&] { Config::defaults({std::string("model_name=") + name}); },
                  {std::string("model_name '") + name + "' is not built in gemmax yet"});
-  expect_error([] { model_config_from(Config::defaults({"num_experts=1"})); },
-               {"num_experts=1 is MaxText's dense Gemma-4 layer"});
+  // The dense member: MaxText's num_experts=1, every layer the MLP alone.
+  const ModelConfig dense = model_config_from(Config::defaults({"model_name=gemma4-31b"}));
+  EXPECT_FALSE(dense.has_moe());
+  EXPECT_EQ(dense.num_layers, 60);
+  EXPECT_EQ(dense.d_model, 5376);
+  EXPECT_EQ(dense.mlp_dim, 21504);
+  EXPECT_EQ(dense.num_global_layers(), 10);
+  EXPECT_FALSE(model_config_from(Config::defaults({"num_experts=1"})).has_moe());
+  // MaxText's base.yml says shared_experts: 0; a dense model has no MoE layer it could describe.
+  EXPECT_NO_THROW(Config::defaults({"model_name=gemma4-31b", "shared_experts=0"}));
+  expect_error([] { Config::defaults({"shared_experts=0"}); },
+               {"'shared_experts' is 0", "gemmax has only shared_experts=1"});
+  EXPECT_EQ(maxtext_model_keys(dense).find("base_moe_mlp_dim"), std::string::npos);
   expect_error([] { Config::defaults({"model_name=gemma4-27b"}); },
                {"unknown model_name 'gemma4-27b'", "gemma4-26b", "gemma4-31b"});
 }

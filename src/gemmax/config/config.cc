@@ -291,6 +291,8 @@ void Config::check_fixed_keys() const {
     if (it == maxtext_.end()) continue;
     const MaxTextSetting& s = it->second;
     if (s.canonical == canonical_value(std::string(k->value))) continue;
+    // The dense model (num_experts=1) has no MoE layer for shared_experts to describe.
+    if (k->key == "shared_experts" && get_int("num_experts") == 1) continue;
     fail(s.origin, ": key '", k->key, "' is ", s.text, ", but gemmax has only ", k->key, "=",
          k->value, (k->note.empty() ? std::string() : str_cat(" (", k->note, ")")),
          "; remove the key or set it to ", k->value, " (docs/MAXTEXT.md)");

@@ -123,8 +123,8 @@ constexpr MaxTextKey kKeys[] = {
     {"weight_sparsity_start_step", N, "", kOff},
     {"te_comm_gemm_overlap", N, "", kKernel},
     {"decoder_block", F, "\"gemma4\"",
-     "the Gemma-4 MoE layer; the gemma4_small block (gemma4-e2b/e4b) and other families are not "
-     "built"},
+     "the Gemma-4 layer, MoE or dense (num_experts=1); the gemma4_small block (gemma4-e2b/e4b) "
+     "and other families are not built"},
     {"weight_dtype", I},
     {"unquantized_modules", F, "[]"},
     {"weight_block_size", F, "None"},
@@ -244,7 +244,9 @@ constexpr MaxTextKey kKeys[] = {
     {"shard_embed_moe_on_fsdp", N, "", kKernel},
     {"use_2d_fsdp_sharding", N, "", kKernel},
     {"first_num_dense_layers", F, "0"},
-    {"shared_experts", F, "1", "each MoE layer has one dense GeGLU MLP beside the routed experts"},
+    {"shared_experts", F, "1",
+     "each MoE layer has one dense GeGLU MLP beside the routed experts (any value when "
+     "num_experts=1: no MoE layer)"},
     {"routed_scaling_factor", F, "1.0"},
     {"routed_score_func", F, "\"\""},
     {"routed_bias", F, "false"},
@@ -935,9 +937,8 @@ std::string canonical_value(const std::string& yaml_text) {
 namespace {
 constexpr MaxTextModel kModels[] = {
     {"gemma4-26b", "gemma4-26b-a4b", "trained: the MoE, 30 layers, 128 experts top-8"},
-    {"gemma4-31b", "",
-     "the dense model (60 layers, d_model 5376, MLP 21504, no MoE: "
-     "num_experts=1); gemmax builds only the MoE layer"},
+    {"gemma4-31b", "gemma4-31b",
+     "trained: the dense model, 60 layers, d_model 5376, MLP 21504, no MoE (num_experts=1)"},
     {"gemma4-e2b", "",
      "MaxText's gemma4_small block (per-layer input embeddings, K/V shared by the "
      "last num_kv_shared_layers layers, a double-wide MLP)"},
