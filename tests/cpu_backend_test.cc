@@ -486,12 +486,13 @@ namespace {
 
 // The whole model on the cpu backend against the reference: fp32 to fp32 rounding; bf16 within
 // the bf16 criterion of bf16_test.cc (its gradient error no larger than 3x the fp32 gradient's
-// change under one bf16 rounding of every weight, and below 10%). On the routed MoE and with
-// every expert chosen (E = K), with two sequences of two documents each.
+// change under one bf16 rounding of every weight, and below 10%). On the routed MoE, with
+// every expert chosen (E = K) and on the dense layer (E = 1), with two sequences of two documents
+// each.
 class CpuModel : public ::testing::TestWithParam<Path> {};
 
 TEST_P(CpuModel, LossAndGradientsMatchTheReference) {
-  for (int64_t experts : {5, 2}) {
+  for (int64_t experts : {5, 2, 1}) {  // 1: the dense layer (gemma4-31b)
     ModelConfig cfg = testing::small_test_config(2);
     cfg.d_model = 32;
     cfg.vocab_size = 64;

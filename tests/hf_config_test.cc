@@ -353,6 +353,38 @@ TEST(HfConfig, WriteReadRoundTrip) {
   EXPECT_EQ(r["num_global_key_value_heads"], 2);
 }
 
+// The dense layer (gemma4-31b): enable_moe_block false, the MoE keys null; gemmax's num_experts=1.
+TEST(HfConfig, DenseLayerReadAndWritten) {
+  json t = text_only_26b();
+  t["enable_moe_block"] = false;
+  for (const char* key : {"num_experts", "top_k_experts", "moe_intermediate_size"}) t[key] = nullptr;
+  const ModelConfig dense = parse(t);
+  EXPECT_FALSE(dense.has_moe());
+  EXPECT_EQ(dense.num_experts, 1);
+  EXPECT_EQ(dense.mlp_dim, 2112);
+  TempDir dir;
+  ModelConfig cfg = small_config();
+  cfg.num_experts = 1;
+  cfg.num_experts_per_tok = 1;
+  cfg.moe_mlp_dim = 0;
+  cfg.name = "dense";
+  std::filesystem::create_directories(dir / "dense");
+  write_hf_config(cfg, DType::BF16, dir / "dense/config.json");
+  const ModelConfig back = read_hf_config(dir / "dense/config.json");
+  expect_same(back, cfg);
+  EXPECT_EQ(back.shape_difference(cfg), "");
+  const json j = json::parse(hf_config_json(cfg, DType::F32));
+  EXPECT_EQ(j["enable_moe_block"], false);
+  EXPECT_TRUE(j["num_experts"].is_null());
+  EXPECT_TRUE(j["top_k_experts"].is_null());
+  // A MoE block of one expert is neither layer.
+  t["enable_moe_block"] = true;
+  t["num_experts"] = 1;
+  t["top_k_experts"] = 1;
+  t["moe_intermediate_size"] = 704;
+  expect_error([&] { parse(t); }, {"enable_moe_block is true with num_experts 1"});
+}
+
 TEST(HfConfig, WriterRefusesWhatTransformersCannotExpress) {
   TempDir dir;
   ModelConfig c = small_config();
@@ -421,7 +453,6 @@ TEST(HfConfig, UnsupportedFeaturesAreNamed) {
       {"num_kv_shared_layers", 20, "KV sharing"},
       {"attention_bias", true, "bias"},
       {"hidden_activation", "gelu", "gelu_pytorch_tanh"},
-      {"enable_moe_block", false, "routed MoE"},
       {"tie_word_embeddings", false, "ties"},
       {"use_bidirectional_attention", "all", "causal"},
       {"attention_dropout", 0.1, "dropout"},

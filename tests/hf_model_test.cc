@@ -22,6 +22,7 @@ struct Folder {
   TempDir dir;
 
   Folder() { init_params(table, weights, 3); }
+  explicit Folder(const ModelConfig& c) : cfg(c) { init_params(table, weights, 3); }
   // Writes config.json and the weights, optionally edited.
   void write(const std::function<void(NamedTensors&)>& edit = {},
              const std::string& prefix = "model.", DType dtype = DType::F32) {
@@ -50,6 +51,21 @@ TEST(HfModel, RoundTripIsBitExact) {
   EXPECT_EQ(ParamTable(back).total(), f.table.total());
   EXPECT_TRUE(back.is_global(1));
   EXPECT_FALSE(back.layer_has_v_proj(1));
+}
+
+// The dense layer (gemma4-31b): the folder holds the MLP alone and reads back as dense.
+TEST(HfModel, DenseRoundTripIsBitExact) {
+  ModelConfig c = testing::small_test_config(2);
+  c.num_experts = 1;
+  Folder f(c);
+  f.write();
+  const Tensor w = f.load();
+  EXPECT_EQ(0, std::memcmp(w.raw(), f.weights.raw(), w.nbytes()));
+  const ModelConfig back = read_hf_model_folder(f.dir.str()).config;
+  EXPECT_FALSE(back.has_moe());
+  EXPECT_EQ(ParamTable(back).total(), f.table.total());
+  const NamedTensors t = hf_named_tensors(f.table, f.weights, "model.", DType::F32);
+  for (const auto& [name, tensor] : t) EXPECT_EQ(name.find("router"), std::string::npos) << name;
 }
 
 TEST(HfModel, Bfloat16ShardsAreConvertedOnLoad) {

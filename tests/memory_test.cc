@@ -65,6 +65,27 @@ TEST(MemoryPlan, MatchesMeasuredPeaksOfATrainingStep) {
   }
 }
 
+// The dense layer (gemma4-31b's, num_experts=1): plan = measured on both backends, and the plan
+// holds no router or expert buffers.
+TEST(MemoryPlan, DenseModelMatchesMeasuredPeaks) {
+  for (const char* backend : {"cpu", "reference"})
+    for (const char* remat : {"none", "minimal", "full"}) {
+      TempDir dir;
+      Trainer t(Config::defaults(small_run(dir, {std::string("backend=") + backend,
+                                                 std::string("remat_policy=") + remat,
+                                                 "num_experts=1", "num_vocab_tiling=2"})));
+      std::ostringstream log;
+      t.run(log);
+      EXPECT_NE(log.str().find("| dense |"), std::string::npos) << log.str();
+      const MemoryPlan& plan = t.memory_plan();
+      for (size_t k = 0; k < kNumMemKinds; ++k)
+        EXPECT_EQ(plan.peak[k], int64_t(tracker().peak(MemKind(k))))
+            << backend << " " << remat << ": " << mem_kind_name(MemKind(k)) << "\n"
+            << log.str();
+      EXPECT_EQ(plan.peak_total, int64_t(tracker().peak_total())) << backend << " " << remat;
+    }
+}
+
 // Under full remat a layer keeps only its input: two more layers add exactly two [T, D]
 // tensors of saved activations; without remat they add all their internals.
 TEST(MemoryPlan, FullRematSavesOnlyTheLayerInputPerLayer) {
@@ -234,6 +255,29 @@ TEST(MemoryPlan, SeedWorkloadOfTheRealModel) {
                                            "max_target_length=16384", "ici_fsdp_parallelism=128"});
   const MemoryPlan u = plan_memory(memory_plan_input(untiled), be);
   EXPECT_GE(u.peak[size_t(MemKind::Workspace)], int64_t(16) << 30);
+}
+
+// gemma4-31b, the dense member: 30.70B parameters (the MLP alone in each of 60 layers), planned
+// for one rank of FSDP-64 at seq 8192, full remat, bf16.
+TEST(MemoryPlan, DenseMemberOfTheRealSize) {
+  const Config c = Config::defaults({"model_name=gemma4-31b", "per_device_batch_size=1",
+                                     "max_target_length=8192", "ici_fsdp_parallelism=64",
+                                     "num_vocab_tiling=8"});
+  const MemoryPlanInput in = memory_plan_input(c);
+  const ParamTable table(in.model);
+  EXPECT_EQ(table.total(), 30697345340);
+  int64_t small = 0;  // norm scales and layer_scalar: replicated on every rank
+  for (const ParamSpec& s : table.specs()) small += s.fsdp == FsdpRole::SmallVector ? s.numel() : 0;
+  ReferenceBackend be;
+  const MemoryPlan p = plan_memory(in, be);
+  const int64_t T = 8192, D = 5376;
+  EXPECT_EQ(p.peak[size_t(MemKind::Activations)], 61 * T * D * 2) << "60 layer inputs + the head's";
+  EXPECT_NEAR(double(p.peak[size_t(MemKind::Params)]), (30697345340.0 - small) * 4 / 64 + small * 4,
+              1e5);
+  EXPECT_EQ(p.peak[size_t(MemKind::OptState)], 2 * p.peak[size_t(MemKind::Params)]);
+  // Each layer gathered twice in bf16 and reduce-scattered once in fp32, as for the MoE.
+  EXPECT_NEAR(double(p.comm.all_gather_bytes), 30.70e9 * 4, 0.06 * 30.70e9 * 4);
+  EXPECT_NEAR(double(p.comm.reduce_scatter_bytes), 30.70e9 * 4, 0.06 * 30.70e9 * 4);
 }
 
 TEST(MemoryPlan, BadSettingsAreRefusedBeforeAnyStep) {

@@ -20,8 +20,16 @@ using testing::random_tensor;
 
 using testing::random_weights;
 
+// experts: 5, the MoE layer; 1, the dense layer of gemma4-31b (no router, no experts).
+ModelConfig test_config(int64_t experts) {
+  ModelConfig c = testing::small_test_config(2);
+  c.num_experts = experts;
+  return c;
+}
+
 struct Fixture {
-  ModelConfig cfg = testing::small_test_config(2);
+  explicit Fixture(int64_t experts = 5) : cfg(test_config(experts)) {}
+  ModelConfig cfg;
   ReferenceBackend be;
   ParamTable table{cfg};
   Tensor weights = random_weights(table, 7);
@@ -36,8 +44,8 @@ struct Fixture {
   LayerContext ctx{be, cfg, in, ModelOptions{DType::F64}, rope_local, rope_global, 0.01};
 };
 
-void check_layer_gradients(int64_t layer) {
-  Fixture f;
+void check_layer_gradients(int64_t layer, int64_t experts = 5) {
+  Fixture f(experts);
   const int64_t T = f.in.tokens_count(), D = f.cfg.d_model;
   Rng rng(11);
   Tensor x = random_tensor({T, D}, rng), r = random_tensor({T, D}, rng);
@@ -58,7 +66,7 @@ void check_layer_gradients(int64_t layer) {
   Tensor dx = Tensor::zeros({T, D}, DType::F64);
   LayerActs acts;
   layer_forward(ctx, layer, w, x, y, acts);
-  EXPECT_GT(get_as_double(ctx.lb_loss, 0), 0.0);
+  if (f.cfg.has_moe()) EXPECT_GT(get_as_double(ctx.lb_loss, 0), 0.0);
   layer_backward(ctx, layer, w, g, x, acts, r, dx);
 
   expect_grad_matches_fd("layer dx", x, dx, loss, 24);
@@ -82,12 +90,25 @@ TEST(LayerGradient, GlobalLayerMatchesFiniteDifferences) {
   check_layer_gradients(1);
 }
 
-TEST(ModelGradient, WholeModelMatchesFiniteDifferences) {
-  Fixture f;
+// The dense layer (gemma4-31b): no router, experts or post_feedforward_layernorm_1.
+TEST(LayerGradient, DenseLayersMatchFiniteDifferences) {
+  const ParamTable table(test_config(1));
+  EXPECT_EQ(table.find("layers.0.router.proj.weight"), nullptr);
+  EXPECT_EQ(table.find("layers.0.post_feedforward_layernorm_1.weight"), nullptr);
+  EXPECT_NE(table.find("layers.0.post_feedforward_layernorm.weight"), nullptr);
+  check_layer_gradients(0, 1);
+  check_layer_gradients(1, 1);
+}
+
+void check_model_gradients(int64_t experts) {
+  Fixture f(experts);
   Gemma4Model model(f.cfg, f.be, {DType::F64, RematPolicy::None, 1});
   Tensor grads = Tensor::zeros({f.table.total()}, DType::F64);
   const LossInfo info = model.forward_backward(f.in, f.weights, grads);
-  EXPECT_GT(info.lb_loss, 0.0);
+  if (f.cfg.has_moe())
+    EXPECT_GT(info.lb_loss, 0.0);
+  else
+    EXPECT_EQ(info.lb_loss, 0.0);
   EXPECT_NEAR(info.total_loss, info.ce_loss + info.lb_loss, 1e-15);
   auto loss = [&] { return model.forward(f.in, f.weights).total_loss; };
   EXPECT_NEAR(loss(), info.total_loss, 1e-12);
@@ -95,6 +116,9 @@ TEST(ModelGradient, WholeModelMatchesFiniteDifferences) {
     expect_grad_matches_fd(s.name, f.table.view(f.weights, s.name), f.table.view(grads, s.name),
                            loss, 5);
 }
+
+TEST(ModelGradient, WholeModelMatchesFiniteDifferences) { check_model_gradients(5); }
+TEST(ModelGradient, WholeDenseModelMatchesFiniteDifferences) { check_model_gradients(1); }
 
 // The three remat policies give bit-identical losses and gradients: recomputation re-runs the
 // same deterministic ops on the same inputs. bf16 runs use fp32 master weights.

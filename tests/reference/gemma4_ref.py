@@ -66,6 +66,8 @@ class Config:
         self.eps = float(g("rms_norm_eps"))
         self.window = g("sliding_window")
         self.softcap = g("final_logit_softcapping")
+        # enable_moe_block false: the dense layer (gemma4-31b), the GeGLU MLP alone.
+        self.moe = bool(g("enable_moe_block"))
         self.E, self.K, self.F = g("num_experts"), g("top_k_experts"), g("moe_intermediate_size")
         # Gemma4's HF router always renormalises the top-k weights; the key is not part of the
         # HF config, it is read only so that a test config can switch it off.
@@ -82,7 +84,6 @@ class Config:
 
     def _check_supported(self, g):
         unsupported = [
-            (not g("enable_moe_block"), "enable_moe_block must be true (every layer has the MoE)"),
             (g("hidden_size_per_layer_input") not in (0, None), "per-layer embeddings (PLE)"),
             (g("num_kv_shared_layers") != 0, "num_kv_shared_layers > 0"),
             (bool(g("use_double_wide_mlp")), "use_double_wide_mlp"),
@@ -146,18 +147,22 @@ class Config:
             s[p + "self_attn.o_proj.weight"] = (D, H * hd)
             s[p + "self_attn.q_norm.weight"] = (hd,)
             s[p + "self_attn.k_norm.weight"] = (hd,)
-            for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                      "post_feedforward_layernorm", "post_feedforward_layernorm_1",
-                      "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2"):
+            norms = ["input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                     "post_feedforward_layernorm"]
+            if self.moe:
+                norms += ["post_feedforward_layernorm_1", "pre_feedforward_layernorm_2",
+                          "post_feedforward_layernorm_2"]
+            for n in norms:
                 s[p + n + ".weight"] = (D,)
             s[p + "mlp.gate_proj.weight"] = (Fs, D)
             s[p + "mlp.up_proj.weight"] = (Fs, D)
             s[p + "mlp.down_proj.weight"] = (D, Fs)
-            s[p + "router.proj.weight"] = (E, D)
-            s[p + "router.scale"] = (D,)
-            s[p + "router.per_expert_scale"] = (E,)
-            s[p + "experts.gate_up_proj"] = (E, 2 * F, D)
-            s[p + "experts.down_proj"] = (E, D, F)
+            if self.moe:
+                s[p + "router.proj.weight"] = (E, D)
+                s[p + "router.scale"] = (D,)
+                s[p + "router.per_expert_scale"] = (E,)
+                s[p + "experts.gate_up_proj"] = (E, 2 * F, D)
+                s[p + "experts.down_proj"] = (E, D, F)
             s[p + "layer_scalar"] = (1,)
         return s
 
@@ -295,6 +300,8 @@ def decoder_layer(P, cfg, l, x, pos, mask):
     a = n(h, "pre_feedforward_layernorm")
     d = (gelu_tanh(a @ P[p + "mlp.gate_proj.weight"].t()) * (a @ P[p + "mlp.up_proj.weight"].t())) \
         @ P[p + "mlp.down_proj.weight"].t()
+    if not cfg.moe:  # the dense layer: no post_feedforward_layernorm_1, no router stats
+        return (h + n(d, "post_feedforward_layernorm")) * P[p + "layer_scalar"], {}
     d = n(d, "post_feedforward_layernorm_1")
     # routed MoE: the router reads h itself, the experts read a separately normalised h
     hf = h.reshape(B * S, D)
@@ -384,7 +391,7 @@ def compute(cfg, params, tokens, lb_weight=DEFAULT_LB_WEIGHT, segment_ids=None, 
         seg, mask = seg_all[:, :-1], seg_all[:, 1:] != 0
     logits, stats = forward(params, cfg, inputs, pos, seg)
     ce = ce_loss(logits, targets, mask)
-    lb = lb_loss(stats, cfg, lb_weight) if lb_weight else logits.new_zeros(())
+    lb = lb_loss(stats, cfg, lb_weight) if lb_weight and cfg.moe else logits.new_zeros(())
     return dict(logits=logits, ce_loss=ce, lb_loss=lb, total_loss=ce + lb, stats=stats)
 
 

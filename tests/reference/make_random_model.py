@@ -35,7 +35,7 @@ BASE = dict(seed=0, layers=6, pattern="SSSSSG", d_model=32, heads=4, kv_heads=2,
 # Each preset changes BASE. Together they cover: sliding-only and sliding+global; E/top-k of
 # 8/2, 4/1 (top-1), 6/3 and 16/8 (top-k = E/2); odd sizes (odd d_model, expert hidden and
 # vocab not multiples of 8/64, head groups of 3); windows shorter than the sequence; K=V on
-# and off; the multimodal folder form.
+# and off; the multimodal folder form; the dense layer of gemma4-31b (no MoE block).
 PRESETS = {
     "base": dict(),
     "top1": dict(seed=1, layers=3, pattern="SSG", d_model=24, heads=2, kv_heads=1,
@@ -52,6 +52,10 @@ PRESETS = {
                       global_kv_heads=1, head_dim=8, global_head_dim=8, mlp_dim=24, experts=16,
                       top_k=8, expert_dim=9, vocab=67, window=3, seq=10, batch=2),
     "multimodal": dict(seed=5, multimodal=True),
+    # gemma4-31b's dense layer (enable_moe_block false): the MLP alone, no router or experts.
+    "dense": dict(seed=7, layers=4, pattern="SSSG", d_model=36, heads=4, kv_heads=2,
+                  global_kv_heads=1, head_dim=8, global_head_dim=12, mlp_dim=52, experts=1,
+                  vocab=151, window=6, seq=14),
 }
 
 # Router top-k margin required for every token in every layer, relative to max(1, |logits|):
@@ -72,7 +76,7 @@ def text_config(o):
         "attention_k_eq_v": bool(o["k_eq_v"]),
         "bos_token_id": 2,
         "dtype": "float32",
-        "enable_moe_block": True,
+        "enable_moe_block": o["experts"] > 1,
         "eos_token_id": 1,
         "final_logit_softcapping": o["softcap"],
         "global_head_dim": o["global_head_dim"],
@@ -84,9 +88,9 @@ def text_config(o):
         "intermediate_size": o["mlp_dim"],
         "layer_types": types,
         "max_position_embeddings": 4096,
-        "moe_intermediate_size": o["expert_dim"],
+        "moe_intermediate_size": o["expert_dim"] if o["experts"] > 1 else None,
         "num_attention_heads": o["heads"],
-        "num_experts": o["experts"],
+        "num_experts": o["experts"] if o["experts"] > 1 else None,
         "num_global_key_value_heads": o["global_kv_heads"] if o["k_eq_v"] else None,
         "num_hidden_layers": L,
         "num_key_value_heads": o["kv_heads"],
@@ -100,7 +104,7 @@ def text_config(o):
         },
         "sliding_window": o["window"],
         "tie_word_embeddings": True,
-        "top_k_experts": o["top_k"],
+        "top_k_experts": o["top_k"] if o["experts"] > 1 else None,
         "use_bidirectional_attention": None,
         "use_cache": True,
         "use_double_wide_mlp": False,
@@ -153,7 +157,7 @@ def random_weights(cfg, rng):
 def router_margin(cfg, params, tokens):
     """Smallest (k-th - (k+1)-th) router logit gap over all tokens and layers, relative to
     max(1, max |logit|) of that token; inf when top_k == num_experts."""
-    if cfg.K >= cfg.E:
+    if not cfg.moe or cfg.K >= cfg.E:
         return float("inf")
     with torch.no_grad():
         out = gemma4_ref.compute(cfg, params, tokens, lb_weight=0.0)

@@ -4,7 +4,7 @@
 
 1. autograd gradients == central finite differences (float64), element samples of every
    parameter tensor plus one random direction over all parameters, with a large
-   load-balance weight so its gradient is visible;
+   load-balance weight so its gradient is visible; on the MoE layer and the dense one;
 2. sliding window: through one sliding layer the output at i ignores token i-W and sees
    token i-W+1; a global layer sees both;
 3. packed segments: a document packed after another gives the same logits as alone;
@@ -53,7 +53,8 @@ def load(d, dtype=torch.float64, layer_types=None):
 def test_finite_differences(td):
     print("finite differences (float64)")
     cases = (("K=V", TINY),
-             ("separate V, top-1", dict(TINY, seed=12, k_eq_v=False, top_k=1, pattern="GS")))
+             ("separate V, top-1", dict(TINY, seed=12, k_eq_v=False, top_k=1, pattern="GS")),
+             ("dense (no MoE block)", dict(TINY, seed=13, experts=1)))
     for case, (name, opts) in enumerate(cases):
         d = os.path.join(td, "fd%d" % case)
         meta = make_random_model.make_model(d, **opts)
@@ -113,6 +114,11 @@ def test_finite_differences(td):
         kinds = {re.sub(r"^layers\.\d+\.", "", n) for n in params}
         need = {"router.scale", "router.per_expert_scale", "layer_scalar", "router.proj.weight",
                 "self_attn.q_norm.weight", "embed_tokens.weight", "experts.gate_up_proj"}
+        if not cfg.moe:  # the dense layer: the MLP alone between its two norms
+            need = {"layer_scalar", "self_attn.q_norm.weight", "embed_tokens.weight",
+                    "mlp.down_proj.weight", "post_feedforward_layernorm.weight"}
+            check(not any("router" in n or "_1.weight" in n for n in kinds),
+                  "%s: no router, experts or post_feedforward_layernorm_1" % name)
         check(need <= kinds, "%s: the %d kinds checked include %s" % (name, len(kinds),
                                                                    ", ".join(sorted(need))))
 

@@ -241,7 +241,8 @@ int cmd_bench(int argc, char** argv) {
                                    be.synchronize();
                                  }) /
                        1e12;
-  const std::vector<GmmFigures> gmm = grouped_vs_dense(be, mc, tokens);
+  const std::vector<GmmFigures> gmm =  // the dense model (gemma4-31b) has no grouped matmuls
+      mc.has_moe() ? grouped_vs_dense(be, mc, tokens) : std::vector<GmmFigures>();
   // The cpu backend's limit, same run: every instruction's register-resident peak, all threads.
   std::vector<cpu::InstructionPeak> peaks;
   if (real->name() == "cpu") peaks = cpu::instruction_peaks(omp_get_max_threads());
@@ -273,8 +274,9 @@ int cmd_bench(int argc, char** argv) {
          << p.tflops << " TFLOP/s (" << p.per_thread() << " per thread)\n";
     os << "model / best peak   " << model_over_peak << " (of " << best_peak.name << ")\n";
   }
-  os << "grouped matmul vs dense at the expert shapes (" << tokens * mc.num_experts_per_tok
-     << " rows, " << mc.num_experts << " experts):\n";
+  if (!gmm.empty())
+    os << "grouped matmul vs dense at the expert shapes (" << tokens * mc.num_experts_per_tok
+       << " rows, " << mc.num_experts << " experts):\n";
   for (const GmmFigures& g : gmm)
     os << "  " << g.what << std::string(16 - g.what.size(), ' ') << g.gmm_tflops << " vs "
        << g.dense_tflops << " TFLOP/s: " << g.ratio() << "\n";

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "gemmax/config/maxtext_keys.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/config/validate.h"
 #include "gemmax/model/params.h"
@@ -17,7 +18,12 @@ int cmd_info(int argc, char** argv) {
     std::cout << "usage: gemmax info [config.yml] [key=value ...]\n"
                  "Prints the parameter counts and the training FLOPs per step of a model.\n"
                  "Example: gemmax info model_name=gemma4-26b-a4b per_device_batch_size=1 "
-                 "max_target_length=4096\n";
+                 "max_target_length=4096\n"
+                 "gemmax info --maxtext-doc prints docs/MAXTEXT.md (MaxText's keys in gemmax).\n";
+    return 0;
+  }
+  if (argc == 1 && !std::strcmp(argv[0], "--maxtext-doc")) {  // regenerates docs/MAXTEXT.md
+    std::cout << maxtext_doc_markdown();
     return 0;
   }
   const Config config = config_from_args(argc, argv);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.h"
+#include "gemmax/config/run_config.h"
 #include "gemmax/dist/world.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/stop_signal.h"
@@ -54,6 +55,9 @@ int cmd_train(int argc, char** argv) {
   }
   const Config config = config_from_args(argc, argv);
   if (config.get_bool("dry_run")) {
+    if (const std::string l = config.ignored_keys_line(); !l.empty()) std::cout << l << "\n";
+    const std::string model_keys = maxtext_model_keys(model_config_from(config));
+    std::cout << "model: " << model_keys << "\n";
     const auto backend = make_backend(backend_options(config));
     const MemoryPlan plan = plan_memory(memory_plan_input(config), *backend);
     std::cout << format_memory_plan(plan);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -11,6 +12,7 @@
 #include "gemmax/base/error.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/config/embedded.h"
+#include "gemmax/config/maxtext_keys.h"
 
 namespace gemmax {
 namespace {
@@ -24,13 +26,25 @@ const char* type_name(const ConfigValue& v) {
   }
 }
 
-bool parse_int(const std::string& s, int64_t& out) {
+// YAML 1.1 (MaxText's) allows digit separators: 10_000.
+std::string without_digit_separators(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!(s[i] == '_' && i > 0 && i + 1 < s.size() && std::isdigit((unsigned char)s[i - 1]) &&
+          std::isdigit((unsigned char)s[i + 1])))
+      out += s[i];
+  return out;
+}
+
+bool parse_int(const std::string& text, int64_t& out) {
+  const std::string s = without_digit_separators(text);
   const char* end = s.data() + s.size();
   auto [p, ec] = std::from_chars(s.data(), end, out);
   return ec == std::errc() && p == end && !s.empty();
 }
 
-bool parse_double(const std::string& s, double& out) {
+bool parse_double(const std::string& text, double& out) {
+  const std::string s = without_digit_separators(text);
   if (s.empty()) return false;
   char* end = nullptr;
   out = std::strtod(s.c_str(), &end);
@@ -70,7 +84,11 @@ ConfigValue convert(const std::string& key, const std::string& text, const Confi
     }
     case 1: {
       int64_t i;
-      return parse_int(text, i) ? ConfigValue(i) : wrong();
+      if (parse_int(text, i)) return i;
+      // MaxText writes some counts as floats (per_device_batch_size: 12.0).
+      double d;
+      if (parse_double(text, d) && d == std::floor(d) && std::fabs(d) < 9e15) return int64_t(d);
+      return wrong();
     }
     case 2: {
       double d;
@@ -128,19 +146,71 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
+bool is_none(const std::string& s) {
+  return s == "None" || s == "none" || s == "null" || s == "Null" || s == "NULL" || s == "~";
+}
+
+// The preset file a model_name reads: its own, or the one a MaxText name stands for.
+std::string preset_file(const std::string& name) {
+  const auto& files = embedded_configs();
+  if (files.count("models/" + name + ".yml")) return "models/" + name + ".yml";
+  for (const MaxTextModel& m : maxtext_models())
+    if (m.maxtext_name == name) {
+      if (m.preset.empty())
+        fail("model_name '", name, "' is not built in gemmax yet: ", m.status,
+             " (docs/MAXTEXT.md lists what gemmax trains)");
+      return str_cat("models/", m.preset, ".yml");
+    }
+  return "";
+}
+
+YAML::Node parse_mapping(const std::string& text, const std::string& origin) {
+  if (const int docs = count_yaml_documents(text); docs > 1)
+    fail(origin, ": holds ", docs, " YAML documents (separated by ---); a config is one "
+         "document: remove the extra ones");
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail(origin, ": not valid YAML: ", e.what());
+  }
+  if (!root.IsNull() && !root.IsMap()) fail(origin, ": expected a mapping of key: value lines");
+  // A key given twice: which one the file means cannot be known, even where the values agree.
+  std::map<std::string, std::pair<int, std::string>> seen;  // key -> first line, its value
+  if (root.IsMap())
+    for (const auto& kv : root) {
+      const std::string key = kv.first.Scalar(), value = canonical_value(kv.second);
+      const int line = kv.first.Mark().line + 1;
+      if (const auto [it, fresh] = seen.emplace(key, std::pair(line, value)); !fresh)
+        fail(origin, ": key '", key, "' is set twice, to ", it->second.second, " and to ", value,
+             " (lines ", it->second.first, " and ", line, "); keep one of them");
+    }
+  return root;
+}
+
 }  // namespace
 
 Config Config::load(const std::string& file, const std::vector<std::string>& overrides) {
   Config c;
   c.values_ = base_values();
-  if (!file.empty()) c.apply_yaml(read_text_file(file), file, true);
+  // A MaxText model file (models/<name>.yml) holds the dimensions of its own model only.
+  std::string file_model;
+  if (!file.empty()) {
+    c.apply_file(file);
+    const std::string& name = c.get_string("model_name");
+    if (file.ends_with("/" + name + ".yml") || file == name + ".yml") file_model = name;
+  }
   for (const std::string& kv : overrides) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
       fail("command line: expected key=value, got '", kv, "'");
     c.set(kv.substr(0, eq), kv.substr(eq + 1), "command line");
   }
+  if (!file_model.empty() && c.get_string("model_name") != file_model)
+    fail("command line: model_name=", c.get_string("model_name"), " contradicts ", file,
+         ", the model file of ", file_model, "; give the file of that model, or no model_name");
   c.apply_preset();
+  c.check_fixed_keys();
   return c;
 }
 
@@ -156,64 +226,126 @@ Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
   return c;
 }
 
-void Config::apply_yaml(const std::string& text, const std::string& origin, bool user) {
-  if (const int docs = count_yaml_documents(text); docs > 1)
-    fail(origin, ": holds ", docs, " YAML documents (separated by ---); a config is one "
-         "document: remove the extra ones");
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    fail(origin, ": not valid YAML: ", e.what());
-  }
+void Config::apply_file(const std::string& path) {
+  const YAML::Node root = parse_mapping(read_text_file(path), path);
   if (root.IsNull()) return;
-  if (!root.IsMap()) fail(origin, ": expected a mapping of key: value lines");
-  std::map<std::string, int> lines;  // key -> 1-based line of its first occurrence
+  // MaxText's base.yml and files made from it are read in MaxText's order: the model file
+  // (the preset) overrides them. They are known by keys gemmax does not implement.
+  bool maxtext_order = false;
   for (const auto& kv : root) {
-    const std::string key = kv.first.Scalar();
-    const int line = kv.first.Mark().line + 1;
-    if (const auto [it, fresh] = lines.emplace(key, line); !fresh)
-      fail(origin, ": key '", key, "' is set twice (lines ", it->second, " and ", line,
-           "); keep one");
-    if (!kv.second.IsScalar())
-      fail(origin, ": key '", key, "' must have a single value, not a list or mapping");
-    if (user) {
-      set(key, kv.second.Scalar(), origin);
-    } else {
-      values_[key] = convert(key, kv.second.Scalar(), at(key), origin);
-    }
+    const MaxTextKey* k = find_maxtext_key(kv.first.Scalar());
+    if (k && k->cls != KeyClass::Implemented) maxtext_order = true;
+  }
+  for (const auto& kv : root) set_value(kv.first.Scalar(), &kv.second, "", path, !maxtext_order);
+  // MaxText's models/<name>.yml names no model: the file's name does.
+  if (!root["model_name"]) {
+    const std::string base = path.substr(path.find_last_of('/') + 1);
+    const std::string stem = base.substr(0, base.find_last_of('.'));
+    for (const MaxTextModel& m : maxtext_models())
+      if (m.maxtext_name == stem) set_value("model_name", nullptr, stem, path, !maxtext_order);
   }
 }
 
 void Config::set(const std::string& key, const std::string& text, const std::string& origin) {
+  set_value(key, nullptr, text, origin, true);
+}
+
+void Config::set_value(const std::string& key_in, const YAML::Node* node, const std::string& text_in,
+                       const std::string& origin, bool user) {
+  const MaxTextKey* mk = find_maxtext_key(key_in);
+  if (mk && mk->cls != KeyClass::Implemented) {
+    MaxTextSetting& s = maxtext_[key_in];
+    s.text = node ? (node->IsScalar() ? node->Scalar() : YAML::Dump(*node)) : text_in;
+    s.canonical = node ? canonical_value(*node) : canonical_value(text_in);
+    s.origin = origin;
+    s.user = user;
+    return;
+  }
+  const std::string key = mk && !mk->value.empty() ? std::string(mk->value) : key_in;
   auto it = values_.find(key);
-  if (it == values_.end())
-    fail(origin, ": unknown config key '", key, "'; did you mean '", nearest_key(key), "'?");
-  it->second = convert(key, text, it->second, origin);
-  user_keys_[key] = true;
+  if (it == values_.end()) {
+    const std::string near = nearest_key(key_in);
+    fail(origin, ": unknown config key '", key_in, "'",
+         near.empty() ? std::string("; gemmax's keys are in configs/base.yml, MaxText's in docs/MAXTEXT.md")
+                      : "; did you mean '" + near + "'?");
+  }
+  std::string text = text_in;
+  if (node) {
+    if (!node->IsScalar() && !node->IsNull())
+      fail(origin, ": key '", key_in, "' takes a single ", type_name(it->second),
+           " value, not a ", node->IsSequence() ? "list" : "mapping", " (got ",
+           canonical_value(*node), ")");
+    if (node->IsNull() && !(mk && !mk->none_means.empty()))
+      fail(origin, ": key '", key_in, "' has no value; it takes a ", type_name(it->second),
+           " (e.g. ", std::visit([](auto&& v) { return str_cat(v); }, it->second), ")");
+    text = node->IsNull() ? "None" : node->Scalar();
+  }
+  if (mk && !mk->none_means.empty() && is_none(text)) text = mk->none_means;
+  it->second = convert(key_in, text, it->second, origin);
+  user_keys_[key] = user;
+}
+
+bool Config::set_by_user(const std::string& key) const {
+  if (auto it = user_keys_.find(key); it != user_keys_.end() && it->second) return true;
+  auto m = maxtext_.find(key);
+  return m != maxtext_.end() && m->second.user;
 }
 
 void Config::apply_preset() {
   const std::string& name = get_string("model_name");
-  const auto& files = embedded_configs();
-  auto it = files.find("models/" + name + ".yml");
-  if (it == files.end()) {
-    std::string known;
-    for (const auto& p : preset_names()) known += (known.empty() ? "" : ", ") + p;
-    fail("unknown model_name '", name, "': presets are ", known);
-  }
-  const YAML::Node root = YAML::Load(it->second);
+  std::string known;
+  for (const auto& p : preset_names()) known += (known.empty() ? "" : ", ") + p;
+  for (const MaxTextModel& m : maxtext_models()) known += str_cat(", ", m.maxtext_name);
+  if (name == "default")
+    fail("model_name 'default' is MaxText's base model (a llama2 block), not a Gemma-4 model: set "
+         "model_name to one of ", known);
+  const std::string path = preset_file(name);
+  if (path.empty()) fail("unknown model_name '", name, "': presets are ", known);
+  const YAML::Node root = YAML::Load(embedded_configs().at(path));
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
     if (set_by_user(key)) continue;
-    values_[key] = convert(key, kv.second.Scalar(), at(key), "configs/models/" + name + ".yml");
+    set_value(key, &kv.second, "", "configs/" + path, false);
   }
+}
+
+void Config::check_fixed_keys() const {
+  // decoder_block first: a model file of another block fails on it with the clearest message.
+  std::vector<const MaxTextKey*> order;
+  if (const MaxTextKey* b = find_maxtext_key("decoder_block")) order.push_back(b);
+  for (const MaxTextKey& k : maxtext_keys())
+    if (k.cls == KeyClass::Fixed && k.key != "decoder_block") order.push_back(&k);
+  for (const MaxTextKey* k : order) {
+    auto it = maxtext_.find(std::string(k->key));
+    if (it == maxtext_.end()) continue;
+    const MaxTextSetting& s = it->second;
+    if (s.canonical == canonical_value(std::string(k->value))) continue;
+    // The dense model (num_experts=1) has no MoE layer for shared_experts to describe.
+    if (k->key == "shared_experts" && get_int("num_experts") == 1) continue;
+    fail(s.origin, ": key '", k->key, "' is ", s.text, ", but gemmax has only ", k->key, "=",
+         k->value, (k->note.empty() ? std::string() : str_cat(" (", k->note, ")")),
+         "; remove the key or set it to ", k->value, " (docs/MAXTEXT.md)");
+  }
+}
+
+std::vector<std::string> Config::ignored_maxtext_keys() const {
+  std::vector<std::string> keys;
+  for (const auto& [key, s] : maxtext_)
+    if (find_maxtext_key(key)->cls == KeyClass::NoMeaning) keys.push_back(key);
+  return keys;
+}
+
+std::string Config::ignored_keys_line() const {
+  const std::vector<std::string> keys = ignored_maxtext_keys();
+  if (keys.empty()) return "";
+  std::string line = str_cat("MaxText keys with no meaning in gemmax, ignored (", keys.size(), "):");
+  for (const std::string& k : keys) line += " " + k;
+  return line;
 }
 
 const ConfigValue& Config::at(const std::string& key) const {
   auto it = values_.find(key);
-  if (it == values_.end())
-    fail("unknown config key '", key, "'; did you mean '", nearest_key(key), "'?");
+  if (it == values_.end()) fail("unknown config key '", key, "'");
   return it->second;
 }
 
@@ -282,7 +414,11 @@ std::string Config::to_yaml() const {
 std::string Config::nearest_key(const std::string& key) {
   std::vector<std::string> keys;
   for (const auto& kv : base_values()) keys.push_back(kv.first);
-  return nearest(key, keys);
+  for (const MaxTextKey& k : maxtext_keys()) keys.emplace_back(k.key);
+  const std::string best = nearest(key, keys);
+  // Only a near spelling helps; a distant key only misleads.
+  const size_t allowed = std::max<size_t>(2, key.size() / 5);
+  return !best.empty() && edit_distance(key, best) <= allowed ? best : "";
 }
 
 std::vector<std::string> Config::preset_names() {

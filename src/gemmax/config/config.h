@@ -3,7 +3,9 @@
 // configs/base.yml (compiled in) declares every key; the type of a key is the type of its
 // default there. A run's values come from, in order: base.yml, the user's YAML file, the
 // key=value overrides, and finally the model preset named by `model_name`, which fills every
-// key that the user did not set.
+// key that the user did not set. MaxText's keys that gemmax does not implement are read as the
+// table of maxtext_keys.h says; a file holding such keys (MaxText's base.yml) is read in
+// MaxText's order instead: the preset overrides the file, the command line overrides both.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,10 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+namespace YAML {
+class Node;
+}
 
 namespace gemmax {
 
@@ -36,7 +42,7 @@ class Config {
   // Sets a key from its text form, checking the name and the type. `origin` names where the
   // value came from, for error messages ("command line", "run.yml", ...).
   void set(const std::string& key, const std::string& text, const std::string& origin);
-  bool set_by_user(const std::string& key) const { return user_keys_.count(key) > 0; }
+  bool set_by_user(const std::string& key) const;
   bool has(const std::string& key) const { return values_.count(key) > 0; }
 
   std::vector<std::string> keys() const;
@@ -45,17 +51,33 @@ class Config {
   std::string to_yaml() const;
   std::string value_text(const std::string& key) const;
 
-  // The key of base.yml closest to `key` by edit distance.
+  // MaxText keys with no meaning in gemmax that this run set (ignored), and the one line that
+  // names them at the start of a run ("" when there are none).
+  std::vector<std::string> ignored_maxtext_keys() const;
+  std::string ignored_keys_line() const;
+
+  // The key of base.yml or of MaxText nearest to `key` in spelling; "" if none is near.
   static std::string nearest_key(const std::string& key);
   static std::vector<std::string> preset_names();
 
  private:
+  // A MaxText key gemmax does not implement, as set by a file, the command line or a preset.
+  struct MaxTextSetting {
+    std::string text, canonical, origin;
+    bool user = false;
+  };
+
   const ConfigValue& at(const std::string& key) const;
-  void apply_yaml(const std::string& text, const std::string& origin, bool user);
+  void apply_file(const std::string& path);
   void apply_preset();
+  // `node` is a YAML node (files, presets) or null with `text` the value (command line).
+  void set_value(const std::string& key, const YAML::Node* node, const std::string& text,
+                 const std::string& origin, bool user);
+  void check_fixed_keys() const;
 
   std::map<std::string, ConfigValue> values_;
   std::map<std::string, bool> user_keys_;
+  std::map<std::string, MaxTextSetting> maxtext_;
 };
 
 }  // namespace gemmax

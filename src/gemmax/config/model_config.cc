@@ -38,11 +38,13 @@ void ModelConfig::validate() const {
   size(global_num_kv_heads, "global_num_kv_heads", kMaxDim);
   size(global_head_dim, "global_head_dim", kMaxDim);
   size(mlp_dim, "base_mlp_dim", kMaxDim);
-  size(moe_mlp_dim, "base_moe_mlp_dim", kMaxDim);
   size(num_experts, "num_experts", kMaxDim);
-  size(num_experts_per_tok, "num_experts_per_tok", kMaxDim);
+  if (has_moe()) {  // the dense layer (num_experts=1) reads neither
+    size(moe_mlp_dim, "base_moe_mlp_dim", kMaxDim);
+    size(num_experts_per_tok, "num_experts_per_tok", kMaxDim);
+  }
   size(sliding_window, "sliding_window_size", int64_t(INT32_MAX));
-  if (num_experts_per_tok > num_experts)
+  if (has_moe() && num_experts_per_tok > num_experts)
     fail("model '", name, "': num_experts_per_tok (", num_experts_per_tok,
          ") cannot exceed num_experts (", num_experts, ")");
   if (num_heads % num_kv_heads != 0)
@@ -74,7 +76,7 @@ void ModelConfig::validate() const {
   finite(dense_init_scale, "dense_init_scale", false);
   // The largest parameters and the whole count must be addressable.
   const double per_layer =
-      double(num_experts) * 3.0 * double(moe_mlp_dim) * double(d_model) +
+      (has_moe() ? double(num_experts) * 3.0 * double(moe_mlp_dim) * double(d_model) : 0.0) +
       3.0 * double(mlp_dim) * double(d_model) +
       4.0 * double(num_heads) * double(std::max(head_dim, global_head_dim)) * double(d_model);
   const double total = double(vocab_size) * double(d_model) + double(num_layers) * per_layer;
@@ -88,6 +90,7 @@ std::string ModelConfig::shape_difference(const ModelConfig& o) const {
   auto diff = [](const char* key, auto a, auto b) -> std::string {
     return a == b ? std::string() : str_cat(key, ": ", a, " vs ", b);
   };
+  const bool moe = has_moe() || o.has_moe();  // two dense models read no MoE sizes
   for (const std::string& d : {
            diff("vocab_size", vocab_size, o.vocab_size),
            diff("base_emb_dim", d_model, o.d_model),
@@ -98,9 +101,9 @@ std::string ModelConfig::shape_difference(const ModelConfig& o) const {
            diff("global_num_kv_heads", global_num_kv_heads, o.global_num_kv_heads),
            diff("global_head_dim", global_head_dim, o.global_head_dim),
            diff("base_mlp_dim", mlp_dim, o.mlp_dim),
-           diff("base_moe_mlp_dim", moe_mlp_dim, o.moe_mlp_dim),
+           moe ? diff("base_moe_mlp_dim", moe_mlp_dim, o.moe_mlp_dim) : "",
            diff("num_experts", num_experts, o.num_experts),
-           diff("num_experts_per_tok", num_experts_per_tok, o.num_experts_per_tok),
+           moe ? diff("num_experts_per_tok", num_experts_per_tok, o.num_experts_per_tok) : "",
            diff("sliding_window_size", sliding_window, o.sliding_window),
            diff("sliding_window_pattern", sliding_window_pattern, o.sliding_window_pattern),
            diff("local_rope_max_timescale", local_rope_theta, o.local_rope_theta),

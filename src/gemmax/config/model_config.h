@@ -27,7 +27,7 @@ struct ModelConfig {
   int64_t global_head_dim = 0;          // global_head_dim / global_head_dim
   int64_t mlp_dim = 0;                  // base_mlp_dim / intermediate_size (dense GeGLU)
   int64_t moe_mlp_dim = 0;              // base_moe_mlp_dim / moe_intermediate_size
-  int64_t num_experts = 0;              // num_experts / num_experts
+  int64_t num_experts = 0;              // num_experts / num_experts (1: dense, no MoE block)
   int64_t num_experts_per_tok = 0;      // num_experts_per_tok / top_k_experts
   int64_t sliding_window = 0;           // sliding_window_size / sliding_window
   int64_t sliding_window_pattern = 6;   // layer l is global iff l % pattern == pattern - 1
@@ -57,6 +57,9 @@ struct ModelConfig {
   // Global layers with K = V have no v projection.
   bool layer_has_v_proj(int64_t layer) const { return !(is_global(layer) && share_kv_projections); }
   int64_t num_global_layers() const;
+  // MaxText's num_experts=1 (HF enable_moe_block=false) is the dense layer of gemma4-31b: the
+  // GeGLU MLP alone between pre_ and post_feedforward_layernorm, no router and no experts.
+  bool has_moe() const { return num_experts > 1; }
 
   // Throws gemmax::Error naming the first inconsistent field.
   void validate() const;

@@ -8,5 +8,7 @@ namespace gemmax {
 
 // The model keys of `config` (filled from the preset unless overridden). Validated.
 ModelConfig model_config_from(const Config& config);
+// The model's dimensions as MaxText's keys: "base_num_decoder_layers=30 base_emb_dim=2816 ...".
+std::string maxtext_model_keys(const ModelConfig& m);
 
 }  // namespace gemmax

@@ -212,12 +212,18 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
   if (c.num_layers <= 0) fail(where, ": num_hidden_layers must be positive, got ", c.num_layers);
 
   // Features transformers can build but gemmax does not implement.
-  if (!k.boolean("enable_moe_block", false))
-    k.unsupported("enable_moe_block", k.find("enable_moe_block") ? "false" : "absent (false)",
-                  "gemmax models have a routed MoE beside the dense MLP in every layer");
-  c.num_experts = k.req_int("num_experts");
-  c.num_experts_per_tok = k.req_int("top_k_experts");
-  c.moe_mlp_dim = k.req_int("moe_intermediate_size");
+  if (k.boolean("enable_moe_block", false)) {
+    c.num_experts = k.req_int("num_experts");
+    c.num_experts_per_tok = k.req_int("top_k_experts");
+    c.moe_mlp_dim = k.req_int("moe_intermediate_size");
+    if (c.num_experts < 2)
+      fail(where, ": enable_moe_block is true with num_experts ", c.num_experts,
+           "; a MoE needs at least 2 experts (enable_moe_block false is the dense layer)");
+  } else {  // the dense layer (gemma4-31b): MaxText's num_experts=1; the MoE keys are unread
+    c.num_experts = 1;
+    c.num_experts_per_tok = 1;
+    c.moe_mlp_dim = 0;
+  }
   if (const json* v = k.find("hidden_size_per_layer_input"); v == nullptr)
     k.unsupported("hidden_size_per_layer_input", "absent (transformers defaults it to 256)",
                   "per-layer input embeddings are not implemented; set it to 0");
@@ -435,10 +441,10 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   j["num_global_key_value_heads"] = c.global_num_kv_heads;
   j["attention_k_eq_v"] = c.share_kv_projections;
   j["intermediate_size"] = c.mlp_dim;
-  j["enable_moe_block"] = true;
-  j["num_experts"] = c.num_experts;
-  j["top_k_experts"] = c.num_experts_per_tok;
-  j["moe_intermediate_size"] = c.moe_mlp_dim;
+  j["enable_moe_block"] = c.has_moe();
+  j["num_experts"] = c.has_moe() ? ojson(c.num_experts) : ojson(nullptr);
+  j["top_k_experts"] = c.has_moe() ? ojson(c.num_experts_per_tok) : ojson(nullptr);
+  j["moe_intermediate_size"] = c.has_moe() ? ojson(c.moe_mlp_dim) : ojson(nullptr);
   j["hidden_activation"] = kActivation;
   j["sliding_window"] = c.sliding_window;
   j["layer_types"] = types;

@@ -7,11 +7,11 @@ void layer_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w
   const int64_t T = ctx.tokens(), D = ctx.cfg.d_model;
   attention_forward(ctx, layer, w, x, a.attn);
   mlp_forward(ctx, w, a.h(), a.mlp);
-  moe_forward(ctx, w, a.h(), a.mlp.out, a.moe);
+  if (ctx.cfg.has_moe()) moe_forward(ctx, w, a.h(), a.mlp.out, a.moe);
   if (!a.ffn.defined()) {
     a.ffn = ctx.act_tensor({T, D}, ActClass::Other);
     a.rstd_ffw = ctx.stat_tensor({T}, ActClass::Other);
-    ctx.rmsnorm(a.ffn, a.rstd_ffw, a.moe.out, w.post_ffw_norm);
+    ctx.rmsnorm(a.ffn, a.rstd_ffw, a.ffn_in(ctx.cfg), w.post_ffw_norm);
   }
   if (y.defined()) ctx.be.scaled_sum_forward(y, a.h(), a.ffn, w.layer_scalar);
 }
@@ -35,10 +35,10 @@ void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& 
 
   // f = RMSNorm(mlp + moe): both branches receive the same gradient and add into dh.
   Tensor dsum = ctx.work({T, D});
-  be.rmsnorm_backward(dsum, g.post_ffw_norm, dh, a.moe.out, w.post_ffw_norm, a.rstd_ffw, 1.0,
-                      false);
+  be.rmsnorm_backward(dsum, g.post_ffw_norm, dh, a.ffn_in(ctx.cfg), w.post_ffw_norm, a.rstd_ffw,
+                      1.0, false);
   mlp_backward(ctx, w, g, a.h(), a.mlp, dsum, dh);
-  moe_backward(ctx, w, g, a.h(), a.moe, dsum, dh);
+  if (ctx.cfg.has_moe()) moe_backward(ctx, w, g, a.h(), a.moe, dsum, dh);
   dsum = Tensor();
 
   // h = x + attention(x)

@@ -2,6 +2,8 @@
 //   h = x + RMSNorm(Attention(x); post_attention_layernorm)
 //   f = RMSNorm( MLP(h) + MoE(h) ; post_feedforward_layernorm )
 //   y = (h + f) * layer_scalar
+// The dense layer (gemma4-31b, ModelConfig::has_moe() false) has no MoE and no
+// post_feedforward_layernorm_1: f = RMSNorm( MLP(h) ; post_feedforward_layernorm ).
 //
 // Remat (docs/TRAINING.md §10): the forward fills in only the activations its LayerActs does not
 // hold yet, and drop_unsaved() then releases what the remat policy does not keep. The backward
@@ -19,9 +21,11 @@ struct LayerActs {
   AttentionActs attn;  // attn.out is h, the residual after attention [T, D]
   MlpActs mlp;
   MoeActs moe;           // moe.out is MLP out + MoE out [T, D]
-  Tensor rstd_ffw, ffn;  // f = RMSNorm(moe.out)
+  Tensor rstd_ffw, ffn;  // f = RMSNorm(ffn_in())
 
   const Tensor& h() const { return attn.out; }
+  // What the post-feedforward norm reads: MLP + MoE, or the dense layer's MLP output.
+  const Tensor& ffn_in(const ModelConfig& c) const { return c.has_moe() ? moe.out : mlp.out; }
   void drop_unsaved() {
     attn.drop_unsaved();
     mlp.drop_unsaved();

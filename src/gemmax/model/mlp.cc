@@ -23,6 +23,10 @@ void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
     a.proj = ctx.act_tensor({T, D}, Matmul);
     be.matmul(a.proj, a.act, false, w.mlp_down, true, false);
   }
+  if (!ctx.cfg.has_moe()) {  // the dense layer: the layer's post_feedforward_layernorm reads proj
+    a.out = a.proj;
+    return;
+  }
   if (!a.out.defined()) {
     a.out = ctx.act_tensor({T, D}, Other);
     a.rstd_post = ctx.stat_tensor({T}, Other);
@@ -34,9 +38,12 @@ void mlp_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
                   const Tensor& h, const MlpActs& a, const Tensor& dout, const Tensor& dh) {
   Backend& be = ctx.be;
   const int64_t T = ctx.tokens(), D = ctx.cfg.d_model, F = ctx.cfg.mlp_dim;
-  Tensor dproj = ctx.work({T, D});
-  be.rmsnorm_backward(dproj, g.post_mlp_norm, dout, a.proj, w.post_mlp_norm, a.rstd_post, 1.0,
-                      false);
+  Tensor dproj = dout;
+  if (ctx.cfg.has_moe()) {
+    dproj = ctx.work({T, D});
+    be.rmsnorm_backward(dproj, g.post_mlp_norm, dout, a.proj, w.post_mlp_norm, a.rstd_post, 1.0,
+                        false);
+  }
   be.matmul(g.mlp_down, dproj, true, a.act, false, true);
   Tensor dact = ctx.work({T, F});
   be.matmul(dact, dproj, false, w.mlp_down, false, false);

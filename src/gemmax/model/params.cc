@@ -29,14 +29,16 @@ ParamTable::ParamTable(const ModelConfig& c) : config_(c) {
     add(p + "mlp.gate_proj.weight", {c.mlp_dim, D}, ParamInit::Dense, l, M);  // then up_proj:
     add(p + "mlp.up_proj.weight", {c.mlp_dim, D}, ParamInit::Dense, l, M);    // one [2F, D]
     add(p + "mlp.down_proj.weight", {D, c.mlp_dim}, ParamInit::Dense, l, M);
-    add(p + "post_feedforward_layernorm_1.weight", {D}, ParamInit::Ones, l, V);
-    add(p + "router.proj.weight", {E, D}, ParamInit::Dense, l, M);
-    add(p + "router.scale", {D}, ParamInit::Ones, l, V);
-    add(p + "router.per_expert_scale", {E}, ParamInit::Ones, l, V);
-    add(p + "pre_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
-    add(p + "experts.gate_up_proj", {E, 2 * F, D}, ParamInit::ExpertIn, l, M, true);
-    add(p + "experts.down_proj", {E, D, F}, ParamInit::ExpertOut, l, M, true);
-    add(p + "post_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
+    if (c.has_moe()) {  // the dense layer (gemma4-31b) has the MLP alone
+      add(p + "post_feedforward_layernorm_1.weight", {D}, ParamInit::Ones, l, V);
+      add(p + "router.proj.weight", {E, D}, ParamInit::Dense, l, M);
+      add(p + "router.scale", {D}, ParamInit::Ones, l, V);
+      add(p + "router.per_expert_scale", {E}, ParamInit::Ones, l, V);
+      add(p + "pre_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
+      add(p + "experts.gate_up_proj", {E, 2 * F, D}, ParamInit::ExpertIn, l, M, true);
+      add(p + "experts.down_proj", {E, D, F}, ParamInit::ExpertOut, l, M, true);
+      add(p + "post_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
+    }
     add(p + "post_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, V);
     add(p + "layer_scalar", {1}, ParamInit::Ones, l, V);
   }

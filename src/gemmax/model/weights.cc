@@ -28,14 +28,16 @@ LayerWeights bind_layer(const ParamTable& table, int64_t layer, const ParamLocat
                "mlp.up_proj must follow mlp.gate_proj");
   w.mlp_gate_up = g.buffer.flat_slice(g.offset, {2 * gate.shape[0], gate.shape[1]});
   w.mlp_down = v("mlp.down_proj.weight");
-  w.post_mlp_norm = v("post_feedforward_layernorm_1.weight");
-  w.router_proj = v("router.proj.weight");
-  w.router_scale = v("router.scale");
-  w.router_expert_scale = v("router.per_expert_scale");
-  w.pre_moe_norm = v("pre_feedforward_layernorm_2.weight");
-  w.experts_gate_up = v("experts.gate_up_proj");
-  w.experts_down = v("experts.down_proj");
-  w.post_moe_norm = v("post_feedforward_layernorm_2.weight");
+  if (table.config().has_moe()) {  // the dense layer binds none of these
+    w.post_mlp_norm = v("post_feedforward_layernorm_1.weight");
+    w.router_proj = v("router.proj.weight");
+    w.router_scale = v("router.scale");
+    w.router_expert_scale = v("router.per_expert_scale");
+    w.pre_moe_norm = v("pre_feedforward_layernorm_2.weight");
+    w.experts_gate_up = v("experts.gate_up_proj");
+    w.experts_down = v("experts.down_proj");
+    w.post_moe_norm = v("post_feedforward_layernorm_2.weight");
+  }
   w.post_ffw_norm = v("post_feedforward_layernorm.weight");
   w.layer_scalar = v("layer_scalar");
   return w;
@@ -75,7 +77,7 @@ int64_t layer_matrix_params(const ModelConfig& c, int64_t l) {
   const int64_t D = c.d_model, hd = c.layer_head_dim(l), kv = c.layer_kv_heads(l);
   const int64_t attn = c.num_heads * hd * D * 2 + kv * hd * D * (c.layer_has_v_proj(l) ? 2 : 1);
   const int64_t mlp = 3 * c.mlp_dim * D;
-  const int64_t moe = c.num_experts * D + c.num_experts * 3 * c.moe_mlp_dim * D;
+  const int64_t moe = c.has_moe() ? c.num_experts * D + c.num_experts * 3 * c.moe_mlp_dim * D : 0;
   return attn + mlp + moe;
 }
 

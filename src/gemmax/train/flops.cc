@@ -17,7 +17,8 @@ StepFlops training_flops(const ModelConfig& c, int64_t batch, int64_t seq) {
 
   StepFlops f;
   const double moe = double(c.num_layers) *
-                     (2 * B * T * D * E + ffn(double(c.mlp_dim)) + K * ffn(double(c.moe_mlp_dim)));
+                     (ffn(double(c.mlp_dim)) +
+                      (c.has_moe() ? 2 * B * T * D * E + K * ffn(double(c.moe_mlp_dim)) : 0.0));
   const double local = 2 * B * T * D * (H + 2 * kv_l) * hd_l + 2 * B * T * D * H * hd_l;
   const double global = 2 * B * T * D * (H + kv_mult_g * kv_g) * hd_g + 2 * B * T * D * H * hd_g;
   const double unembed = 2 * B * T * D * double(c.vocab_size);

@@ -498,9 +498,12 @@ void Trainer::print_sample(std::ostream& log) const {
 void Trainer::print_header(std::ostream& log) const {
   const ModelConfig& c = model_->config();
   const StepFlops f = training_flops(c, batch_, seq_);
+  if (const std::string l = config_.ignored_keys_line(); !l.empty()) log << "gemmax: " << l << "\n";
   log << "gemmax: model " << c.name << " | " << c.num_layers << " layers (" << c.num_global_layers()
-      << " global) | d_model " << c.d_model << " | " << c.num_experts << " experts top-"
-      << c.num_experts_per_tok << " | vocab " << c.vocab_size << "\n";
+      << " global) | d_model " << c.d_model << " | "
+      << (c.has_moe() ? str_cat(c.num_experts, " experts top-", c.num_experts_per_tok)
+                      : std::string("dense"))
+      << " | vocab " << c.vocab_size << "\n";
   int64_t trained = 0;
   for (size_t i = 0; i < trainable_.size(); ++i)
     trained += trainable_[i] ? model_->params().specs()[i].numel() : 0;
