@@ -188,8 +188,9 @@ TEST(ConfigMaxText, BadInputGivesClearErrors) {
   write_file(dir / "twice.yml", "steps: 5\nlearning_rate: 1e-3\nsteps: 6\n");
   expect_error([&] { Config::load(dir / "twice.yml", {}); },
                {"twice.yml: key 'steps' is set twice, to 5 and to 6"});
-  write_file(dir / "same.yml", "steps: 5\nsteps: 5.0\n");  // the same value twice is harmless
-  EXPECT_EQ(Config::load(dir / "same.yml", {}).get_int("steps"), 5);
+  write_file(dir / "same.yml", "steps: 5\nsteps: 5.0\n");  // even with one value: keep one line
+  expect_error([&] { Config::load(dir / "same.yml", {}); },
+               {"same.yml: key 'steps' is set twice", "(lines 1 and 2)"});
   // A list where a single value is expected.
   write_file(dir / "list.yml", "steps: [5, 6]\n");
   expect_error([&] { Config::load(dir / "list.yml", {}); },
