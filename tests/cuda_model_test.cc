@@ -142,22 +142,25 @@ TEST_P(ModelOnKernels, MemoryPlanEqualsMeasured) {
 }
 
 TEST_P(ModelOnKernels, ResumedRunEqualsUninterruptedBitForBit) {
+  // HF's smaller initialisation: under MaxText's, learning_rate=1e-2 on this tiny model makes
+  // the bf16 trajectories of two correct backends part by a few percent within 3 steps.
+  const std::vector<std::string> hf_init = {"init_scheme=hf"};
   TempDir whole, split;
-  Trainer a(Config::defaults(run_args(whole, name, 4)));
+  Trainer a(Config::defaults(run_args(whole, name, 4, hf_init)));
   std::ostringstream log;
   a.run(log);
   {  // ended before the resume: a run folder has one owner at a time
-    Trainer first(Config::defaults(run_args(split, name, 2)));
+    Trainer first(Config::defaults(run_args(split, name, 2, hf_init)));
     first.run(log);
   }
-  Trainer resumed(Config::defaults(run_args(split, name, 4)));
+  Trainer resumed(Config::defaults(run_args(split, name, 4, hf_init)));
   EXPECT_EQ(resumed.start_step(), 2);
   resumed.run(log);
   EXPECT_EQ(losses_of(whole), losses_of(split));
   EXPECT_EQ(host_bytes(a), host_bytes(resumed));
   // And the losses fall as they do on the reference backend, to a few bf16 roundings.
   TempDir ref_dir;
-  Trainer r(Config::defaults(run_args(ref_dir, "reference", 4)));
+  Trainer r(Config::defaults(run_args(ref_dir, "reference", 4, hf_init)));
   r.run(log);
   const std::vector<double> lr = losses_of(ref_dir), lk = losses_of(whole);
   ASSERT_EQ(lr.size(), lk.size());
