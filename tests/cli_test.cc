@@ -11,16 +11,8 @@ namespace {
 using testing::run_command;
 using testing::TempDir;
 
-struct Result {
-  int status;
-  std::string out;
-};
-
-Result gemmax(const std::string& args) {
-  Result r;
-  r.status = run_command(std::string(GEMMAX_BINARY) + " " + args, &r.out);
-  return r;
-}
+using Result = testing::CliResult;
+constexpr auto& gemmax = testing::run_gemmax;
 
 void expect_failure(const std::string& args, const std::vector<std::string>& parts) {
   const Result r = gemmax(args);

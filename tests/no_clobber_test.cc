@@ -16,16 +16,8 @@ using testing::expect_error;
 using testing::run_command;
 using testing::TempDir;
 
-struct Result {
-  int status;
-  std::string out;
-};
-
-Result gemmax(const std::string& args) {
-  Result r;
-  r.status = run_command(std::string(GEMMAX_BINARY) + " " + args, &r.out);
-  return r;
-}
+using Result = testing::CliResult;
+constexpr auto& gemmax = testing::run_gemmax;
 
 // Runs the command, expects a refusal naming `parts`, and the file `input` unchanged.
 void expect_refused(const std::string& args, const std::string& input,

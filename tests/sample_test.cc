@@ -425,15 +425,8 @@ TEST(Generate, BadInputIsNamed) {
 
 // ---- the command -------------------------------------------------------------------------------
 
-struct CliResult {
-  int status;
-  std::string out;  // stdout and stderr
-};
-CliResult gemmax(const std::string& args) {
-  CliResult r;
-  r.status = testing::run_command(std::string(GEMMAX_BINARY) + " " + args, &r.out);
-  return r;
-}
+using testing::CliResult;
+constexpr auto& gemmax = testing::run_gemmax;
 // stdout alone (the text), and stderr into *err (the statistics).
 CliResult gemmax_stdout(const std::string& args, std::string* err) {
   static const TempDir logs;

@@ -103,6 +103,19 @@ inline int run_command(const std::string& cmd, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+#ifdef GEMMAX_BINARY
+// The gemmax binary under test, run with `args`: its exit status, and stdout and stderr together.
+struct CliResult {
+  int status = -1;
+  std::string out;
+};
+inline CliResult run_gemmax(const std::string& args) {
+  CliResult r;
+  r.status = run_command(std::string(GEMMAX_BINARY) + " " + args, &r.out);
+  return r;
+}
+#endif
+
 // A tensor of arbitrary bytes (any dtype; NaN patterns included): for bit-exact IO round trips.
 inline Tensor random_bytes(const Shape& shape, DType dtype, uint32_t seed) {
   Tensor t = Tensor::empty(shape, dtype);

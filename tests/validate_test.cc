@@ -96,15 +96,8 @@ TEST(Validate, CheckedArithmeticNamesWhatOverflowed) {
                {"[1099511627776, 1099511627776]", "64 bits"});
 }
 
-struct Cli {
-  int status;
-  std::string out;
-};
-Cli gemmax(const std::string& args) {
-  Cli r;
-  r.status = run_command(std::string(GEMMAX_BINARY) + " " + args, &r.out);
-  return r;
-}
+using Cli = testing::CliResult;
+constexpr auto& gemmax = testing::run_gemmax;
 
 TEST(Validate, TheCommandsRefuseHugeSizesWithoutNegativeNumbersOrSourcePaths) {
   TempDir dir;
