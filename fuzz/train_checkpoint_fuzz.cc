@@ -16,7 +16,7 @@
 #include "gemmax/config/config.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/data/loader.h"
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 
 namespace {
 

@@ -7,6 +7,7 @@
 // Tolerances: fp32 results within 1e-5 of the largest reference value (the cpu backend sums
 // in fp32, the reference in fp64); bf16 results within 2^-7 of it (both round once to bf16 from
 // results a few fp32 ulps apart), unless a test says otherwise.
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/cpu/cpu_backend.h"
 
 #include <gtest/gtest.h>

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/model/gemma4.h"

@@ -14,6 +14,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/convert.h"

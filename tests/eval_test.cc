@@ -8,8 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/data/token_shard.h"
-#include "gemmax/io/model_dir.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/train/eval.h"
 #include "gemmax/train/trainer.h"
 #include "test_util.h"

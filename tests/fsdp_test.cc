@@ -2,7 +2,7 @@
 // counts, the vocabulary-parallel cross-entropy, the data split, and (under mpirun) whole runs:
 // N ranks against one with the whole batch, every rank's plan against its measured peaks, the
 // seed switches, resume on other rank counts, export, and faults.
-#include "gemmax/dist/fsdp.h"
+#include "gemmax/parallel/fsdp.h"
 
 #include <gtest/gtest.h>
 
@@ -17,12 +17,12 @@
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"
-#include "gemmax/dist/comm.h"
-#include "gemmax/dist/planning_comm.h"
-#include "gemmax/dist/shard_layout.h"
-#include "gemmax/io/model_dir.h"
+#include "gemmax/parallel/comm.h"
+#include "gemmax/parallel/planning_comm.h"
+#include "gemmax/parallel/shard_layout.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/io/run_lock.h"
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/memory_plan.h"
 #include "gemmax/train/trainer.h"

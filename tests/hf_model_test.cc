@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gemmax/io/hf_checkpoint.h"
-#include "gemmax/io/hf_model.h"
+#include "gemmax/checkpoint/hf_model.h"
 #include "test_util.h"
 
 namespace gemmax {

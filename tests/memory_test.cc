@@ -9,7 +9,7 @@
 
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/config/config.h"
-#include "gemmax/dist/fsdp.h"
+#include "gemmax/parallel/fsdp.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/model/head.h"
 #include "gemmax/train/memory_budget.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gemmax/dist/routing_comm.h"
+#include "gemmax/parallel/routing_comm.h"
 #include "test_util.h"
 
 namespace gemmax {

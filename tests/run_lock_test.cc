@@ -14,7 +14,7 @@
 
 #include "gemmax/io/run_lock.h"
 #include "gemmax/io/tfevents.h"
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "test_util.h"
 
 namespace gemmax {

@@ -11,7 +11,7 @@
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/io/hf_checkpoint.h"
 #include "gemmax/io/hf_config.h"
-#include "gemmax/io/hf_model.h"
+#include "gemmax/checkpoint/hf_model.h"
 #include "gemmax/model/decode.h"
 #include "gemmax/model/generate.h"
 #include "gemmax/model/sampler.h"

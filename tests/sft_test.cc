@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/data/packing.h"
 #include "gemmax/data/token_shard.h"

@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "test_util.h"
 
 namespace gemmax {

@@ -20,7 +20,7 @@
 
 #include "gemmax/base/crc32c.h"
 #include "gemmax/io/tfevents.h"
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/train/trainer.h"
 #include "test_util.h"
 

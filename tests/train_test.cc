@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/train/optimizer.h"
 #include "gemmax/train/trainer.h"
 #include "test_util.h"

@@ -8,8 +8,8 @@
 #include "gemmax/config/validate.h"
 #include "gemmax/io/hf_checkpoint.h"
 #include "gemmax/io/hf_config.h"
-#include "gemmax/io/hf_model.h"
-#include "gemmax/io/model_dir.h"
+#include "gemmax/checkpoint/hf_model.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "test_util.h"
 
 namespace gemmax {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "gemmax/base/rng.h"
-#include "gemmax/dist/comm_mpi.h"
-#include "gemmax/dist/world.h"
+#include "gemmax/parallel/comm_mpi.h"
+#include "gemmax/parallel/world.h"
 
 namespace gemmax {
 namespace {

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/no_clobber.h"
 #include <numeric>

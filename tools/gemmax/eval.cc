@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "gemmax/io/model_dir.h"
+#include "gemmax/backend/backend_factory.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/train/eval.h"
 #include "gemmax/train/memory_budget.h"
 

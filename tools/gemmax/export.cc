@@ -6,10 +6,10 @@
 #include "flags.h"
 #include "gemmax/io/hf_checkpoint.h"
 #include "gemmax/io/hf_config.h"
-#include "gemmax/io/hf_model.h"
-#include "gemmax/io/model_dir.h"
+#include "gemmax/checkpoint/hf_model.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/io/no_clobber.h"
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 
 namespace gemmax {
 namespace {

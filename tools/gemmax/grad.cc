@@ -11,7 +11,8 @@
 #include "commands.h"
 #include "flags.h"
 #include "gemmax/backend/backend.h"
-#include "gemmax/io/hf_model.h"
+#include "gemmax/backend/backend_factory.h"
+#include "gemmax/checkpoint/hf_model.h"
 #include "gemmax/io/no_clobber.h"
 #include "gemmax/model/gemma4.h"
 

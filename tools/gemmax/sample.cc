@@ -6,7 +6,8 @@
 #include "commands.h"
 #include "flags.h"
 #include "gemmax/backend/backend.h"
-#include "gemmax/io/model_dir.h"
+#include "gemmax/backend/backend_factory.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/model/generate.h"
 
 namespace gemmax {

@@ -5,8 +5,9 @@
 #include <string>
 
 #include "commands.h"
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/config/run_config.h"
-#include "gemmax/dist/world.h"
+#include "gemmax/parallel/world.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/stop_signal.h"
 #include "gemmax/train/trainer.h"

@@ -264,7 +264,7 @@ class Backend {
                                      const Tensor& targets, const Tensor& mask, double cap,
                                      double grad_scale, bool write_grad) = 0;
 
-  // ---- output head loss with the vocabulary split over ranks (dist/vocab_parallel.h) ----------
+  // ---- output head loss with the vocabulary split over ranks (parallel/vocab_parallel.h) ----------
   // logits [R, Vl] hold this rank's columns of the vocabulary for R rows; targets (int32 [R]) hold
   // each row's target column on this rank, or -1 (another rank's column); stats is float64 [3, R]:
   // row max, sum of exponentials, target logit. Between the passes the caller combines the stats
@@ -290,30 +290,6 @@ class Backend {
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                           const AdamWStep& step, const Tensor& scalars) = 0;
 };
-
-// What a backend is built with (config keys backend, num_threads, cpu_kernels).
-struct BackendOptions {
-  std::string name = "cpu";
-  int num_threads = 0;       // 0: the cores this process may use
-  std::string isa = "auto";  // cpu_kernels: auto | amx | amx_emulated | avx512_fp32 | avx512_bf16 | avx2
-  // cpu: attention's scratch per thread (0: 8 MiB). Tests shrink it to reach the paths that
-  // long sequences take: key panels repacked per use, the backward's keys in chunks.
-  int64_t attention_scratch_bytes = 0;
-  // cuda: fast (tensor-core kernels for bfloat16 attention and grouped matmuls) | simple (the
-  // plain kernels they are tested against)
-  std::string cuda_kernels = "fast";
-  // cuda: synchronise and check after every kernel launch, so that a fault names its kernel
-  // (slow: for the first run on a new GPU or a new build)
-  bool cuda_sync_check = false;
-};
-
-// Throws gemmax::Error naming the known backends.
-std::unique_ptr<Backend> make_backend(const BackendOptions& options);
-inline std::unique_ptr<Backend> make_backend(const std::string& name) {
-  BackendOptions o;
-  o.name = name;
-  return make_backend(o);
-}
 
 // The clipping factor of AdamW: min(1, clip_norm / norm) (1 when clip_norm is 0).
 inline double clip_factor(double clip_norm, double norm) {

@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include "gemmax/base/named_tensors.h"
 #include "gemmax/base/tensor.h"
 
 namespace gemmax {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using StringMap = std::map<std::string, std::string>;
 
 class Progress;

@@ -4,7 +4,7 @@
 // all read this table; nothing else lists parameters. On one device parameters live back to back in
 // flat buffers (weights, gradients, Adam moments share the same offsets), in the order declared, so
 // that mlp.gate_proj and mlp.up_proj form one fused [2F, D] matrix, as the experts' gate_up_proj
-// does. Under FSDP each rank holds the pieces dist/shard_layout.h derives from `fsdp` below.
+// does. Under FSDP each rank holds the pieces parallel/shard_layout.h derives from `fsdp` below.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,7 @@ struct InitDistribution {
 // For a parameter that is not ParamInit::Ones, under the config's init_scheme.
 InitDistribution init_distribution(const ModelConfig& config, const ParamSpec& spec);
 
-// How FSDP stores a parameter over N ranks (dist/shard_layout.h, docs/FSDP.md).
+// How FSDP stores a parameter over N ranks (parallel/shard_layout.h, docs/FSDP.md).
 enum class FsdpRole : uint8_t {
   // A matrix of a decoder layer: the layer's matrices, back to back in declaration order, form one
   // flat buffer split into N equal contiguous pieces (zero-padded at the end); the layer's

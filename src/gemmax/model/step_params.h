@@ -3,7 +3,7 @@
 // Gemma4Model::forward_backward walks a step (embedding, layers, output head, layers backward,
 // embedding backward) and asks a StepParams at each stage. On one device (WholeParams) that binds
 // the flat weight and gradient buffers and casts each layer's matrices to the compute dtype while
-// the layer runs. Under FSDP (dist/fsdp.h) it all-gathers a layer's weights from the ranks' shards
+// the layer runs. Under FSDP (parallel/fsdp.h) it all-gathers a layer's weights from the ranks' shards
 // (the next layer's gather in flight while this one computes), and reduce-scatters a layer's
 // gradients as soon as its backward is done.
 #pragma once

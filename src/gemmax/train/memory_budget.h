@@ -4,6 +4,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "gemmax/backend/backend.h"
+#include "gemmax/backend/backend_options.h"
 #include "gemmax/config/config.h"
 #include "gemmax/train/memory_plan.h"
 

@@ -5,7 +5,7 @@
 
 #include "gemmax/backend/planning_backend.h"
 #include "gemmax/base/strings.h"
-#include "gemmax/dist/planning_comm.h"
+#include "gemmax/parallel/planning_comm.h"
 #include "gemmax/model/params.h"
 #include "gemmax/train/step.h"
 

@@ -5,7 +5,7 @@
 // PlanningBackend (backend/planning_backend.h) wrapped around the backend that will train, which
 // allocates nothing and counts every allocation in the model's order. Under FSDP
 // (ici_fsdp_parallelism = N > 1) the step is rank 0's sharded step on a PlanningComm of N ranks
-// (dist/planning_comm.h), which moves nothing: the plan is then per rank (every rank allocates
+// (parallel/planning_comm.h), which moves nothing: the plan is then per rank (every rank allocates
 // alike), without MPI and without allocating, and counts the bytes each collective would move. It
 // therefore follows the backend, the remat policy, the tiling, the sharding and every switch; the
 // trainer prints it before the first step (and refuses a run above max_memory_gb) and beside the
@@ -20,8 +20,8 @@
 #include "gemmax/backend/backend.h"
 #include "gemmax/base/memory.h"
 #include "gemmax/config/model_config.h"
-#include "gemmax/dist/comm.h"
-#include "gemmax/dist/fsdp.h"
+#include "gemmax/parallel/comm.h"
+#include "gemmax/parallel/fsdp.h"
 #include "gemmax/model/context.h"
 
 namespace gemmax {

@@ -29,7 +29,7 @@ struct StepMetrics {
   double mfu = 0;             // tflops_per_sec / peak_tflops_per_device (0: unknown)
   int64_t total_weights = 0;  // real target tokens
   int64_t skipped_steps = 0;  // steps this invocation skipped so far (non-finite values)
-  // FSDP: what this rank's collectives moved in the step (payload bytes, dist/comm.h) and the
+  // FSDP: what this rank's collectives moved in the step (payload bytes, parallel/comm.h) and the
   // seconds it waited on them.
   bool has_comm = false;
   int64_t comm_all_gather_bytes = 0, comm_reduce_scatter_bytes = 0, comm_all_reduce_bytes = 0;

@@ -1,6 +1,6 @@
 // AdamW over a rank's flat parameter buffer, with clipping by global norm (docs/TRAINING.md §12).
 //
-// The buffer holds what the rank's ShardLayout says (dist/shard_layout.h): every parameter on one
+// The buffer holds what the rank's ShardLayout says (parallel/shard_layout.h): every parameter on one
 // device, this rank's pieces under FSDP. Frozen parameters (config `freeze`) have no optimizer
 // state and are never updated; the moments hold the trainable pieces only, back to back in registry
 // order.
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "gemmax/backend/backend.h"
+#include "gemmax/base/named_tensors.h"
 #include "gemmax/config/config.h"
-#include "gemmax/dist/shard_layout.h"
-#include "gemmax/io/safetensors.h"
+#include "gemmax/parallel/shard_layout.h"
 #include "gemmax/model/params.h"
 
 namespace gemmax {

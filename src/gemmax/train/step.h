@@ -5,7 +5,7 @@
 // step's scalars (losses, gradient norm) once. The trainer and the memory plan
 // (train/memory_plan.h) run this same code, so the plan sees exactly what a step allocates.
 //
-// With a comm of more than one rank the state is this rank's FSDP shard (dist/fsdp.h): the step
+// With a comm of more than one rank the state is this rank's FSDP shard (parallel/fsdp.h): the step
 // gathers weights and reduce-scatters gradients per layer, and sums the losses and the gradient
 // norm over ranks, so the scalars the host reads are the global batch's.
 #pragma once
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gemmax/backend/backend.h"
-#include "gemmax/dist/fsdp.h"
+#include "gemmax/parallel/fsdp.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/optimizer.h"
 

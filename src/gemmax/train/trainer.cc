@@ -1,3 +1,4 @@
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/train/trainer.h"
 
 #include <chrono>
@@ -20,15 +21,15 @@
 #include "gemmax/config/run_config.h"
 #include "gemmax/data/tokenizer.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
-#include "gemmax/dist/routing_comm.h"
-#include "gemmax/dist/world.h"
+#include "gemmax/parallel/routing_comm.h"
+#include "gemmax/parallel/world.h"
 #ifdef GEMMAX_HAVE_NCCL
-#include "gemmax/dist/comm_nccl.h"
+#include "gemmax/parallel/comm_nccl.h"
 #endif
 #include "gemmax/io/atomic_file.h"
-#include "gemmax/io/model_dir.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/io/run_lock.h"
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/model/generate.h"
 #include "gemmax/train/eval.h"
 #include "gemmax/train/flops.h"

@@ -2,7 +2,7 @@
 // train-state checkpoints, exact resume and graceful stop.
 //
 // Under mpirun every rank runs a Trainer over the same Comm: each trains its FSDP shard on its rows
-// of the global batch (dist/fsdp.h) and writes its own checkpoint shard; rank 0 prints the log and
+// of the global batch (parallel/fsdp.h) and writes its own checkpoint shard; rank 0 prints the log and
 // writes the run folder's other files.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include "gemmax/backend/backend.h"
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"
-#include "gemmax/dist/comm.h"
+#include "gemmax/parallel/comm.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_plan.h"
 #include "gemmax/train/schedule.h"

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "gemmax/backend/backend.h"
+#include "gemmax/backend/backend_options.h"
 #include "gemmax/backend/cpu/gemm.h"
 #include "gemmax/backend/cpu/host_allocator.h"
 #include "gemmax/backend/cpu/isa.h"

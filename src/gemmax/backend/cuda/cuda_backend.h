@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gemmax/backend/backend_options.h"
 #include "gemmax/backend/cuda/kernel_backend.h"
 #include "gemmax/backend/cuda/ops/common.h"
 
@@ -108,7 +109,7 @@ class CudaBackend final : public KernelBackend<CudaPlatform> {
   void synchronize() override;
   int64_t persistent_bytes() const override { return scratch_.defined() ? scratch_.numel() : 0; }
 
-  // The streams of the device: kernels run on compute; collectives (dist/) on comm, ordered
+  // The streams of the device: kernels run on compute; collectives (parallel/) on comm, ordered
   // against compute with events (wait_for_compute, wait_for_comm).
   cudaStream_t compute_stream() const { return p_.compute_stream(); }
   cudaStream_t comm_stream() const { return p_.comm_stream(); }

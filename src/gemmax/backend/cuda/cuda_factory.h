@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gemmax/backend/backend.h"
+#include "gemmax/backend/backend_options.h"
 
 namespace gemmax::cuda {
 

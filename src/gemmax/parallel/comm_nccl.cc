@@ -1,4 +1,4 @@
-#include "gemmax/dist/comm_nccl.h"
+#include "gemmax/parallel/comm_nccl.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

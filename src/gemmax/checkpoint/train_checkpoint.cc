@@ -1,4 +1,4 @@
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 
 #include <zlib.h>
 

@@ -1,11 +1,11 @@
-#include "gemmax/dist/fsdp.h"
+#include "gemmax/parallel/fsdp.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
 #include "gemmax/base/strings.h"
-#include "gemmax/dist/vocab_parallel.h"
+#include "gemmax/parallel/vocab_parallel.h"
 #include "gemmax/model/head.h"
 
 namespace gemmax {

@@ -1,4 +1,4 @@
-#include "gemmax/dist/shard_layout.h"
+#include "gemmax/parallel/shard_layout.h"
 
 #include <algorithm>
 

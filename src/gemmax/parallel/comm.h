@@ -1,12 +1,12 @@
 // Collective communication between the ranks of a data-parallel run: the interface FSDP
-// (dist/fsdp.h) is built on. Implementations:
+// (parallel/fsdp.h) is built on. Implementations:
 //   single    one rank (no MPI): every collective is a copy or nothing;
 //   mpi       Open MPI, on host buffers (the reference and cpu backends), with a progress thread
 //             so that non-blocking collectives advance while the caller computes, and a timeout
-//             that names the rank a collective waits for (dist/comm_mpi.h);
-//   nccl      NCCL on device buffers and a CUDA stream, bootstrapped over MPI (dist/comm_nccl.h);
+//             that names the rank a collective waits for (parallel/comm_mpi.h);
+//   nccl      NCCL on device buffers and a CUDA stream, bootstrapped over MPI (parallel/comm_nccl.h);
 //   planning  rank 0 of N that moves nothing: the memory plan runs the sharded step on it
-//             (dist/planning_comm.h).
+//             (parallel/planning_comm.h).
 //
 // Every collective is non-blocking: it returns a CommRequest, and the buffers may be touched
 // again only after its wait(). Every rank must start the same collectives in the same order.

@@ -1,4 +1,4 @@
-#include "gemmax/dist/routing_comm.h"
+#include "gemmax/parallel/routing_comm.h"
 
 #include "gemmax/base/error.h"
 

@@ -1,4 +1,4 @@
-#include "gemmax/dist/comm.h"
+#include "gemmax/parallel/comm.h"
 
 #include <cstring>
 #include <exception>

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "gemmax/dist/comm.h"
+#include "gemmax/parallel/comm.h"
 #include "gemmax/io/safetensors.h"
 
 namespace gemmax {

@@ -6,7 +6,7 @@
 // and its stats() are the bytes a step moves.
 #pragma once
 
-#include "gemmax/dist/comm.h"
+#include "gemmax/parallel/comm.h"
 
 namespace gemmax {
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "gemmax/dist/comm.h"
+#include "gemmax/parallel/comm.h"
 
 namespace gemmax {
 

@@ -1,12 +1,12 @@
-#include "gemmax/io/model_dir.h"
+#include "gemmax/checkpoint/model_dir.h"
 
 #include <cstring>
 #include <filesystem>
 
 #include "gemmax/base/progress.h"
 #include "gemmax/config/run_config.h"
-#include "gemmax/io/hf_model.h"
-#include "gemmax/io/train_checkpoint.h"
+#include "gemmax/checkpoint/hf_model.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/model/params.h"
 
 namespace gemmax {

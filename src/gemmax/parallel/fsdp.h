@@ -1,7 +1,7 @@
 // Fully sharded data parallelism (ZeRO-3) over a Comm: docs/FSDP.md.
 //
 // Each rank holds 1/N of every large parameter's fp32 master weights, gradients and Adam moments
-// (dist/shard_layout.h) and trains on its own per_device_batch_size rows of the global batch.
+// (parallel/shard_layout.h) and trains on its own per_device_batch_size rows of the global batch.
 // FsdpParams is the StepParams of such a rank (model/step_params.h):
 //   - before a layer's forward, and again before its backward (whose remat recompute uses the same
 //     weights), it casts its piece of the layer's matrices to the compute dtype and all-gathers the
@@ -16,7 +16,7 @@
 //     for the lookup and for the head (fsdp_embedding=gather), or nothing of it moves
 //     (vocab_parallel): the lookup and the tied, soft-capped head run on each rank's vocabulary
 //     rows for the tokens of all ranks, tile by tile along the sequence (seed change 5), with the
-//     head's log-sum-exp combined across ranks (dist/vocab_parallel.h);
+//     head's log-sum-exp combined across ranks (parallel/vocab_parallel.h);
 //   - vocab_tiling_axis=batch (seed change 5 off) tiles the head along the global batch's rows
 //     instead, each tile's input spread over the ranks and its gradient returned by all-to-alls
 //     (HeadChunks);
@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "gemmax/config/config.h"
-#include "gemmax/dist/comm.h"
-#include "gemmax/dist/shard_layout.h"
+#include "gemmax/parallel/comm.h"
+#include "gemmax/parallel/shard_layout.h"
 #include "gemmax/model/step_params.h"
 
 namespace gemmax {

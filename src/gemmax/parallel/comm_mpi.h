@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "gemmax/dist/comm.h"
+#include "gemmax/parallel/comm.h"
 
 namespace gemmax {
 

@@ -1,4 +1,4 @@
-#include "gemmax/dist/vocab_parallel.h"
+#include "gemmax/parallel/vocab_parallel.h"
 
 #include <cmath>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "gemmax/io/hf_model.h"
+#include "gemmax/checkpoint/hf_model.h"
 
 #include <filesystem>
 #include <cstring>

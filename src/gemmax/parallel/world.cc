@@ -1,4 +1,4 @@
-#include "gemmax/dist/world.h"
+#include "gemmax/parallel/world.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include "gemmax/base/error.h"
 #ifdef GEMMAX_HAVE_MPI
-#include "gemmax/dist/comm_mpi.h"
+#include "gemmax/parallel/comm_mpi.h"
 #endif
 
 namespace gemmax {

@@ -15,11 +15,11 @@
 //   lookup backward  the tile's gradients are all-gathered and each rank adds those of tokens in
 //             its rows to its piece of the table gradient.
 // The traffic is proportional to the global batch's tokens instead of the table: smaller while the
-// global batch has fewer tokens than about the vocabulary (EmbeddingBytes in dist/fsdp.h).
+// global batch has fewer tokens than about the vocabulary (EmbeddingBytes in parallel/fsdp.h).
 #pragma once
 
-#include "gemmax/dist/comm.h"
-#include "gemmax/dist/fsdp.h"
+#include "gemmax/parallel/comm.h"
+#include "gemmax/parallel/fsdp.h"
 #include "gemmax/model/context.h"
 
 namespace gemmax {

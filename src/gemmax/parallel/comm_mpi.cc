@@ -1,4 +1,4 @@
-#include "gemmax/dist/comm_mpi.h"
+#include "gemmax/parallel/comm_mpi.h"
 
 #include <mpi.h>
 

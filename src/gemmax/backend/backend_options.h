@@ -1,0 +1,26 @@
+// What a backend is built with: the config keys backend, num_threads, cpu_kernels, cuda_kernels
+// and cuda_sync_check. The backends read it; the factory (backend_factory.h) picks one by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gemmax {
+
+// What a backend is built with (config keys backend, num_threads, cpu_kernels).
+struct BackendOptions {
+  std::string name = "cpu";
+  int num_threads = 0;       // 0: the cores this process may use
+  std::string isa = "auto";  // cpu_kernels: auto | amx | amx_emulated | avx512_fp32 | avx512_bf16 | avx2
+  // cpu: attention's scratch per thread (0: 8 MiB). Tests shrink it to reach the paths that
+  // long sequences take: key panels repacked per use, the backward's keys in chunks.
+  int64_t attention_scratch_bytes = 0;
+  // cuda: fast (tensor-core kernels for bfloat16 attention and grouped matmuls) | simple (the
+  // plain kernels they are tested against)
+  std::string cuda_kernels = "fast";
+  // cuda: synchronise and check after every kernel launch, so that a fault names its kernel
+  // (slow: for the first run on a new GPU or a new build)
+  bool cuda_sync_check = false;
+};
+
+}  // namespace gemmax
