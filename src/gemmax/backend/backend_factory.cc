@@ -4,7 +4,7 @@
 
 #include "gemmax/backend/cpu/cpu_backend.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
-#include "gemmax/backend/cuda/emulated_backend.h"
+#include "gemmax/backend/cuda/emu/emulated_backend.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/error.h"
 

@@ -1,4 +1,4 @@
-#include "gemmax/backend/cuda/emulated_backend.h"
+#include "gemmax/backend/cuda/emu/emulated_backend.h"
 
 #include "gemmax/backend/cuda/device_error.h"
 #include "gemmax/backend/cuda/ops/attention_ops.h"
