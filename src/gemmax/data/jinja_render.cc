@@ -120,9 +120,11 @@ class Renderer {
   }
 
   struct RaisedError {
+    explicit RaisedError(std::string m) : message(std::move(m)) {}
     std::string message;
   };
   struct CallError {
+    explicit CallError(std::string m) : message(std::move(m)) {}
     std::string message;
   };
 
@@ -246,11 +248,11 @@ class Renderer {
         else if (def) s.vars[pname] = eval(*def, s);
         else s.vars[pname] = Value::undefined(pname);
       }
-      for (auto& [key, v] : a.keywords) {
+      for (auto& kw : a.keywords) {
         const bool known = std::any_of(node->params.begin(), node->params.end(),
-                                       [&](const auto& p) { return p.first == key; });
-        if (!known) throw CallError("macro '" + node->targets[0] + "' has no parameter '" + key + "'");
-        s.vars[key] = v;
+                                       [&](const auto& p) { return p.first == kw.first; });
+        if (!known) throw CallError("macro '" + node->targets[0] + "' has no parameter '" + kw.first + "'");
+        s.vars[kw.first] = kw.second;
       }
       std::string text;
       render(node->body, s, text);
