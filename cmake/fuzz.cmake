@@ -5,7 +5,7 @@
 # skipped with a warning.
 set(GEMMAX_FUZZ_SECONDS 20 CACHE STRING "seconds ctest runs each fuzz target")
 set(GEMMAX_FUZZ_TARGETS safetensors_fuzz token_shard_fuzz config_fuzz hf_config_fuzz
-                        train_checkpoint_fuzz tokenizer_fuzz)
+                        train_checkpoint_fuzz tokenizer_fuzz chat_template_fuzz)
 find_program(GEMMAX_CLANGXX NAMES clang++ clang++-14 PATHS /usr/bin NO_DEFAULT_PATH)
 set(fuzz_dir ${CMAKE_BINARY_DIR}/fuzz)
 if(GEMMAX_CLANGXX)

@@ -5,10 +5,11 @@ set -e
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # Open MPI (libopenmpi-dev, openmpi-bin) runs multi-rank FSDP training and its tests; without it
-# gemmax builds and trains on one rank.
+# gemmax builds and trains on one rank. python3-jinja2: the chat-template renderer's reference in
+# the tests (they skip without it).
 PACKAGES="g++ cmake make pkg-config libgtest-dev nlohmann-json3-dev libyaml-cpp-dev \
 libsentencepiece-dev sentencepiece zlib1g-dev libprotobuf-dev protobuf-compiler libopenmpi-dev \
-openmpi-bin python3-torch python3-numpy clang libclang-rt-dev"  # clang: the fuzz targets (fuzz/)
+openmpi-bin python3-torch python3-numpy python3-jinja2 clang libclang-rt-dev"  # clang: the fuzz targets (fuzz/)
 # Skip apt when everything is already there (re-runs, CI caches).
 missing=""
 for p in $PACKAGES; do

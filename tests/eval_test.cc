@@ -25,13 +25,15 @@ using testing::TempDir;
 // bit; the eval leaves the weights as they were.
 TEST(Eval, BatchLossEqualsTheTrainingStepsForwardBitForBit) {
   const ModelConfig cfg = testing::small_test_config(2);
-  for (const auto& [backend, act, wdt] :
-       {std::tuple{"cpu", DType::BF16, DType::F32}, std::tuple{"reference", DType::F64, DType::F64},
-        std::tuple{"reference", DType::BF16, DType::F32}}) {
+  for (const auto& [backend, act, wdt, remat] :
+       {std::tuple{"cpu", DType::BF16, DType::F32, RematPolicy::Full},
+        std::tuple{"cpu", DType::BF16, DType::F32, RematPolicy::None},
+        std::tuple{"reference", DType::F64, DType::F64, RematPolicy::Minimal},
+        std::tuple{"reference", DType::BF16, DType::F32, RematPolicy::Full}}) {
     auto be = make_backend(backend);
     ModelOptions mo;
     mo.act = act;
-    mo.remat = RematPolicy::Full;
+    mo.remat = remat;
     Gemma4Model model(cfg, *be, mo);
     const std::vector<bool> all(model.params().specs().size(), true);
     const AdamWConfig adam = AdamWConfig::from(Config::defaults({}));
@@ -43,11 +45,12 @@ TEST(Eval, BatchLossEqualsTheTrainingStepsForwardBitForBit) {
     TrainState eval = make_train_state(*be, model.params(), all, wdt, adam);
     be->upload(train.weights, w);
     be->upload(eval.weights, w);
+    be->fill(eval.grads, 0.5);  // evaluation writes no gradient
     const StepInputs in = upload_batch(*be, batch);
     train_step(*be, model, train, in, 1e-2, 1);
     const LossInfo step = read_step(*be, model, train, in).loss;
     const EvalBatchLoss e = eval_batch(*be, model, eval, batch);
-    const std::string what = str_cat(backend, " ", dtype_name(act));
+    const std::string what = str_cat(backend, " ", dtype_name(act), " remat ", int(remat));
     EXPECT_EQ(e.loss.ce_loss, step.ce_loss) << what;
     EXPECT_EQ(e.loss.lb_loss, step.lb_loss) << what;
     EXPECT_EQ(e.loss.total_loss, step.total_loss) << what;
@@ -56,7 +59,52 @@ TEST(Eval, BatchLossEqualsTheTrainingStepsForwardBitForBit) {
     EXPECT_EQ(Gemma4Model::ce_mean(e.ce_sum, e.loss.num_targets), e.loss.ce_loss) << what;
     const Tensor after = be->to_host(eval.weights);
     EXPECT_EQ(0, std::memcmp(after.raw(), w.raw(), w.nbytes())) << what << ": weights changed";
+    const Tensor grads = be->to_host(eval.grads);
+    for (int64_t i = 0; i < grads.numel(); ++i)
+      if (get_as_double(grads, i) != 0.5) {
+        ADD_FAILURE() << what << ": gradient " << i << " written by evaluation";
+        break;
+      }
   }
+}
+
+// Evaluation alone (gemmax eval's state) allocates no gradient and no Adam moment, and keeps no
+// layer's activations past the layer: its peak of activations is below a training step's that
+// keeps them (remat None), and its loss is that step's.
+TEST(Eval, ForwardOnlyAllocatesNoGradientsAndKeepsNoActivations) {
+  const ModelConfig cfg = testing::small_test_config(3);
+  ModelOptions mo;
+  mo.act = DType::F32;
+  mo.remat = RematPolicy::None;
+  const Batch batch = testing::make_batch(2, 16, cfg.vocab_size, 9, 4);
+  auto be = make_backend("cpu");
+  MemoryTracker& mem = be->tracker();  // the process's: measured one phase at a time
+  Gemma4Model model(cfg, *be, mo);
+  const Tensor w = testing::random_weights(model.params(), 5, DType::F32);
+  EvalBatchLoss e;
+  size_t eval_activations = 0;
+  {
+    mem.reset_peaks();
+    TrainState eval = make_eval_state(*be, model.params(), DType::F32);
+    EXPECT_FALSE(eval.grads.defined());
+    EXPECT_EQ(eval.optimizer, nullptr);
+    upload_weights(*be, model.params(), eval, w);
+    e = eval_batch(*be, model, eval, batch);
+    EXPECT_EQ(mem.peak(MemKind::Grads), mem.current(MemKind::Grads));
+    EXPECT_EQ(mem.peak(MemKind::OptState), mem.current(MemKind::OptState));
+    eval_activations = mem.peak(MemKind::Activations) - mem.current(MemKind::Activations);
+  }
+  mem.reset_peaks();
+  const size_t grads_before = mem.current(MemKind::Grads);
+  const std::vector<bool> all(model.params().specs().size(), true);
+  TrainState train = make_train_state(*be, model.params(), all, DType::F32,
+                                      AdamWConfig::from(Config::defaults({})));
+  upload_weights(*be, model.params(), train, w);
+  const StepInputs in = upload_batch(*be, batch);
+  train_step(*be, model, train, in, 1e-2, 1);
+  EXPECT_EQ(e.loss.total_loss, read_step(*be, model, train, in).loss.total_loss);
+  EXPECT_GT(mem.peak(MemKind::Grads), grads_before);
+  EXPECT_LT(eval_activations, (mem.peak(MemKind::Activations) - mem.current(MemKind::Activations)) / 2);
 }
 
 std::vector<std::string> run_args(const TempDir& dir, int64_t steps,
@@ -190,6 +238,47 @@ TEST(Eval, TheEvalCommandReproducesTheRunsLastEvaluation) {
           fail(o);
       },
       {"no model given", "checkpoint=", "hf_dir="});
+}
+
+// `mpirun -np 2 gemmax eval` (FSDP shards, one eval row per rank) reports what one rank reports
+// with both rows (fp64, to rounding), and what the run's own last evaluation reported.
+TEST(Eval, TheEvalCommandOnTwoRanksEqualsOneRank) {
+  if (std::string(GEMMAX_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI";
+  TempDir dir;
+  const std::vector<std::string> keys = {"backend=reference", "dtype=float64",
+                                         "weight_dtype=float64", "eval_interval=2",
+                                         "eval_steps=3", "comm_timeout_seconds=120"};
+  std::ostringstream log;
+  Trainer(Config::defaults(run_args(dir, 2, keys))).run(log);
+  const auto m = metrics_of(dir);
+  ASSERT_EQ(m.size(), 2u);
+  auto eval = [&](int ranks) {
+    std::string cmd = ranks > 1 ? std::string(GEMMAX_MPIEXEC) +
+                                      " --allow-run-as-root --oversubscribe -np " +
+                                      std::to_string(ranks) + " " + GEMMAX_BINARY + " eval"
+                                : std::string(GEMMAX_BINARY) + " eval";
+    cmd += " checkpoint=" + dir / "t";
+    for (const std::string& a : run_args(dir, 2, keys))
+      if (!a.starts_with("base_output_directory") && !a.starts_with("per_device_batch_size"))
+        cmd += " " + a;
+    cmd += " per_device_batch_size=" + std::to_string(2 / ranks);
+    std::string out;
+    EXPECT_EQ(testing::run_command(cmd, &out), 0) << cmd << "\n" << out;
+    const size_t brace = out.rfind('{');
+    EXPECT_NE(brace, std::string::npos) << out;
+    return brace == std::string::npos ? nlohmann::json() : nlohmann::json::parse(out.substr(brace));
+  };
+  const nlohmann::json one = eval(1), two = eval(2);
+  ASSERT_TRUE(one.contains("eval/avg_loss") && two.contains("eval/avg_loss"));
+  EXPECT_EQ(one["eval/batches"], 3);
+  EXPECT_EQ(two["eval/batches"], 3);
+  EXPECT_EQ(two["eval/total_weights"], one["eval/total_weights"]);
+  EXPECT_EQ(one["eval/total_weights"], m[1]["eval/total_weights"]);
+  for (const char* k : {"eval/avg_loss", "eval/total_loss", "eval/moe_lb_loss"}) {
+    const double a = one[k].get<double>(), b = two[k].get<double>();
+    EXPECT_NEAR(a, b, 1e-10 * std::abs(a)) << k;
+    EXPECT_EQ(a, m[1][k].get<double>()) << k;
+  }
 }
 
 TEST(Eval, BadSettingsAreNamed) {

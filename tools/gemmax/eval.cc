@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/checkpoint/model_dir.h"
+#include "gemmax/parallel/world.h"
 #include "gemmax/train/eval.h"
 #include "gemmax/train/memory_budget.h"
 
@@ -23,6 +24,9 @@ const char* kUsage =
     "with the run's keys (configs/base.yml): eval_dataset_path (else the built-in corpus's\n"
     "held-out part), eval_per_device_batch_size, max_target_length, dtype, backend,\n"
     "sft_train_on_completion_only. Prints MaxText's eval/* figures as one JSON object.\n"
+    "Runs the forward pass only (no gradients). Under mpirun (mpirun -np N gemmax eval ...)\n"
+    "the N ranks hold FSDP shards of the model and each evaluates its rows of the global eval\n"
+    "batch (eval_per_device_batch_size per rank); the figures are the global batch's.\n"
     "\n"
     "  checkpoint=DIR   a gemmax run folder, its checkpoints/ folder or one step_N folder\n"
     "  hf_dir=DIR       a Hugging Face Gemma-4 folder (config.json + safetensors)\n"
@@ -31,6 +35,43 @@ const char* kUsage =
     "  gemmax eval checkpoint=out/gemmax_run eval_steps=-1\n"
     "  gemmax eval hf_dir=finetuned/ tokenizer_type=sentencepiece \\\n"
     "      tokenizer_path=finetuned/tokenizer.model eval_dataset_path=data/eval.bin\n";
+
+void run_eval(const Config& config, const std::string& model_dir, Comm& comm) {
+  const int ranks = comm.size();
+  if (ranks > 1) {
+    if (config.get_string("backend") == "cuda")
+      fail("gemmax eval on ", ranks, " ranks runs on the cpu and reference backends; evaluate "
+           "with the cuda backend on one rank, or through a training run's eval_interval");
+    comm.set_timeout(config.get_double("comm_timeout_seconds"));
+  }
+  // The model's shape is the folder's; dtypes, remat and tiling are the config's.
+  MemoryPlanInput in = memory_plan_input(config, ranks);
+  const LoadedModel m = load_model_dir(model_dir, in.weight);
+  in.model = m.config;
+  in.fsdp_options =
+      fsdp_options(config, m.config, ranks, in.batch, in.seq, in.options.act, in.weight);
+  const auto backend = make_backend(backend_options(config));
+  Gemma4Model model(m.config, *backend, in.options);
+  TrainState state = make_eval_state(*backend, model.params(), in.weight, &comm, in.fsdp_options);
+  upload_weights(*backend, model.params(), state, m.weights);
+
+  DataOptions data = run_data_options(config, m.config.vocab_size, comm.rank(), ranks);
+  Evaluator eval(config, data);
+  if (comm.rank() == 0)
+    std::cerr << "gemmax eval: " << m.source << " (" << m.config.name << ")"
+              << (ranks > 1 ? str_cat(" on ", ranks, " ranks") : "") << "\n"
+              << "gemmax eval: " << eval.describe() << "\n";
+  const EvalResult r = eval.run(*backend, model, state);
+  if (comm.rank() != 0) return;
+  const nlohmann::json j = {{"eval/avg_loss", r.avg_loss()},
+                            {"eval/avg_perplexity", r.avg_perplexity()},
+                            {"eval/total_loss", r.total_loss},
+                            {"eval/total_weights", r.total_weights},
+                            {"eval/moe_lb_loss", r.moe_lb_loss},
+                            {"eval/avg_moe_lb_loss", r.avg_moe_lb_loss()},
+                            {"eval/batches", r.batches}};
+  std::cout << j.dump() << std::endl;
+}
 
 }  // namespace
 
@@ -57,31 +98,16 @@ int cmd_eval(int argc, char** argv) {
     fail("gemmax eval: no model given: add checkpoint=RUN_OR_STEP_DIR or hf_dir=HF_DIR (see "
          "gemmax eval --help)");
   const Config config = config_from_args(int(rest.size()), rest.data());
-
-  // The model's shape is the folder's; dtypes, remat and tiling are the config's.
-  MemoryPlanInput in = memory_plan_input(config, 1);
-  const LoadedModel m = load_model_dir(model_dir, in.weight);
-  in.model = m.config;
-  const auto backend = make_backend(backend_options(config));
-  Gemma4Model model(m.config, *backend, in.options);
-  const std::vector<bool> frozen(model.params().specs().size(), false);  // no Adam moments
-  TrainState state =
-      make_train_state(*backend, model.params(), frozen, in.weight, AdamWConfig::from(config));
-  backend->upload(state.weights, m.weights);
-
-  DataOptions data = run_data_options(config, m.config.vocab_size, 0, 1);
-  Evaluator eval(config, data);
-  std::cerr << "gemmax eval: " << m.source << " (" << m.config.name << ")\n"
-            << "gemmax eval: " << eval.describe() << "\n";
-  const EvalResult r = eval.run(*backend, model, state);
-  const nlohmann::json j = {{"eval/avg_loss", r.avg_loss()},
-                            {"eval/avg_perplexity", r.avg_perplexity()},
-                            {"eval/total_loss", r.total_loss},
-                            {"eval/total_weights", r.total_weights},
-                            {"eval/moe_lb_loss", r.moe_lb_loss},
-                            {"eval/avg_moe_lb_loss", r.avg_moe_lb_loss()},
-                            {"eval/batches", r.batches}};
-  std::cout << j.dump() << std::endl;
+  // Under an MPI launcher every rank runs this; an error on one rank ends them all.
+  std::unique_ptr<Comm> world = make_world(&argc, &argv);
+  try {
+    run_eval(config, model_dir, *world);
+  } catch (const std::exception& e) {
+    if (world->size() == 1) throw;
+    std::fprintf(stderr, "error: rank %d of %d: %s\n", world->rank(), world->size(), e.what());
+    std::fflush(stderr);
+    world->abort(1);
+  }
   return 0;
 }
 

@@ -21,7 +21,9 @@ const char* kUsage =
     "Inputs:\n"
     "  *.jsonl          one JSON object per line; its \"text\" field is a document, or\n"
     "                   {\"prompt\": P, \"completion\": C} is one document P C whose loss mask\n"
-    "                   counts C only (train with sft_train_on_completion_only=true)\n"
+    "                   counts C only (train with sft_train_on_completion_only=true), or\n"
+    "                   {\"messages\": [{\"role\": R, \"content\": C}, ...]} is one conversation\n"
+    "                   rendered with the chat template, whose mask counts the assistant turns\n"
     "  any other file   plain UTF-8 text: the whole file is one document (see --lines)\n"
     "Empty documents are skipped.\n"
     "\n"
@@ -33,6 +35,11 @@ const char* kUsage =
     "  --no-bos                   do not prepend bos to each document\n"
     "  --lines                    plain text: one document per non-empty line\n"
     "  --text_key KEY             *.jsonl: the field holding the text (default \"text\")\n"
+    "  --chat_template_dir DIR    the chat template of an HF model folder: chat_template.jinja,\n"
+    "                             else tokenizer_config.json's \"chat_template\" (and its\n"
+    "                             bos_token/eos_token text)\n"
+    "  --chat_template_path FILE  a Jinja chat template file (MaxText's chat_template_path)\n"
+    "  --chat_template TEXT       the template itself (MaxText's chat_template)\n"
     "  --help                     this text\n"
     "\n"
     "Example:\n"
@@ -47,7 +54,8 @@ const char* kUsage =
 int cmd_tokenize(int argc, char** argv) {
   const Flags flags("tokenize", argc, argv,
                     {{"out"}, {"tokenizer"}, {"tokenizer_type"}, {"tokenizer_path"},
-                     {"text_key"}, {"no-bos", false}, {"lines", false}},
+                     {"text_key"}, {"no-bos", false}, {"lines", false}, {"chat_template_dir"},
+                     {"chat_template_path"}, {"chat_template"}},
                     /*allow_positional=*/true);
   if (flags.help()) {
     std::fputs(kUsage, stdout);
@@ -61,9 +69,13 @@ int cmd_tokenize(int argc, char** argv) {
   o.text_key = flags.get("text_key", "text");
   o.add_bos = !flags.has("no-bos");
   o.lines = flags.has("lines");
+  o.chat_template_dir = flags.get("chat_template_dir", "");
+  o.chat_template_path = flags.get("chat_template_path", "");
+  o.chat_template = flags.get("chat_template", "");
   if (o.inputs.empty())
     fail("gemmax tokenize: give at least one input file (see gemmax tokenize --help)");
-  std::vector<PathRole> inputs = {{o.tokenizer_path, "--tokenizer_path"}};
+  std::vector<PathRole> inputs = {{o.tokenizer_path, "--tokenizer_path"},
+                                  {o.chat_template_path, "--chat_template_path"}};
   for (const std::string& in : o.inputs) inputs.push_back({in, "input"});
   refuse_outputs_over_inputs({{o.out, "--out"}}, inputs);
   const TokenizeResult r = tokenize_files(o);
@@ -73,6 +85,9 @@ int cmd_tokenize(int argc, char** argv) {
   if (r.pairs)
     std::printf("%llu prompt-completion pairs: loss mask on the completions (shard version 2)\n",
                 (unsigned long long)r.pairs);
+  if (r.conversations)
+    std::printf("%llu conversations: loss mask on the assistant turns (shard version 2)\n",
+                (unsigned long long)r.conversations);
   if (r.skipped_empty)
     std::printf("skipped %llu empty documents\n", (unsigned long long)r.skipped_empty);
   return 0;

@@ -7,6 +7,7 @@
 
 #include "gemmax/base/error.h"
 #include "gemmax/base/progress.h"
+#include "gemmax/data/chat_template.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenizer.h"
 
@@ -42,12 +43,51 @@ void for_each_line(const std::string& text, F f) {
 
 bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
+std::unique_ptr<ChatTemplate> load_chat_template(const TokenizeOptions& o) {
+  const int given = !o.chat_template_dir.empty() + !o.chat_template_path.empty() + !o.chat_template.empty();
+  if (given > 1)
+    fail("tokenize: give one chat template: --chat_template_dir, --chat_template_path or "
+         "--chat_template (", given, " given)");
+  if (!o.chat_template_dir.empty())
+    return std::make_unique<ChatTemplate>(chat_template_from_model_dir(o.chat_template_dir));
+  if (!o.chat_template_path.empty())
+    return std::make_unique<ChatTemplate>(chat_template_from_file(o.chat_template_path));
+  if (!o.chat_template.empty())
+    return std::make_unique<ChatTemplate>(ChatTemplateSource{o.chat_template, "--chat_template"});
+  return nullptr;
+}
+
+// Ids of rendered text: the template's bos/eos text become the special ids, the rest is encoded.
+void encode_rendered(const Tokenizer& tok, const ChatTemplate& t, std::string_view text,
+                     std::vector<int32_t>& ids) {
+  while (!text.empty()) {
+    size_t at = std::string_view::npos, len = 0;
+    int32_t id = -1;
+    for (auto [special, special_id] : {std::pair{std::string_view(t.bos_token()), tok.bos_id()},
+                                       std::pair{std::string_view(t.eos_token()), tok.eos_id()}}) {
+      if (special.empty() || special_id < 0) continue;
+      const size_t p = text.find(special);
+      if (p < at) {
+        at = p;
+        len = special.size();
+        id = special_id;
+      }
+    }
+    const std::vector<int32_t> plain = tok.encode(text.substr(0, at));
+    ids.insert(ids.end(), plain.begin(), plain.end());
+    if (at == std::string_view::npos) return;
+    ids.push_back(id);
+    text.remove_prefix(at + len);
+  }
+}
+
 }  // namespace
 
 TokenizeResult tokenize_files(const TokenizeOptions& o) {
   if (o.out.empty()) fail("tokenize: no output shard given (--out FILE.bin)");
   if (o.inputs.empty()) fail("tokenize: no input files given");
   auto tok = make_tokenizer(o.tokenizer_type, o.tokenizer_path);
+  const std::unique_ptr<ChatTemplate> chat = load_chat_template(o);
   ShardWriter writer(o.out, tok->vocab_size(), tok->eos_id(), tok->bos_id(), tok->pad_id());
   TokenizeResult r;
   r.tokenizer = tok->describe();
@@ -80,6 +120,67 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
     writer.add_document(ids, o.add_bos, mask);
     ++r.pairs;
   };
+  // A conversation rendered by the chat template: one document, the assistant turns counted.
+  // The template writes bos itself (or not); an eos it writes at the very end is the document's.
+  auto add_conversation = [&](const std::string& path, size_t line, const std::string& raw) {
+    if (!chat)
+      fail(path, ":", line, ": a \"messages\" conversation needs a chat template: give "
+           "--chat_template_dir HF_DIR (its chat_template.jinja or tokenizer_config.json), "
+           "--chat_template_path FILE or --chat_template TEXT");
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(raw);
+    RenderedChat rendered;
+    try {
+      rendered = chat->render(j["messages"]);
+    } catch (const Error& e) {
+      fail(path, ":", line, ": ", e.what());
+    }
+    // An answer with no content teaches nothing but the turn's closing marker.
+    size_t turn = 0;
+    for (const auto& m : j["messages"]) {
+      if (m["role"] != "assistant") continue;
+      ++turn;
+      if (m["content"].is_string() && tok->encode(m["content"].get<std::string>()).empty() &&
+          !m.contains("tool_calls"))
+        fail(path, ":", line, ": assistant turn ", turn, " is empty after tokenization: nothing "
+             "to learn from it; drop it or give it content");
+    }
+    if (rendered.assistant_spans.empty())
+      fail(path, ":", line, ": the conversation has no assistant turn: nothing for the loss to "
+           "count; drop it or add the answer");
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> mask;
+    size_t pos = 0;
+    auto piece = [&](size_t end, uint8_t counted, size_t turn) {
+      const size_t before = ids.size();
+      encode_rendered(*tok, *chat, std::string_view(rendered.text).substr(pos, end - pos), ids);
+      if (counted && ids.size() == before)
+        fail(path, ":", line, ": assistant turn ", turn + 1, " is empty after tokenization: "
+             "nothing to learn from it; drop it or give it content");
+      mask.resize(ids.size(), counted);
+      pos = end;
+    };
+    for (size_t k = 0; k < rendered.assistant_spans.size(); ++k) {
+      piece(rendered.assistant_spans[k].first, 0, k);
+      piece(rendered.assistant_spans[k].second, 1, k);
+    }
+    piece(rendered.text.size(), 0, 0);
+    const bool bos = !ids.empty() && tok->bos_id() >= 0 && ids.front() == tok->bos_id();
+    if (bos) {
+      ids.erase(ids.begin());
+      mask.erase(mask.begin());
+    }
+    if (!ids.empty() && ids.back() == tok->eos_id()) {
+      ids.pop_back();
+      mask.pop_back();
+    }
+    for (size_t k = 0; k < ids.size(); ++k)
+      if (ids[k] == tok->eos_id())
+        fail(path, ":", line, ": the chat template writes the eos token (\"", chat->eos_token(),
+             "\") inside the conversation, at token ", k, "; a token shard separates documents "
+             "by eos, so a document may not contain it");
+    writer.add_document(ids, bos, mask);
+    ++r.conversations;
+  };
   // Progress in input bytes: each line as it is done, each whole-file document at its end.
   double total = 0, before = 0;
   for (const std::string& path : o.inputs) {
@@ -104,10 +205,10 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
           fail(path, ":", n, ": not valid JSON (", e.what(),
                "); a .jsonl input needs one JSON object per line");
         }
-        if (j.is_object() && j.contains("messages"))
-          fail(path, ":", n,
-               ": a \"messages\" conversation needs a chat template, which gemmax does not "
-               "render yet; write it as {\"prompt\": ..., \"completion\": ...} pairs");
+        if (j.is_object() && j.contains("messages")) {
+          add_conversation(path, n, std::string(line));
+          return;
+        }
         if (j.is_object() && (j.contains("prompt") || j.contains("completion"))) {
           add_pair(path, n, j);
           return;

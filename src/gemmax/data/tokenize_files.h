@@ -9,9 +9,10 @@
 namespace gemmax {
 
 struct TokenizeOptions {
-  // *.jsonl: one JSON object per line, {"text": ...} or {"prompt": ..., "completion": ...}; else
-  // plain text. Prompt-completion pairs make a version-2 shard whose loss mask counts the
-  // completions (docs/DATA.md).
+  // *.jsonl: one JSON object per line, {"text": ...}, {"prompt": ..., "completion": ...} or
+  // {"messages": [{"role": ..., "content": ...}, ...]}; else plain text. Prompt-completion pairs
+  // and conversations make a version-2 shard whose loss mask counts the completions and the
+  // assistant turns (docs/DATA.md).
   std::vector<std::string> inputs;
   std::string out;                  // the shard to write
   std::string tokenizer_type = "byte";
@@ -19,12 +20,18 @@ struct TokenizeOptions {
   bool add_bos = true;            // documents are written as [bos] tokens eos
   bool lines = false;             // plain text: one document per non-empty line, not per file
   std::string text_key = "text";  // *.jsonl: the field holding the document's text
+  // The chat template of `messages` lines: at most one of an HF model folder (its
+  // chat_template.jinja or tokenizer_config.json), a template file, or the template's text.
+  std::string chat_template_dir;
+  std::string chat_template_path;
+  std::string chat_template;
 };
 
 struct TokenizeResult {
   uint64_t documents = 0, tokens = 0;
   uint64_t skipped_empty = 0;  // documents with no text, not written
   uint64_t pairs = 0;          // prompt-completion documents (their completions masked in)
+  uint64_t conversations = 0;  // `messages` documents (their assistant turns masked in)
   std::string tokenizer;       // Tokenizer::describe()
 };
 

@@ -142,29 +142,43 @@ LossInfo Gemma4Model::forward_backward(const StepInputs& in, const Tensor& weigh
   return losses(be_.to_host(scalars), in);
 }
 
-LossInfo Gemma4Model::forward(const StepInputs& in, const Tensor& weights, Tensor* logits) {
+Tensor Gemma4Model::forward_only(const StepInputs& in, StepParams& P, const Tensor& scalars) {
   const ModelConfig& c = config();
   const int64_t L = c.num_layers, T = in.tokens_count(), D = c.d_model;
-  const DType act = options_.act;
-  check_dtypes(weights, act);
-  const Tensor scalars = be_.zeros({StepScalars::kCount}, DType::F64, MemKind::Workspace);
+  check_scalars(scalars);
+  MemoryTracker& mem = be_.tracker();
+  be_.fill(scalars.flat_slice(StepScalars::kCeSum, {1}), 0.0);
+  be_.fill(scalars.flat_slice(StepScalars::kLbSum, {1}), 0.0);
   LayerContext ctx = context(in, scalars);
   ctx.opt.remat = RematPolicy::Full;  // nothing is kept: a layer's internals are its workspace
-  WholeParams params(be_, table_, ctx.opt, weights, Tensor());
-  Tensor x = params.embed(in);
+  mem.set_phase("embedding");
+  Tensor x = P.embed(in);
   for (int64_t l = 0; l < L; ++l) {
-    const LayerWeights w = params.layer(l, StepParams::Pass::Forward);
-    Tensor y = be_.alloc({T, D}, act, MemKind::Activations);
-    LayerActs acts;
-    layer_forward(ctx, l, w, x, y, acts);
-    x = y;
+    mem.set_phase(layer_phase("forward", c, l));
+    {
+      const LayerWeights w = P.layer(l, StepParams::Pass::Forward);
+      Tensor y = be_.alloc({T, D}, options_.act, MemKind::Activations);
+      LayerActs acts;
+      layer_forward(ctx, l, w, x, y, acts);
+      x = y;
+    }
+    P.layer_done(l, StepParams::Pass::Forward);
   }
-  params.head(in, x, 0.0, scalars.flat_slice(StepScalars::kCeSum, {1}), Tensor());
+  mem.set_phase("output head");
+  P.head(in, x, ce_grad_scale(in), scalars.flat_slice(StepScalars::kCeSum, {1}), Tensor());
+  return x;
+}
+
+LossInfo Gemma4Model::forward(const StepInputs& in, const Tensor& weights, Tensor* logits) {
+  check_dtypes(weights, options_.act);
+  const Tensor scalars = be_.zeros({StepScalars::kCount}, DType::F64, MemKind::Workspace);
+  WholeParams params(be_, table_, options_, weights, Tensor());
+  const Tensor x = forward_only(in, params, scalars);
   const LossInfo info = losses(be_.to_host(scalars), in);
   if (logits) {
     const ModelWeights W = bind_model(table_, weights);
-    const HeadWeights hw{compute_copy(be_, W.embed, act), W.final_norm};
-    *logits = head_logits(be_, c, ctx.opt, hw, x);
+    const HeadWeights hw{compute_copy(be_, W.embed, options_.act), W.final_norm};
+    *logits = head_logits(be_, config(), options_, hw, x);
   }
   return info;
 }

@@ -250,6 +250,7 @@ FsdpParams::FsdpParams(Backend& be, Comm& comm, const ParamTable& table, const S
   if (gather_table) head.groups.push_back(layout.embedding), head.dtypes.push_back(act);
   if (layout.final_norm >= 0) head.groups.push_back(layout.final_norm), head.dtypes.push_back(w);
   stages_.push_back(std::move(head));
+  if (!grads.defined()) return;  // forward only (evaluation): nothing past the head is gathered
   for (int64_t l = L - 1; l >= 0; --l) stages_.push_back(layer_stage(l, "backward"));
 }
 
@@ -385,9 +386,12 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
   const ParamLocation n = locate(norm, st, weights_);
   const Tensor final_norm = n.buffer.flat_slice(n.offset, norm.shape);
   // The final norm's gradient: the replicated one, or a full-shape buffer to reduce-scatter.
+  // Without gradients (forward only) the head computes the loss alone.
+  const bool backward = grads_.defined();
   std::vector<std::pair<int, Tensor>> full;
   Tensor dnorm;
-  if (layout_.final_norm >= 0) {
+  if (!backward) {
+  } else if (layout_.final_norm >= 0) {
     const ShardGroup& g = layout_.groups[size_t(layout_.final_norm)];
     Tensor buf = be_.zeros({layout_.ranks * g.piece}, grads_.dtype(), MemKind::Workspace);
     full.emplace_back(layout_.final_norm, buf);
@@ -404,13 +408,18 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
   if (opt_.embedding == EmbeddingMode::Gather) {
     const Tensor table = locate(emb, st, Tensor()).buffer.flat_slice(0, emb.shape);
     const ShardGroup& g = layout_.groups[size_t(layout_.embedding)];
-    Tensor dtable = be_.zeros({layout_.ranks * g.piece}, grads_.dtype(), MemKind::Workspace);
-    full.emplace_back(layout_.embedding, dtable);
-    const HeadWeights hw{table, final_norm}, hg{dtable.flat_slice(0, emb.shape), dnorm};
+    Tensor dtable;
+    if (backward) {
+      dtable = be_.zeros({layout_.ranks * g.piece}, grads_.dtype(), MemKind::Workspace);
+      full.emplace_back(layout_.embedding, dtable);
+    }
+    const HeadWeights hw{table, final_norm},
+        hg{backward ? dtable.flat_slice(0, emb.shape) : Tensor(), dnorm};
     run = [&, hw, hg](const StepInputs& hin, const VocabInputs&, const ModelOptions& mo,
                       const Tensor& x_h, const Tensor& dx_h) {
       Tensor d = dx_h;
-      head_loss(be_, c, hin, mo, hw, x_h, grad_scale, loss, &hg, &d);
+      head_loss(be_, c, hin, mo, hw, x_h, grad_scale, loss, backward ? &hg : nullptr,
+                backward ? &d : nullptr);
     };
   } else {
     const VocabSlice vs = vocab_slice(c.vocab_size, comm_.size(), comm_.rank());
@@ -423,7 +432,8 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
       be_.copy(table, master);
     }
     const Tensor dtable =
-        local_piece(grads_, layout_.embedding).flat_slice(0, {vs.rows, c.d_model});
+        backward ? local_piece(grads_, layout_.embedding).flat_slice(0, {vs.rows, c.d_model})
+                 : Tensor();
     run = [&, table, dtable](const StepInputs& hin, const VocabInputs& v, const ModelOptions& mo,
                              const Tensor& x_h, const Tensor& dx_h) {
       vocab_parallel_head(be_, comm_, c, mo, hin, v, table, final_norm, x_h, grad_scale, loss,
@@ -440,7 +450,7 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
     ModelOptions one = model_;  // a chunk is one tile of one row
     one.num_vocab_tiling = 1;
     Tensor x_c = be_.alloc({h.C, D}, x.dtype(), MemKind::Workspace);
-    Tensor dx_c = be_.alloc({h.C, D}, dx.dtype(), MemKind::Workspace);
+    Tensor dx_c = backward ? be_.alloc({h.C, D}, dx.dtype(), MemKind::Workspace) : Tensor();
     auto elements = [D](std::vector<int64_t> tokens) {
       for (int64_t& n : tokens) n *= D;
       return tokens;
@@ -452,7 +462,7 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
       int64_t mine = 0;
       for (int64_t n : h.send[size_t(t)]) mine += n;
       const Tensor x_t = x.rows(h.first[size_t(t)], h.first[size_t(t)] + mine);
-      const Tensor dx_t = dx.rows(h.first[size_t(t)], h.first[size_t(t)] + mine);
+      const Tensor dx_t = backward ? dx.rows(h.first[size_t(t)], h.first[size_t(t)] + mine) : Tensor();
       comm_
           .all_to_all(x_t, elements(h.send[size_t(t)]), x_c, elements(h.recv[size_t(t)]),
                       str_cat("the head's input, tile ", t))
@@ -466,6 +476,7 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
         v.mask = vocab_.mask.flat_slice(t * N * h.C, {N * h.C});
       }
       run(hin, v, one, x_c, dx_c);
+      if (!backward) continue;
       comm_
           .all_to_all(dx_c, elements(h.recv[size_t(t)]), dx_t, elements(h.send[size_t(t)]),
                       str_cat("the head's input gradient, tile ", t))

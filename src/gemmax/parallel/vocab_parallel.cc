@@ -104,14 +104,18 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
   // dy's partial sums over each rank's columns are added across ranks in fp32 (fp64 runs: fp64)
   // and rounded once, as one device's matmul accumulates them.
   const DType acc = act == DType::F64 ? DType::F64 : DType::F32;
+  const bool backward = dtable.defined();  // else the loss alone (evaluation)
   Tensor y = be.alloc({k.C, D}, act, MemKind::Workspace);
   Tensor rstd = be.alloc({k.C}, stat_dtype(act), MemKind::Workspace);
   Tensor y_all = be.alloc({R, D}, act, MemKind::Workspace);
   Tensor logits = be.alloc({R * piece}, act, MemKind::Workspace).flat_slice(0, {R, rows});
   Tensor stats = be.alloc({3, R}, DType::F64, MemKind::Workspace);
-  Tensor dy_all = be.alloc({R, D}, acc, MemKind::Workspace);
-  Tensor dy_acc = be.alloc({k.C, D}, acc, MemKind::Workspace);
-  Tensor dy = acc == act ? dy_acc : be.alloc({k.C, D}, act, MemKind::Workspace);
+  Tensor dy_all, dy_acc, dy;
+  if (backward) {
+    dy_all = be.alloc({R, D}, acc, MemKind::Workspace);
+    dy_acc = be.alloc({k.C, D}, acc, MemKind::Workspace);
+    dy = acc == act ? dy_acc : be.alloc({k.C, D}, act, MemKind::Workspace);
+  }
   const double cap = cfg.final_logits_soft_cap;
   const int64_t mine = comm.rank() * k.C;  // this rank's rows of a gathered tile
   for (int64_t t = 0; t < k.count; ++t) {
@@ -129,7 +133,8 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
     be.vocab_ce_sums(logits, stats, targets);
     comm.all_reduce(stats.rows(1, 3), ReduceOp::Sum, str_cat("the softmax sums, tile ", t)).wait();
     be.vocab_ce_finish(logits, loss, stats, targets, tile_slice(vocab.mask, k, t), cap, grad_scale,
-                       mine, mine + k.C, true);
+                       mine, mine + k.C, backward);
+    if (!backward) continue;
     // logits now holds dz for the tile's rows of every rank, over this rank's columns.
     be.matmul(dtable, logits, true, y_all, false, true);
     be.matmul(dy_all, logits, false, table, false, false);

@@ -11,11 +11,11 @@ double EvalResult::avg_perplexity() const { return std::exp(avg_loss()); }
 
 EvalBatchLoss eval_batch(Backend& be, Gemma4Model& model, TrainState& state, const Batch& batch) {
   be.tracker().set_phase("evaluation");
-  be.fill(state.grads, 0.0);
   StepInputs in;
   if (!state.sharded()) {
     in = upload_batch(be, batch);
-    model.forward_backward(in, state.weights, state.grads, state.scalars);
+    WholeParams params(be, model.params(), model.options(), state.weights, Tensor());
+    model.forward_only(in, params, state.scalars);
   } else {
     Comm& comm = *state.comm;
     const ShardedBatch b =
@@ -23,13 +23,26 @@ EvalBatchLoss eval_batch(Backend& be, Gemma4Model& model, TrainState& state, con
                              model.config().vocab_size, batch);
     in = b.in;
     FsdpParams params(be, comm, model.params(), state.layout, state.fsdp, model.options(),
-                      state.weights, state.grads, b.vocab);
-    model.forward_backward(in, params, state.scalars);
-    params.finish_gradients().wait();
+                      state.weights, Tensor(), b.vocab);
+    model.forward_only(in, params, state.scalars);
     comm.all_reduce(state.scalars, ReduceOp::Sum, "the eval batch's losses").wait();
   }
   const Tensor host = be.to_host(state.scalars);
   return {model.losses(host, in), get_as_double(host, StepScalars::kCeSum)};
+}
+
+TrainState make_eval_state(Backend& be, const ParamTable& table, DType weight_dtype, Comm* comm,
+                           const FsdpOptions& fsdp) {
+  TrainState s;
+  const bool sharded = comm != nullptr && comm->size() > 1;
+  s.layout = sharded ? ShardLayout::fsdp(table, comm->size(), comm->rank(), fsdp.replicate_small)
+                     : ShardLayout::whole(table);
+  s.comm = sharded ? comm : nullptr;
+  s.fsdp = fsdp;
+  s.weights = be.alloc({s.layout.local_total}, weight_dtype, MemKind::Params);
+  if (sharded) be.fill(s.weights, 0.0);  // the pieces' zero padding
+  s.scalars = be.zeros({StepScalars::kCount}, DType::F64, MemKind::Data);
+  return s;
 }
 
 DataOptions run_data_options(const Config& c, int64_t vocab_size, int rank, int ranks) {

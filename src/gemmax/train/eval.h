@@ -3,11 +3,11 @@
 // (eval/avg_loss, eval/avg_perplexity, eval/total_loss, eval/total_weights, eval/moe_lb_loss,
 // eval/avg_moe_lb_loss).
 //
-// An eval batch runs the training step's own forward (and its backward, whose gradients land in
-// the state's gradient buffer, which the next step zeroes): its loss is the training step's, bit
-// for bit, on the same batch, under FSDP too. Weights, moments and the training data's position
-// are never touched, and every evaluation reads its data from the start, so a run evaluates the
-// same batches whether it was resumed or not.
+// An eval batch runs the training step's forward alone (Gemma4Model::forward_only: no backward,
+// no gradient, no activation kept past its layer): its loss is the training step's, bit for bit,
+// on the same batch, under FSDP too. Weights, gradients, moments and the training data's
+// position are never touched, and every evaluation reads its data from the start, so a run
+// evaluates the same batches whether it was resumed or not.
 #pragma once
 
 #include <cstdint>
@@ -35,12 +35,18 @@ struct EvalResult {
 };
 
 // One eval batch on the device, through the training step's forward: its losses (as read_step
-// reports a step's) and the cross-entropy sum behind them. Collective under FSDP.
+// reports a step's) and the cross-entropy sum behind them. Reads state.weights and writes
+// state.scalars only (state.grads may be absent). Collective under FSDP.
 struct EvalBatchLoss {
   LossInfo loss;
   double ce_sum = 0;
 };
 EvalBatchLoss eval_batch(Backend& be, Gemma4Model& model, TrainState& state, const Batch& batch);
+
+// The state of evaluation alone (gemmax eval): the weights (this rank's FSDP shard when `comm`
+// has several ranks) and the scalars; no gradient buffer, no optimizer.
+TrainState make_eval_state(Backend& be, const ParamTable& table, DType weight_dtype,
+                           Comm* comm = nullptr, const FsdpOptions& fsdp = FsdpOptions());
 
 // The training data's options from the config (this rank's rows of the global batch).
 DataOptions run_data_options(const Config& config, int64_t vocab_size, int rank, int ranks);

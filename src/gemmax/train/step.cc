@@ -1,6 +1,7 @@
 #include "gemmax/train/step.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace gemmax {
 
@@ -19,6 +20,21 @@ TrainState make_train_state(Backend& be, const ParamTable& table,
   s.optimizer = std::make_unique<AdamW>(be, table, s.layout, trainable, weight_dtype, config);
   s.scalars = be.zeros({StepScalars::kCount}, DType::F64, MemKind::Data);
   return s;
+}
+
+void upload_weights(Backend& be, const ParamTable& table, TrainState& state, const Tensor& full) {
+  if (!state.sharded()) {
+    be.upload(state.weights, full);
+    return;
+  }
+  Tensor host = Tensor::zeros({state.layout.local_total}, state.weights.dtype());
+  for (size_t i = 0; i < table.specs().size(); ++i) {
+    const ParamPiece& p = state.layout.pieces[i];
+    if (p.count == 0) continue;
+    const Tensor src = full.flat_slice(table.specs()[i].offset + p.begin, {p.count});
+    std::memcpy(host.flat_slice(p.local, {p.count}).raw(), src.raw(), src.nbytes());
+  }
+  be.upload(state.weights, host);
 }
 
 void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in, double lr,

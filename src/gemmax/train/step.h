@@ -39,6 +39,10 @@ TrainState make_train_state(Backend& be, const ParamTable& table,
                             const AdamWConfig& config, Comm* comm = nullptr,
                             const FsdpOptions& fsdp = FsdpOptions());
 
+// Puts whole-model weights (host, laid out like the table) into the state: all of them on one
+// device, this rank's pieces under FSDP.
+void upload_weights(Backend& be, const ParamTable& table, TrainState& state, const Tensor& full);
+
 // One step of `in` with learning rate `lr`; t is the 1-based update count. `vocab`: the global
 // batch's vocabulary-parallel inputs (FSDP with fsdp_embedding=vocab_parallel).
 void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in, double lr,

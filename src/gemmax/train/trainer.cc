@@ -341,20 +341,8 @@ void Trainer::load_pretrained(const std::string& dir) {
          "' holds a different model than model_name=", model_->config().name, " (", d,
          " there vs the run's); set model_name or the model keys "
          "to match it");
-  if (!state_.sharded()) {
-    backend_->upload(state_.weights, m.weights);
-  } else {
-    // Every rank reads the whole folder and keeps its pieces.
-    const ParamTable& table = model_->params();
-    Tensor host = Tensor::zeros({state_.layout.local_total}, state_.weights.dtype());
-    for (size_t i = 0; i < table.specs().size(); ++i) {
-      const ParamPiece& p = state_.layout.pieces[i];
-      if (p.count == 0) continue;
-      const Tensor src = m.weights.flat_slice(table.specs()[i].offset + p.begin, {p.count});
-      std::memcpy(host.flat_slice(p.local, {p.count}).raw(), src.raw(), src.nbytes());
-    }
-    backend_->upload(state_.weights, host);
-  }
+  // Every rank reads the whole folder and keeps its pieces.
+  upload_weights(*backend_, model_->params(), state_, m.weights);
   notes_.push_back("initialised from " + m.source);
   if (!m.note.empty()) notes_.push_back(m.note);
 }

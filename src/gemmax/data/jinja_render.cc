@@ -1,0 +1,1020 @@
+// Evaluation of a parsed template: Python's semantics for values, Jinja's for scopes (a for
+// loop's body is a fresh scope per iteration; macros see the template's top level at call time).
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <unordered_map>
+
+#include "gemmax/base/error.h"
+#include "gemmax/data/jinja.h"
+#include "gemmax/data/jinja_ast.h"
+
+namespace gemmax::jinja {
+namespace {
+
+// Bounds that keep a hostile template from exhausting memory or time (templates are code that
+// comes with model folders); real chat templates stay far below them.
+constexpr size_t kMaxOutput = size_t(1) << 26;  // 64 MiB of rendered text
+constexpr size_t kMaxString = size_t(1) << 24;  // 16 MiB in one computed string
+constexpr int kMaxDepth = 200;                  // nested macro calls
+constexpr int64_t kMaxRange = 100'000;          // elements of range() and of repeated sequences
+constexpr int64_t kMaxSteps = 20'000'000;       // statements and expressions evaluated
+
+const std::set<std::string> kFilters = {
+    "abs",    "capitalize", "count",  "d",       "default", "dictsort", "e",       "escape",
+    "first",  "float",      "int",    "items",   "join",    "last",     "length",  "list",
+    "lower",  "map",        "reject", "rejectattr", "replace", "reverse", "round", "safe",
+    "select", "selectattr", "string", "sum",     "title",   "tojson",   "trim",    "unique",
+    "upper",  "min",        "max",    "wordcount"};
+const std::set<std::string> kTests = {
+    "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even", "false",
+    "filter", "float", "ge", "gt", "in", "integer", "iterable", "le", "lower", "lt", "mapping",
+    "ne", "none", "number", "odd", "sameas", "sequence", "string", "test", "true", "undefined",
+    "upper"};
+
+enum class Flow { Normal, Break, Continue };
+
+struct Scope {
+  std::unordered_map<std::string, Value> vars;
+  Scope* parent = nullptr;
+  Value* lookup(const std::string& n) {
+    for (Scope* s = this; s; s = s->parent) {
+      auto it = s->vars.find(n);
+      if (it != s->vars.end()) return &it->second;
+    }
+    return nullptr;
+  }
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+bool is_py_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
+  auto drop = [&](char c) {
+    return chars && !chars->is_undefined() && chars->kind != Value::Kind::None
+               ? chars->s.find(c) != std::string::npos
+               : is_py_space(c);
+  };
+  size_t b = 0, e = s.size();
+  if (left)
+    while (b < e && drop(s[b])) ++b;
+  if (right)
+    while (e > b && drop(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+class Renderer {
+ public:
+  Renderer(const std::string& name, const Body& body) : name_(name), body_(body) {}
+
+  std::string run(const nlohmann::ordered_json& context) {
+    Scope global;
+    if (!context.is_object()) fail(name_, ": the template's context must be a JSON object");
+    for (const auto& [k, v] : context.items()) global.vars[k] = Value::from_json(v);
+    add_globals(global);
+    std::string out;
+    render(body_, global, out);
+    return out;
+  }
+
+ private:
+  [[noreturn]] void error(Loc at, const std::string& what) const {
+    fail(name_, ":", at.line, ":", at.column, ": ", what);
+  }
+
+  void add_globals(Scope& g) {
+    global_ = &g;
+    g.vars["raise_exception"] = Value::function([](CallArgs& a) -> Value {
+      throw RaisedError(a.positional.empty() ? std::string() : to_str(a.positional[0]));
+    });
+    g.vars["namespace"] = Value::function([](CallArgs& a) -> Value {
+      Items items;
+      if (!a.positional.empty() && a.positional[0].is_mapping()) items = *a.positional[0].dict;
+      for (auto& [k, v] : a.keywords) items.emplace_back(k, v);
+      return Value::make_namespace(std::move(items));
+    });
+    g.vars["range"] = Value::function([](CallArgs& a) -> Value {
+      int64_t start = 0, stop = 0, step = 1;
+      for (const Value& v : a.positional)
+        if (v.kind != Value::Kind::Int) throw CallError("range() takes integers, got " + std::string(type_name(v)));
+      if (a.positional.size() == 1) stop = a.positional[0].i;
+      else if (a.positional.size() >= 2) {
+        start = a.positional[0].i;
+        stop = a.positional[1].i;
+        if (a.positional.size() >= 3) step = a.positional[2].i;
+      } else throw CallError("range() takes 1 to 3 integers");
+      if (step == 0) throw CallError("range() step must not be zero");
+      std::vector<Value> out;
+      for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+        if (int64_t(out.size()) >= kMaxRange) throw CallError("range() too long for a template");
+        out.push_back(Value::integer(k));
+      }
+      return Value::make_list(std::move(out));
+    });
+  }
+
+  struct RaisedError {
+    explicit RaisedError(std::string m) : message(std::move(m)) {}
+    std::string message;
+  };
+  struct CallError {
+    explicit CallError(std::string m) : message(std::move(m)) {}
+    std::string message;
+  };
+
+  // ---- statements ----
+
+  Flow render(const Body& body, Scope& scope, std::string& out) {
+    for (const NodePtr& n : body) {
+      const Flow f = render(*n, scope, out);
+      if (f != Flow::Normal) return f;
+    }
+    return Flow::Normal;
+  }
+
+  void write(std::string& out, const std::string& s, Loc at) {
+    if (out.size() + s.size() > kMaxOutput) error(at, "the template's output exceeds 64 MiB");
+    out += s;
+  }
+
+  void step(Loc at) {
+    if (++steps_ > kMaxSteps) error(at, "the template runs too long (over 20 million steps)");
+  }
+
+  Flow render(const Node& n, Scope& scope, std::string& out) {
+    step(n.loc);
+    switch (n.kind) {
+      case Node::Kind::Text: write(out, n.text, n.loc); return Flow::Normal;
+      case Node::Kind::Output: write(out, to_str(eval(*n.expr, scope)), n.loc); return Flow::Normal;
+      case Node::Kind::If:
+        for (const auto& [cond, body] : n.branches)
+          if (!cond || truthy(eval(*cond, scope))) return render(body, scope, out);
+        return Flow::Normal;
+      case Node::Kind::For: return render_for(n, scope, out);
+      case Node::Kind::Set: {
+        Value v = eval(*n.expr, scope);
+        if (!n.attribute.empty()) {
+          Value* ns = scope.lookup(n.targets[0]);
+          if (!ns || ns->kind != Value::Kind::Namespace)
+            error(n.loc, "'set " + n.targets[0] + "." + n.attribute +
+                  "': only a namespace() object's attributes can be assigned");
+          if (Value* slot = ns->find(n.attribute)) *slot = std::move(v);
+          else ns->dict->emplace_back(n.attribute, std::move(v));
+        } else {
+          assign(n.targets, std::move(v), scope, n.loc);
+        }
+        return Flow::Normal;
+      }
+      case Node::Kind::SetBlock: {
+        std::string text;
+        render(n.body, scope, text);
+        scope.vars[n.targets[0]] = Value::string(std::move(text));
+        return Flow::Normal;
+      }
+      case Node::Kind::Macro: scope.vars[n.targets[0]] = make_macro(n); return Flow::Normal;
+      case Node::Kind::Break: return Flow::Break;
+      case Node::Kind::Continue: return Flow::Continue;
+    }
+    return Flow::Normal;
+  }
+
+  void assign(const std::vector<std::string>& targets, Value v, Scope& scope, Loc at) {
+    if (targets.size() == 1) {
+      scope.vars[targets[0]] = std::move(v);
+      return;
+    }
+    std::vector<Value> items = iterate(v, at);
+    if (items.size() != targets.size())
+      error(at, "cannot unpack " + std::to_string(items.size()) + " values into " +
+            std::to_string(targets.size()) + " names");
+    for (size_t k = 0; k < targets.size(); ++k) scope.vars[targets[k]] = std::move(items[k]);
+  }
+
+  Flow render_for(const Node& n, Scope& scope, std::string& out) {
+    std::vector<Value> items = iterate(eval(*n.expr, scope), n.expr->loc);
+    if (n.filter) {
+      std::vector<Value> kept;
+      for (Value& item : items) {
+        Scope s{{}, &scope};
+        assign(n.targets, item, s, n.loc);
+        if (truthy(eval(*n.filter, s))) kept.push_back(std::move(item));
+      }
+      items = std::move(kept);
+    }
+    if (items.empty()) return render(n.else_body, scope, out);
+    const int64_t len = int64_t(items.size());
+    for (int64_t k = 0; k < len; ++k) {
+      step(n.loc);
+      Scope s{{}, &scope};
+      assign(n.targets, items[size_t(k)], s, n.loc);
+      Items loop = {{"index", Value::integer(k + 1)},
+                    {"index0", Value::integer(k)},
+                    {"revindex", Value::integer(len - k)},
+                    {"revindex0", Value::integer(len - k - 1)},
+                    {"first", Value::boolean(k == 0)},
+                    {"last", Value::boolean(k == len - 1)},
+                    {"length", Value::integer(len)},
+                    {"depth", Value::integer(1)},
+                    {"depth0", Value::integer(0)},
+                    {"previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem")},
+                    {"nextitem", k + 1 < len ? items[size_t(k + 1)] : Value::undefined("loop.nextitem")}};
+        loop.emplace_back("cycle", Value::function([k](CallArgs& a) -> Value {
+                          if (a.positional.empty()) throw CallError("loop.cycle() needs at least one value");
+                          return a.positional[size_t(k) % a.positional.size()];
+                        }));
+      s.vars["loop"] = Value::make_dict(std::move(loop));
+      if (render(n.body, s, out) == Flow::Break) break;
+    }
+    return Flow::Normal;
+  }
+
+  Value make_macro(const Node& n) {
+    const Node* node = &n;
+    return Value::function([this, node](CallArgs& a) -> Value {
+      if (++depth_ > kMaxDepth) throw CallError("macros nested deeper than 200 calls");
+      Scope s{{}, global_};
+      if (a.positional.size() > node->params.size())
+        throw CallError("macro '" + node->targets[0] + "' takes " + std::to_string(node->params.size()) +
+                        " arguments, got " + std::to_string(a.positional.size()));
+      for (size_t k = 0; k < node->params.size(); ++k) {
+        const auto& [pname, def] = node->params[k];
+        if (k < a.positional.size()) s.vars[pname] = a.positional[k];
+        else if (def) s.vars[pname] = eval(*def, s);
+        else s.vars[pname] = Value::undefined(pname);
+      }
+      for (auto& kw : a.keywords) {
+        const bool known = std::any_of(node->params.begin(), node->params.end(),
+                                       [&](const auto& p) { return p.first == kw.first; });
+        if (!known) throw CallError("macro '" + node->targets[0] + "' has no parameter '" + kw.first + "'");
+        s.vars[kw.first] = kw.second;
+      }
+      std::string text;
+      render(node->body, s, text);
+      --depth_;
+      return Value::string(std::move(text));
+    });
+  }
+
+  // ---- expressions ----
+
+  std::vector<Value> iterate(const Value& v, Loc at) const {
+    switch (v.kind) {
+      case Value::Kind::Undefined: return {};
+      case Value::Kind::List: return *v.list;
+      case Value::Kind::Dict: {
+        std::vector<Value> keys;
+        for (const auto& e : *v.dict) keys.push_back(Value::string(e.first));
+        return keys;
+      }
+      case Value::Kind::String: {
+        std::vector<Value> out;
+        for (std::string& c : code_points(v.s)) out.push_back(Value::string(std::move(c)));
+        return out;
+      }
+      default: error(at, std::string("'") + type_name(v) + "' object is not iterable");
+    }
+  }
+
+  int64_t length(const Value& v, Loc at) const {
+    switch (v.kind) {
+      case Value::Kind::Undefined: return 0;
+      case Value::Kind::String: return int64_t(code_points(v.s).size());
+      case Value::Kind::List: return int64_t(v.list->size());
+      case Value::Kind::Dict: return int64_t(v.dict->size());
+      default: error(at, std::string("object of type '") + type_name(v) + "' has no len()");
+    }
+  }
+
+  Value eval(const Expr& e, Scope& scope) {
+    step(e.loc);
+    try {
+      return eval_unchecked(e, scope);
+    } catch (const CallError& c) {
+      error(e.loc, c.message);
+    } catch (const RaisedError& r) {
+      error(e.loc, "the template raised an exception: " + r.message);
+    }
+  }
+
+  [[noreturn]] void undefined_error(const Value& v, Loc at, const std::string& what) const {
+    error(at, (v.s.empty() ? std::string("a value") : "'" + v.s + "'") + " is undefined" + what);
+  }
+
+  Value eval_unchecked(const Expr& e, Scope& scope) {
+    switch (e.kind) {
+      case Expr::Kind::Literal: return e.value;
+      case Expr::Kind::Name: {
+        if (Value* v = scope.lookup(e.name)) return *v;
+        return Value::undefined(e.name);
+      }
+      case Expr::Kind::GetAttr: return get_attr(eval(*e.args[0], scope), e.name, e.loc);
+      case Expr::Kind::GetItem: return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope), e.loc);
+      case Expr::Kind::Slice: {
+        Value obj = eval(*e.args[0], scope);
+        Value b[3];
+        for (int k = 0; k < 3; ++k)
+          if (e.args[size_t(k) + 1]) b[k] = eval(*e.args[size_t(k) + 1], scope);
+        return slice(obj, b, e.loc);
+      }
+      case Expr::Kind::Call: {
+        Value callee = eval(*e.args[0], scope);
+        CallArgs a = args(e, scope);
+        if (callee.kind != Value::Kind::Function) {
+          if (callee.is_undefined()) undefined_error(callee, e.loc, ": it cannot be called");
+          error(e.loc, std::string("'") + type_name(callee) + "' object is not callable");
+        }
+        return (*callee.fn)(a);
+      }
+      case Expr::Kind::Filter: {
+        Value v = eval(*e.args[0], scope);
+        CallArgs a = args(e, scope);
+        return filter(e.name, std::move(v), a, e.loc);
+      }
+      case Expr::Kind::Test: {
+        Value v = eval(*e.args[0], scope);
+        CallArgs a = args(e, scope);
+        return Value::boolean(test(e.name, v, a, e.loc) != e.negated);
+      }
+      case Expr::Kind::Unary: {
+        Value v = eval(*e.args[0], scope);
+        if (e.name == "not") return Value::boolean(!truthy(v));
+        if (!v.is_number()) error(e.loc, "bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
+        if (e.name == "+") return v.kind == Value::Kind::Bool ? Value::integer(v.b) : v;
+        if (v.kind == Value::Kind::Float) return Value::number(-v.f);
+        return Value::integer(-(v.kind == Value::Kind::Bool ? int64_t(v.b) : v.i));
+      }
+      case Expr::Kind::Binary: {
+        if (e.name == "and") {
+          Value a = eval(*e.args[0], scope);
+          return truthy(a) ? eval(*e.args[1], scope) : a;
+        }
+        if (e.name == "or") {
+          Value a = eval(*e.args[0], scope);
+          return truthy(a) ? a : eval(*e.args[1], scope);
+        }
+        return binary(e.name, eval(*e.args[0], scope), eval(*e.args[1], scope), e.loc);
+      }
+      case Expr::Kind::Cond:
+        if (truthy(eval(*e.args[1], scope))) return eval(*e.args[0], scope);
+        return e.args[2] ? eval(*e.args[2], scope) : Value::undefined();
+      case Expr::Kind::List:
+      case Expr::Kind::Tuple: {
+        std::vector<Value> items;
+        for (const ExprPtr& a : e.args) items.push_back(eval(*a, scope));
+        return Value::make_list(std::move(items), e.kind == Expr::Kind::Tuple);
+      }
+      case Expr::Kind::Dict: {
+        Value d = Value::make_dict();
+        for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
+          Value key = eval(*e.args[k], scope);
+          if (!key.is_string()) error(e.args[k]->loc, "gemmax's templates support only string dict keys");
+          Value v = eval(*e.args[k + 1], scope);
+          if (Value* slot = d.find(key.s)) *slot = std::move(v);
+          else d.dict->emplace_back(key.s, std::move(v));
+        }
+        return d;
+      }
+    }
+    return {};
+  }
+
+  CallArgs args(const Expr& e, Scope& scope) {
+    CallArgs a;
+    for (size_t k = 1; k < e.args.size(); ++k) a.positional.push_back(eval(*e.args[k], scope));
+    for (const auto& [key, x] : e.keywords) a.keywords.emplace_back(key, eval(*x, scope));
+    return a;
+  }
+
+  // Python's normalisation of an index against a length.
+  static int64_t index(int64_t i, int64_t n) { return i < 0 ? i + n : i; }
+
+  Value get_item(const Value& obj, const Value& key, Loc at) {
+    switch (obj.kind) {
+      case Value::Kind::Undefined: undefined_error(obj, at, ": it has no items");
+      case Value::Kind::Dict:
+      case Value::Kind::Namespace:
+        if (key.is_string()) {
+          if (const Value* v = obj.find(key.s)) return *v;
+          if (obj.kind == Value::Kind::Dict) {
+            Value m = method(obj, key.s);
+            if (!m.is_undefined()) return m;
+          }
+        }
+        return Value::undefined(key.is_string() ? key.s : repr(key));
+      case Value::Kind::List:
+      case Value::Kind::String: {
+        if (key.kind == Value::Kind::String) return get_attr(obj, key.s, at);
+        if (key.kind != Value::Kind::Int && key.kind != Value::Kind::Bool)
+          error(at, std::string(type_name(obj)) + " indices must be integers, got " + type_name(key));
+        if (obj.kind == Value::Kind::List) {
+          const int64_t n = int64_t(obj.list->size()), i = index(key.kind == Value::Kind::Bool ? key.b : key.i, n);
+          if (i < 0 || i >= n) return Value::undefined(repr(key));
+          return (*obj.list)[size_t(i)];
+        }
+        std::vector<std::string> cps = code_points(obj.s);
+        const int64_t n = int64_t(cps.size()), i = index(key.i, n);
+        if (i < 0 || i >= n) return Value::undefined(repr(key));
+        return Value::string(cps[size_t(i)]);
+      }
+      default:
+        if (key.is_string()) return get_attr(obj, key.s, at);
+        return Value::undefined(repr(key));
+    }
+  }
+
+  Value get_attr(const Value& obj, const std::string& name, Loc at) {
+    if (obj.is_undefined()) undefined_error(obj, at, ": it has no attribute '" + name + "'");
+    Value m = method(obj, name);
+    if (!m.is_undefined()) return m;
+    if (obj.kind == Value::Kind::Dict || obj.kind == Value::Kind::Namespace)
+      if (const Value* v = obj.find(name)) return *v;
+    return Value::undefined(name);
+  }
+
+  Value slice(const Value& obj, const Value b[3], Loc at) {
+    for (int k = 0; k < 3; ++k)
+      if (!b[k].is_undefined() && b[k].kind != Value::Kind::None && b[k].kind != Value::Kind::Int)
+        error(at, "slice indices must be integers or none");
+    std::vector<Value> items;
+    std::vector<std::string> cps;
+    int64_t n;
+    if (obj.kind == Value::Kind::List) n = int64_t(obj.list->size());
+    else if (obj.kind == Value::Kind::String) n = int64_t((cps = code_points(obj.s)).size());
+    else if (obj.is_undefined()) undefined_error(obj, at, ": it cannot be sliced");
+    else error(at, std::string("'") + type_name(obj) + "' object cannot be sliced");
+    const int64_t step = b[2].kind == Value::Kind::Int ? b[2].i : 1;
+    if (step == 0) error(at, "slice step cannot be zero");
+    auto bound = [&](const Value& v, int64_t def) {
+      if (v.kind != Value::Kind::Int) return def;
+      int64_t i = v.i < 0 ? v.i + n : v.i;
+      if (step > 0) return std::clamp<int64_t>(i, 0, n);
+      return std::clamp<int64_t>(i, -1, n - 1);
+    };
+    const int64_t start = bound(b[0], step > 0 ? 0 : n - 1), stop = bound(b[1], step > 0 ? n : -1);
+    std::string s;
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      if (obj.kind == Value::Kind::List) items.push_back((*obj.list)[size_t(i)]);
+      else s += cps[size_t(i)];
+    }
+    if (obj.kind == Value::Kind::String) return Value::string(std::move(s));
+    return Value::make_list(std::move(items), obj.tuple);
+  }
+
+  // Bound methods of str and dict (the ones chat templates call); undefined if none.
+  Value method(const Value& obj, const std::string& name) {
+    auto arg = [](CallArgs& a, size_t k, const char* key) -> const Value* {
+      if (k < a.positional.size()) return &a.positional[k];
+      for (auto& [n, v] : a.keywords)
+        if (n == key) return &v;
+      return nullptr;
+    };
+    auto str_arg = [&](CallArgs& a, size_t k, const char* what) -> std::string {
+      const Value* v = arg(a, k, "");
+      if (!v || !v->is_string()) throw CallError(std::string(what) + " takes a string argument");
+      return v->s;
+    };
+    if (obj.kind == Value::Kind::String) {
+      const std::string s = obj.s;
+      if (name == "strip" || name == "lstrip" || name == "rstrip")
+        return Value::function([s, name, arg](CallArgs& a) {
+          return Value::string(strip(s, arg(a, 0, "chars"), name != "rstrip", name != "lstrip"));
+        });
+      if (name == "upper") return Value::function([s](CallArgs&) { return Value::string(upper(s)); });
+      if (name == "lower") return Value::function([s](CallArgs&) { return Value::string(lower(s)); });
+      if (name == "title" || name == "capitalize")
+        return Value::function([this, s, name](CallArgs& a) { return filter(name, Value::string(s), a, {}); });
+      if (name == "startswith" || name == "endswith")
+        return Value::function([s, name, str_arg](CallArgs& a) {
+          const std::string p = str_arg(a, 0, name.c_str());
+          const bool r = p.size() <= s.size() &&
+                         (name == "startswith" ? s.compare(0, p.size(), p) == 0
+                                               : s.compare(s.size() - p.size(), p.size(), p) == 0);
+          return Value::boolean(r);
+        });
+      if (name == "find")
+        return Value::function([s, str_arg](CallArgs& a) {
+          const size_t at = s.find(str_arg(a, 0, "find"));
+          return Value::integer(at == std::string::npos ? -1 : int64_t(code_points(s.substr(0, at)).size()));
+        });
+      if (name == "replace")
+        return Value::function([this, s](CallArgs& a) { return filter("replace", Value::string(s), a, {}); });
+      if (name == "join")
+        return Value::function([this, s](CallArgs& a) {
+          if (a.positional.empty()) throw CallError("join() takes one argument");
+          std::string out;
+          bool first = true;
+          for (const Value& v : iterate(a.positional[0], {})) {
+            if (!v.is_string()) throw CallError("join(): sequence item is " + std::string(type_name(v)) + ", expected str");
+            out += (first ? "" : s) + v.s;
+            first = false;
+          }
+          return Value::string(std::move(out));
+        });
+      if (name == "split")
+        return Value::function([s, arg](CallArgs& a) {
+          const Value* sep = arg(a, 0, "sep");
+          const Value* maxv = arg(a, 1, "maxsplit");
+          int64_t max = maxv && maxv->kind == Value::Kind::Int ? maxv->i : -1;
+          std::vector<Value> out;
+          if (!sep || sep->kind == Value::Kind::None) {  // runs of whitespace
+            size_t k = 0;
+            while (k < s.size()) {
+              while (k < s.size() && is_py_space(s[k])) ++k;
+              if (k >= s.size()) break;
+              if (max >= 0 && int64_t(out.size()) == max) {
+                std::string rest = s.substr(k);
+                while (!rest.empty() && is_py_space(rest.back())) rest.pop_back();
+                out.push_back(Value::string(rest));
+                break;
+              }
+              size_t e = k;
+              while (e < s.size() && !is_py_space(s[e])) ++e;
+              out.push_back(Value::string(s.substr(k, e - k)));
+              k = e;
+            }
+          } else {
+            if (!sep->is_string() || sep->s.empty()) throw CallError("split(): empty or non-string separator");
+            size_t k = 0;
+            for (;;) {
+              const size_t at = s.find(sep->s, k);
+              if (at == std::string::npos || (max >= 0 && int64_t(out.size()) == max)) break;
+              out.push_back(Value::string(s.substr(k, at - k)));
+              k = at + sep->s.size();
+            }
+            out.push_back(Value::string(s.substr(k)));
+          }
+          return Value::make_list(std::move(out));
+        });
+    } else if (obj.kind == Value::Kind::Dict) {
+      const Value d = obj;
+      if (name == "get")
+        return Value::function([d](CallArgs& a) {
+          if (a.positional.empty()) throw CallError("get() takes a key");
+          if (a.positional[0].is_string())
+            if (const Value* v = d.find(a.positional[0].s)) return *v;
+          return a.positional.size() > 1 ? a.positional[1] : Value::none();
+        });
+      if (name == "items" || name == "keys" || name == "values")
+        return Value::function([d, name](CallArgs&) {
+          std::vector<Value> out;
+          for (const auto& [k, v] : *d.dict) {
+            if (name == "items") out.push_back(Value::make_list({Value::string(k), v}, true));
+            else out.push_back(name == "keys" ? Value::string(k) : v);
+          }
+          return Value::make_list(std::move(out));
+        });
+    }
+    return Value::undefined(name);
+  }
+
+  static int compare(const Value& a, const Value& b, Loc at, const Renderer& r) {
+    if (a.is_number() && b.is_number()) {
+      const double x = a.as_double(), y = b.as_double();
+      return x < y ? -1 : x > y ? 1 : 0;
+    }
+    if (a.is_string() && b.is_string()) return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
+    if (a.kind == Value::Kind::List && b.kind == Value::Kind::List) {
+      for (size_t k = 0; k < std::min(a.list->size(), b.list->size()); ++k)
+        if (!equal((*a.list)[k], (*b.list)[k])) return compare((*a.list)[k], (*b.list)[k], at, r);
+      return a.list->size() < b.list->size() ? -1 : a.list->size() > b.list->size() ? 1 : 0;
+    }
+    r.error(at, std::string("cannot compare '") + type_name(a) + "' with '" + type_name(b) + "'");
+  }
+
+  bool contains(const Value& container, const Value& item, Loc at) const {
+    switch (container.kind) {
+      case Value::Kind::String:
+        if (!item.is_string()) error(at, "'in <string>' requires a string on the left");
+        return container.s.find(item.s) != std::string::npos;
+      case Value::Kind::List:
+        return std::any_of(container.list->begin(), container.list->end(),
+                           [&](const Value& v) { return equal(v, item); });
+      case Value::Kind::Dict: return item.is_string() && container.find(item.s);
+      case Value::Kind::Undefined: undefined_error(container, at, ": 'in' needs a container");
+      default: error(at, std::string("argument of type '") + type_name(container) + "' is not iterable");
+    }
+  }
+
+  Value bounded(std::string s, Loc at) const {
+    if (s.size() > kMaxString) error(at, "a string longer than 16 MiB");
+    return Value::string(std::move(s));
+  }
+
+  Value binary(const std::string& op, const Value& a, const Value& b, Loc at) {
+    if (op == "==") return Value::boolean(equal(a, b));
+    if (op == "!=") return Value::boolean(!equal(a, b));
+    if (op == "in") return Value::boolean(contains(b, a, at));
+    if (op == "notin") return Value::boolean(!contains(b, a, at));
+    if (op == "~") return bounded(to_str(a) + to_str(b), at);
+    if (op == "<" || op == "<=" || op == ">" || op == ">=") {
+      for (const Value* v : {&a, &b})
+        if (v->is_undefined()) undefined_error(*v, at, ": it cannot be compared");
+      const int c = compare(a, b, at, *this);
+      return Value::boolean(op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0);
+    }
+    for (const Value* v : {&a, &b})
+      if (v->is_undefined()) undefined_error(*v, at, ": it cannot be an operand of '" + op + "'");
+    auto bad = [&]() {
+      error(at, "unsupported operand types for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+    };
+    if (op == "+") {
+      if (a.is_string() && b.is_string()) return bounded(a.s + b.s, at);
+      if (a.kind == Value::Kind::List && b.kind == Value::Kind::List && a.tuple == b.tuple) {
+        std::vector<Value> items = *a.list;
+        items.insert(items.end(), b.list->begin(), b.list->end());
+        return Value::make_list(std::move(items), a.tuple);
+      }
+    }
+    if (op == "*" && (a.is_string() || a.kind == Value::Kind::List || b.is_string() || b.kind == Value::Kind::List)) {
+      const Value& seq = a.is_number() ? b : a;
+      const Value& times = a.is_number() ? a : b;
+      if (times.kind != Value::Kind::Int && times.kind != Value::Kind::Bool) bad();
+      const int64_t n = std::max<int64_t>(0, times.kind == Value::Kind::Bool ? times.b : times.i);
+      const int64_t len = std::max<int64_t>(1, seq.is_string() ? int64_t(seq.s.size()) : length(seq, at));
+      if (n > int64_t(kMaxString) || n * len > (seq.is_string() ? int64_t(kMaxString) : kMaxRange))
+        error(at, "a repeated sequence too long for a template");
+      if (seq.is_string()) {
+        std::string out;
+        for (int64_t k = 0; k < n; ++k) out += seq.s;
+        return Value::string(std::move(out));
+      }
+      if (seq.kind != Value::Kind::List) bad();
+      std::vector<Value> items;
+      for (int64_t k = 0; k < n; ++k) items.insert(items.end(), seq.list->begin(), seq.list->end());
+      return Value::make_list(std::move(items), seq.tuple);
+    }
+    if (!a.is_number() || !b.is_number()) bad();
+    const bool ints = a.kind != Value::Kind::Float && b.kind != Value::Kind::Float;
+    const int64_t x = a.kind == Value::Kind::Bool ? a.b : a.i, y = b.kind == Value::Kind::Bool ? b.b : b.i;
+    const double fx = a.as_double(), fy = b.as_double();
+    if (op == "+") return ints ? Value::integer(x + y) : Value::number(fx + fy);
+    if (op == "-") return ints ? Value::integer(x - y) : Value::number(fx - fy);
+    if (op == "*") return ints ? Value::integer(x * y) : Value::number(fx * fy);
+    if (op == "/") {
+      if (fy == 0) error(at, "division by zero");
+      return Value::number(fx / fy);
+    }
+    if (op == "//" || op == "%") {
+      if (ints ? y == 0 : fy == 0) error(at, op == "%" ? "modulo by zero" : "division by zero");
+      if (ints) {
+        int64_t q = x / y, r = x % y;
+        if (r != 0 && ((r < 0) != (y < 0))) {
+          --q;
+          r += y;
+        }
+        return Value::integer(op == "//" ? q : r);
+      }
+      const double q = std::floor(fx / fy);
+      return Value::number(op == "//" ? q : fx - q * fy);
+    }
+    if (op == "**") {
+      if (ints && y >= 0) {
+        int64_t r = 1;
+        for (int64_t k = 0; k < y && k < 64; ++k) r *= x;
+        return Value::integer(r);
+      }
+      return Value::number(std::pow(fx, fy));
+    }
+    bad();
+    return {};
+  }
+
+  // ---- filters and tests ----
+
+  static const Value* kwarg(CallArgs& a, size_t k, const char* key) {
+    if (k < a.positional.size()) return &a.positional[k];
+    for (auto& [n, v] : a.keywords)
+      if (n == key) return &v;
+    return nullptr;
+  }
+
+  Value attribute_of(const Value& v, const std::string& path, Loc at) {
+    Value cur = v;
+    size_t b = 0;
+    for (;;) {
+      const size_t e = path.find('.', b);
+      const std::string part = path.substr(b, e == std::string::npos ? e : e - b);
+      if (cur.is_undefined()) return cur;
+      if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit))
+        cur = get_item(cur, Value::integer(std::stoll(part)), at);
+      else
+        cur = get_item(cur, Value::string(part), at);
+      if (e == std::string::npos) return cur;
+      b = e + 1;
+    }
+  }
+
+  Value filter(const std::string& name, Value v, CallArgs& a, Loc at) {
+    const Value* a0 = kwarg(a, 0, "");
+    if (name == "default" || name == "d") {
+      const Value* boolean = kwarg(a, 1, "boolean");
+      const bool use_default = v.is_undefined() || (boolean && truthy(*boolean) && !truthy(v));
+      if (!use_default) return v;
+      const Value* def = kwarg(a, 0, "default_value");
+      return def ? *def : Value::string("");
+    }
+    if (name == "safe") return v;
+    if (name == "trim") return Value::string(strip(to_str(v), kwarg(a, 0, "chars"), true, true));
+    if (name == "length" || name == "count") return Value::integer(length(v, at));
+    if (name == "upper") return Value::string(upper(to_str(v)));
+    if (name == "lower") return Value::string(lower(to_str(v)));
+    if (name == "string") return Value::string(to_str(v));
+    if (name == "capitalize") {
+      std::string s = lower(to_str(v));
+      if (!s.empty()) s[0] = char(std::toupper(static_cast<unsigned char>(s[0])));
+      return Value::string(s);
+    }
+    if (name == "title") {
+      std::string s = to_str(v);
+      bool start = true;
+      for (char& c : s) {
+        const bool alpha = std::isalpha(static_cast<unsigned char>(c));
+        c = char(start && alpha ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+        start = !alpha && c != '\'';
+        if (alpha) start = false;
+      }
+      return Value::string(s);
+    }
+    if (name == "escape" || name == "e") {
+      std::string out;
+      for (char c : to_str(v)) {
+        switch (c) {
+          case '&': out += "&amp;"; break;
+          case '<': out += "&lt;"; break;
+          case '>': out += "&gt;"; break;
+          case '"': out += "&#34;"; break;
+          case '\'': out += "&#39;"; break;
+          default: out += c;
+        }
+      }
+      return Value::string(out);
+    }
+    if (name == "replace") {
+      const Value* from = kwarg(a, 0, "old");
+      const Value* to = kwarg(a, 1, "new");
+      const Value* count = kwarg(a, 2, "count");
+      if (!from || !to) throw CallError("replace() takes the old and new strings");
+      std::string s = to_str(v), out;
+      const std::string f = to_str(*from), t = to_str(*to);
+      int64_t left = count && count->kind == Value::Kind::Int ? count->i : -1;
+      size_t k = 0;
+      if (f.empty()) {
+        for (const std::string& cp : code_points(s)) {
+          if (left != 0) {
+            out += t;
+            --left;
+          }
+          out += cp;
+        }
+        return Value::string(out + (left != 0 ? t : ""));
+      }
+      for (;;) {
+        const size_t at2 = s.find(f, k);
+        if (at2 == std::string::npos || left == 0) break;
+        out += s.substr(k, at2 - k) + t;
+        k = at2 + f.size();
+        --left;
+      }
+      return Value::string(out + s.substr(k));
+    }
+    if (name == "tojson") {
+      const Value* indent = kwarg(a, 0, "indent");
+      const Value* sort = kwarg(a, 99, "sort_keys");
+      return Value::string(to_json(v, indent && indent->kind == Value::Kind::Int ? int(indent->i) : -1,
+                                   sort && truthy(*sort)));
+    }
+    if (name == "int") {
+      if (v.kind == Value::Kind::Int) return v;
+      if (v.kind == Value::Kind::Float) return Value::integer(int64_t(v.f));
+      if (v.kind == Value::Kind::Bool) return Value::integer(v.b);
+      if (v.is_string()) {
+        try {
+          size_t used = 0;
+          const std::string s = strip(v.s, nullptr, true, true);
+          const int64_t r = std::stoll(s, &used);
+          if (used == s.size()) return Value::integer(r);
+        } catch (...) {
+        }
+      }
+      return a0 ? *a0 : Value::integer(0);
+    }
+    if (name == "float") {
+      if (v.is_number()) return Value::number(v.as_double());
+      if (v.is_string()) {
+        try {
+          size_t used = 0;
+          const std::string s = strip(v.s, nullptr, true, true);
+          const double r = std::stod(s, &used);
+          if (used == s.size()) return Value::number(r);
+        } catch (...) {
+        }
+      }
+      return a0 ? *a0 : Value::number(0);
+    }
+    if (name == "abs") {
+      if (!v.is_number()) throw CallError("abs() of a " + std::string(type_name(v)));
+      return v.kind == Value::Kind::Float ? Value::number(std::fabs(v.f)) : Value::integer(std::llabs(v.kind == Value::Kind::Bool ? v.b : v.i));
+    }
+    if (name == "round") {
+      const Value* prec = kwarg(a, 0, "precision");
+      const double scale = std::pow(10.0, prec && prec->kind == Value::Kind::Int ? double(prec->i) : 0.0);
+      if (!v.is_number()) throw CallError("round() of a " + std::string(type_name(v)));
+      return Value::number(std::nearbyint(v.as_double() * scale) / scale);
+    }
+    if (name == "wordcount") {
+      CallArgs none;
+      return Value::integer(int64_t(method(Value::string(to_str(v)), "split").fn->operator()(none).list->size()));
+    }
+    std::vector<Value> items = iterate(v, at);
+    if (name == "list") return Value::make_list(std::move(items));
+    if (name == "first" || name == "last") {
+      if (items.empty()) return Value::undefined(name);
+      return name == "first" ? items.front() : items.back();
+    }
+    if (name == "reverse") {
+      std::reverse(items.begin(), items.end());
+      if (v.is_string()) {
+        std::string s;
+        for (const Value& c : items) s += c.s;
+        return Value::string(s);
+      }
+      return Value::make_list(std::move(items));
+    }
+    if (name == "join") {
+      const Value* sep = kwarg(a, 0, "d");
+      const Value* attr = kwarg(a, 1, "attribute");
+      std::string out;
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (k && sep) out += to_str(*sep);
+        out += to_str(attr ? attribute_of(items[k], to_str(*attr), at) : items[k]);
+      }
+      return Value::string(out);
+    }
+    if (name == "unique") {
+      std::vector<Value> out;
+      for (Value& x : items)
+        if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return equal(x, y); })) out.push_back(x);
+      return Value::make_list(std::move(out));
+    }
+    if (name == "sum") {
+      Value total = Value::integer(0);
+      for (const Value& x : items) total = binary("+", total, x, at);
+      return total;
+    }
+    if (name == "min" || name == "max") {
+      if (items.empty()) return Value::undefined(name);
+      Value best = items[0];
+      for (const Value& x : items) {
+        const int c = compare(x, best, at, *this);
+        if (name == "min" ? c < 0 : c > 0) best = x;
+      }
+      return best;
+    }
+    if (name == "items") {
+      if (!v.is_mapping()) throw CallError("items of a " + std::string(type_name(v)) + ", expected a dict");
+      std::vector<Value> out;
+      for (const auto& [k, x] : *v.dict) out.push_back(Value::make_list({Value::string(k), x}, true));
+      return Value::make_list(std::move(out));
+    }
+    if (name == "dictsort") {
+      if (!v.is_mapping()) throw CallError("dictsort of a " + std::string(type_name(v)) + ", expected a dict");
+      const Value* cs = kwarg(a, 0, "case_sensitive");
+      const Value* by = kwarg(a, 1, "by");
+      const Value* rev = kwarg(a, 2, "reverse");
+      const bool case_sensitive = cs && truthy(*cs), by_value = by && to_str(*by) == "value";
+      std::vector<std::pair<std::string, Value>> entries(v.dict->begin(), v.dict->end());
+      auto key = [&](const std::pair<std::string, Value>& e) {
+        Value k = by_value ? e.second : Value::string(e.first);
+        if (!case_sensitive && k.is_string()) k.s = lower(k.s);
+        return k;
+      };
+      std::stable_sort(entries.begin(), entries.end(), [&](const auto& x, const auto& y) {
+        return compare(key(x), key(y), at, *this) < 0;
+      });
+      if (rev && truthy(*rev)) std::reverse(entries.begin(), entries.end());
+      std::vector<Value> out;
+      for (auto& [k, x] : entries) out.push_back(Value::make_list({Value::string(k), x}, true));
+      return Value::make_list(std::move(out));
+    }
+    if (name == "map") {
+      std::vector<Value> out;
+      const Value* attr = nullptr;
+      for (auto& [n, x] : a.keywords)
+        if (n == "attribute") attr = &x;
+      if (attr) {
+        const Value* def = nullptr;
+        for (auto& [n, x] : a.keywords)
+          if (n == "default") def = &x;
+        for (const Value& x : items) {
+          Value r = attribute_of(x, to_str(*attr), at);
+          out.push_back(r.is_undefined() && def ? *def : r);
+        }
+        return Value::make_list(std::move(out));
+      }
+      if (a.positional.empty() || !a.positional[0].is_string()) throw CallError("map() takes a filter name or attribute=");
+      const std::string f = a.positional[0].s;
+      if (!known_filter(f)) throw CallError("map(): the filter '" + f + "' is not supported");
+      CallArgs rest;
+      rest.positional.assign(a.positional.begin() + 1, a.positional.end());
+      rest.keywords = a.keywords;
+      for (Value& x : items) out.push_back(filter(f, x, rest, at));
+      return Value::make_list(std::move(out));
+    }
+    if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
+      const bool attr = name.size() > 6;
+      const bool keep_if = name[0] == 's';
+      size_t k = 0;
+      std::string path;
+      if (attr) {
+        if (a.positional.empty()) throw CallError(name + "() takes an attribute name");
+        path = to_str(a.positional[k++]);
+      }
+      std::string test_name;
+      if (k < a.positional.size()) test_name = to_str(a.positional[k++]);
+      if (!test_name.empty() && !known_test(test_name)) throw CallError(name + "(): the test '" + test_name + "' is not supported");
+      CallArgs rest;
+      rest.positional.assign(a.positional.begin() + std::ptrdiff_t(k), a.positional.end());
+      std::vector<Value> out;
+      for (Value& x : items) {
+        const Value subject = attr ? attribute_of(x, path, at) : x;
+        const bool pass = test_name.empty() ? truthy(subject) : test(test_name, subject, rest, at);
+        if (pass == keep_if) out.push_back(x);
+      }
+      return Value::make_list(std::move(out));
+    }
+    error(at, "the filter '" + name + "' is not supported");
+  }
+
+  bool test(const std::string& name, const Value& v, CallArgs& a, Loc at) {
+    const Value* a0 = kwarg(a, 0, "");
+    auto need = [&]() -> const Value& {
+      if (!a0) throw CallError("the test '" + name + "' takes an argument");
+      return *a0;
+    };
+    using K = Value::Kind;
+    if (name == "defined") return !v.is_undefined();
+    if (name == "undefined") return v.is_undefined();
+    if (name == "none") return v.kind == K::None;
+    if (name == "boolean") return v.kind == K::Bool;
+    if (name == "true") return v.kind == K::Bool && v.b;
+    if (name == "false") return v.kind == K::Bool && !v.b;
+    if (name == "integer") return v.kind == K::Int;
+    if (name == "float") return v.kind == K::Float;
+    if (name == "number") return v.is_number();
+    if (name == "string") return v.kind == K::String;
+    if (name == "mapping") return v.kind == K::Dict;
+    if (name == "sequence") return v.kind == K::String || v.kind == K::List || v.kind == K::Dict;
+    if (name == "iterable") return v.kind == K::String || v.kind == K::List || v.kind == K::Dict || v.is_undefined();
+    if (name == "callable") return v.kind == K::Function;
+    if (name == "escaped") return false;
+    if (name == "lower") return v.is_string() && lower(v.s) == v.s;
+    if (name == "upper") return v.is_string() && upper(v.s) == v.s;
+    if (name == "odd" || name == "even") {
+      if (v.kind != K::Int) throw CallError("the test '" + name + "' takes an integer");
+      return (((v.i % 2) + 2) % 2 == 1) == (name == "odd");
+    }
+    if (name == "divisibleby") {
+      const Value& d = need();
+      if (v.kind != K::Int || d.kind != K::Int || d.i == 0) throw CallError("divisibleby takes non-zero integers");
+      return v.i % d.i == 0;
+    }
+    if (name == "eq" || name == "equalto" || name == "sameas") return equal(v, need());
+    if (name == "ne") return !equal(v, need());
+    if (name == "lt") return compare(v, need(), at, *this) < 0;
+    if (name == "le") return compare(v, need(), at, *this) <= 0;
+    if (name == "gt") return compare(v, need(), at, *this) > 0;
+    if (name == "ge") return compare(v, need(), at, *this) >= 0;
+    if (name == "in") return contains(need(), v, at);
+    if (name == "filter") return need().is_string() && known_filter(need().s);
+    if (name == "test") return need().is_string() && known_test(need().s);
+    error(at, "the test '" + name + "' is not supported");
+  }
+
+  const std::string& name_;
+  const Body& body_;
+  Scope* global_ = nullptr;
+  int depth_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace
+
+bool known_filter(const std::string& name) { return kFilters.count(name) > 0; }
+bool known_test(const std::string& name) { return kTests.count(name) > 0; }
+
+Template::Template(std::string_view source, std::string name)
+    : name_(std::move(name)), body_(std::make_unique<Body>(parse(source, name_))) {}
+Template::~Template() = default;
+Template::Template(Template&&) noexcept = default;
+
+std::string Template::render(const nlohmann::ordered_json& context) const {
+  return Renderer(name_, *body_).run(context);
+}
+
+}  // namespace gemmax::jinja

@@ -1,0 +1,357 @@
+#include "gemmax/data/jinja_value.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace gemmax::jinja {
+
+Value Value::undefined(std::string name) {
+  Value v;
+  v.s = std::move(name);
+  return v;
+}
+Value Value::none() {
+  Value v;
+  v.kind = Kind::None;
+  return v;
+}
+Value Value::boolean(bool x) {
+  Value v;
+  v.kind = Kind::Bool;
+  v.b = x;
+  return v;
+}
+Value Value::integer(int64_t x) {
+  Value v;
+  v.kind = Kind::Int;
+  v.i = x;
+  return v;
+}
+Value Value::number(double x) {
+  Value v;
+  v.kind = Kind::Float;
+  v.f = x;
+  return v;
+}
+Value Value::string(std::string x) {
+  Value v;
+  v.kind = Kind::String;
+  v.s = std::move(x);
+  return v;
+}
+Value Value::make_list(std::vector<Value> x, bool tuple) {
+  Value v;
+  v.kind = Kind::List;
+  v.list = std::make_shared<std::vector<Value>>(std::move(x));
+  v.tuple = tuple;
+  return v;
+}
+Value Value::make_dict(Items items) {
+  Value v;
+  v.kind = Kind::Dict;
+  v.dict = std::make_shared<Items>(std::move(items));
+  return v;
+}
+Value Value::make_namespace(Items items) {
+  Value v = make_dict(std::move(items));
+  v.kind = Kind::Namespace;
+  return v;
+}
+Value Value::function(Function f) {
+  Value v;
+  v.kind = Kind::Function;
+  v.fn = std::make_shared<Function>(std::move(f));
+  return v;
+}
+
+Value Value::from_json(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return none();
+    case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned:
+      return integer(int64_t(j.get<uint64_t>()));
+    case nlohmann::ordered_json::value_t::number_float: return number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      std::vector<Value> items;
+      for (const auto& e : j) items.push_back(from_json(e));
+      return make_list(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      Items items;
+      for (const auto& [k, e] : j.items()) items.emplace_back(k, from_json(e));
+      return make_dict(std::move(items));
+    }
+    default: return none();
+  }
+}
+
+const Value* Value::find(const std::string& key) const {
+  if (!dict) return nullptr;
+  for (const auto& [k, v] : *dict)
+    if (k == key) return &v;
+  return nullptr;
+}
+Value* Value::find(const std::string& key) {
+  return const_cast<Value*>(static_cast<const Value*>(this)->find(key));
+}
+
+const char* type_name(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Undefined: return "undefined";
+    case Value::Kind::None: return "NoneType";
+    case Value::Kind::Bool: return "bool";
+    case Value::Kind::Int: return "int";
+    case Value::Kind::Float: return "float";
+    case Value::Kind::String: return "str";
+    case Value::Kind::List: return v.tuple ? "tuple" : "list";
+    case Value::Kind::Dict: return "dict";
+    case Value::Kind::Namespace: return "Namespace";
+    case Value::Kind::Function: return "function";
+  }
+  return "?";
+}
+
+bool truthy(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Undefined:
+    case Value::Kind::None: return false;
+    case Value::Kind::Bool: return v.b;
+    case Value::Kind::Int: return v.i != 0;
+    case Value::Kind::Float: return v.f != 0;
+    case Value::Kind::String: return !v.s.empty();
+    case Value::Kind::List: return !v.list->empty();
+    case Value::Kind::Dict: return !v.dict->empty();
+    default: return true;
+  }
+}
+
+bool equal(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.kind != Value::Kind::Float && b.kind != Value::Kind::Float)
+      return (a.kind == Value::Kind::Bool ? a.b : a.i) == (b.kind == Value::Kind::Bool ? b.b : b.i);
+    return a.as_double() == b.as_double();
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Value::Kind::Undefined:
+    case Value::Kind::None: return true;
+    case Value::Kind::String: return a.s == b.s;
+    case Value::Kind::List:
+      if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
+      for (size_t i = 0; i < a.list->size(); ++i)
+        if (!equal((*a.list)[i], (*b.list)[i])) return false;
+      return true;
+    case Value::Kind::Dict:
+      if (a.dict->size() != b.dict->size()) return false;
+      for (const auto& [k, v] : *a.dict) {
+        const Value* w = b.find(k);
+        if (!w || !equal(v, *w)) return false;
+      }
+      return true;
+    default: return a.dict == b.dict && a.fn == b.fn;
+  }
+}
+
+namespace {
+
+// Python's repr of a float: the shortest digits that round-trip, positional for exponents in
+// [-4, 16), else d.ddde+XX.
+std::string float_repr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+  std::string sci(buf, end);  // [-]d[.ddd]e[+-]XX
+  const size_t e = sci.find('e');
+  const int exponent = std::stoi(sci.substr(e + 1));
+  std::string sign = sci[0] == '-' ? "-" : "";
+  std::string digits;
+  for (size_t k = sign.size(); k < e; ++k)
+    if (sci[k] != '.') digits += sci[k];
+  if (exponent < -4 || exponent >= 16) {
+    std::string out = sign + digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char ex[16];
+    std::snprintf(ex, sizeof ex, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+    return out + ex;
+  }
+  if (exponent < 0) return sign + "0." + std::string(size_t(-exponent - 1), '0') + digits;
+  if (digits.size() <= size_t(exponent) + 1) {
+    digits.resize(size_t(exponent) + 1, '0');
+    return sign + digits + ".0";
+  }
+  return sign + digits.substr(0, size_t(exponent) + 1) + "." + digits.substr(size_t(exponent) + 1);
+}
+
+std::string string_repr(const std::string& s) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out(1, q);
+  for (unsigned char c : s) {
+    if (c == q || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + q;
+}
+
+void json_string(const std::string& s, std::string& out) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += char(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+void json_dump(const Value& v, int indent, bool sort_keys, int depth, std::string& out) {
+  auto newline = [&](int d) {
+    if (indent < 0) return;
+    out += '\n';
+    out.append(size_t(indent) * size_t(d), ' ');
+  };
+  const char* comma = indent < 0 ? ", " : ",";
+  switch (v.kind) {
+    case Value::Kind::Undefined:
+    case Value::Kind::None: out += "null"; return;
+    case Value::Kind::Bool: out += v.b ? "true" : "false"; return;
+    case Value::Kind::Int: out += std::to_string(v.i); return;
+    case Value::Kind::Float:
+      if (std::isnan(v.f)) out += "NaN";
+      else if (std::isinf(v.f)) out += v.f > 0 ? "Infinity" : "-Infinity";
+      else out += float_repr(v.f);
+      return;
+    case Value::Kind::String: json_string(v.s, out); return;
+    case Value::Kind::List:
+      if (v.list->empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (size_t k = 0; k < v.list->size(); ++k) {
+        if (k) out += comma;
+        newline(depth + 1);
+        json_dump((*v.list)[k], indent, sort_keys, depth + 1, out);
+      }
+      newline(depth);
+      out += ']';
+      return;
+    case Value::Kind::Dict:
+    case Value::Kind::Namespace: {
+      if (v.dict->empty()) {
+        out += "{}";
+        return;
+      }
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& e : *v.dict) items.push_back(&e);
+      if (sort_keys)
+        std::stable_sort(items.begin(), items.end(),
+                         [](auto* a, auto* b) { return a->first < b->first; });
+      out += '{';
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (k) out += comma;
+        newline(depth + 1);
+        json_string(items[k]->first, out);
+        out += ": ";
+        json_dump(items[k]->second, indent, sort_keys, depth + 1, out);
+      }
+      newline(depth);
+      out += '}';
+      return;
+    }
+    case Value::Kind::Function: out += "null"; return;
+  }
+}
+
+}  // namespace
+
+std::string to_str(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Undefined: return "";
+    case Value::Kind::String: return v.s;
+    default: return repr(v);
+  }
+}
+
+std::string repr(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Undefined: return "Undefined";
+    case Value::Kind::None: return "None";
+    case Value::Kind::Bool: return v.b ? "True" : "False";
+    case Value::Kind::Int: return std::to_string(v.i);
+    case Value::Kind::Float: return float_repr(v.f);
+    case Value::Kind::String: return string_repr(v.s);
+    case Value::Kind::List: {
+      std::string out = v.tuple ? "(" : "[";
+      for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
+      if (v.tuple && v.list->size() == 1) out += ",";
+      return out + (v.tuple ? ")" : "]");
+    }
+    case Value::Kind::Dict: {
+      std::string out = "{";
+      bool first = true;
+      for (const auto& [k, e] : *v.dict) {
+        out += (first ? "" : ", ") + string_repr(k) + ": " + repr(e);
+        first = false;
+      }
+      return out + "}";
+    }
+    case Value::Kind::Namespace: return "<Namespace>";
+    case Value::Kind::Function: return "<function>";
+  }
+  return "";
+}
+
+std::string to_json(const Value& v, int indent, bool sort_keys) {
+  std::string out;
+  json_dump(v, indent, sort_keys, 0, out);
+  return out;
+}
+
+std::vector<std::string> code_points(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < s.size();) {
+    const unsigned char c = s[k];
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    if (k + n > s.size()) n = 1;
+    for (size_t m = 1; m < n; ++m)
+      if ((static_cast<unsigned char>(s[k + m]) & 0xC0) != 0x80) n = 1;
+    out.push_back(s.substr(k, n));
+    k += n;
+  }
+  return out;
+}
+
+}  // namespace gemmax::jinja
