@@ -541,6 +541,42 @@ TEST(FsdpRun, NRanksTrainWhatOneRankTrainsWithTheWholeBatch) {
   }
 }
 
+// The dense member (gemma4-31b's layer, num_experts=1) under FSDP, with the MoE's tolerances: 2
+// ranks train what one rank trains with both rows (losses to 1e-5, the first gradient norm to
+// 1e-6, fp64 weights after five steps to 1e-10), with the embedding gathered or vocabulary-parallel
+// and the small vectors replicated or sharded; and every rank measures its plan.
+TEST(FsdpRun, TheDenseMemberTrainsOnTwoRanks) {
+  REQUIRE_MPI();
+  const std::vector<std::string> dense = {"num_experts=1"};
+  TempDir one;
+  run_ok(0, tiny(one.str(), 2, dense));
+  const std::vector<double> want = losses(one.str());
+  const auto m1 = metrics(one.str());
+  for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel",
+                           "fsdp_replicate_small_params=false"}) {
+    TempDir dir;
+    run_ok(2, tiny(dir.str(), 1, {"num_experts=1", mode}));
+    expect_close(losses(dir.str()), want, 1e-5, mode);
+    EXPECT_NEAR(metrics(dir.str())[0]["learning/raw_grad_norm"].get<double>(),
+                m1[0]["learning/raw_grad_norm"].get<double>(),
+                1e-6 * m1[0]["learning/raw_grad_norm"].get<double>())
+        << mode << ": the global gradient norm";
+    std::ifstream in(dir / "r/memory.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    ASSERT_EQ(j["measured_per_rank"].size(), 2u) << j.dump();
+    for (const auto& rank : j["measured_per_rank"])
+      for (const auto& [k, v] : j["planned"].items()) EXPECT_EQ(rank[k], v) << mode << " " << k;
+  }
+  TempDir one64, many64;
+  const std::vector<std::string> f64 = {"num_experts=1", "dtype=float64", "weight_dtype=float64"};
+  run_ok(0, tiny(one64.str(), 2, f64));
+  run_ok(2, tiny(many64.str(), 1, f64));
+  ASSERT_FALSE(load_model_dir(many64.str() + "/r", DType::F64).config.has_moe());
+  const Tensor a = final_weights(one64.str(), DType::F64),
+               b = final_weights(many64.str(), DType::F64);
+  EXPECT_LE(testing::max_abs_diff(a, b), 1e-10) << "2 ranks, fp64";
+}
+
 // The default backend under FSDP: with the table gathered, 2 ranks run one rank's kernels and
 // agree with it to fp32 rounding; vocabulary-parallel, the head's log-sum-exp is the exact one
 // where one rank's uses approximate exponentials, so the first loss agrees to rounding and the

@@ -80,13 +80,19 @@ class Config:
                              % self.L)
         self.layer_types = list(lt)
         self.rope = g("rope_parameters") or _HF_DEFAULT_ROPE
+        # The small block (gemma4-e2b/e4b): per-layer inputs of width P from a second embedding
+        # table, the last num_kv_shared_layers layers reading the K/V of the last earlier layer of
+        # their kind, and those layers' MLP twice as wide with use_double_wide_mlp.
+        self.P = g("hidden_size_per_layer_input") or 0
+        self.Vp = tc.get("vocab_size_per_layer_input", 262144) if self.P else 0
+        self.kv_shared = g("num_kv_shared_layers") or 0
+        self.double_wide = bool(g("use_double_wide_mlp"))
         self._check_supported(g)
 
     def _check_supported(self, g):
         unsupported = [
-            (g("hidden_size_per_layer_input") not in (0, None), "per-layer embeddings (PLE)"),
-            (g("num_kv_shared_layers") != 0, "num_kv_shared_layers > 0"),
-            (bool(g("use_double_wide_mlp")), "use_double_wide_mlp"),
+            (self.P and self.Vp < self.V, "vocab_size_per_layer_input < vocab_size"),
+            (self.kv_shared >= self.L, "num_kv_shared_layers = num_hidden_layers"),
             (bool(g("attention_bias")), "attention_bias"),
             (g("hidden_activation") != "gelu_pytorch_tanh", "activations other than tanh GELU"),
             (g("use_bidirectional_attention") == "all", "use_bidirectional_attention='all'"),
@@ -98,6 +104,23 @@ class Config:
         for t in set(self.layer_types):
             if t not in self.rope:
                 raise ValueError("rope_parameters has no entry for " + t)
+        for l in range(self.L):
+            if self.kv_shared_layer(l) and self.kv_donor(l) is None:
+                raise ValueError("layer %d shares K/V but no earlier layer is %s"
+                                 % (l, self.layer_types[l]))
+
+    def kv_shared_layer(self, l):
+        """Layer l reuses an earlier layer's K/V (it has no k/v projections or norms)."""
+        return self.kv_shared > 0 and l >= self.L - self.kv_shared
+
+    def kv_donor(self, l):
+        """The last layer of l's kind before the first K/V-sharing layer (HF's 'store')."""
+        first = self.L - self.kv_shared
+        return next((j for j in range(first - 1, -1, -1)
+                     if self.layer_types[j] == self.layer_types[l]), None)
+
+    def mlp_dim(self, l):
+        return self.Fs * (2 if self.double_wide and self.kv_shared_layer(l) else 1)
 
     def is_global(self, l):
         return self.layer_types[l] == "full_attention"
@@ -137,16 +160,23 @@ class Config:
         (docs/MODEL.md §5)."""
         D, H, E, F, Fs = self.D, self.H, self.E, self.F, self.Fs
         s = {"embed_tokens.weight": (self.V, D), "norm.weight": (D,)}
+        if self.P:
+            s["embed_tokens_per_layer.weight"] = (self.Vp, self.L * self.P)
+            s["per_layer_model_projection.weight"] = (self.L * self.P, D)
+            s["per_layer_projection_norm.weight"] = (self.P,)
         for l in range(self.L):
             kv, hd, has_v = self.layer_dims(l)
             p = "layers.%d." % l
+            own_kv = not self.kv_shared_layer(l)
             s[p + "self_attn.q_proj.weight"] = (H * hd, D)
-            s[p + "self_attn.k_proj.weight"] = (kv * hd, D)
-            if has_v:
+            if own_kv:
+                s[p + "self_attn.k_proj.weight"] = (kv * hd, D)
+            if has_v and own_kv:
                 s[p + "self_attn.v_proj.weight"] = (kv * hd, D)
             s[p + "self_attn.o_proj.weight"] = (D, H * hd)
             s[p + "self_attn.q_norm.weight"] = (hd,)
-            s[p + "self_attn.k_norm.weight"] = (hd,)
+            if own_kv:
+                s[p + "self_attn.k_norm.weight"] = (hd,)
             norms = ["input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                      "post_feedforward_layernorm"]
             if self.moe:
@@ -154,9 +184,14 @@ class Config:
                           "post_feedforward_layernorm_2"]
             for n in norms:
                 s[p + n + ".weight"] = (D,)
-            s[p + "mlp.gate_proj.weight"] = (Fs, D)
-            s[p + "mlp.up_proj.weight"] = (Fs, D)
-            s[p + "mlp.down_proj.weight"] = (D, Fs)
+            Fl = self.mlp_dim(l)
+            s[p + "mlp.gate_proj.weight"] = (Fl, D)
+            s[p + "mlp.up_proj.weight"] = (Fl, D)
+            s[p + "mlp.down_proj.weight"] = (D, Fl)
+            if self.P:
+                s[p + "per_layer_input_gate.weight"] = (self.P, D)
+                s[p + "per_layer_projection.weight"] = (D, self.P)
+                s[p + "post_per_layer_input_norm.weight"] = (D,)
             if self.moe:
                 s[p + "router.proj.weight"] = (E, D)
                 s[p + "router.scale"] = (D,)
@@ -237,18 +272,23 @@ def attention_masks(cfg, B, S, segments, device):
     return full, sliding
 
 
-def attention(P, cfg, l, a, pos, mask):
+def attention(P, cfg, l, a, pos, mask, shared_kv):
+    """shared_kv {layer: (k, v)}: a K/V-sharing layer reads its donor's, a donor stores its own."""
     B, S, _ = a.shape
     p = "layers.%d.self_attn." % l
     kv, hd, has_v = cfg.layer_dims(l)
     q = (a @ P[p + "q_proj.weight"].t()).view(B, S, cfg.H, hd)
-    kr = (a @ P[p + "k_proj.weight"].t()).view(B, S, kv, hd)
-    # K=V global layers: the value is the raw k projection (before k_norm and RoPE).
-    vr = (a @ P[p + "v_proj.weight"].t()).view(B, S, kv, hd) if has_v else kr
     inv = cfg.inv_freq(l, a.dtype)
     q = rope(rms_norm(q, P[p + "q_norm.weight"], cfg.eps), pos, inv)
-    k = rope(rms_norm(kr, P[p + "k_norm.weight"], cfg.eps), pos, inv)
-    v = rms_norm(vr, None, cfg.eps)
+    if cfg.kv_shared_layer(l):
+        k, v = shared_kv[cfg.kv_donor(l)]
+    else:
+        kr = (a @ P[p + "k_proj.weight"].t()).view(B, S, kv, hd)
+        # K=V global layers: the value is the raw k projection (before k_norm and RoPE).
+        vr = (a @ P[p + "v_proj.weight"].t()).view(B, S, kv, hd) if has_v else kr
+        k = rope(rms_norm(kr, P[p + "k_norm.weight"], cfg.eps), pos, inv)
+        v = rms_norm(vr, None, cfg.eps)
+        shared_kv[l] = (k, v)
     grp = cfg.H // kv  # query head h reads kv head h // grp
     k = k.repeat_interleave(grp, dim=2)
     v = v.repeat_interleave(grp, dim=2)
@@ -291,17 +331,34 @@ def experts(P, cfg, l, x, idx, w):
     return m
 
 
-def decoder_layer(P, cfg, l, x, pos, mask):
+def per_layer_inputs(P, cfg, inputs, x):
+    """The small block's per-layer inputs [B,S,L,P] from the token ids and the scaled embedding x:
+    (table row * sqrt(P) + RMSNorm(x . W^T / sqrt(D))) / sqrt(2)."""
+    B, S = inputs.shape
+    ident = (P["embed_tokens_per_layer.weight"][inputs] * math.sqrt(cfg.P)).view(B, S, cfg.L, cfg.P)
+    ctx = (x @ P["per_layer_model_projection.weight"].t()) * (cfg.D ** -0.5)
+    ctx = rms_norm(ctx.view(B, S, cfg.L, cfg.P), P["per_layer_projection_norm.weight"], cfg.eps)
+    return (ident + ctx) * (2.0 ** -0.5)
+
+
+def decoder_layer(P, cfg, l, x, pos, mask, shared_kv, pli):
     p = "layers.%d." % l
     n = lambda t, name: rms_norm(t, P[p + name + ".weight"], cfg.eps)  # noqa: E731
     B, S, D = x.shape
-    h = x + n(attention(P, cfg, l, n(x, "input_layernorm"), pos, mask), "post_attention_layernorm")
+    h = x + n(attention(P, cfg, l, n(x, "input_layernorm"), pos, mask, shared_kv),
+              "post_attention_layernorm")
     # dense GeGLU MLP
     a = n(h, "pre_feedforward_layernorm")
     d = (gelu_tanh(a @ P[p + "mlp.gate_proj.weight"].t()) * (a @ P[p + "mlp.up_proj.weight"].t())) \
         @ P[p + "mlp.down_proj.weight"].t()
+    def out(y):
+        if cfg.P:  # the small block: the layer's per-layer input, gated by y
+            g = gelu_tanh(y @ P[p + "per_layer_input_gate.weight"].t()) * pli[:, :, l, :]
+            y = y + n(g @ P[p + "per_layer_projection.weight"].t(), "post_per_layer_input_norm")
+        return y * P[p + "layer_scalar"]
+
     if not cfg.moe:  # the dense layer: no post_feedforward_layernorm_1, no router stats
-        return (h + n(d, "post_feedforward_layernorm")) * P[p + "layer_scalar"], {}
+        return out(h + n(d, "post_feedforward_layernorm")), {}
     d = n(d, "post_feedforward_layernorm_1")
     # routed MoE: the router reads h itself, the experts read a separately normalised h
     hf = h.reshape(B * S, D)
@@ -309,8 +366,7 @@ def decoder_layer(P, cfg, l, x, pos, mask):
     m = experts(P, cfg, l, n(hf, "pre_feedforward_layernorm_2"), idx, w).view(B, S, D)
     m = n(m, "post_feedforward_layernorm_2")
     f = n(d + m, "post_feedforward_layernorm")
-    out = (h + f) * P[p + "layer_scalar"]
-    return out, dict(logits=logits.view(B, S, -1), probs=probs.view(B, S, -1),
+    return out(h + f), dict(logits=logits.view(B, S, -1), probs=probs.view(B, S, -1),
                      idx=idx.view(B, S, -1))
 
 
@@ -324,9 +380,11 @@ def forward(P, cfg, inputs, positions=None, segments=None):
         segments = torch.ones(B, S, dtype=torch.long)
     full, sliding = attention_masks(cfg, B, S, segments, inputs.device)
     x = emb[inputs] * math.sqrt(cfg.D)
-    stats = []
+    pli = per_layer_inputs(P, cfg, inputs, x) if cfg.P else None
+    stats, shared_kv = [], {}
     for l in range(cfg.L):
-        x, st = decoder_layer(P, cfg, l, x, positions, full if cfg.is_global(l) else sliding)
+        x, st = decoder_layer(P, cfg, l, x, positions, full if cfg.is_global(l) else sliding,
+                              shared_kv, pli)
         stats.append(st)
     logits = rms_norm(x, P["norm.weight"], cfg.eps) @ emb.t()  # tied head
     if cfg.softcap:

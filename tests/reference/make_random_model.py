@@ -30,12 +30,14 @@ BASE = dict(seed=0, layers=6, pattern="SSSSSG", d_model=32, heads=4, kv_heads=2,
             global_kv_heads=1, head_dim=8, global_head_dim=16, mlp_dim=48, experts=8, top_k=2,
             expert_dim=12, vocab=131, window=5, seq=16, batch=2, k_eq_v=True,
             local_theta=10000.0, global_theta=1000000.0, partial_rotary=0.25, softcap=30.0,
-            multimodal=False)
+            multimodal=False, per_layer_dim=0, kv_shared=0, double_wide=False)
 
 # Each preset changes BASE. Together they cover: sliding-only and sliding+global; E/top-k of
 # 8/2, 4/1 (top-1), 6/3 and 16/8 (top-k = E/2); odd sizes (odd d_model, expert hidden and
 # vocab not multiples of 8/64, head groups of 3); windows shorter than the sequence; K=V on
-# and off; the multimodal folder form; the dense layer of gemma4-31b (no MoE block).
+# and off; the multimodal folder form; the dense layer of gemma4-31b (no MoE block); the small
+# block of gemma4-e2b (per-layer inputs, K/V shared by the last layers, their MLP double-wide)
+# and of gemma4-e4b (the same with MLPs of one width).
 PRESETS = {
     "base": dict(),
     "top1": dict(seed=1, layers=3, pattern="SSG", d_model=24, heads=2, kv_heads=1,
@@ -56,7 +58,19 @@ PRESETS = {
     "dense": dict(seed=7, layers=4, pattern="SSSG", d_model=36, heads=4, kv_heads=2,
                   global_kv_heads=1, head_dim=8, global_head_dim=12, mlp_dim=52, experts=1,
                   vocab=151, window=6, seq=14),
+    # gemma4-e2b's block: 6 layers, the last 3 reading the K/V of layers 1 (S) and 2 (G).
+    "small_e2b": dict(seed=8, layers=6, pattern="SSG", d_model=24, heads=4, kv_heads=1,
+                      head_dim=8, global_head_dim=12, mlp_dim=20, experts=1, k_eq_v=False,
+                      vocab=113, window=5, seq=14, per_layer_dim=6, kv_shared=3,
+                      double_wide=True),
+    "small_e4b": dict(seed=9, layers=4, pattern="SG", d_model=20, heads=2, kv_heads=2,
+                      head_dim=6, global_head_dim=10, mlp_dim=28, experts=1, k_eq_v=False,
+                      vocab=89, window=4, seq=12, per_layer_dim=5, kv_shared=2),
 }
+
+# Presets of blocks gemmax does not build yet: the reference and transformers check them
+# (test_reference.py, hf_compare.py); parity.py leaves them out unless named.
+REFERENCE_ONLY = {"small_e2b", "small_e4b"}
 
 # Router top-k margin required for every token in every layer, relative to max(1, |logits|):
 # far above fp32 rounding (~1e-7) and the ~1e-6 forward differences between implementations.
@@ -83,7 +97,7 @@ def text_config(o):
         "head_dim": o["head_dim"],
         "hidden_activation": "gelu_pytorch_tanh",
         "hidden_size": o["d_model"],
-        "hidden_size_per_layer_input": 0,
+        "hidden_size_per_layer_input": o["per_layer_dim"],
         "initializer_range": 0.02,
         "intermediate_size": o["mlp_dim"],
         "layer_types": types,
@@ -94,7 +108,7 @@ def text_config(o):
         "num_global_key_value_heads": o["global_kv_heads"] if o["k_eq_v"] else None,
         "num_hidden_layers": L,
         "num_key_value_heads": o["kv_heads"],
-        "num_kv_shared_layers": 0,
+        "num_kv_shared_layers": o["kv_shared"],
         "pad_token_id": 0,
         "rms_norm_eps": 1e-06,
         "rope_parameters": {
@@ -107,7 +121,7 @@ def text_config(o):
         "top_k_experts": o["top_k"] if o["experts"] > 1 else None,
         "use_bidirectional_attention": None,
         "use_cache": True,
-        "use_double_wide_mlp": False,
+        "use_double_wide_mlp": bool(o["double_wide"]),
         "vocab_size": o["vocab"],
         "vocab_size_per_layer_input": o["vocab"],
         "transformers_version": "5.5.0",

@@ -54,7 +54,11 @@ def test_finite_differences(td):
     print("finite differences (float64)")
     cases = (("K=V", TINY),
              ("separate V, top-1", dict(TINY, seed=12, k_eq_v=False, top_k=1, pattern="GS")),
-             ("dense (no MoE block)", dict(TINY, seed=13, experts=1)))
+             ("dense (no MoE block)", dict(TINY, seed=13, experts=1)),
+             # layers 2-3 read the K/V of layers 0 (S) and 1 (G) and have double-wide MLPs
+             ("small block (per-layer inputs, shared K/V)",
+              dict(TINY, seed=16, experts=1, layers=4, pattern="SG", k_eq_v=False,
+                   per_layer_dim=4, kv_shared=2, double_wide=True)))
     for case, (name, opts) in enumerate(cases):
         d = os.path.join(td, "fd%d" % case)
         meta = make_random_model.make_model(d, **opts)
@@ -119,6 +123,13 @@ def test_finite_differences(td):
                     "mlp.down_proj.weight", "post_feedforward_layernorm.weight"}
             check(not any("router" in n or "_1.weight" in n for n in kinds),
                   "%s: no router, experts or post_feedforward_layernorm_1" % name)
+        if cfg.P:  # the small block: per-layer inputs; no k/v weights in the sharing layers
+            need |= {"embed_tokens_per_layer.weight", "per_layer_model_projection.weight",
+                     "per_layer_projection_norm.weight", "per_layer_input_gate.weight",
+                     "per_layer_projection.weight", "post_per_layer_input_norm.weight"}
+            shared = [n for n in params if re.match(r"layers\.[23]\.self_attn\.(k|v)_", n)]
+            check(not shared and params["layers.3.mlp.up_proj.weight"].shape[0] == 2 * cfg.Fs,
+                  "%s: sharing layers have no k/v weights and a double-wide MLP" % name)
         check(need <= kinds, "%s: the %d kinds checked include %s" % (name, len(kinds),
                                                                    ", ".join(sorted(need))))
 
