@@ -34,8 +34,8 @@ int main(int argc, char** argv) {
     const auto be = make_backend(backend_options(config));
     Gemma4Model model(in.model, *be, in.options);
     const std::vector<bool> all(model.params().specs().size(), true);
-    TrainState state = make_train_state(*be, model.params(), all, in.weight,
-                                        AdamWConfig::from(config));
+    TrainState state =
+        make_train_state(*be, model.params(), all, in.weight, AdamWConfig::from(config));
     be->fill(state.weights, 0.01);
     const Batch batch =
         make_data_loader(run_data_options(config, in.model.vocab_size, 0, 1))->next();
@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
       model.forward_backward(inputs, state.weights, state.grads, state.scalars);
       be->to_host(state.scalars);
       const double b = now() - t0;
-      if (r > 0) forward_only = std::min(forward_only, a), forward_backward = std::min(forward_backward, b);
+      if (r > 0)
+        forward_only = std::min(forward_only, a), forward_backward = std::min(forward_backward, b);
     }
     std::printf("model %s, batch %lld x %lld, %s, %d rounds (best of each)\n",
                 in.model.name.c_str(), (long long)batch.batch, (long long)batch.seq,

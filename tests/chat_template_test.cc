@@ -1,12 +1,13 @@
 // Chat templates: the Jinja renderer against Python's jinja2 (configured as transformers
 // configures it) on real chat templates, and `messages` JSONL through gemmax tokenize.
+#include "gemmax/data/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "gemmax/data/chat_template.h"
 #include "gemmax/data/jinja.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenize_files.h"
@@ -475,8 +476,8 @@ std::string render_with_jinja2(const TempDir& dir, const std::string& templ, con
   testing::write_file(dir / "t.jinja", templ);
   testing::write_file(dir / "ctx.json", context.dump());
   std::string log;
-  const int rc = testing::run_command("python3 " + dir / "harness.py" + " " + dir / "t.jinja" + " " +
-                                          dir / "ctx.json" + " " + dir / "out.txt",
+  const int rc = testing::run_command("python3 " + dir / "harness.py" + " " + dir / "t.jinja" +
+                                          " " + dir / "ctx.json" + " " + dir / "out.txt",
                                       &log);
   EXPECT_EQ(rc, 0) << log;
   return testing::read_file(dir / "out.txt");
@@ -505,14 +506,16 @@ std::vector<json> conversations() {
                               {"user", "Ünïcödé, tabs\tand\nnewlines"},
                               {"assistant", "<|channel>thinking...<channel|>Fine, thanks."}}));
   json parts = conversation({{"user", "x"}});
-  parts[0]["content"] = json::array({{{"type", "text"}, {"text", " part one "}}, {{"type", "image"}}});
+  parts[0]["content"] =
+      json::array({{{"type", "text"}, {"text", " part one "}}, {{"type", "image"}}});
   parts.push_back({{"role", "assistant"}, {"content", "seen"}});
   out.push_back(parts);
   return out;
 }
 
 TEST(ChatTemplate, RendersAsJinja2DoesOnRealTemplates) {
-  if (!have_jinja2()) GTEST_SKIP() << "python3 with jinja2 is not installed (Debian: python3-jinja2)";
+  if (!have_jinja2())
+    GTEST_SKIP() << "python3 with jinja2 is not installed (Debian: python3-jinja2)";
   TempDir dir;
   const std::vector<std::pair<const char*, const char*>> templates = {
       {"gemma4", kGemma4}, {"gemma3", kGemma3}, {"chatml", kChatMl}, {"features", kFeatures}};
@@ -520,7 +523,9 @@ TEST(ChatTemplate, RendersAsJinja2DoesOnRealTemplates) {
   for (const auto& [name, templ] : templates) {
     for (const json& messages : conversations()) {
       for (bool gen : {false, true}) {
-        json ctx = {{"messages", messages}, {"bos_token", "<bos>"}, {"eos_token", "<eos>"},
+        json ctx = {{"messages", messages},
+                    {"bos_token", "<bos>"},
+                    {"eos_token", "<eos>"},
                     {"add_generation_prompt", gen}};
         const std::string want = render_with_jinja2(dir, templ, ctx);
         EXPECT_EQ(render_with_gemmax(templ, ctx), want) << name << " on " << messages.dump();
@@ -541,8 +546,11 @@ TEST(ChatTemplate, RendersAsJinja2DoesOnRealTemplates) {
       {"role": "tool", "tool_call_id": "c1", "content": "sunny, 21 C"},
       {"role": "assistant", "content": "Sunny and 21 C."}])");
   for (bool thinking : {false, true}) {
-    json ctx = {{"messages", messages}, {"tools", tools}, {"enable_thinking", thinking},
-                {"bos_token", "<bos>"}, {"add_generation_prompt", true}};
+    json ctx = {{"messages", messages},
+                {"tools", tools},
+                {"enable_thinking", thinking},
+                {"bos_token", "<bos>"},
+                {"add_generation_prompt", true}};
     const std::string want = render_with_jinja2(dir, kGemma4, ctx);
     EXPECT_EQ(render_with_gemmax(kGemma4, ctx), want);
     EXPECT_NE(want.find("declaration:get_weather"), std::string::npos) << want;
@@ -560,7 +568,8 @@ TEST(ChatTemplate, RendersAsJinja2DoesOnRealTemplates) {
 
 // Whitespace control in isolation, each case against jinja2.
 TEST(ChatTemplate, WhitespaceControlAsJinja2) {
-  if (!have_jinja2()) GTEST_SKIP() << "python3 with jinja2 is not installed (Debian: python3-jinja2)";
+  if (!have_jinja2())
+    GTEST_SKIP() << "python3 with jinja2 is not installed (Debian: python3-jinja2)";
   TempDir dir;
   const char* cases[] = {
       "a\n  {% if true %}\n  b\n  {% endif %}\nc\n",
@@ -586,17 +595,25 @@ TEST(ChatTemplate, ErrorsNameTheTemplateLineAndColumn) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of("ok\n{{ x | frobnicate }}").find("tmpl.jinja:2:8: the filter 'frobnicate' is not supported"),
-            std::string::npos) << error_of("ok\n{{ x | frobnicate }}");
-  EXPECT_NE(error_of("{% generation %}x{% endgeneration %}").find("tmpl.jinja:1:4: the statement '{% generation %}' is not supported"),
+  EXPECT_NE(error_of("ok\n{{ x | frobnicate }}")
+                .find("tmpl.jinja:2:8: the filter 'frobnicate' is not supported"),
+            std::string::npos)
+      << error_of("ok\n{{ x | frobnicate }}");
+  EXPECT_NE(error_of("{% generation %}x{% endgeneration %}")
+                .find("tmpl.jinja:1:4: the statement '{% generation %}' is not supported"),
             std::string::npos);
   EXPECT_NE(error_of("{% if x %}never closed").find("expected '{% endif %}'"), std::string::npos);
-  EXPECT_NE(error_of("{{ 'unterminated }}").find("tmpl.jinja:1:4: a string that is never closed"), std::string::npos);
-  EXPECT_NE(error_of("\n  {{ raise_exception('no system role') }}").find("tmpl.jinja:2:6: the template raised an exception: no system role"),
-            std::string::npos) << error_of("\n  {{ raise_exception('no system role') }}");
+  EXPECT_NE(error_of("{{ 'unterminated }}").find("tmpl.jinja:1:4: a string that is never closed"),
+            std::string::npos);
+  EXPECT_NE(error_of("\n  {{ raise_exception('no system role') }}")
+                .find("tmpl.jinja:2:6: the template raised an exception: no system role"),
+            std::string::npos)
+      << error_of("\n  {{ raise_exception('no system role') }}");
   EXPECT_NE(error_of("{{ a.b }}").find("'a' is undefined"), std::string::npos);
-  EXPECT_NE(error_of("{{ 'a' + 1 }}").find("unsupported operand types for +: 'str' and 'int'"), std::string::npos);
-  EXPECT_NE(error_of("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("deeper than 200"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'a' + 1 }}").find("unsupported operand types for +: 'str' and 'int'"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("deeper than 200"),
+            std::string::npos);
   EXPECT_NE(error_of("{% break %}").find("outside a for loop"), std::string::npos);
 }
 
@@ -610,10 +627,12 @@ TEST(ChatTemplate, ModelFolderTemplateAsTransformersFindsIt) {
   EXPECT_EQ(s.text, "{{ bos_token }}config");
   EXPECT_EQ(s.bos_token, "<s>");
   EXPECT_EQ(s.eos_token, "</s>");
-  testing::write_file(dir / "chat_template.jinja", "{{ bos_token }}file");  // wins, as in transformers
+  testing::write_file(dir / "chat_template.jinja",
+                      "{{ bos_token }}file");  // wins, as in transformers
   s = chat_template_from_model_dir(dir.str());
   EXPECT_EQ(s.text, "{{ bos_token }}file");
-  EXPECT_EQ(ChatTemplate(s).render_text(json::array({{{"role", "user"}, {"content", "x"}}}), false), "<s>file");
+  EXPECT_EQ(ChatTemplate(s).render_text(json::array({{{"role", "user"}, {"content", "x"}}}), false),
+            "<s>file");
   TempDir empty;
   try {
     chat_template_from_model_dir(empty.str());
@@ -657,14 +676,17 @@ TEST(ChatTemplate, TokenizeMasksInTheAssistantTurns) {
     all += tok->decode(std::span(&id, 1));
     if (mask[k]) counted += tok->decode(std::span(&id, 1));
   }
-  EXPECT_EQ(all, "<|turn>system\nBe brief.<turn|>\n<|turn>user\n2+2?<turn|>\n<|turn>model\nFour.<turn|>\n"
-                 "<|turn>user\n3+3?<turn|>\n<|turn>model\nSix.<turn|>\n");
+  EXPECT_EQ(
+      all,
+      "<|turn>system\nBe brief.<turn|>\n<|turn>user\n2+2?<turn|>\n<|turn>model\nFour.<turn|>\n"
+      "<|turn>user\n3+3?<turn|>\n<|turn>model\nSix.<turn|>\n");
   EXPECT_EQ(counted, "Four.<turn|>\nSix.<turn|>\n");
   EXPECT_EQ(mask[0], 0);    // bos
   EXPECT_EQ(mask[end], 1);  // the eos after a closing assistant turn is learnt with it
 
   // Bad conversations: named by file and line, nothing left behind.
-  auto bad = [&](const std::string& text, const std::vector<std::string>& parts, TokenizeOptions opt) {
+  auto bad = [&](const std::string& text, const std::vector<std::string>& parts,
+                 TokenizeOptions opt) {
     testing::write_file(in, line.dump() + "\n" + text + "\n");
     std::filesystem::remove(out);
     std::vector<std::string> want = {in + ":2"};
@@ -674,7 +696,8 @@ TEST(ChatTemplate, TokenizeMasksInTheAssistantTurns) {
   };
   bad(R"({"messages": [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]})",
       {"unknown role \"robot\""}, o);
-  bad(R"({"messages": [{"role": "user", "content": "only a question"}]})", {"no assistant turn"}, o);
+  bad(R"({"messages": [{"role": "user", "content": "only a question"}]})", {"no assistant turn"},
+      o);
   bad(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}]})",
       {"empty after tokenization"}, o);
   TokenizeOptions g3 = o;

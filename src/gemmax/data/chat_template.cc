@@ -22,8 +22,10 @@ std::string read_text(const std::string& path, const char* what) {
 void read_special(const nlohmann::json& config, const char* key, std::string& out) {
   if (!config.contains(key)) return;
   const nlohmann::json& v = config[key];
-  if (v.is_string()) out = v.get<std::string>();
-  else if (v.is_object() && v.contains("content") && v["content"].is_string()) out = v["content"].get<std::string>();
+  if (v.is_string())
+    out = v.get<std::string>();
+  else if (v.is_object() && v.contains("content") && v["content"].is_string())
+    out = v["content"].get<std::string>();
 }
 
 }  // namespace
@@ -57,7 +59,8 @@ ChatTemplateSource chat_template_from_model_dir(const std::string& dir) {
     return s;
   }
   if (!has_config || !config.contains("chat_template"))
-    fail("model folder '", dir, "' has no chat template: neither chat_template.jinja nor a "
+    fail("model folder '", dir,
+         "' has no chat template: neither chat_template.jinja nor a "
          "\"chat_template\" in tokenizer_config.json; give the template with "
          "--chat_template_path FILE or --chat_template TEXT");
   const nlohmann::json& t = config["chat_template"];
@@ -68,7 +71,8 @@ ChatTemplateSource chat_template_from_model_dir(const std::string& dir) {
   }
   if (t.is_array())
     for (const auto& e : t)
-      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) {
+      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+          e["template"].is_string()) {
         s.text = e["template"].get<std::string>();
         return s;
       }
@@ -100,8 +104,7 @@ RenderedChat ChatTemplate::render(const nlohmann::ordered_json& messages) const 
     if (std::find(std::begin(kRoles), std::end(kRoles), role) == std::end(kRoles))
       fail("message ", k, " has the unknown role \"", role,
            "\"; expected system, developer, user, assistant or tool");
-    if (!m.contains("content"))
-      fail("message ", k, " (", role, ") has no \"content\"");
+    if (!m.contains("content")) fail("message ", k, " (", role, ") has no \"content\"");
   }
   RenderedChat r;
   r.text = render_text(messages, false);
@@ -115,7 +118,8 @@ RenderedChat ChatTemplate::render(const nlohmann::ordered_json& messages) const 
     upto.push_back(messages[k]);
     const std::string prompt = k == 0 ? std::string() : render_text(before, true);
     const std::string with_turn = render_text(upto, false);
-    if (with_turn.compare(0, prompt.size(), prompt) != 0 || r.text.compare(0, with_turn.size(), with_turn) != 0)
+    if (with_turn.compare(0, prompt.size(), prompt) != 0 ||
+        r.text.compare(0, with_turn.size(), with_turn) != 0)
       fail("the chat template does not render message ", k,
            " (assistant) as an extension of the conversation before it (with the generation "
            "prompt), so its tokens cannot be told apart; write this conversation as "

@@ -16,7 +16,7 @@ namespace gemmax {
 // {name, template} of which "default" is taken). Also reads the folder's bos/eos token text.
 struct ChatTemplateSource {
   std::string text;
-  std::string name;                // the file it came from (for errors)
+  std::string name;                 // the file it came from (for errors)
   std::string bos_token = "<bos>";  // the special tokens' text, as the template writes them
   std::string eos_token = "<eos>";
 };

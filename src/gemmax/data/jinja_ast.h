@@ -21,20 +21,20 @@ using ExprPtr = std::unique_ptr<Expr>;
 // One node kind per syntactic form; `args` holds the operands in the order the comments say.
 struct Expr {
   enum class Kind {
-    Literal,   // value
-    Name,      // name
-    GetAttr,   // args[0].name
-    GetItem,   // args[0][args[1]]
-    Slice,     // args[0][args[1]:args[2]:args[3]], each bound possibly null
-    Call,      // args[0](args[1..], keywords)
-    Filter,    // args[0] | name(args[1..], keywords)
-    Test,      // args[0] is [not] name(args[1..])
-    Unary,     // name ("not", "-", "+") args[0]
-    Binary,    // args[0] name args[1]; name: or and in notin == != < <= > >= + - ~ * / // % **
-    Cond,      // args[0] if args[1] else args[2] (null: undefined)
-    List,      // [args...]
-    Tuple,     // (args...)
-    Dict,      // {args[0]: args[1], args[2]: args[3], ...}
+    Literal,  // value
+    Name,     // name
+    GetAttr,  // args[0].name
+    GetItem,  // args[0][args[1]]
+    Slice,    // args[0][args[1]:args[2]:args[3]], each bound possibly null
+    Call,     // args[0](args[1..], keywords)
+    Filter,   // args[0] | name(args[1..], keywords)
+    Test,     // args[0] is [not] name(args[1..])
+    Unary,    // name ("not", "-", "+") args[0]
+    Binary,   // args[0] name args[1]; name: or and in notin == != < <= > >= + - ~ * / // % **
+    Cond,     // args[0] if args[1] else args[2] (null: undefined)
+    List,     // [args...]
+    Tuple,    // (args...)
+    Dict,     // {args[0]: args[1], args[2]: args[3], ...}
   };
   Kind kind;
   Loc loc;
@@ -53,13 +53,13 @@ struct Node {
   enum class Kind { Text, Output, If, For, Set, SetBlock, Macro, Break, Continue };
   Kind kind;
   Loc loc;
-  std::string text;                   // Text
-  ExprPtr expr;                       // Output, Set: the value; For: the iterable
-  std::vector<std::string> targets;   // For, Set, SetBlock: names; Macro: [name]
-  std::string attribute;              // Set: `set targets[0].attribute = expr`
-  ExprPtr filter;                     // For: `for x in xs if filter`
+  std::string text;                                // Text
+  ExprPtr expr;                                    // Output, Set: the value; For: the iterable
+  std::vector<std::string> targets;                // For, Set, SetBlock: names; Macro: [name]
+  std::string attribute;                           // Set: `set targets[0].attribute = expr`
+  ExprPtr filter;                                  // For: `for x in xs if filter`
   std::vector<std::pair<ExprPtr, Body>> branches;  // If: (condition, body); else: null condition
-  Body body, else_body;               // For (else: no iteration), SetBlock, Macro
+  Body body, else_body;                            // For (else: no iteration), SetBlock, Macro
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro: names and defaults (or null)
 };
 

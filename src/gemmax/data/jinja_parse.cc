@@ -14,13 +14,27 @@ namespace gemmax::jinja {
 namespace {
 
 struct Token {
-  enum class Kind { Text, VarBegin, VarEnd, BlockBegin, BlockEnd, Name, String, Int, Float, Op, End };
+  enum class Kind {
+    Text,
+    VarBegin,
+    VarEnd,
+    BlockBegin,
+    BlockEnd,
+    Name,
+    String,
+    Int,
+    Float,
+    Op,
+    End
+  };
   Kind kind;
   std::string text;
   Loc loc;
 };
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 class Lexer {
  public:
@@ -52,7 +66,7 @@ class Lexer {
       const char mod = start + 2 < src_.size() ? src_[start + 2] : 0;
       if (mod == '-') {
         while (!text.empty() && is_space(text.back())) text.pop_back();
-      } else if (type != '{' && mod != '+') {  // lstrip_blocks
+      } else if (type != '{' && mod != '+') {   // lstrip_blocks
         const size_t l = text.rfind('\n') + 1;  // npos + 1 == 0
         if ((l > 0 || line_starting) && text.find_first_not_of(" \t", l) == std::string::npos)
           text.resize(l);
@@ -63,13 +77,15 @@ class Lexer {
       bool strip_after = false;
       if (type == '#') {
         const size_t close = src_.find("#}", pos_);
-        if (close == std::string::npos) error(tag_loc, "a comment '{#' that is never closed with '#}'");
+        if (close == std::string::npos)
+          error(tag_loc, "a comment '{#' that is never closed with '#}'");
         strip_after = close > pos_ && src_[close - 1] == '-';
         const bool keep = close > pos_ && src_[close - 1] == '+';
         pos_ = close + 2;
         finish_tag(strip_after, !keep);
       } else {
-        tokens_.push_back({type == '{' ? Token::Kind::VarBegin : Token::Kind::BlockBegin, "", tag_loc});
+        tokens_.push_back(
+            {type == '{' ? Token::Kind::VarBegin : Token::Kind::BlockBegin, "", tag_loc});
         const bool keep = expression(type == '{' ? '}' : '%', tag_loc, strip_after);
         finish_tag(strip_after, type == '%' && !keep);
       }
@@ -129,32 +145,39 @@ class Lexer {
       }
       if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         size_t end = pos_;
-        while (end < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[end])) || src_[end] == '_')) ++end;
+        while (end < src_.size() &&
+               (std::isalnum(static_cast<unsigned char>(src_[end])) || src_[end] == '_'))
+          ++end;
         tokens_.push_back({Token::Kind::Name, src_.substr(pos_, end - pos_), at});
         pos_ = end;
       } else if (std::isdigit(static_cast<unsigned char>(c))) {
         size_t end = pos_;
         bool is_float = false;
         while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
-        if (end + 1 < src_.size() && src_[end] == '.' && std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
+        if (end + 1 < src_.size() && src_[end] == '.' &&
+            std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
           is_float = true;
-          for (++end; end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]));) ++end;
+          for (++end; end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]));)
+            ++end;
         }
         if (end < src_.size() && (src_[end] == 'e' || src_[end] == 'E')) {
           size_t e = end + 1;
           if (e < src_.size() && (src_[e] == '+' || src_[e] == '-')) ++e;
           if (e < src_.size() && std::isdigit(static_cast<unsigned char>(src_[e]))) {
             is_float = true;
-            for (end = e; end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]));) ++end;
+            for (end = e; end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]));)
+              ++end;
           }
         }
-        tokens_.push_back({is_float ? Token::Kind::Float : Token::Kind::Int, src_.substr(pos_, end - pos_), at});
+        tokens_.push_back(
+            {is_float ? Token::Kind::Float : Token::Kind::Int, src_.substr(pos_, end - pos_), at});
         pos_ = end;
       } else if (c == '\'' || c == '"') {
         tokens_.push_back({Token::Kind::String, string_literal(c, at), at});
       } else {
-        static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~",
-                                     "<",  ">",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|", "="};
+        static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*",
+                                     "/",  "%",  "~",  "<",  ">",  "(",  ")", "[", "]",
+                                     "{",  "}",  ",",  ".",  ":",  "|",  "="};
         const char* found = nullptr;
         for (const char* op : kOps)
           if (src_.compare(pos_, std::char_traits<char>::length(op), op) == 0) {
@@ -184,14 +207,29 @@ class Lexer {
       }
       const char e = src_[++pos_];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case '0': out += '\0'; break;
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case '\n': break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case '0':
+          out += '\0';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case '\n':
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -199,12 +237,15 @@ class Lexer {
           if (pos_ + n >= src_.size()) error(at, "a truncated \\x/\\u escape in a string");
           const std::string hex = src_.substr(pos_ + 1, n);
           if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-            error(at, "a \\" + std::string(1, e) + " escape needs " + std::to_string(n) + " hex digits");
+            error(at, "a \\" + std::string(1, e) + " escape needs " + std::to_string(n) +
+                          " hex digits");
           append_utf8(uint32_t(std::strtoul(hex.c_str(), nullptr, 16)), out);
           pos_ += n;
           break;
         }
-        default: out += '\\'; out += e;
+        default:
+          out += '\\';
+          out += e;
       }
     }
   }
@@ -235,7 +276,8 @@ class Lexer {
   std::vector<Token> tokens_;
 };
 
-const char* kStatements = "if, elif, else, endif, for, endfor, set, endset, macro, endmacro, break, continue";
+const char* kStatements =
+    "if, elif, else, endif, for, endfor, set, endset, macro, endmacro, break, continue";
 
 class Parser {
  public:
@@ -281,19 +323,27 @@ class Parser {
   }
   static std::string describe(const Token& t) {
     switch (t.kind) {
-      case Token::Kind::End: return "the end of the template";
-      case Token::Kind::VarEnd: return "'}}'";
-      case Token::Kind::BlockEnd: return "'%}'";
-      case Token::Kind::Text: return "text";
-      case Token::Kind::String: return "a string";
-      default: return "'" + t.text + "'";
+      case Token::Kind::End:
+        return "the end of the template";
+      case Token::Kind::VarEnd:
+        return "'}}'";
+      case Token::Kind::BlockEnd:
+        return "'%}'";
+      case Token::Kind::Text:
+        return "text";
+      case Token::Kind::String:
+        return "a string";
+      default:
+        return "'" + t.text + "'";
     }
   }
   void expect_op(const char* op) {
-    if (!skip_op(op)) error(peek().loc, std::string("expected '") + op + "', got " + describe(peek()));
+    if (!skip_op(op))
+      error(peek().loc, std::string("expected '") + op + "', got " + describe(peek()));
   }
   std::string expect_name(const char* what) {
-    if (peek().kind != Token::Kind::Name) error(peek().loc, std::string("expected ") + what + ", got " + describe(peek()));
+    if (peek().kind != Token::Kind::Name)
+      error(peek().loc, std::string("expected ") + what + ", got " + describe(peek()));
     return next().text;
   }
   void expect_block_end(const std::string& tag) {
@@ -317,7 +367,8 @@ class Parser {
     for (;;) {
       const Token& t = peek();
       if (t.kind == Token::Kind::End) {
-        if (!stops.empty()) error(t.loc, "the template ends inside a block: expected '{% " + stops.back() + " %}'");
+        if (!stops.empty())
+          error(t.loc, "the template ends inside a block: expected '{% " + stops.back() + " %}'");
         return body;
       }
       if (t.kind == Token::Kind::Text) {
@@ -333,7 +384,8 @@ class Parser {
         n->kind = Node::Kind::Output;
         n->loc = t.loc;
         n->expr = parse_tuple_or_expr();
-        if (peek().kind != Token::Kind::VarEnd) error(peek().loc, "expected '}}', got " + describe(peek()));
+        if (peek().kind != Token::Kind::VarEnd)
+          error(peek().loc, "expected '}}', got " + describe(peek()));
         ++p_;
         body.push_back(std::move(n));
       } else if (t.kind == Token::Kind::BlockBegin) {
@@ -381,7 +433,8 @@ class Parser {
       n->kind = Node::Kind::For;
       do n->targets.push_back(expect_name("a loop variable"));
       while (skip_op(","));
-      if (!skip_name("in")) error(peek().loc, "expected 'in' in the for loop, got " + describe(peek()));
+      if (!skip_name("in"))
+        error(peek().loc, "expected 'in' in the for loop, got " + describe(peek()));
       n->expr = parse_or();
       if (skip_name("if")) n->filter = parse_or();
       if (is_name("recursive")) error(peek().loc, "recursive loops are not supported");
@@ -433,8 +486,10 @@ class Parser {
       if (!in_loop()) error(kw.loc, "'" + kw.text + "' outside a for loop");
       expect_block_end(kw.text);
     } else {
-      error(kw.loc, "the statement '{% " + kw.text + " %}' is not supported by gemmax's template "
-            "renderer (supported: " + kStatements + ")");
+      error(kw.loc, "the statement '{% " + kw.text +
+                        " %}' is not supported by gemmax's template "
+                        "renderer (supported: " +
+                        kStatements + ")");
     }
     return n;
   }
@@ -444,10 +499,14 @@ class Parser {
   bool in_loop() const {
     int depth = 0;
     for (size_t k = p_; k-- > 0;) {
-      if (t_[k].kind != Token::Kind::Name || k == 0 || t_[k - 1].kind != Token::Kind::BlockBegin) continue;
-      if (t_[k].text == "endfor") ++depth;
-      else if (t_[k].text == "for" && depth-- == 0) return true;
-      else if (t_[k].text == "macro") return false;
+      if (t_[k].kind != Token::Kind::Name || k == 0 || t_[k - 1].kind != Token::Kind::BlockBegin)
+        continue;
+      if (t_[k].text == "endfor")
+        ++depth;
+      else if (t_[k].text == "for" && depth-- == 0)
+        return true;
+      else if (t_[k].text == "macro")
+        return false;
     }
     return false;
   }
@@ -516,8 +575,8 @@ class Parser {
       const Loc at = peek().loc;
       std::string op;
       if (peek().kind == Token::Kind::Op &&
-          (peek().text == "==" || peek().text == "!=" || peek().text == "<" || peek().text == "<=" ||
-           peek().text == ">" || peek().text == ">=")) {
+          (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
+           peek().text == "<=" || peek().text == ">" || peek().text == ">=")) {
         op = next().text;
       } else if (is_name("in")) {
         ++p_;
@@ -600,7 +659,9 @@ class Parser {
         if (errno == ERANGE) error(t.loc, "the integer " + t.text + " does not fit in 64 bits");
         return literal(Value::integer(v), t.loc);
       }
-      case Token::Kind::Float: ++p_; return literal(Value::number(std::strtod(t.text.c_str(), nullptr)), t.loc);
+      case Token::Kind::Float:
+        ++p_;
+        return literal(Value::number(std::strtod(t.text.c_str(), nullptr)), t.loc);
       case Token::Kind::Op:
         if (t.text == "(") {
           ++p_;
@@ -642,7 +703,8 @@ class Parser {
           return e;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     error(t.loc, "expected a value, got " + describe(t));
   }
@@ -661,7 +723,8 @@ class Parser {
         if (t.kind == Token::Kind::Int) {
           auto g = make(Expr::Kind::GetItem, at);
           g->args.push_back(std::move(e));
-          g->args.push_back(literal(Value::integer(std::strtoll(t.text.c_str(), nullptr, 10)), t.loc));
+          g->args.push_back(
+              literal(Value::integer(std::strtoll(t.text.c_str(), nullptr, 10)), t.loc));
           e = std::move(g);
         } else if (t.kind == Token::Kind::Name) {
           auto g = make(Expr::Kind::GetAttr, at, t.text);
@@ -715,7 +778,8 @@ class Parser {
         ++p_;
         node.keywords.emplace_back(std::move(key), parse_expr());
       } else {
-        if (!node.keywords.empty()) error(peek().loc, "a positional argument after a keyword argument");
+        if (!node.keywords.empty())
+          error(peek().loc, "a positional argument after a keyword argument");
         node.args.push_back(parse_expr());
       }
     }
@@ -747,10 +811,11 @@ class Parser {
           call_args(*f);
         } else {
           const Token& a = peek();
-          const bool keyword = a.text == "else" || a.text == "or" || a.text == "and" || a.text == "if" ||
-                               a.text == "is" || a.text == "not" || a.text == "in";
-          if (a.kind == Token::Kind::String || a.kind == Token::Kind::Int || a.kind == Token::Kind::Float ||
-              (a.kind == Token::Kind::Name && !keyword))
+          const bool keyword = a.text == "else" || a.text == "or" || a.text == "and" ||
+                               a.text == "if" || a.text == "is" || a.text == "not" ||
+                               a.text == "in";
+          if (a.kind == Token::Kind::String || a.kind == Token::Kind::Int ||
+              a.kind == Token::Kind::Float || (a.kind == Token::Kind::Name && !keyword))
             f->args.push_back(parse_postfix(parse_primary()));
         }
         e = std::move(f);

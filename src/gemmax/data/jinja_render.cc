@@ -21,16 +21,16 @@ constexpr int64_t kMaxRange = 100'000;          // elements of range() and of re
 constexpr int64_t kMaxSteps = 20'000'000;       // statements and expressions evaluated
 
 const std::set<std::string> kFilters = {
-    "abs",    "capitalize", "count",  "d",       "default", "dictsort", "e",       "escape",
-    "first",  "float",      "int",    "items",   "join",    "last",     "length",  "list",
-    "lower",  "map",        "reject", "rejectattr", "replace", "reverse", "round", "safe",
-    "select", "selectattr", "string", "sum",     "title",   "tojson",   "trim",    "unique",
+    "abs",    "capitalize", "count",  "d",          "default", "dictsort", "e",      "escape",
+    "first",  "float",      "int",    "items",      "join",    "last",     "length", "list",
+    "lower",  "map",        "reject", "rejectattr", "replace", "reverse",  "round",  "safe",
+    "select", "selectattr", "string", "sum",        "title",   "tojson",   "trim",   "unique",
     "upper",  "min",        "max",    "wordcount"};
 const std::set<std::string> kTests = {
-    "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even", "false",
-    "filter", "float", "ge", "gt", "in", "integer", "iterable", "le", "lower", "lt", "mapping",
-    "ne", "none", "number", "odd", "sameas", "sequence", "string", "test", "true", "undefined",
-    "upper"};
+    "boolean", "callable", "defined", "divisibleby", "eq",   "equalto",   "escaped", "even",
+    "false",   "filter",   "float",   "ge",          "gt",   "in",        "integer", "iterable",
+    "le",      "lower",    "lt",      "mapping",     "ne",   "none",      "number",  "odd",
+    "sameas",  "sequence", "string",  "test",        "true", "undefined", "upper"};
 
 enum class Flow { Normal, Break, Continue };
 
@@ -54,7 +54,9 @@ std::string upper(std::string s) {
   for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
-bool is_py_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_py_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
   auto drop = [&](char c) {
     return chars && !chars->is_undefined() && chars->kind != Value::Kind::None
@@ -102,13 +104,16 @@ class Renderer {
     g.vars["range"] = Value::function([](CallArgs& a) -> Value {
       int64_t start = 0, stop = 0, step = 1;
       for (const Value& v : a.positional)
-        if (v.kind != Value::Kind::Int) throw CallError("range() takes integers, got " + std::string(type_name(v)));
-      if (a.positional.size() == 1) stop = a.positional[0].i;
+        if (v.kind != Value::Kind::Int)
+          throw CallError("range() takes integers, got " + std::string(type_name(v)));
+      if (a.positional.size() == 1)
+        stop = a.positional[0].i;
       else if (a.positional.size() >= 2) {
         start = a.positional[0].i;
         stop = a.positional[1].i;
         if (a.positional.size() >= 3) step = a.positional[2].i;
-      } else throw CallError("range() takes 1 to 3 integers");
+      } else
+        throw CallError("range() takes 1 to 3 integers");
       if (step == 0) throw CallError("range() step must not be zero");
       std::vector<Value> out;
       for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
@@ -150,22 +155,29 @@ class Renderer {
   Flow render(const Node& n, Scope& scope, std::string& out) {
     step(n.loc);
     switch (n.kind) {
-      case Node::Kind::Text: write(out, n.text, n.loc); return Flow::Normal;
-      case Node::Kind::Output: write(out, to_str(eval(*n.expr, scope)), n.loc); return Flow::Normal;
+      case Node::Kind::Text:
+        write(out, n.text, n.loc);
+        return Flow::Normal;
+      case Node::Kind::Output:
+        write(out, to_str(eval(*n.expr, scope)), n.loc);
+        return Flow::Normal;
       case Node::Kind::If:
         for (const auto& [cond, body] : n.branches)
           if (!cond || truthy(eval(*cond, scope))) return render(body, scope, out);
         return Flow::Normal;
-      case Node::Kind::For: return render_for(n, scope, out);
+      case Node::Kind::For:
+        return render_for(n, scope, out);
       case Node::Kind::Set: {
         Value v = eval(*n.expr, scope);
         if (!n.attribute.empty()) {
           Value* ns = scope.lookup(n.targets[0]);
           if (!ns || ns->kind != Value::Kind::Namespace)
             error(n.loc, "'set " + n.targets[0] + "." + n.attribute +
-                  "': only a namespace() object's attributes can be assigned");
-          if (Value* slot = ns->find(n.attribute)) *slot = std::move(v);
-          else ns->dict->emplace_back(n.attribute, std::move(v));
+                             "': only a namespace() object's attributes can be assigned");
+          if (Value* slot = ns->find(n.attribute))
+            *slot = std::move(v);
+          else
+            ns->dict->emplace_back(n.attribute, std::move(v));
         } else {
           assign(n.targets, std::move(v), scope, n.loc);
         }
@@ -177,9 +189,13 @@ class Renderer {
         scope.vars[n.targets[0]] = Value::string(std::move(text));
         return Flow::Normal;
       }
-      case Node::Kind::Macro: scope.vars[n.targets[0]] = make_macro(n); return Flow::Normal;
-      case Node::Kind::Break: return Flow::Break;
-      case Node::Kind::Continue: return Flow::Continue;
+      case Node::Kind::Macro:
+        scope.vars[n.targets[0]] = make_macro(n);
+        return Flow::Normal;
+      case Node::Kind::Break:
+        return Flow::Break;
+      case Node::Kind::Continue:
+        return Flow::Continue;
     }
     return Flow::Normal;
   }
@@ -192,7 +208,7 @@ class Renderer {
     std::vector<Value> items = iterate(v, at);
     if (items.size() != targets.size())
       error(at, "cannot unpack " + std::to_string(items.size()) + " values into " +
-            std::to_string(targets.size()) + " names");
+                    std::to_string(targets.size()) + " names");
     for (size_t k = 0; k < targets.size(); ++k) scope.vars[targets[k]] = std::move(items[k]);
   }
 
@@ -213,19 +229,21 @@ class Renderer {
       step(n.loc);
       Scope s{{}, &scope};
       assign(n.targets, items[size_t(k)], s, n.loc);
-      Items loop = {{"index", Value::integer(k + 1)},
-                    {"index0", Value::integer(k)},
-                    {"revindex", Value::integer(len - k)},
-                    {"revindex0", Value::integer(len - k - 1)},
-                    {"first", Value::boolean(k == 0)},
-                    {"last", Value::boolean(k == len - 1)},
-                    {"length", Value::integer(len)},
-                    {"depth", Value::integer(1)},
-                    {"depth0", Value::integer(0)},
-                    {"previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem")},
-                    {"nextitem", k + 1 < len ? items[size_t(k + 1)] : Value::undefined("loop.nextitem")}};
-        loop.emplace_back("cycle", Value::function([k](CallArgs& a) -> Value {
-                          if (a.positional.empty()) throw CallError("loop.cycle() needs at least one value");
+      Items loop = {
+          {"index", Value::integer(k + 1)},
+          {"index0", Value::integer(k)},
+          {"revindex", Value::integer(len - k)},
+          {"revindex0", Value::integer(len - k - 1)},
+          {"first", Value::boolean(k == 0)},
+          {"last", Value::boolean(k == len - 1)},
+          {"length", Value::integer(len)},
+          {"depth", Value::integer(1)},
+          {"depth0", Value::integer(0)},
+          {"previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem")},
+          {"nextitem", k + 1 < len ? items[size_t(k + 1)] : Value::undefined("loop.nextitem")}};
+      loop.emplace_back("cycle", Value::function([k](CallArgs& a) -> Value {
+                          if (a.positional.empty())
+                            throw CallError("loop.cycle() needs at least one value");
                           return a.positional[size_t(k) % a.positional.size()];
                         }));
       s.vars["loop"] = Value::make_dict(std::move(loop));
@@ -240,18 +258,23 @@ class Renderer {
       if (++depth_ > kMaxDepth) throw CallError("macros nested deeper than 200 calls");
       Scope s{{}, global_};
       if (a.positional.size() > node->params.size())
-        throw CallError("macro '" + node->targets[0] + "' takes " + std::to_string(node->params.size()) +
-                        " arguments, got " + std::to_string(a.positional.size()));
+        throw CallError("macro '" + node->targets[0] + "' takes " +
+                        std::to_string(node->params.size()) + " arguments, got " +
+                        std::to_string(a.positional.size()));
       for (size_t k = 0; k < node->params.size(); ++k) {
         const auto& [pname, def] = node->params[k];
-        if (k < a.positional.size()) s.vars[pname] = a.positional[k];
-        else if (def) s.vars[pname] = eval(*def, s);
-        else s.vars[pname] = Value::undefined(pname);
+        if (k < a.positional.size())
+          s.vars[pname] = a.positional[k];
+        else if (def)
+          s.vars[pname] = eval(*def, s);
+        else
+          s.vars[pname] = Value::undefined(pname);
       }
       for (auto& kw : a.keywords) {
         const bool known = std::any_of(node->params.begin(), node->params.end(),
                                        [&](const auto& p) { return p.first == kw.first; });
-        if (!known) throw CallError("macro '" + node->targets[0] + "' has no parameter '" + kw.first + "'");
+        if (!known)
+          throw CallError("macro '" + node->targets[0] + "' has no parameter '" + kw.first + "'");
         s.vars[kw.first] = kw.second;
       }
       std::string text;
@@ -265,8 +288,10 @@ class Renderer {
 
   std::vector<Value> iterate(const Value& v, Loc at) const {
     switch (v.kind) {
-      case Value::Kind::Undefined: return {};
-      case Value::Kind::List: return *v.list;
+      case Value::Kind::Undefined:
+        return {};
+      case Value::Kind::List:
+        return *v.list;
       case Value::Kind::Dict: {
         std::vector<Value> keys;
         for (const auto& e : *v.dict) keys.push_back(Value::string(e.first));
@@ -277,17 +302,23 @@ class Renderer {
         for (std::string& c : code_points(v.s)) out.push_back(Value::string(std::move(c)));
         return out;
       }
-      default: error(at, std::string("'") + type_name(v) + "' object is not iterable");
+      default:
+        error(at, std::string("'") + type_name(v) + "' object is not iterable");
     }
   }
 
   int64_t length(const Value& v, Loc at) const {
     switch (v.kind) {
-      case Value::Kind::Undefined: return 0;
-      case Value::Kind::String: return int64_t(code_points(v.s).size());
-      case Value::Kind::List: return int64_t(v.list->size());
-      case Value::Kind::Dict: return int64_t(v.dict->size());
-      default: error(at, std::string("object of type '") + type_name(v) + "' has no len()");
+      case Value::Kind::Undefined:
+        return 0;
+      case Value::Kind::String:
+        return int64_t(code_points(v.s).size());
+      case Value::Kind::List:
+        return int64_t(v.list->size());
+      case Value::Kind::Dict:
+        return int64_t(v.dict->size());
+      default:
+        error(at, std::string("object of type '") + type_name(v) + "' has no len()");
     }
   }
 
@@ -308,13 +339,16 @@ class Renderer {
 
   Value eval_unchecked(const Expr& e, Scope& scope) {
     switch (e.kind) {
-      case Expr::Kind::Literal: return e.value;
+      case Expr::Kind::Literal:
+        return e.value;
       case Expr::Kind::Name: {
         if (Value* v = scope.lookup(e.name)) return *v;
         return Value::undefined(e.name);
       }
-      case Expr::Kind::GetAttr: return get_attr(eval(*e.args[0], scope), e.name, e.loc);
-      case Expr::Kind::GetItem: return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope), e.loc);
+      case Expr::Kind::GetAttr:
+        return get_attr(eval(*e.args[0], scope), e.name, e.loc);
+      case Expr::Kind::GetItem:
+        return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope), e.loc);
       case Expr::Kind::Slice: {
         Value obj = eval(*e.args[0], scope);
         Value b[3];
@@ -344,7 +378,8 @@ class Renderer {
       case Expr::Kind::Unary: {
         Value v = eval(*e.args[0], scope);
         if (e.name == "not") return Value::boolean(!truthy(v));
-        if (!v.is_number()) error(e.loc, "bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
+        if (!v.is_number())
+          error(e.loc, "bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
         if (e.name == "+") return v.kind == Value::Kind::Bool ? Value::integer(v.b) : v;
         if (v.kind == Value::Kind::Float) return Value::number(-v.f);
         return Value::integer(-(v.kind == Value::Kind::Bool ? int64_t(v.b) : v.i));
@@ -373,10 +408,13 @@ class Renderer {
         Value d = Value::make_dict();
         for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
           Value key = eval(*e.args[k], scope);
-          if (!key.is_string()) error(e.args[k]->loc, "gemmax's templates support only string dict keys");
+          if (!key.is_string())
+            error(e.args[k]->loc, "gemmax's templates support only string dict keys");
           Value v = eval(*e.args[k + 1], scope);
-          if (Value* slot = d.find(key.s)) *slot = std::move(v);
-          else d.dict->emplace_back(key.s, std::move(v));
+          if (Value* slot = d.find(key.s))
+            *slot = std::move(v);
+          else
+            d.dict->emplace_back(key.s, std::move(v));
         }
         return d;
       }
@@ -396,7 +434,8 @@ class Renderer {
 
   Value get_item(const Value& obj, const Value& key, Loc at) {
     switch (obj.kind) {
-      case Value::Kind::Undefined: undefined_error(obj, at, ": it has no items");
+      case Value::Kind::Undefined:
+        undefined_error(obj, at, ": it has no items");
       case Value::Kind::Dict:
       case Value::Kind::Namespace:
         if (key.is_string()) {
@@ -411,9 +450,11 @@ class Renderer {
       case Value::Kind::String: {
         if (key.kind == Value::Kind::String) return get_attr(obj, key.s, at);
         if (key.kind != Value::Kind::Int && key.kind != Value::Kind::Bool)
-          error(at, std::string(type_name(obj)) + " indices must be integers, got " + type_name(key));
+          error(at,
+                std::string(type_name(obj)) + " indices must be integers, got " + type_name(key));
         if (obj.kind == Value::Kind::List) {
-          const int64_t n = int64_t(obj.list->size()), i = index(key.kind == Value::Kind::Bool ? key.b : key.i, n);
+          const int64_t n = int64_t(obj.list->size()),
+                        i = index(key.kind == Value::Kind::Bool ? key.b : key.i, n);
           if (i < 0 || i >= n) return Value::undefined(repr(key));
           return (*obj.list)[size_t(i)];
         }
@@ -444,10 +485,14 @@ class Renderer {
     std::vector<Value> items;
     std::vector<std::string> cps;
     int64_t n;
-    if (obj.kind == Value::Kind::List) n = int64_t(obj.list->size());
-    else if (obj.kind == Value::Kind::String) n = int64_t((cps = code_points(obj.s)).size());
-    else if (obj.is_undefined()) undefined_error(obj, at, ": it cannot be sliced");
-    else error(at, std::string("'") + type_name(obj) + "' object cannot be sliced");
+    if (obj.kind == Value::Kind::List)
+      n = int64_t(obj.list->size());
+    else if (obj.kind == Value::Kind::String)
+      n = int64_t((cps = code_points(obj.s)).size());
+    else if (obj.is_undefined())
+      undefined_error(obj, at, ": it cannot be sliced");
+    else
+      error(at, std::string("'") + type_name(obj) + "' object cannot be sliced");
     const int64_t step = b[2].kind == Value::Kind::Int ? b[2].i : 1;
     if (step == 0) error(at, "slice step cannot be zero");
     auto bound = [&](const Value& v, int64_t def) {
@@ -459,8 +504,10 @@ class Renderer {
     const int64_t start = bound(b[0], step > 0 ? 0 : n - 1), stop = bound(b[1], step > 0 ? n : -1);
     std::string s;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (obj.kind == Value::Kind::List) items.push_back((*obj.list)[size_t(i)]);
-      else s += cps[size_t(i)];
+      if (obj.kind == Value::Kind::List)
+        items.push_back((*obj.list)[size_t(i)]);
+      else
+        s += cps[size_t(i)];
     }
     if (obj.kind == Value::Kind::String) return Value::string(std::move(s));
     return Value::make_list(std::move(items), obj.tuple);
@@ -485,10 +532,13 @@ class Renderer {
         return Value::function([s, name, arg](CallArgs& a) {
           return Value::string(strip(s, arg(a, 0, "chars"), name != "rstrip", name != "lstrip"));
         });
-      if (name == "upper") return Value::function([s](CallArgs&) { return Value::string(upper(s)); });
-      if (name == "lower") return Value::function([s](CallArgs&) { return Value::string(lower(s)); });
+      if (name == "upper")
+        return Value::function([s](CallArgs&) { return Value::string(upper(s)); });
+      if (name == "lower")
+        return Value::function([s](CallArgs&) { return Value::string(lower(s)); });
       if (name == "title" || name == "capitalize")
-        return Value::function([this, s, name](CallArgs& a) { return filter(name, Value::string(s), a, {}); });
+        return Value::function(
+            [this, s, name](CallArgs& a) { return filter(name, Value::string(s), a, {}); });
       if (name == "startswith" || name == "endswith")
         return Value::function([s, name, str_arg](CallArgs& a) {
           const std::string p = str_arg(a, 0, name.c_str());
@@ -500,17 +550,21 @@ class Renderer {
       if (name == "find")
         return Value::function([s, str_arg](CallArgs& a) {
           const size_t at = s.find(str_arg(a, 0, "find"));
-          return Value::integer(at == std::string::npos ? -1 : int64_t(code_points(s.substr(0, at)).size()));
+          return Value::integer(
+              at == std::string::npos ? -1 : int64_t(code_points(s.substr(0, at)).size()));
         });
       if (name == "replace")
-        return Value::function([this, s](CallArgs& a) { return filter("replace", Value::string(s), a, {}); });
+        return Value::function(
+            [this, s](CallArgs& a) { return filter("replace", Value::string(s), a, {}); });
       if (name == "join")
         return Value::function([this, s](CallArgs& a) {
           if (a.positional.empty()) throw CallError("join() takes one argument");
           std::string out;
           bool first = true;
           for (const Value& v : iterate(a.positional[0], {})) {
-            if (!v.is_string()) throw CallError("join(): sequence item is " + std::string(type_name(v)) + ", expected str");
+            if (!v.is_string())
+              throw CallError("join(): sequence item is " + std::string(type_name(v)) +
+                              ", expected str");
             out += (first ? "" : s) + v.s;
             first = false;
           }
@@ -539,7 +593,8 @@ class Renderer {
               k = e;
             }
           } else {
-            if (!sep->is_string() || sep->s.empty()) throw CallError("split(): empty or non-string separator");
+            if (!sep->is_string() || sep->s.empty())
+              throw CallError("split(): empty or non-string separator");
             size_t k = 0;
             for (;;) {
               const size_t at = s.find(sep->s, k);
@@ -564,8 +619,10 @@ class Renderer {
         return Value::function([d, name](CallArgs&) {
           std::vector<Value> out;
           for (const auto& [k, v] : *d.dict) {
-            if (name == "items") out.push_back(Value::make_list({Value::string(k), v}, true));
-            else out.push_back(name == "keys" ? Value::string(k) : v);
+            if (name == "items")
+              out.push_back(Value::make_list({Value::string(k), v}, true));
+            else
+              out.push_back(name == "keys" ? Value::string(k) : v);
           }
           return Value::make_list(std::move(out));
         });
@@ -595,9 +652,12 @@ class Renderer {
       case Value::Kind::List:
         return std::any_of(container.list->begin(), container.list->end(),
                            [&](const Value& v) { return equal(v, item); });
-      case Value::Kind::Dict: return item.is_string() && container.find(item.s);
-      case Value::Kind::Undefined: undefined_error(container, at, ": 'in' needs a container");
-      default: error(at, std::string("argument of type '") + type_name(container) + "' is not iterable");
+      case Value::Kind::Dict:
+        return item.is_string() && container.find(item.s);
+      case Value::Kind::Undefined:
+        undefined_error(container, at, ": 'in' needs a container");
+      default:
+        error(at, std::string("argument of type '") + type_name(container) + "' is not iterable");
     }
   }
 
@@ -621,7 +681,8 @@ class Renderer {
     for (const Value* v : {&a, &b})
       if (v->is_undefined()) undefined_error(*v, at, ": it cannot be an operand of '" + op + "'");
     auto bad = [&]() {
-      error(at, "unsupported operand types for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+      error(at, "unsupported operand types for " + op + ": '" + type_name(a) + "' and '" +
+                    type_name(b) + "'");
     };
     if (op == "+") {
       if (a.is_string() && b.is_string()) return bounded(a.s + b.s, at);
@@ -631,12 +692,14 @@ class Renderer {
         return Value::make_list(std::move(items), a.tuple);
       }
     }
-    if (op == "*" && (a.is_string() || a.kind == Value::Kind::List || b.is_string() || b.kind == Value::Kind::List)) {
+    if (op == "*" && (a.is_string() || a.kind == Value::Kind::List || b.is_string() ||
+                      b.kind == Value::Kind::List)) {
       const Value& seq = a.is_number() ? b : a;
       const Value& times = a.is_number() ? a : b;
       if (times.kind != Value::Kind::Int && times.kind != Value::Kind::Bool) bad();
       const int64_t n = std::max<int64_t>(0, times.kind == Value::Kind::Bool ? times.b : times.i);
-      const int64_t len = std::max<int64_t>(1, seq.is_string() ? int64_t(seq.s.size()) : length(seq, at));
+      const int64_t len =
+          std::max<int64_t>(1, seq.is_string() ? int64_t(seq.s.size()) : length(seq, at));
       if (n > int64_t(kMaxString) || n * len > (seq.is_string() ? int64_t(kMaxString) : kMaxRange))
         error(at, "a repeated sequence too long for a template");
       if (seq.is_string()) {
@@ -651,7 +714,8 @@ class Renderer {
     }
     if (!a.is_number() || !b.is_number()) bad();
     const bool ints = a.kind != Value::Kind::Float && b.kind != Value::Kind::Float;
-    const int64_t x = a.kind == Value::Kind::Bool ? a.b : a.i, y = b.kind == Value::Kind::Bool ? b.b : b.i;
+    const int64_t x = a.kind == Value::Kind::Bool ? a.b : a.i,
+                  y = b.kind == Value::Kind::Bool ? b.b : b.i;
     const double fx = a.as_double(), fy = b.as_double();
     if (op == "+") return ints ? Value::integer(x + y) : Value::number(fx + fy);
     if (op == "-") return ints ? Value::integer(x - y) : Value::number(fx - fy);
@@ -735,7 +799,8 @@ class Renderer {
       bool start = true;
       for (char& c : s) {
         const bool alpha = std::isalpha(static_cast<unsigned char>(c));
-        c = char(start && alpha ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+        c = char(start && alpha ? std::toupper(static_cast<unsigned char>(c))
+                                : std::tolower(static_cast<unsigned char>(c)));
         start = !alpha && c != '\'';
         if (alpha) start = false;
       }
@@ -745,12 +810,23 @@ class Renderer {
       std::string out;
       for (char c : to_str(v)) {
         switch (c) {
-          case '&': out += "&amp;"; break;
-          case '<': out += "&lt;"; break;
-          case '>': out += "&gt;"; break;
-          case '"': out += "&#34;"; break;
-          case '\'': out += "&#39;"; break;
-          default: out += c;
+          case '&':
+            out += "&amp;";
+            break;
+          case '<':
+            out += "&lt;";
+            break;
+          case '>':
+            out += "&gt;";
+            break;
+          case '"':
+            out += "&#34;";
+            break;
+          case '\'':
+            out += "&#39;";
+            break;
+          default:
+            out += c;
         }
       }
       return Value::string(out);
@@ -786,7 +862,8 @@ class Renderer {
     if (name == "tojson") {
       const Value* indent = kwarg(a, 0, "indent");
       const Value* sort = kwarg(a, 99, "sort_keys");
-      return Value::string(to_json(v, indent && indent->kind == Value::Kind::Int ? int(indent->i) : -1,
+      return Value::string(to_json(v,
+                                   indent && indent->kind == Value::Kind::Int ? int(indent->i) : -1,
                                    sort && truthy(*sort)));
     }
     if (name == "int") {
@@ -819,17 +896,21 @@ class Renderer {
     }
     if (name == "abs") {
       if (!v.is_number()) throw CallError("abs() of a " + std::string(type_name(v)));
-      return v.kind == Value::Kind::Float ? Value::number(std::fabs(v.f)) : Value::integer(std::llabs(v.kind == Value::Kind::Bool ? v.b : v.i));
+      return v.kind == Value::Kind::Float
+                 ? Value::number(std::fabs(v.f))
+                 : Value::integer(std::llabs(v.kind == Value::Kind::Bool ? v.b : v.i));
     }
     if (name == "round") {
       const Value* prec = kwarg(a, 0, "precision");
-      const double scale = std::pow(10.0, prec && prec->kind == Value::Kind::Int ? double(prec->i) : 0.0);
+      const double scale =
+          std::pow(10.0, prec && prec->kind == Value::Kind::Int ? double(prec->i) : 0.0);
       if (!v.is_number()) throw CallError("round() of a " + std::string(type_name(v)));
       return Value::number(std::nearbyint(v.as_double() * scale) / scale);
     }
     if (name == "wordcount") {
       CallArgs none;
-      return Value::integer(int64_t(method(Value::string(to_str(v)), "split").fn->operator()(none).list->size()));
+      return Value::integer(
+          int64_t(method(Value::string(to_str(v)), "split").fn->operator()(none).list->size()));
     }
     std::vector<Value> items = iterate(v, at);
     if (name == "list") return Value::make_list(std::move(items));
@@ -859,7 +940,8 @@ class Renderer {
     if (name == "unique") {
       std::vector<Value> out;
       for (Value& x : items)
-        if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return equal(x, y); })) out.push_back(x);
+        if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return equal(x, y); }))
+          out.push_back(x);
       return Value::make_list(std::move(out));
     }
     if (name == "sum") {
@@ -877,13 +959,16 @@ class Renderer {
       return best;
     }
     if (name == "items") {
-      if (!v.is_mapping()) throw CallError("items of a " + std::string(type_name(v)) + ", expected a dict");
+      if (!v.is_mapping())
+        throw CallError("items of a " + std::string(type_name(v)) + ", expected a dict");
       std::vector<Value> out;
-      for (const auto& [k, x] : *v.dict) out.push_back(Value::make_list({Value::string(k), x}, true));
+      for (const auto& [k, x] : *v.dict)
+        out.push_back(Value::make_list({Value::string(k), x}, true));
       return Value::make_list(std::move(out));
     }
     if (name == "dictsort") {
-      if (!v.is_mapping()) throw CallError("dictsort of a " + std::string(type_name(v)) + ", expected a dict");
+      if (!v.is_mapping())
+        throw CallError("dictsort of a " + std::string(type_name(v)) + ", expected a dict");
       const Value* cs = kwarg(a, 0, "case_sensitive");
       const Value* by = kwarg(a, 1, "by");
       const Value* rev = kwarg(a, 2, "reverse");
@@ -917,7 +1002,8 @@ class Renderer {
         }
         return Value::make_list(std::move(out));
       }
-      if (a.positional.empty() || !a.positional[0].is_string()) throw CallError("map() takes a filter name or attribute=");
+      if (a.positional.empty() || !a.positional[0].is_string())
+        throw CallError("map() takes a filter name or attribute=");
       const std::string f = a.positional[0].s;
       if (!known_filter(f)) throw CallError("map(): the filter '" + f + "' is not supported");
       CallArgs rest;
@@ -937,7 +1023,8 @@ class Renderer {
       }
       std::string test_name;
       if (k < a.positional.size()) test_name = to_str(a.positional[k++]);
-      if (!test_name.empty() && !known_test(test_name)) throw CallError(name + "(): the test '" + test_name + "' is not supported");
+      if (!test_name.empty() && !known_test(test_name))
+        throw CallError(name + "(): the test '" + test_name + "' is not supported");
       CallArgs rest;
       rest.positional.assign(a.positional.begin() + std::ptrdiff_t(k), a.positional.end());
       std::vector<Value> out;
@@ -970,7 +1057,8 @@ class Renderer {
     if (name == "string") return v.kind == K::String;
     if (name == "mapping") return v.kind == K::Dict;
     if (name == "sequence") return v.kind == K::String || v.kind == K::List || v.kind == K::Dict;
-    if (name == "iterable") return v.kind == K::String || v.kind == K::List || v.kind == K::Dict || v.is_undefined();
+    if (name == "iterable")
+      return v.kind == K::String || v.kind == K::List || v.kind == K::Dict || v.is_undefined();
     if (name == "callable") return v.kind == K::Function;
     if (name == "escaped") return false;
     if (name == "lower") return v.is_string() && lower(v.s) == v.s;
@@ -981,7 +1069,8 @@ class Renderer {
     }
     if (name == "divisibleby") {
       const Value& d = need();
-      if (v.kind != K::Int || d.kind != K::Int || d.i == 0) throw CallError("divisibleby takes non-zero integers");
+      if (v.kind != K::Int || d.kind != K::Int || d.i == 0)
+        throw CallError("divisibleby takes non-zero integers");
       return v.i % d.i == 0;
     }
     if (name == "eq" || name == "equalto" || name == "sameas") return equal(v, need());

@@ -68,13 +68,18 @@ Value Value::function(Function f) {
 
 Value Value::from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return none();
-    case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::null:
+      return none();
+    case nlohmann::ordered_json::value_t::boolean:
+      return boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return integer(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned:
       return integer(int64_t(j.get<uint64_t>()));
-    case nlohmann::ordered_json::value_t::number_float: return number(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       for (const auto& e : j) items.push_back(from_json(e));
@@ -85,7 +90,8 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
       for (const auto& [k, e] : j.items()) items.emplace_back(k, from_json(e));
       return make_dict(std::move(items));
     }
-    default: return none();
+    default:
+      return none();
   }
 }
 
@@ -101,16 +107,26 @@ Value* Value::find(const std::string& key) {
 
 const char* type_name(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "undefined";
-    case Value::Kind::None: return "NoneType";
-    case Value::Kind::Bool: return "bool";
-    case Value::Kind::Int: return "int";
-    case Value::Kind::Float: return "float";
-    case Value::Kind::String: return "str";
-    case Value::Kind::List: return v.tuple ? "tuple" : "list";
-    case Value::Kind::Dict: return "dict";
-    case Value::Kind::Namespace: return "Namespace";
-    case Value::Kind::Function: return "function";
+    case Value::Kind::Undefined:
+      return "undefined";
+    case Value::Kind::None:
+      return "NoneType";
+    case Value::Kind::Bool:
+      return "bool";
+    case Value::Kind::Int:
+      return "int";
+    case Value::Kind::Float:
+      return "float";
+    case Value::Kind::String:
+      return "str";
+    case Value::Kind::List:
+      return v.tuple ? "tuple" : "list";
+    case Value::Kind::Dict:
+      return "dict";
+    case Value::Kind::Namespace:
+      return "Namespace";
+    case Value::Kind::Function:
+      return "function";
   }
   return "?";
 }
@@ -118,14 +134,22 @@ const char* type_name(const Value& v) {
 bool truthy(const Value& v) {
   switch (v.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return false;
-    case Value::Kind::Bool: return v.b;
-    case Value::Kind::Int: return v.i != 0;
-    case Value::Kind::Float: return v.f != 0;
-    case Value::Kind::String: return !v.s.empty();
-    case Value::Kind::List: return !v.list->empty();
-    case Value::Kind::Dict: return !v.dict->empty();
-    default: return true;
+    case Value::Kind::None:
+      return false;
+    case Value::Kind::Bool:
+      return v.b;
+    case Value::Kind::Int:
+      return v.i != 0;
+    case Value::Kind::Float:
+      return v.f != 0;
+    case Value::Kind::String:
+      return !v.s.empty();
+    case Value::Kind::List:
+      return !v.list->empty();
+    case Value::Kind::Dict:
+      return !v.dict->empty();
+    default:
+      return true;
   }
 }
 
@@ -138,8 +162,10 @@ bool equal(const Value& a, const Value& b) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return true;
-    case Value::Kind::String: return a.s == b.s;
+    case Value::Kind::None:
+      return true;
+    case Value::Kind::String:
+      return a.s == b.s;
     case Value::Kind::List:
       if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i)
@@ -152,7 +178,8 @@ bool equal(const Value& a, const Value& b) {
         if (!w || !equal(v, *w)) return false;
       }
       return true;
-    default: return a.dict == b.dict && a.fn == b.fn;
+    default:
+      return a.dict == b.dict && a.fn == b.fn;
   }
 }
 
@@ -216,13 +243,27 @@ void json_string(const std::string& s, std::string& out) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -245,15 +286,26 @@ void json_dump(const Value& v, int indent, bool sort_keys, int depth, std::strin
   const char* comma = indent < 0 ? ", " : ",";
   switch (v.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: out += "null"; return;
-    case Value::Kind::Bool: out += v.b ? "true" : "false"; return;
-    case Value::Kind::Int: out += std::to_string(v.i); return;
-    case Value::Kind::Float:
-      if (std::isnan(v.f)) out += "NaN";
-      else if (std::isinf(v.f)) out += v.f > 0 ? "Infinity" : "-Infinity";
-      else out += float_repr(v.f);
+    case Value::Kind::None:
+      out += "null";
       return;
-    case Value::Kind::String: json_string(v.s, out); return;
+    case Value::Kind::Bool:
+      out += v.b ? "true" : "false";
+      return;
+    case Value::Kind::Int:
+      out += std::to_string(v.i);
+      return;
+    case Value::Kind::Float:
+      if (std::isnan(v.f))
+        out += "NaN";
+      else if (std::isinf(v.f))
+        out += v.f > 0 ? "Infinity" : "-Infinity";
+      else
+        out += float_repr(v.f);
+      return;
+    case Value::Kind::String:
+      json_string(v.s, out);
+      return;
     case Value::Kind::List:
       if (v.list->empty()) {
         out += "[]";
@@ -291,7 +343,9 @@ void json_dump(const Value& v, int indent, bool sort_keys, int depth, std::strin
       out += '}';
       return;
     }
-    case Value::Kind::Function: out += "null"; return;
+    case Value::Kind::Function:
+      out += "null";
+      return;
   }
 }
 
@@ -299,20 +353,29 @@ void json_dump(const Value& v, int indent, bool sort_keys, int depth, std::strin
 
 std::string to_str(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "";
-    case Value::Kind::String: return v.s;
-    default: return repr(v);
+    case Value::Kind::Undefined:
+      return "";
+    case Value::Kind::String:
+      return v.s;
+    default:
+      return repr(v);
   }
 }
 
 std::string repr(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "Undefined";
-    case Value::Kind::None: return "None";
-    case Value::Kind::Bool: return v.b ? "True" : "False";
-    case Value::Kind::Int: return std::to_string(v.i);
-    case Value::Kind::Float: return float_repr(v.f);
-    case Value::Kind::String: return string_repr(v.s);
+    case Value::Kind::Undefined:
+      return "Undefined";
+    case Value::Kind::None:
+      return "None";
+    case Value::Kind::Bool:
+      return v.b ? "True" : "False";
+    case Value::Kind::Int:
+      return std::to_string(v.i);
+    case Value::Kind::Float:
+      return float_repr(v.f);
+    case Value::Kind::String:
+      return string_repr(v.s);
     case Value::Kind::List: {
       std::string out = v.tuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
@@ -328,8 +391,10 @@ std::string repr(const Value& v) {
       }
       return out + "}";
     }
-    case Value::Kind::Namespace: return "<Namespace>";
-    case Value::Kind::Function: return "<function>";
+    case Value::Kind::Namespace:
+      return "<Namespace>";
+    case Value::Kind::Function:
+      return "<function>";
   }
   return "";
 }

@@ -26,9 +26,9 @@ struct Value {
   bool b = false;
   int64_t i = 0;
   double f = 0;
-  std::string s;                         // String; Undefined: the name that was missing
+  std::string s;                             // String; Undefined: the name that was missing
   std::shared_ptr<std::vector<Value>> list;  // List (a tuple when `tuple`)
-  std::shared_ptr<Items> dict;           // Dict and Namespace (a namespace is mutable)
+  std::shared_ptr<Items> dict;               // Dict and Namespace (a namespace is mutable)
   std::shared_ptr<Function> fn;
   bool tuple = false;
 
@@ -57,8 +57,8 @@ struct Value {
 const char* type_name(const Value& v);  // Python's name: 'str', 'int', 'list', 'dict', ...
 bool truthy(const Value& v);
 bool equal(const Value& a, const Value& b);
-std::string to_str(const Value& v);   // Python's str()
-std::string repr(const Value& v);     // Python's repr()
+std::string to_str(const Value& v);  // Python's str()
+std::string repr(const Value& v);    // Python's repr()
 // json.dumps(v, ensure_ascii=False, indent=indent, sort_keys=sort_keys), as transformers'
 // tojson filter calls it; indent < 0: none.
 std::string to_json(const Value& v, int indent = -1, bool sort_keys = false);

@@ -44,7 +44,8 @@ void for_each_line(const std::string& text, F f) {
 bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
 std::unique_ptr<ChatTemplate> load_chat_template(const TokenizeOptions& o) {
-  const int given = !o.chat_template_dir.empty() + !o.chat_template_path.empty() + !o.chat_template.empty();
+  const int given =
+      !o.chat_template_dir.empty() + !o.chat_template_path.empty() + !o.chat_template.empty();
   if (given > 1)
     fail("tokenize: give one chat template: --chat_template_dir, --chat_template_path or "
          "--chat_template (", given, " given)");

@@ -462,7 +462,8 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
       int64_t mine = 0;
       for (int64_t n : h.send[size_t(t)]) mine += n;
       const Tensor x_t = x.rows(h.first[size_t(t)], h.first[size_t(t)] + mine);
-      const Tensor dx_t = backward ? dx.rows(h.first[size_t(t)], h.first[size_t(t)] + mine) : Tensor();
+      const Tensor dx_t =
+          backward ? dx.rows(h.first[size_t(t)], h.first[size_t(t)] + mine) : Tensor();
       comm_
           .all_to_all(x_t, elements(h.send[size_t(t)]), x_c, elements(h.recv[size_t(t)]),
                       str_cat("the head's input, tile ", t))
