@@ -562,6 +562,29 @@ TEST(FsdpRun, TheCpuBackendTrainsOnSeveralRanks) {
   }
 }
 
+// logits_dot_in_fp32 under FSDP: the head gathers the fp32 master table (gather) or widens its
+// own rows (vocab_parallel). 2 ranks' first bf16 loss is one rank's to rounding, and differs
+// from the loss with bf16 logits by far more than that.
+TEST(FsdpRun, LogitsDotInFp32OnSeveralRanks) {
+  REQUIRE_MPI();
+  const std::vector<std::string> bf16 = {"backend=cpu", "dtype=bfloat16", "steps=1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> v = bf16;
+    v.insert(v.end(), more.begin(), more.end());
+    return v;
+  };
+  TempDir one, plain;
+  run_ok(0, tiny(one.str(), 2, with({"logits_dot_in_fp32=true"})));
+  run_ok(0, tiny(plain.str(), 2, bf16));
+  const double want = losses(one.str()).at(0), bf16_logits = losses(plain.str()).at(0);
+  EXPECT_GT(std::abs(bf16_logits - want), 1e-5 * want) << "the switch changed nothing";
+  for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
+    TempDir dir;
+    run_ok(2, tiny(dir.str(), 1, with({"logits_dot_in_fp32=true", mode})));
+    EXPECT_NEAR(losses(dir.str()).at(0), want, 1e-6 * want) << mode;
+  }
+}
+
 // Seed change 5 off (vocab_tiling_axis=batch) moves the head's input and its gradient by
 // all-to-alls and gives the same losses as tiling along the sequence, in both embedding modes; the
 // bytes are what the plan says (2 ranks, one-row tiles: each rank sends half its row and the
