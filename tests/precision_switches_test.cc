@@ -1,6 +1,6 @@
 // MaxText's precision keys as switches (docs/TRAINING.md §1.2): each one, on, brings a bf16 run
 // closer to the fp64 reference than it is off, on the reference backend (ground truth of the
-// arithmetic) and on the cpu backend (its fast kernels).
+// arithmetic), on the cpu backend (its fast kernels) and on the cuda kernels (their host emulator).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,8 +40,11 @@ class LogitsDotInFp32 : public ::testing::TestWithParam<const char*> {
     c.d_model = 64;
     return c;
   }();
+  // fp64 runs (the truth) on the reference backend, the others on the backend under test.
+  ReferenceBackend ref;
   std::unique_ptr<Backend> be = make_backend(backend_options());
-  StepInputs in = upload_batch(*be, testing::make_batch(2, 48, cfg.vocab_size, 5, 20));
+  Batch batch = testing::make_batch(2, 48, cfg.vocab_size, 5, 20);
+  StepInputs in = upload_batch(*be, batch), in_ref = upload_batch(ref, batch);
   Tensor x, table, norm;
 
   static BackendOptions backend_options() {
@@ -63,24 +66,26 @@ class LogitsDotInFp32 : public ::testing::TestWithParam<const char*> {
     norm = on_bf16_grid(norm, DType::F64);
   }
   HeadRun run(DType act, bool fp32_logits, int64_t tiles) {
+    Backend& b = act == DType::F64 ? ref : *be;
     ModelOptions o{act, RematPolicy::Full, tiles};
     o.logits_dot_in_fp32 = fp32_logits;
     const DType w = act == DType::BF16 ? DType::F32 : act;
     auto dev = [&](const Tensor& host, DType dt) {
-      Tensor t = be->alloc(host.shape(), dt, MemKind::Params);
+      Tensor t = b.alloc(host.shape(), dt, MemKind::Params);
       Tensor h = Tensor::empty(host.shape(), dt);
       for (int64_t i = 0; i < host.numel(); ++i) set_from_double(h, i, get_as_double(host, i));
-      be->upload(t, h);
+      b.upload(t, h);
       return t;
     };
     const HeadWeights hw{dev(table, head_dot_dtype(o)), dev(norm, w)};
-    const HeadWeights hg{be->zeros(table.shape(), w, MemKind::Grads),
-                         be->zeros(norm.shape(), w, MemKind::Grads)};
-    const Tensor dx = be->alloc(x.shape(), act, MemKind::Workspace);
-    const Tensor loss = be->zeros({1}, DType::F64, MemKind::Workspace);
-    head_loss(*be, cfg, in, o, hw, dev(x, act), 1.0 / 96, loss, &hg, &dx);
-    return {get_as_double(be->to_host(loss), 0) / 96, be->to_host(dx), be->to_host(hg.embed),
-            be->to_host(hg.final_norm)};
+    const HeadWeights hg{b.zeros(table.shape(), w, MemKind::Grads),
+                         b.zeros(norm.shape(), w, MemKind::Grads)};
+    const Tensor dx = b.alloc(x.shape(), act, MemKind::Workspace);
+    const Tensor loss = b.zeros({1}, DType::F64, MemKind::Workspace);
+    head_loss(b, cfg, act == DType::F64 ? in_ref : in, o, hw, dev(x, act), 1.0 / 96, loss, &hg,
+              &dx);
+    return {get_as_double(b.to_host(loss), 0) / 96, b.to_host(dx), b.to_host(hg.embed),
+            b.to_host(hg.final_norm)};
   }
 };
 
@@ -109,7 +114,8 @@ TEST_P(LogitsDotInFp32, BringsTheBf16HeadCloserToFp64) {
   }
 }
 
-// In fp32 and fp64 runs the head already works in the activation dtype: the switch is a no-op.
+// In fp32 and fp64 runs (fp64: on the reference backend) the head already works in the
+// activation dtype: the switch is a no-op.
 TEST_P(LogitsDotInFp32, ChangesNothingOutsideBf16) {
   for (DType act : {DType::F32, DType::F64}) {
     const HeadRun a = run(act, false, 2), b = run(act, true, 2);
@@ -118,7 +124,8 @@ TEST_P(LogitsDotInFp32, ChangesNothingOutsideBf16) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LogitsDotInFp32, ::testing::Values("reference", "cpu"),
+INSTANTIATE_TEST_SUITE_P(Backends, LogitsDotInFp32,
+                         ::testing::Values("reference", "cpu", "cuda_emulated"),
                          [](const auto& info) { return std::string(info.param); });
 
 // The whole model: with logits_dot_in_fp32 the logits of a bf16 forward are fp32 (not bf16
