@@ -148,7 +148,7 @@ constexpr MaxTextKey kKeys[] = {
     {"normalize_embedding_logits", F, "true",
      "the head is the plain embedding table (MaxText stores it times sqrt(D) and divides the "
      "logits back: the same logits)"},
-    {"logits_dot_in_fp32", F, "false", "the output head's dot runs in dtype (bf16)"},
+    {"logits_dot_in_fp32", I},
     {"cast_logits_to_fp32", F, "true", "the loss reads the logits in fp32"},
     {"float32_qk_product", N, "", kDotProduct},
     {"float32_logits", N, "", kDotProduct},

@@ -72,7 +72,15 @@ struct ModelOptions {
   // Seed Part 3: the backward's dlhs reads the expert weights transposed in place (false:
   // materialises each expert's transposed weight first).
   bool moe_dlhs_in_place = true;
+  // MaxText's logits_dot_in_fp32: the head's product, its logits and their gradient in fp32 (the
+  // normalised input widened, the fp32 master table) instead of the activation dtype.
+  bool logits_dot_in_fp32 = false;
 };
+
+// The dtype of the output head's product: the table it reads and the logits it writes.
+inline DType head_dot_dtype(const ModelOptions& o) {
+  return o.logits_dot_in_fp32 && o.act == DType::BF16 ? DType::F32 : o.act;
+}
 
 struct LayerContext {
   Backend& be;

@@ -26,7 +26,7 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   // The compute-dtype weights, made once: decoding runs every layer for every token.
   const ModelWeights master = bind_model(model.params(), weights);
   weights_.embed = master.embed;  // the lookup reads the master table, as in training
-  head_embed_ = compute_copy(be_, master.embed, act);
+  head_embed_ = compute_copy(be_, master.embed, head_dot_dtype(model.options()));
   weights_.final_norm = master.final_norm;
   for (const LayerWeights& w : master.layers)
     weights_.layers.push_back(compute_weights(be_, w, act));
@@ -60,7 +60,7 @@ size_t Decoder::cache_bytes() const {
 Tensor Decoder::prefill(std::span<const int32_t> tokens, Tensor* all_logits, Progress* progress) {
   if (tokens.empty()) fail("decoder: prefill needs at least one token");
   const int64_t n = int64_t(tokens.size()), V = model_.config().vocab_size;
-  if (all_logits) *all_logits = Tensor::empty({n, V}, model_.options().act);
+  if (all_logits) *all_logits = Tensor::empty({n, V}, head_dot_dtype(model_.options()));
   Tensor last;
   for (int64_t begin = 0; begin < n; begin += options_.prefill_chunk) {
     const int64_t end = std::min(n, begin + options_.prefill_chunk);

@@ -177,7 +177,7 @@ LossInfo Gemma4Model::forward(const StepInputs& in, const Tensor& weights, Tenso
   const LossInfo info = losses(be_.to_host(scalars), in);
   if (logits) {
     const ModelWeights W = bind_model(table_, weights);
-    const HeadWeights hw{compute_copy(be_, W.embed, options_.act), W.final_norm};
+    const HeadWeights hw{compute_copy(be_, W.embed, head_dot_dtype(options_)), W.final_norm};
     *logits = head_logits(be_, config(), options_, hw, x);
   }
   return info;

@@ -16,7 +16,9 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
                const HeadWeights* g, const Tensor* dx) {
   const int64_t B = in.batch, S = in.seq, D = cfg.d_model, V = cfg.vocab_size;
   const int64_t num_tiles = opt.num_vocab_tiling;
-  const DType act = opt.act;
+  const DType act = opt.act, dot = head_dot_dtype(opt);
+  GEMMAX_CHECK(w.embed.dtype() == dot, "the head's table is ", w.embed.str(),
+               ", its product runs in ", dtype_name(dot));
   GEMMAX_CHECK(num_tiles > 0 && S % num_tiles == 0, "num_vocab_tiling=", num_tiles,
                " must divide the sequence length max_target_length=", S,
                " (the head tiles positions along the sequence)");
@@ -25,8 +27,12 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
   Tensor rstd = be.alloc({C}, stat_dtype(act), MemKind::Workspace);
   Tensor targets = be.alloc({C}, DType::I32, MemKind::Workspace);
   Tensor mask = be.alloc({C}, DType::I32, MemKind::Workspace);
-  Tensor logits = be.alloc({C, V}, act, MemKind::Workspace);
+  Tensor logits = be.alloc({C, V}, dot, MemKind::Workspace);
   Tensor dy = g ? be.alloc({C, D}, act, MemKind::Workspace) : Tensor();
+  // logits_dot_in_fp32: the product reads the normalised input widened and writes dy wide, which
+  // is rounded once to the activation dtype.
+  Tensor y_dot = dot == act ? y : be.alloc({C, D}, dot, MemKind::Workspace);
+  Tensor dy_dot = !g || dot == act ? dy : be.alloc({C, D}, dot, MemKind::Workspace);
   for (int64_t tile = 0; tile < num_tiles; ++tile) {
     const std::vector<TileBlock> blocks = tile_blocks(B, S, num_tiles, tile);
     for (const TileBlock& k : blocks) {
@@ -36,13 +42,15 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
       be.copy(targets.rows(r0, r1), in.targets.rows(t0, t1));
       be.copy(mask.rows(r0, r1), in.target_mask.rows(t0, t1));
     }
-    be.matmul(logits, y, false, w.embed, true, false);
+    if (dot != act) be.copy(y_dot, y);
+    be.matmul(logits, y_dot, false, w.embed, true, false);
     be.softcap_cross_entropy(logits, loss, targets, mask, cfg.final_logits_soft_cap, grad_scale,
                              g != nullptr);
     if (!g) continue;
     // logits now holds dz = dloss/d(y . Emb^T).
-    be.matmul(g->embed, logits, true, y, false, true);
-    be.matmul(dy, logits, false, w.embed, false, false);
+    be.matmul(g->embed, logits, true, y_dot, false, true);
+    be.matmul(dy_dot, logits, false, w.embed, false, false);
+    if (dot != act) be.copy(dy, dy_dot);
     for (const TileBlock& k : blocks) {
       const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
       be.rmsnorm_backward(dx->rows(t0, t1), g->final_norm, dy.rows(r0, r1), x.rows(t0, t1),
@@ -54,13 +62,15 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
 Tensor head_logits(Backend& be, const ModelConfig& cfg, const ModelOptions& opt,
                    const HeadWeights& w, const Tensor& x) {
   const int64_t T = x.dim(0), D = cfg.d_model, V = cfg.vocab_size;
-  const DType act = opt.act;
+  const DType act = opt.act, dot = head_dot_dtype(opt);
   Tensor y = be.alloc({T, D}, act, MemKind::Workspace);
   Tensor rstd = be.alloc({T}, stat_dtype(act), MemKind::Workspace);
   be.rmsnorm_forward(y, rstd, x, w.final_norm, cfg.norm_eps, 1.0, Tensor(),
                      !opt.norm_scale_in_fp32);
-  Tensor logits = be.alloc({T, V}, act, MemKind::Workspace);
-  be.matmul(logits, y, false, w.embed, true, false);
+  Tensor y_dot = y;
+  if (dot != act) y_dot = be.alloc({T, D}, dot, MemKind::Workspace), be.copy(y_dot, y);
+  Tensor logits = be.alloc({T, V}, dot, MemKind::Workspace);
+  be.matmul(logits, y_dot, false, w.embed, true, false);
   // With every row masked out the loss op only applies the soft-cap, in place.
   Tensor targets = be.zeros({T}, DType::I32, MemKind::Workspace);
   Tensor unused = be.zeros({1}, DType::F64, MemKind::Workspace);

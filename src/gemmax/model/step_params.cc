@@ -27,7 +27,8 @@ LayerWeights WholeParams::layer(int64_t l, Pass) {
 
 void WholeParams::head(const StepInputs& in, const Tensor& x, double grad_scale, const Tensor& loss,
                        const Tensor& dx) {
-  const HeadWeights hw{compute_copy(be_, weights_.embed, opt_.act), weights_.final_norm};
+  const HeadWeights hw{compute_copy(be_, weights_.embed, head_dot_dtype(opt_)),
+                       weights_.final_norm};
   if (!grads_.embed.defined()) {
     head_loss(be_, table_.config(), in, opt_, hw, x, grad_scale, loss, nullptr, nullptr);
     return;

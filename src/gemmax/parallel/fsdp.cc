@@ -225,7 +225,7 @@ FsdpParams::FsdpParams(Backend& be, Comm& comm, const ParamTable& table, const S
     for (size_t i : layout.groups[g].params) group_of_[i] = int(g);
 
   // The stages' gathers. The lookup gathers the table in the weight dtype (as one device looks up
-  // its fp32 master table), the head in the compute dtype; small vectors keep their dtype.
+  // its fp32 master table), the head in its product's dtype; small vectors keep their dtype.
   const int64_t L = table.config().num_layers;
   const DType w = weights.dtype(), act = model.act;
   const bool gather_table = opt.embedding == EmbeddingMode::Gather;
@@ -247,7 +247,8 @@ FsdpParams::FsdpParams(Backend& be, Comm& comm, const ParamTable& table, const S
   for (int64_t l = 0; l < L; ++l) stages_.push_back(layer_stage(l, "forward"));
   Gathered head;
   head.what = "the embedding and final norm (head)";
-  if (gather_table) head.groups.push_back(layout.embedding), head.dtypes.push_back(act);
+  if (gather_table)
+    head.groups.push_back(layout.embedding), head.dtypes.push_back(head_dot_dtype(model));
   if (layout.final_norm >= 0) head.groups.push_back(layout.final_norm), head.dtypes.push_back(w);
   stages_.push_back(std::move(head));
   if (!grads.defined()) return;  // forward only (evaluation): nothing past the head is gathered
@@ -426,8 +427,8 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
     const Tensor master =
         local_piece(weights_, layout_.embedding).flat_slice(0, {vs.rows, c.d_model});
     Tensor table = master;
-    if (model_.act != master.dtype()) {  // sized by the stored rows: every rank allocates alike
-      table = be_.alloc({vs.piece * c.d_model}, model_.act, MemKind::Workspace)
+    if (head_dot_dtype(model_) != master.dtype()) {  // sized by the stored rows: alike on all ranks
+      table = be_.alloc({vs.piece * c.d_model}, head_dot_dtype(model_), MemKind::Workspace)
                   .flat_slice(0, {vs.rows, c.d_model});
       be_.copy(table, master);
     }

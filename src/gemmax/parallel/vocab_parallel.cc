@@ -100,7 +100,9 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
   // Buffers are sized by the rows a rank stores, not the real ones (fewer on the last rank), so
   // that every rank allocates alike.
   const int64_t piece = vocab_slice(cfg.vocab_size, comm.size(), comm.rank()).piece;
-  const DType act = opt.act;
+  const DType act = opt.act, dot = head_dot_dtype(opt);
+  GEMMAX_CHECK(table.dtype() == dot, "the head's table is ", table.str(), ", its product runs in ",
+               dtype_name(dot));
   // dy's partial sums over each rank's columns are added across ranks in fp32 (fp64 runs: fp64)
   // and rounded once, as one device's matmul accumulates them.
   const DType acc = act == DType::F64 ? DType::F64 : DType::F32;
@@ -108,7 +110,9 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
   Tensor y = be.alloc({k.C, D}, act, MemKind::Workspace);
   Tensor rstd = be.alloc({k.C}, stat_dtype(act), MemKind::Workspace);
   Tensor y_all = be.alloc({R, D}, act, MemKind::Workspace);
-  Tensor logits = be.alloc({R * piece}, act, MemKind::Workspace).flat_slice(0, {R, rows});
+  // logits_dot_in_fp32: the gathered input widened once per tile for the product.
+  Tensor y_dot = dot == act ? y_all : be.alloc({R, D}, dot, MemKind::Workspace);
+  Tensor logits = be.alloc({R * piece}, dot, MemKind::Workspace).flat_slice(0, {R, rows});
   Tensor stats = be.alloc({3, R}, DType::F64, MemKind::Workspace);
   Tensor dy_all, dy_acc, dy;
   if (backward) {
@@ -126,7 +130,8 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
                          Tensor(), !opt.norm_scale_in_fp32);
     comm.all_gather(y, y_all, str_cat("the head's activations, tile ", t)).wait();
     const Tensor targets = tile_slice(vocab.targets, k, t);
-    be.matmul(logits, y_all, false, table, true, false);
+    if (dot != act) be.copy(y_dot, y_all);
+    be.matmul(logits, y_dot, false, table, true, false);
     be.vocab_ce_max(logits, stats, cap);
     comm.all_reduce(stats.rows(0, 1), ReduceOp::Max, str_cat("the logits' maxima, tile ", t))
         .wait();
@@ -136,7 +141,7 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
                        mine, mine + k.C, backward);
     if (!backward) continue;
     // logits now holds dz for the tile's rows of every rank, over this rank's columns.
-    be.matmul(dtable, logits, true, y_all, false, true);
+    be.matmul(dtable, logits, true, y_dot, false, true);
     be.matmul(dy_all, logits, false, table, false, false);
     comm.reduce_scatter(dy_all, dy_acc, str_cat("the head's input gradient, tile ", t)).wait();
     if (dy.dtype() != acc) be.copy(dy, dy_acc);

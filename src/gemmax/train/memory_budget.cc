@@ -39,6 +39,7 @@ MemoryPlanInput memory_plan_input(const Config& c, int ranks) {
          "of ",
          in.seq, " (1 turns tiling off)");
   o.norm_scale_in_fp32 = c.get_bool("norm_scale_in_fp32");
+  o.logits_dot_in_fp32 = c.get_bool("logits_dot_in_fp32");
   o.moe_fuse_permute_combine = c.get_bool("moe_fuse_permute_combine");
   o.moe_fused_gate_up = c.get_bool("moe_fused_gate_up");
   o.moe_dlhs_in_place = c.get_bool("moe_dlhs_in_place");
