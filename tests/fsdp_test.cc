@@ -182,6 +182,8 @@ TEST(FsdpPlan, EmbeddingModesMoveTheBytesTheirFormulaSays) {
 // what a step moves. With tiles of one row (num_vocab_tiling = global rows), a rank sends the
 // other ranks their chunks, (N-1)/N, of each of its rows, and sends back the gradients of its
 // chunks of the other ranks' rows: 2 (N-1)/N T D bytes of bf16 per step for T tokens per rank.
+// With the table gathered it also gathers every rank's tokens, targets and masks (3 N T int32),
+// which the vocabulary-parallel mode gathers on either axis.
 TEST(FsdpPlan, BatchTilingMovesTheHeadsInputAndGradientByAllToAll) {
   for (int N : {2, 3})
     for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
@@ -193,9 +195,13 @@ TEST(FsdpPlan, BatchTilingMovesTheHeadsInputAndGradientByAllToAll) {
       const MemoryPlan s = plan_of(keys, N), b = plan_of(batch, N);
       EXPECT_EQ(s.comm.all_to_all_bytes, 0) << N << " " << mode;
       EXPECT_EQ(b.comm.all_to_all_bytes, 2 * (N - 1) * (2 * 96) * 64 * 2 / N) << N << " " << mode;
-      EXPECT_EQ(b.comm.collectives, s.comm.collectives + 2 * 2 * N) << "two per tile";
-      for (auto bytes : {&CommStats::all_gather_bytes, &CommStats::reduce_scatter_bytes,
-                         &CommStats::all_reduce_bytes})
+      const bool gather = std::string(mode) == "fsdp_embedding=gather";
+      EXPECT_EQ(b.comm.collectives, s.comm.collectives + 2 * 2 * N + (gather ? 3 : 0))
+          << "two per tile";
+      EXPECT_EQ(b.comm.all_gather_bytes,
+                s.comm.all_gather_bytes + (gather ? 3 * N * (2 * 96) * 4 : 0))
+          << N << " " << mode;
+      for (auto bytes : {&CommStats::reduce_scatter_bytes, &CommStats::all_reduce_bytes})
         EXPECT_EQ(b.comm.*bytes, s.comm.*bytes) << N << " " << mode;
     }
   const MemoryPlan one = plan_of({"vocab_tiling_axis=batch", "num_vocab_tiling=1"}, 1);
@@ -588,6 +594,29 @@ TEST(FsdpRun, VocabTilingAxesGiveTheSameLosses) {
     const nlohmann::json j = nlohmann::json::parse(in);
     EXPECT_EQ(j["planned_comm_per_step"]["all_to_all_bytes"].get<int64_t>(), 2 * 16 * 32 * 4);
   }
+}
+
+// What a step's collectives move, counted by the comm, is what the plan says, byte for byte, in
+// every embedding mode on both tiling axes (the plan counts the same collectives as the step,
+// the batch's own gathers included).
+TEST(FsdpRun, EveryModeMovesThePlannedBytes) {
+  REQUIRE_MPI();
+  for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"})
+    for (const char* axis : {"vocab_tiling_axis=sequence", "vocab_tiling_axis=batch"}) {
+      const std::string what = std::string(mode) + " " + axis;
+      TempDir dir;
+      run_ok(2, tiny(dir.str(), 1, {"steps=2", "num_vocab_tiling=2", mode, axis}));
+      std::ifstream in(dir / "r/memory.json");
+      const nlohmann::json planned = nlohmann::json::parse(in)["planned_comm_per_step"];
+      ASSERT_EQ(planned.size(), 4u) << what;
+      const auto steps = metrics(dir.str());
+      ASSERT_EQ(steps.size(), 2u) << what;
+      for (const auto& m : steps)
+        for (const char* k :
+             {"all_gather_bytes", "reduce_scatter_bytes", "all_reduce_bytes", "all_to_all_bytes"})
+          EXPECT_EQ(m["perf/comm_" + std::string(k)].get<int64_t>(), planned[k].get<int64_t>())
+              << what << ": " << k;
+    }
 }
 
 // Each rank's measured peaks equal the plan, byte for byte; its parameters, gradients and moments

@@ -144,7 +144,7 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
   b.in.total_targets = 0;
   for (int64_t r = 0; r < N; ++r) b.in.total_targets += counts.data<int64_t>()[r];
   const bool tile_batch = opt.tile_batch && N > 1;
-  if (opt.embedding != EmbeddingMode::VocabParallel && !tile_batch) return b;
+  if (!gathers_batch_tokens(opt, N)) return b;
 
   // Every rank's tokens, targets and target mask, then each tile's rows seen from this rank's
   // vocabulary rows (the head's tiles along the global batch with vocab_tiling_axis=batch).

@@ -38,14 +38,23 @@ enum class EmbeddingMode : uint8_t { Gather, VocabParallel };
 const char* embedding_mode_name(EmbeddingMode m);
 
 struct FsdpOptions {
-  bool replicate_small = true;                      // fsdp_replicate_small_params (seed change 1)
+  // fsdp_replicate_small_params: seed change 1, small vectors replicated
+  // (docs/FSDP.md#the-seeds-sharding-choices).
+  bool replicate_small = true;
   EmbeddingMode embedding = EmbeddingMode::Gather;  // fsdp_embedding, resolved
   int prefetch = 1;                                 // fsdp_prefetch_layers; 0: no overlap
-  // vocab_tiling_axis=batch (seed change 5 off): the head's tiles are num_vocab_tiling slices of
-  // the global batch's rows, each spread over the ranks by all-to-alls (HeadChunks).
+  // vocab_tiling_axis=batch (seed change 5, vocabulary tiling along the sequence, turned off:
+  // docs/SEED.md#each-change): the head's tiles are num_vocab_tiling slices of the global batch's
+  // rows, each spread over the ranks by all-to-alls (HeadChunks).
   bool tile_batch = false;
   std::string embedding_choice;  // why `embedding` was chosen (auto), for the log
 };
+
+// Whether a step gathers every rank's tokens, targets and target masks (upload_sharded_batch):
+// the vocabulary-parallel lookup and head need them, and so do head tiles along the global batch.
+inline bool gathers_batch_tokens(const FsdpOptions& o, int64_t ranks) {
+  return ranks > 1 && (o.embedding == EmbeddingMode::VocabParallel || o.tile_batch);
+}
 
 // The payload bytes the embedding and head move per step in each mode (docs/FSDP.md), from which
 // fsdp_embedding=auto picks the smaller.
