@@ -449,6 +449,15 @@ int launch(int ranks, const std::vector<std::string>& args, std::string* out) {
   return testing::run_command(cmd, out);
 }
 
+// launch() of the fault tests' driver: rank RANK does KIND at step STEP (FAULT = RANK:STEP:KIND).
+int launch_fault(int ranks, const std::string& fault, const std::vector<std::string>& args,
+                 std::string* out) {
+  std::string cmd =
+      mpiexec() + " -np " + std::to_string(ranks) + " " + GEMMAX_FAULT_TRAIN + " " + fault;
+  for (const std::string& a : args) cmd += " " + a;
+  return testing::run_command(cmd, out);
+}
+
 #define REQUIRE_MPI() \
   if (std::string(GEMMAX_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI"
 
@@ -750,8 +759,7 @@ TEST(FsdpFaults, AHungRankEndsTheJobNamingIt) {
   std::string out;
   int rc = 0;
   const double s = seconds_of([&] {
-    rc =
-        launch(3, tiny(dir.str(), 1, {"fault_injection=1:2:hang", "comm_timeout_seconds=3"}), &out);
+    rc = launch_fault(3, "1:2:hang", tiny(dir.str(), 1, {"comm_timeout_seconds=3"}), &out);
   });
   EXPECT_NE(rc, 0) << out;
   EXPECT_LT(s, 60) << out;
@@ -785,11 +793,10 @@ TEST(FsdpFaults, ADeadRankEndsTheJobAndCheckpointsSurvive) {
   REQUIRE_MPI();
   TempDir dir;
   std::string out;
-  EXPECT_NE(launch(2, tiny(dir.str(), 1, {"fault_injection=1:2:exit"}), &out), 0) << out;
+  EXPECT_NE(launch_fault(2, "1:2:exit", tiny(dir.str(), 1, {}), &out), 0) << out;
   EXPECT_NE(out.find(",1]"), std::string::npos) << "mpirun names rank 1:\n" << out;
   out.clear();
-  EXPECT_NE(
-      launch(2, tiny(dir.str(), 1, {"fault_injection=1:4:save", "checkpoint_period=2"}), &out), 0)
+  EXPECT_NE(launch_fault(2, "1:4:save", tiny(dir.str(), 1, {"checkpoint_period=2"}), &out), 0)
       << out;
   EXPECT_NE(out.find("process rank 1"), std::string::npos) << out;
   const auto complete = list_train_checkpoints(dir / "r/checkpoints");
@@ -808,8 +815,7 @@ TEST(FsdpFaults, ANonFiniteGradientOnOneRankIsSkippedOrStopsEveryRank) {
   REQUIRE_MPI();
   TempDir dir, stopped;
   std::string out;
-  ASSERT_EQ(
-      launch(2, tiny(dir.str(), 1, {"fault_injection=1:1:nan", "skip_nonfinite_steps=1"}), &out), 0)
+  ASSERT_EQ(launch_fault(2, "1:1:nan", tiny(dir.str(), 1, {"skip_nonfinite_steps=1"}), &out), 0)
       << out;
   EXPECT_NE(out.find("step 1: the gradient norm is nan"), std::string::npos) << out;
   std::vector<int64_t> skipped;
@@ -819,7 +825,7 @@ TEST(FsdpFaults, ANonFiniteGradientOnOneRankIsSkippedOrStopsEveryRank) {
   const Tensor w = final_weights(dir.str(), DType::F32);  // every rank's shard, finite
   for (int64_t i = 0; i < w.numel(); ++i) ASSERT_TRUE(std::isfinite(w.data<float>()[i])) << i;
   out.clear();
-  EXPECT_NE(launch(2, tiny(stopped.str(), 1, {"fault_injection=1:1:nan"}), &out), 0) << out;
+  EXPECT_NE(launch_fault(2, "1:1:nan", tiny(stopped.str(), 1, {}), &out), 0) << out;
   EXPECT_NE(out.find("step 1: the gradient norm is nan"), std::string::npos) << out;
   EXPECT_NE(out.find("the first parameter with a non-finite gradient is "), std::string::npos)
       << out;
@@ -833,7 +839,7 @@ TEST(FsdpFaults, AStopSignalOnOneRankStopsEveryRankAfterTheSameStep) {
   REQUIRE_MPI();
   TempDir dir;
   std::string out;
-  ASSERT_EQ(launch(2, tiny(dir.str(), 1, {"fault_injection=1:2:sigterm"}), &out), 0) << out;
+  ASSERT_EQ(launch_fault(2, "1:2:sigterm", tiny(dir.str(), 1, {}), &out), 0) << out;
   EXPECT_NE(out.find("stopped by SIGTERM after step 3"), std::string::npos) << out;
   const auto saved = list_train_checkpoints(dir / "r/checkpoints");
   ASSERT_EQ(saved.size(), 1u) << out;

@@ -30,7 +30,9 @@ Config config_from_args(int argc, char** argv) {
   return Config::load(file, overrides);
 }
 
-int cmd_train(int argc, char** argv) {
+int cmd_train(int argc, char** argv) { return train_with_hooks(argc, argv, {}); }
+
+int train_with_hooks(int argc, char** argv, const std::function<TrainHooks(int rank)>& hooks_of) {
   StopSignal::install_at_startup();  // a stop request from here on is handled (stop_signal.h)
   if (argc > 0 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
     std::cout << "usage: gemmax train [config.yml] [key=value ...]\n\n"
@@ -71,7 +73,7 @@ int cmd_train(int argc, char** argv) {
   // others would wait for it in their next collective.
   std::unique_ptr<Comm> world = make_world(&argc, &argv);
   try {
-    Trainer trainer(config, world.get());
+    Trainer trainer(config, world.get(), hooks_of ? hooks_of(world->rank()) : TrainHooks());
     trainer.run(std::cout);
   } catch (const std::exception& e) {
     if (world->size() == 1) throw;

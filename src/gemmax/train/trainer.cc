@@ -1,9 +1,7 @@
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/train/trainer.h"
 
-#include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +10,6 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
-#include <thread>
 
 #include "gemmax/base/convert.h"
 #include "gemmax/base/progress.h"
@@ -67,30 +64,6 @@ bool must_match_on_resume(const std::string& key) {
   return false;
 }
 
-// fault_injection = "RANK:STEP:KIND" (tests): what this rank does wrong, and when.
-struct Fault {
-  int64_t rank = -1, step = -1;
-  std::string kind;
-};
-
-Fault parse_fault(const std::string& spec) {
-  Fault f;
-  if (spec.empty()) return f;
-  const size_t a = spec.find(':'), b = spec.find(':', a == std::string::npos ? a : a + 1);
-  try {
-    if (a == std::string::npos || b == std::string::npos) throw std::invalid_argument(spec);
-    f.rank = std::stoll(spec.substr(0, a));
-    f.step = std::stoll(spec.substr(a + 1, b - a - 1));
-    f.kind = spec.substr(b + 1);
-  } catch (const std::exception&) {
-    fail("fault_injection='", spec, "' is not RANK:STEP:KIND");
-  }
-  if (f.kind != "hang" && f.kind != "exit" && f.kind != "save" && f.kind != "nan" &&
-      f.kind != "sigterm")
-    fail("fault_injection='", spec, "': KIND must be hang, exit, save, nan or sigterm");
-  return f;
-}
-
 }  // namespace
 
 int Trainer::agreed_stop_signal(const StopSignal& stop, const char* what) const {
@@ -107,23 +80,8 @@ int Trainer::agreed_signal(int signal, const char* what) const {
   return signal;
 }
 
-void Trainer::inject_fault(const char* where, int64_t step) const {
-  const Fault f = parse_fault(config_.get_string("fault_injection"));
-  if (f.rank != comm_->rank() || f.step != step || f.kind != where) return;
-  std::fprintf(stderr, "gemmax: rank %d: fault_injection: %s at step %lld\n", comm_->rank(), where,
-               (long long)step);
-  std::fflush(stderr);
-  if (f.kind == "hang")
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  if (f.kind == "exit") std::_Exit(7);  // leaves without a word to the other ranks
-  if (f.kind == "sigterm") {            // a stop request that reaches this rank alone
-    std::raise(SIGTERM);
-    return;
-  }
-  std::raise(SIGKILL);                  // save: killed half-way through writing its shard
-}
-
-Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm) {
+Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
+    : config_(config), comm_(comm), hooks_(std::move(hooks)) {
   if (comm_ == nullptr) {
     own_comm_ = std::make_unique<SingleComm>();
     comm_ = own_comm_.get();
@@ -134,8 +92,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     comm_->set_progress("setup");
     check_same_config(*comm_, config_.to_json());
   }
-  parse_fault(config_.get_string("fault_injection"));
-  inject_fault("sigterm", -2);  // STEP -2: before anything starts (gemmax train's handlers)
+  if (hooks_.at_start) hooks_.at_start();
   // Several GPUs: each rank takes its own device before its backend is made.
   const bool device_comm = ranks > 1 && config_.get_string("backend") == "cuda";
   const int device = device_comm ? cuda::use_device_of_rank(comm_->rank()) : 0;
@@ -189,18 +146,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   trainable_ = trainable_params(table, config_.get_string("freeze"));
   state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(config_), comm_,
                             plan_in.fsdp_options);
-  // fault_injection=RANK:STEP:nan: a NaN in the first element of the first sharded piece this
-  // rank holds from a parameter's start, as a blow-up in its backward would leave (the other
-  // ranks' gradients stay finite).
-  if (const Fault f = parse_fault(config_.get_string("fault_injection"));
-      f.kind == "nan" && f.rank == comm_->rank()) {
-    for (size_t i = 0; i < table.specs().size(); ++i) {
-      const ParamPiece& p = state_.layout.pieces[i];
-      if (!trainable_[i] || p.count == 0 || p.begin != 0 || p.replicated) continue;
-      inject_nonfinite_gradient_for_testing(table.specs()[i].name, f.step + 1, 1);
-      break;
-    }
-  }
+  state_.hooks = &hooks_;
 
   // From here a stop request waits for the weights to load (and then ends the run, writing
   // nothing), so that the lock taken below is always released and its folder left as found.
@@ -222,7 +168,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     comm_->broadcast(step, 0, "the checkpoint to resume from").wait();
     resume_step = step.data<int64_t>()[0];
   }
-  inject_fault("sigterm", -1);  // STEP -1: while the weights load
+  if (hooks_.while_loading) hooks_.while_loading();
   if (resume_step >= 0) {
     const std::vector<CheckpointRef> saved = list_train_checkpoints(checkpoints_dir_);
     std::string dir;
@@ -400,7 +346,10 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
     moments.push_back({"nu." + s.name, backend_->to_host(nu), p.begin, s.shape});
   }
   return save_sharded_checkpoint(*comm_, checkpoints_dir_, steps_done, params, moments, state, keep,
-                                 [&](const std::string&) { inject_fault("save", steps_done); });
+                                 [&](const std::string&) {
+                                   if (hooks_.after_checkpoint_file)
+                                     hooks_.after_checkpoint_file(steps_done);
+                                 });
 }
 
 void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, TrainSummary& sum,
@@ -570,9 +519,7 @@ TrainSummary Trainer::run(std::ostream& out) {
   for (int64_t step = start_step_; step < steps_; ++step) {
     Timer timer;
     comm_->set_progress(str_cat("step ", step));
-    inject_fault("hang", step);
-    inject_fault("exit", step);
-    inject_fault("sigterm", step);
+    if (hooks_.before_step) hooks_.before_step(step);
     const CommStats comm_before = comm_->stats();
     const Batch batch = data_->next();
     const double lr = schedule_.at(step);

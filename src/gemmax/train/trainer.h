@@ -19,6 +19,7 @@
 #include "gemmax/train/memory_plan.h"
 #include "gemmax/train/schedule.h"
 #include "gemmax/train/step.h"
+#include "gemmax/train/train_hooks.h"
 
 namespace gemmax {
 
@@ -45,8 +46,8 @@ class Trainer {
  public:
   // Builds everything the config names and resumes from the run's latest checkpoint if there
   // is one. Throws gemmax::Error for bad input before any step and before writing anything.
-  // `comm`: the ranks of the run (null: one rank).
-  explicit Trainer(const Config& config, Comm* comm = nullptr);
+  // `comm`: the ranks of the run (null: one rank); `hooks`: callbacks for tests (none by default).
+  explicit Trainer(const Config& config, Comm* comm = nullptr, TrainHooks hooks = {});
   ~Trainer();
 
   // Logs to `log` on rank 0 only.
@@ -66,7 +67,6 @@ class Trainer {
   void load_pretrained(const std::string& dir);
   void initialise();
   std::string save_checkpoint(int64_t steps_done);
-  void inject_fault(const char* where, int64_t step) const;
   // stop.received(), agreed by every rank (the largest): a collective under FSDP, `what` names it.
   int agreed_stop_signal(const StopSignal& stop, const char* what) const;
   int agreed_signal(int signal, const char* what) const;
@@ -83,6 +83,7 @@ class Trainer {
   void print_sample(std::ostream& log) const;
 
   Config config_;
+  TrainHooks hooks_;
   std::unique_ptr<Comm> own_comm_;
   Comm* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
