@@ -577,10 +577,11 @@ TEST(FsdpRun, TheCpuBackendTrainsOnSeveralRanks) {
   }
 }
 
-// Seed change 5 off (vocab_tiling_axis=batch) moves the head's input and its gradient by
-// all-to-alls and gives the same losses as tiling along the sequence, in both embedding modes; the
-// bytes are what the plan says (2 ranks, one-row tiles: each rank sends half its row and the
-// gradient of its half of the other row, 2 x 16 x 32 fp32 values a step).
+// Seed change 5 (vocabulary tiling along the sequence, docs/SEED.md#each-change) turned off
+// (vocab_tiling_axis=batch) moves the head's input and its gradient by all-to-alls and gives the
+// same losses as tiling along the sequence, in both embedding modes; the bytes are what the plan
+// says (2 ranks, one-row tiles: each rank sends half its row and the gradient of its half of the
+// other row, 2 x 16 x 32 fp32 values a step).
 TEST(FsdpRun, VocabTilingAxesGiveTheSameLosses) {
   REQUIRE_MPI();
   {  // 3 ranks of 2 rows in 2 tiles: a tile spans two ranks' rows, chunks cross row boundaries

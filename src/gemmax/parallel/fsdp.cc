@@ -433,8 +433,9 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
   if (!opt_.tile_batch || comm_.size() == 1) {
     run(in, vocab_, model_, x, dx);
   } else {
-    // Seed change 5 off: tile t of the global batch's rows, this rank's chunk of it brought here
-    // by an all-to-all of the head's input, its gradient sent back by another (HeadChunks).
+    // Seed change 5 (vocabulary tiling along the sequence, docs/SEED.md#each-change) turned off:
+    // tile t of the global batch's rows, this rank's chunk of it brought here by an all-to-all of
+    // the head's input, its gradient sent back by another (HeadChunks).
     const int64_t N = comm_.size(), D = c.d_model, tiles = model_.num_vocab_tiling;
     const HeadChunks h = head_chunks(N, comm_.rank(), in.batch, in.seq, tiles);
     ModelOptions one = model_;  // a chunk is one tile of one row

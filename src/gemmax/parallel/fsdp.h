@@ -10,16 +10,19 @@
 //   - a layer's backward accumulates full-shape fp32 gradients, reduce-scattered (summed) into the
 //     ranks' gradient pieces as soon as the layer is done, while the next layer's backward runs (at
 //     most `prefetch` + 1 layers' full gradients exist at once);
-//   - replicated small vectors (seed change 1) are used from the local copy, never gathered; their
-//     gradients are all-reduced once, after the backward;
-//   - the embedding table is sharded along the vocabulary (seed change 3). Either it is gathered
+//   - replicated small vectors (seed change 1, small vectors replicated:
+//     docs/FSDP.md#the-seeds-sharding-choices) are used from the local copy, never gathered;
+//     their gradients are all-reduced once, after the backward;
+//   - the embedding table is sharded along the vocabulary (seed change 3, the embedding sharded
+//     along the vocabulary: docs/FSDP.md#the-seeds-sharding-choices). Either it is gathered
 //     for the lookup and for the head (fsdp_embedding=gather), or nothing of it moves
 //     (vocab_parallel): the lookup and the tied, soft-capped head run on each rank's vocabulary
-//     rows for the tokens of all ranks, tile by tile along the sequence (seed change 5), with the
-//     head's log-sum-exp combined across ranks (parallel/vocab_parallel.h);
-//   - vocab_tiling_axis=batch (seed change 5 off) tiles the head along the global batch's rows
-//     instead, each tile's input spread over the ranks and its gradient returned by all-to-alls
-//     (HeadChunks);
+//     rows for the tokens of all ranks, tile by tile along the sequence (seed change 5, vocabulary
+//     tiling along the sequence: docs/SEED.md#each-change), with the head's log-sum-exp combined
+//     across ranks (parallel/vocab_parallel.h);
+//   - vocab_tiling_axis=batch (seed change 5, vocabulary tiling along the sequence, turned off)
+//     tiles the head along the global batch's rows instead, each tile's input spread over the
+//     ranks and its gradient returned by all-to-alls (HeadChunks);
 //   - the optimizer updates only the local pieces, with the global gradient norm.
 #pragma once
 
