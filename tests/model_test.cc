@@ -218,11 +218,11 @@ TEST(Routing, GroupSizesSumToTokensTimesTopKAndOrderIsStable) {
          y = Tensor::zeros({T, f.cfg.d_model}, DType::F64);
   LayerActs acts;
   layer_forward(f.ctx, 0, bind_layer(f.table, f.weights, 0), x, y, acts);
-  const Routing& r = acts.moe.routing;
+  const Routing& r = acts.moe.other.routing;
   int64_t sum = 0;
   for (int64_t e = 0; e < E; ++e) sum += r.group_sizes.data<int32_t>()[e];
   EXPECT_EQ(sum, T * K);
-  const int32_t* idx = acts.moe.idx.data<int32_t>();
+  const int32_t* idx = acts.moe.other.idx.data<int32_t>();
   const int32_t* order = r.order.data<int32_t>();
   int64_t row = 0;
   for (int64_t e = 0; e < E; ++e) {
