@@ -59,18 +59,19 @@ int cmd_eval(int argc, char** argv) {
   const Config config = config_from_args(int(rest.size()), rest.data());
 
   // The model's shape is the folder's; dtypes, remat and tiling are the config's.
-  MemoryPlanInput in = memory_plan_input(config, 1);
+  const TrainConfig tc = train_config_from(config);
+  MemoryPlanInput in = memory_plan_input(tc, 1);
   const LoadedModel m = load_model_dir(model_dir, in.weight);
   in.model = m.config;
-  const auto backend = make_backend(backend_options(config));
+  const auto backend = make_backend(tc.backend);
   Gemma4Model model(m.config, *backend, in.options);
   const std::vector<bool> frozen(model.params().specs().size(), false);  // no Adam moments
-  TrainState state =
-      make_train_state(*backend, model.params(), frozen, in.weight, AdamWConfig::from(config));
+  TrainState state = make_train_state(*backend, model.params(), frozen, in.weight,
+                                      AdamWConfig::from(tc.optimizer));
   backend->upload(state.weights, m.weights);
 
-  DataOptions data = run_data_options(config, m.config.vocab_size, 0, 1);
-  Evaluator eval(config, data);
+  DataOptions data = run_data_options(tc, m.config.vocab_size, 0, 1);
+  Evaluator eval(tc, data);
   std::cerr << "gemmax eval: " << m.source << " (" << m.config.name << ")\n"
             << "gemmax eval: " << eval.describe() << "\n";
   const EvalResult r = eval.run(*backend, model, state);

@@ -57,16 +57,16 @@ int train_with_hooks(int argc, char** argv, const std::function<TrainHooks(int r
     return 0;
   }
   const Config config = config_from_args(argc, argv);
-  if (config.get_bool("dry_run")) {
+  if (config.get_bool("dry_run")) {  // read before the ranks start: a dry run starts none
     if (const std::string l = config.ignored_keys_line(); !l.empty()) std::cout << l << "\n";
-    const std::string model_keys = maxtext_model_keys(model_config_from(config));
-    std::cout << "model: " << model_keys << "\n";
-    const auto backend = make_backend(backend_options(config));
-    const MemoryPlan plan = plan_memory(memory_plan_input(config), *backend);
+    const TrainConfig tc = train_config_from(config);
+    std::cout << "model: " << maxtext_model_keys(tc.model) << "\n";
+    const auto backend = make_backend(tc.backend);
+    const MemoryPlan plan = plan_memory(memory_plan_input(tc), *backend);
     std::cout << format_memory_plan(plan);
-    check_memory_limit(config, plan);
-    if (config.get_double("max_memory_gb") > 0)
-      std::cout << "fits in max_memory_gb=" << config.get_double("max_memory_gb") << " GiB\n";
+    check_memory_limit(tc, plan);
+    if (tc.run.max_memory_gb > 0)
+      std::cout << "fits in max_memory_gb=" << tc.run.max_memory_gb << " GiB\n";
     return 0;
   }
   // Under an MPI launcher every rank runs this; an error on one rank ends them all, since the

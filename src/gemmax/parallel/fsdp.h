@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 #include "gemmax/parallel/comm.h"
 #include "gemmax/parallel/shard_layout.h"
 #include "gemmax/model/step_params.h"
@@ -67,10 +67,10 @@ struct EmbeddingBytes {
 EmbeddingBytes embedding_bytes(const ModelConfig& cfg, int64_t ranks, int64_t batch, int64_t seq,
                                DType act, DType weight);
 
-// Reads fsdp_replicate_small_params, fsdp_embedding, fsdp_prefetch_layers and vocab_tiling_axis;
-// resolves auto.
-FsdpOptions fsdp_options(const Config& config, const ModelConfig& cfg, int64_t ranks, int64_t batch,
-                         int64_t seq, DType act, DType weight);
+// Checks fsdp_replicate_small_params, fsdp_embedding, fsdp_prefetch_layers and vocab_tiling_axis
+// (with `tiles`, num_vocab_tiling); resolves auto.
+FsdpOptions fsdp_options(const ParallelConfig& config, int64_t tiles, const ModelConfig& cfg,
+                         int64_t ranks, int64_t batch, int64_t seq, DType act, DType weight);
 
 // What the vocabulary-parallel lookup and head read of the global batch: for every tile of the
 // sequence and every rank, that rank's C rows of the tile (rank after rank), as seen by this

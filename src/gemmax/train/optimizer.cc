@@ -4,16 +4,15 @@
 
 namespace gemmax {
 
-AdamWConfig AdamWConfig::from(const Config& c) {
-  if (c.get_string("opt_type") != "adamw")
-    fail("opt_type '", c.get_string("opt_type"), "' is not supported: use adamw");
+AdamWConfig AdamWConfig::from(const OptimizerConfig& c) {
+  if (c.opt_type != "adamw") fail("opt_type '", c.opt_type, "' is not supported: use adamw");
   AdamWConfig a;
-  a.b1 = c.get_double("adam_b1");
-  a.b2 = c.get_double("adam_b2");
-  a.eps = c.get_double("adam_eps");
-  a.eps_root = c.get_double("adam_eps_root");
-  a.weight_decay = c.get_double("adam_weight_decay");
-  a.clip_norm = c.get_double("gradient_clipping_threshold");
+  a.b1 = c.adam_b1;
+  a.b2 = c.adam_b2;
+  a.eps = c.adam_eps;
+  a.eps_root = c.adam_eps_root;
+  a.weight_decay = c.adam_weight_decay;
+  a.clip_norm = c.gradient_clipping_threshold;
   return a;
 }
 

@@ -11,7 +11,7 @@
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/base/named_tensors.h"
-#include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 #include "gemmax/parallel/shard_layout.h"
 #include "gemmax/model/params.h"
 
@@ -21,7 +21,7 @@ struct AdamWConfig {
   double b1 = 0.9, b2 = 0.95, eps = 1e-8, eps_root = 0.0;
   double weight_decay = 0.1;  // decoupled, scaled by the learning rate, on every parameter
   double clip_norm = 1.0;     // gradient_clipping_threshold; 0: no clipping
-  static AdamWConfig from(const Config& config);
+  static AdamWConfig from(const OptimizerConfig& config);
 };
 
 // A non-finite gradient element: element `element` of registry entry `spec`'s gradient is `value`.

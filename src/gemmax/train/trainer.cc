@@ -81,23 +81,23 @@ int Trainer::agreed_signal(int signal, const char* what) const {
 }
 
 Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
-    : config_(config), comm_(comm), hooks_(std::move(hooks)) {
+    : config_(config), cfg_(train_config_from(config)), hooks_(std::move(hooks)), comm_(comm) {
   if (comm_ == nullptr) {
     own_comm_ = std::make_unique<SingleComm>();
     comm_ = own_comm_.get();
   }
   const int ranks = comm_->size();
   if (ranks > 1) {
-    comm_->set_timeout(config_.get_double("comm_timeout_seconds"));
+    comm_->set_timeout(cfg_.parallel.comm_timeout_seconds);
     comm_->set_progress("setup");
     check_same_config(*comm_, config_.to_json());
   }
   if (hooks_.at_start) hooks_.at_start();
   // Several GPUs: each rank takes its own device before its backend is made.
-  const bool device_comm = ranks > 1 && config_.get_string("backend") == "cuda";
+  const bool device_comm = ranks > 1 && cfg_.backend.name == "cuda";
   const int device = device_comm ? cuda::use_device_of_rank(comm_->rank()) : 0;
   // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
-  const MemoryPlanInput plan_in = memory_plan_input(config_, ranks);
+  const MemoryPlanInput plan_in = memory_plan_input(cfg_, ranks);
   if (ranks == 1 && plan_in.fsdp > 1)
     fail("ici_fsdp_parallelism=", plan_in.fsdp, " needs ", plan_in.fsdp,
          " ranks: start them with `mpirun -np ", plan_in.fsdp,
@@ -106,46 +106,45 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
   if (ranks > 1 && plan_in.fsdp != ranks)
     fail("ici_fsdp_parallelism=", plan_in.fsdp, " but the run was started with ", ranks,
          " ranks: set it to ", ranks, " or -1 (the started ranks)");
-  backend_ = make_backend(backend_options(config_));
+  backend_ = make_backend(cfg_.backend);
   if (device_comm) {  // device buffers over NCCL on the backend's streams, host ones over MPI
     routed_comm_ =
         std::make_unique<DeviceRoutingComm>(*comm_, make_device_comm(*comm_, *backend_, device));
     comm_ = routed_comm_.get();
   }
   plan_ = plan_memory(plan_in, *backend_);
-  check_memory_limit(config_, plan_);
-  check_fits_this_machine(config_, plan_);
+  check_memory_limit(cfg_, plan_);
+  check_fits_this_machine(cfg_, plan_);
   const ModelConfig& mc = plan_in.model;
   batch_ = plan_in.batch;
   seq_ = plan_in.seq;
-  steps_ = config_.get_int("steps");
+  steps_ = cfg_.run.steps;
   if (steps_ < 0) fail("steps must be >= 0, got ", steps_);
   const DType wdt = plan_in.weight;
 
-  schedule_.peak = config_.get_double("learning_rate");
-  const int64_t ns = config_.get_int("learning_rate_schedule_steps");
+  const RunConfig& run = cfg_.run;
+  schedule_.peak = run.learning_rate;
+  const int64_t ns = run.learning_rate_schedule_steps;
   schedule_.total_steps = ns < 0 ? steps_ : ns;
-  schedule_.warmup_fraction = config_.get_double("warmup_steps_fraction");
-  schedule_.final_fraction = config_.get_double("cosine_learning_rate_final_fraction");
+  schedule_.warmup_fraction = run.warmup_steps_fraction;
+  schedule_.final_fraction = run.cosine_learning_rate_final_fraction;
 
-  run_dir_ =
-      (fs::path(config_.get_string("base_output_directory")) / config_.get_string("run_name"))
-          .string();
+  run_dir_ = (fs::path(run.base_output_directory) / run.run_name).string();
   checkpoints_dir_ = (fs::path(run_dir_) / "checkpoints").string();
   // Nothing is read or written before the paths are checked and the run folder is ours.
-  refuse_run_outputs_over_inputs(config_, run_dir_);
+  refuse_run_outputs_over_inputs(cfg_, run_dir_);
 
   const DataOptions train_data =
-      run_data_options(config_, mc.vocab_size, comm_->rank(), comm_->size());
+      run_data_options(cfg_, mc.vocab_size, comm_->rank(), comm_->size());
   data_ = make_data_loader(train_data);
-  eval_ = make_evaluator(config_, train_data, notes_);
+  eval_ = make_evaluator(cfg_, train_data, notes_);
   const AllocationScope what("the model's weights, gradients and Adam moments (model_name " +
                              mc.name + ", its model keys, weight_dtype)");
   model_ = std::make_unique<Gemma4Model>(mc, *backend_, plan_in.options);
   const ParamTable& table = model_->params();
-  trainable_ = trainable_params(table, config_.get_string("freeze"));
-  state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(config_), comm_,
-                            plan_in.fsdp_options);
+  trainable_ = trainable_params(table, run.freeze);
+  state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(cfg_.optimizer),
+                            comm_, plan_in.fsdp_options);
   state_.hooks = &hooks_;
 
   // From here a stop request waits for the weights to load (and then ends the run, writing
@@ -160,7 +159,7 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
   // Where the weights come from: the run's own latest checkpoint (resume), else released
   // weights (fine-tuning), else a fresh initialisation. Rank 0 picks the checkpoint for all.
   int64_t resume_step = -1;
-  if (config_.get_bool("enable_checkpointing")) {
+  if (cfg_.checkpoint.enable_checkpointing) {
     const std::vector<CheckpointRef> saved =
         rank0() ? list_train_checkpoints(checkpoints_dir_) : std::vector<CheckpointRef>();
     Tensor step = control_buffer({1}, DType::I64);
@@ -178,8 +177,8 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
       fail("rank ", comm_->rank(), " does not see checkpoint step ", resume_step, " in '",
            checkpoints_dir_, "' that rank 0 resumes from: the ranks must share the output folder");
     resume_from(open_train_checkpoint(dir));
-  } else if (!config_.get_string("load_parameters_path").empty()) {
-    load_pretrained(config_.get_string("load_parameters_path"));
+  } else if (!run.load_parameters_path.empty()) {
+    load_pretrained(run.load_parameters_path);
   } else {
     initialise();
   }
@@ -191,7 +190,7 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
 
 void Trainer::initialise() {
   const ParamTable& table = model_->params();
-  const uint64_t seed = uint64_t(config_.get_int("init_weights_seed"));
+  const uint64_t seed = uint64_t(cfg_.run.init_weights_seed);
   Tensor host = Tensor::zeros({state_.layout.local_total}, state_.weights.dtype());
   if (!state_.sharded()) {
     init_params(table, host, seed);
@@ -234,7 +233,7 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
   // over ranks may change.
   const int64_t saved_rows = saved_config.get_int("per_device_batch_size"),
                 saved_ranks = ckpt.ranks;
-  const int64_t rows = config_.get_int("per_device_batch_size"), ranks = comm_->size();
+  const int64_t rows = cfg_.step.per_device_batch_size, ranks = comm_->size();
   if (saved_rows * saved_ranks != rows * ranks)
     fail("checkpoint '", ckpt.ref.dir,
          "' was written with a global batch of per_device_batch_size=", saved_rows, " x ",
@@ -314,7 +313,7 @@ void Trainer::prepare_run_dir() {
   write_file_atomic((fs::path(run_dir_) / "config.yml").string(), config_.to_yaml());
   // The metrics hold each completed step of the run once: on resume, drop the steps after the
   // checkpoint (the run is about to redo them).
-  drop_metrics_from(metrics_options(config_, run_dir_), start_step_);
+  drop_metrics_from(metrics_options(cfg_.run, run_dir_), start_step_);
 }
 
 std::string Trainer::save_checkpoint(int64_t steps_done) {
@@ -322,7 +321,7 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
   nlohmann::json state;
   state["data"] = data_->state();
   state["config"] = config_.to_json();
-  const int64_t keep = config_.get_int("max_num_checkpoints_to_keep");
+  const int64_t keep = cfg_.checkpoint.max_num_checkpoints_to_keep;
   if (!state_.sharded()) {
     NamedTensors params;
     for (const ParamSpec& s : table.specs())
@@ -387,11 +386,10 @@ void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, Tra
       culprit.empty() ? std::string()
                       : "; the first parameter with a non-finite gradient is " + culprit,
       "; the update was not applied");
-  const char* abort_key =
-      std::isnan(loss) && config_.get_bool("abort_on_nan_loss")   ? "abort_on_nan_loss"
-      : std::isinf(loss) && config_.get_bool("abort_on_inf_loss") ? "abort_on_inf_loss"
-                                                                  : nullptr;
-  const int64_t allowed = config_.get_int("skip_nonfinite_steps");
+  const char* abort_key = std::isnan(loss) && cfg_.run.abort_on_nan_loss   ? "abort_on_nan_loss"
+                          : std::isinf(loss) && cfg_.run.abort_on_inf_loss ? "abort_on_inf_loss"
+                                                                           : nullptr;
+  const int64_t allowed = cfg_.run.skip_nonfinite_steps;
   if (abort_key == nullptr && sum.skipped_steps < allowed) {
     sum.skipped_steps += 1;
     log << "gemmax: " << what << "; step skipped (" << sum.skipped_steps
@@ -432,16 +430,14 @@ std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t step
 }
 
 void Trainer::print_sample(std::ostream& log) const {
-  const int64_t n = config_.get_int("sample_max_new_tokens");
-  if (n <= 0 || config_.get_string("dataset_type") == "synthetic") return;
-  const auto tokenizer =
-      make_tokenizer(config_.get_string("tokenizer_type"), config_.get_string("tokenizer_path"));
+  const int64_t n = cfg_.run.sample_max_new_tokens;
+  if (n <= 0 || cfg_.data.dataset_type == "synthetic") return;
+  const auto tokenizer = make_tokenizer(cfg_.data.tokenizer_type, cfg_.data.tokenizer_path);
   SampleOptions opts;
   opts.max_new_tokens = n;
   opts.temperature = 0.7;
   opts.top_k = 40;
-  const Generation g =
-      generate(*model_, state_.weights, *tokenizer, config_.get_string("sample_prompt"), opts);
+  const Generation g = generate(*model_, state_.weights, *tokenizer, cfg_.run.sample_prompt, opts);
   log << "gemmax: sample (temperature 0.7, top_k 40): " << g.prompt_text << g.completion << "\n";
 }
 
@@ -460,15 +456,13 @@ void Trainer::print_header(std::ostream& log) const {
   log << "gemmax: parameters " << format_count(double(model_->params().total())) << " total, "
       << format_count(double(model_->params().active())) << " active per token";
   if (trained != model_->params().total())
-    log << ", " << format_count(double(trained)) << " trained (freeze='"
-        << config_.get_string("freeze") << "')";
+    log << ", " << format_count(double(trained)) << " trained (freeze='" << cfg_.run.freeze << "')";
   log << "\n";
   log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4)
       << f.total() / 1e12 << " TFLOP (learnable " << 3 * f.learnable / 1e12 << ", attention "
       << 3 * f.attention / 1e12 << ")\n";
-  log << "gemmax: backend " << backend_->describe() << " | dtype " << config_.get_string("dtype")
-      << " | remat " << config_.get_string("remat_policy") << " | data " << data_->describe()
-      << "\n";
+  log << "gemmax: backend " << backend_->describe() << " | dtype " << cfg_.step.dtype << " | remat "
+      << cfg_.step.remat_policy << " | data " << data_->describe() << "\n";
   if (state_.sharded()) {
     const FsdpOptions& o = state_.fsdp;
     log << "gemmax: FSDP over " << comm_->size() << " ranks (" << comm_->name()
@@ -506,11 +500,11 @@ TrainSummary Trainer::run(std::ostream& out) {
   // of the plan). The tracker is process-wide: other live models would count too.
   MemoryTracker::global().reset_peaks();
   std::optional<MetricsSink> metrics;  // rank 0 writes the run's metrics
-  if (rank0()) metrics.emplace(metrics_options(config_, run_dir_), log);
+  if (rank0()) metrics.emplace(metrics_options(cfg_.run, run_dir_), log);
   const double step_tflop = training_flops(model_->config(), batch_, seq_).total() / 1e12;
-  const double peak = config_.get_double("peak_tflops_per_device");
-  const bool checkpointing = config_.get_bool("enable_checkpointing");
-  const int64_t period = config_.get_int("checkpoint_period");
+  const double peak = cfg_.run.peak_tflops_per_device;
+  const bool checkpointing = cfg_.checkpoint.enable_checkpointing;
+  const int64_t period = cfg_.checkpoint.checkpoint_period;
   const StopSignal stop;
   double timed_seconds = 0;
   const AllocationScope what(

@@ -13,6 +13,7 @@
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/parallel/comm.h"
 #include "gemmax/model/gemma4.h"
@@ -82,7 +83,8 @@ class Trainer {
   void print_header(std::ostream& log) const;
   void print_sample(std::ostream& log) const;
 
-  Config config_;
+  Config config_;    // as given: saved with checkpoints, compared across ranks and on resume
+  TrainConfig cfg_;  // read from config_ once
   TrainHooks hooks_;
   std::unique_ptr<Comm> own_comm_;
   Comm* comm_ = nullptr;
