@@ -175,7 +175,7 @@ int cmd_bench(int argc, char** argv) {
 
   const MemoryPlanInput plan_in = memory_plan_input(config);
   const ModelConfig& mc = plan_in.model;
-  const auto real = make_backend(config.backend);
+  const auto real = make_backend(backend_options(config));
   ProfilingBackend be(*real);
   be.set_enabled(false);
   Gemma4Model model(mc, be, plan_in.options);

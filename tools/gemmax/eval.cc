@@ -63,7 +63,7 @@ int cmd_eval(int argc, char** argv) {
   MemoryPlanInput in = memory_plan_input(tc, 1);
   const LoadedModel m = load_model_dir(model_dir, in.weight);
   in.model = m.config;
-  const auto backend = make_backend(tc.backend);
+  const auto backend = make_backend(backend_options(tc));
   Gemma4Model model(m.config, *backend, in.options);
   const std::vector<bool> frozen(model.params().specs().size(), false);  // no Adam moments
   TrainState state = make_train_state(*backend, model.params(), frozen, in.weight,

@@ -61,7 +61,7 @@ int train_with_hooks(int argc, char** argv, const std::function<TrainHooks(int r
     if (const std::string l = config.ignored_keys_line(); !l.empty()) std::cout << l << "\n";
     const TrainConfig tc = train_config_from(config);
     std::cout << "model: " << maxtext_model_keys(tc.model) << "\n";
-    const auto backend = make_backend(tc.backend);
+    const auto backend = make_backend(backend_options(tc));
     const MemoryPlan plan = plan_memory(memory_plan_input(tc), *backend);
     std::cout << format_memory_plan(plan);
     check_memory_limit(tc, plan);

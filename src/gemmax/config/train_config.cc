@@ -1,27 +1,9 @@
 #include "gemmax/config/train_config.h"
 
-#include "gemmax/base/error.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/config/validate.h"
 
 namespace gemmax {
-
-BackendOptions backend_options(const Config& c) {
-  BackendOptions b;
-  b.name = c.get_string("backend");
-  b.num_threads = int(c.get_int("num_threads"));
-  if (b.num_threads < 0) fail("num_threads=", b.num_threads, " must be >= 0 (0: every core)");
-  b.isa = c.get_string("cpu_kernels");
-  // cpu_isa, cpu_kernels' former name, still comes in older run folders' configs and checkpoints.
-  if (const std::string old = c.get_string("cpu_isa");
-      !old.empty() && !c.set_by_user("cpu_kernels"))
-    b.isa = old;
-  b.cuda_kernels = c.get_string("cuda_kernels");
-  if (b.cuda_kernels != "fast" && b.cuda_kernels != "simple")
-    fail("cuda_kernels='", b.cuda_kernels, "': expected fast or simple");
-  b.cuda_sync_check = c.get_bool("cuda_sync_check");
-  return b;
-}
 
 TrainConfig train_config_from(const Config& c) {
   validate_run_config(c);
@@ -101,7 +83,16 @@ TrainConfig train_config_from(const Config& c) {
   e.eval_dataset_path = c.get_string("eval_dataset_path");
   e.target_eval_loss = c.get_double("target_eval_loss");
 
-  t.backend = backend_options(c);
+  BackendConfig& b = t.backend;
+  b.backend = c.get_string("backend");
+  b.num_threads = c.get_int("num_threads");
+  b.cpu_kernels = c.get_string("cpu_kernels");
+  // cpu_isa, cpu_kernels' former name, still comes in older run folders' configs and checkpoints.
+  if (const std::string& old = c.get_string("cpu_isa");
+      !old.empty() && !c.set_by_user("cpu_kernels"))
+    b.cpu_kernels = old;
+  b.cuda_kernels = c.get_string("cuda_kernels");
+  b.cuda_sync_check = c.get_bool("cuda_sync_check");
   return t;
 }
 

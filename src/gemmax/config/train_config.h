@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <string>
 
-#include "gemmax/backend/backend_options.h"
 #include "gemmax/config/config.h"
 #include "gemmax/config/model_config.h"
 
@@ -78,6 +77,15 @@ struct EvalConfig {
   double target_eval_loss = 0;
 };
 
+// The backend keys; backend_options (train/memory_budget.h) checks them into BackendOptions.
+struct BackendConfig {
+  std::string backend;
+  int64_t num_threads = 0;
+  std::string cpu_kernels;  // or cpu_isa, its former name, where only that was set
+  std::string cuda_kernels;
+  bool cuda_sync_check = false;
+};
+
 struct TrainConfig {
   ModelConfig model;
   StepConfig step;
@@ -87,15 +95,11 @@ struct TrainConfig {
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
   EvalConfig eval;
-  BackendOptions backend;
+  BackendConfig backend;
 };
 
 // Validates `config` (validate_run_config, the model's sizes) and reads it. Throws gemmax::Error
 // for the first bad value, naming the key.
 TrainConfig train_config_from(const Config& config);
-
-// The backend the config names (backend, num_threads, cpu_kernels or its former name cpu_isa,
-// cuda_kernels, cuda_sync_check).
-BackendOptions backend_options(const Config& config);
 
 }  // namespace gemmax

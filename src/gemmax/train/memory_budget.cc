@@ -60,6 +60,19 @@ MemoryPlanInput memory_plan_input(const Config& config, int ranks) {
   return memory_plan_input(train_config_from(config), ranks);
 }
 
+BackendOptions backend_options(const TrainConfig& c) {
+  BackendOptions b;
+  b.name = c.backend.backend;
+  b.num_threads = int(c.backend.num_threads);
+  if (b.num_threads < 0) fail("num_threads=", b.num_threads, " must be >= 0 (0: every core)");
+  b.isa = c.backend.cpu_kernels;
+  b.cuda_kernels = c.backend.cuda_kernels;
+  if (b.cuda_kernels != "fast" && b.cuda_kernels != "simple")
+    fail("cuda_kernels='", b.cuda_kernels, "': expected fast or simple");
+  b.cuda_sync_check = c.backend.cuda_sync_check;
+  return b;
+}
+
 void check_memory_limit(const TrainConfig& c, const MemoryPlan& plan) {
   const double limit_gb = c.run.max_memory_gb;
   if (limit_gb < 0) fail("max_memory_gb=", limit_gb, " must be >= 0 (0: no limit)");
@@ -79,7 +92,7 @@ void check_memory_limit(const TrainConfig& c, const MemoryPlan& plan) {
 }
 
 void check_fits_this_machine(const TrainConfig& c, const MemoryPlan& plan) {
-  if (c.backend.name == "cuda") return;  // device memory: the cuda allocator names the keys
+  if (c.backend.backend == "cuda") return;  // device memory: the cuda allocator names the keys
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return;
   const double machine = double(pages) * double(page);

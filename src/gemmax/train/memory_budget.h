@@ -19,6 +19,10 @@ MemoryPlanInput memory_plan_input(const TrainConfig& config, int ranks = 1);
 // The same from a Config, read by train_config_from.
 MemoryPlanInput memory_plan_input(const Config& config, int ranks = 1);
 
+// The backend the config names (backend, num_threads, cpu_kernels, cuda_kernels,
+// cuda_sync_check), checked.
+BackendOptions backend_options(const TrainConfig& config);
+
 // Throws gemmax::Error, with the plan printed, when the planned peak exceeds max_memory_gb
 // (GiB; 0 means no limit).
 void check_memory_limit(const TrainConfig& config, const MemoryPlan& plan);

@@ -94,7 +94,7 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
   }
   if (hooks_.at_start) hooks_.at_start();
   // Several GPUs: each rank takes its own device before its backend is made.
-  const bool device_comm = ranks > 1 && cfg_.backend.name == "cuda";
+  const bool device_comm = ranks > 1 && cfg_.backend.backend == "cuda";
   const int device = device_comm ? cuda::use_device_of_rank(comm_->rank()) : 0;
   // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
   const MemoryPlanInput plan_in = memory_plan_input(cfg_, ranks);
@@ -106,7 +106,7 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
   if (ranks > 1 && plan_in.fsdp != ranks)
     fail("ici_fsdp_parallelism=", plan_in.fsdp, " but the run was started with ", ranks,
          " ranks: set it to ", ranks, " or -1 (the started ranks)");
-  backend_ = make_backend(cfg_.backend);
+  backend_ = make_backend(backend_options(cfg_));
   if (device_comm) {  // device buffers over NCCL on the backend's streams, host ones over MPI
     routed_comm_ =
         std::make_unique<DeviceRoutingComm>(*comm_, make_device_comm(*comm_, *backend_, device));
