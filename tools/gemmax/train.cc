@@ -59,8 +59,9 @@ int train_with_hooks(int argc, char** argv, const std::function<TrainHooks(int r
   const Config config = config_from_args(argc, argv);
   if (config.get_bool("dry_run")) {  // read before the ranks start: a dry run starts none
     if (const std::string l = config.ignored_keys_line(); !l.empty()) std::cout << l << "\n";
+    const std::string model_keys = maxtext_model_keys(model_config_from(config));
+    std::cout << "model: " << model_keys << "\n";
     const TrainConfig tc = train_config_from(config);
-    std::cout << "model: " << maxtext_model_keys(tc.model) << "\n";
     const auto backend = make_backend(backend_options(tc));
     const MemoryPlan plan = plan_memory(memory_plan_input(tc), *backend);
     std::cout << format_memory_plan(plan);
