@@ -100,7 +100,7 @@ TEST_F(Bf16Ops, RmsNormWithFp32ScaleAndRope) {
     Tensor yf = zeros({4, 9}, DType::F32), yb = zeros({4, 9}, DType::BF16);
     Tensor rf = zeros({4}, DType::F32), rb = zeros({4}, DType::F32);
     be.rmsnorm_forward(yf, rf, x, ww, 1e-6, 0.7, Tensor(), false);
-    // fp32 scale: seed change 2
+    // fp32 scale: seed change 2 (norm scales in fp32, docs/SEED.md#each-change)
     be.rmsnorm_forward(yb, rb, as(x, DType::BF16), ww, 1e-6, 0.7, Tensor(), false);
     expect_rounded("rmsnorm y", yf, yb);
     expect_identical("rmsnorm rstd", rf, rb);

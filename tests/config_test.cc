@@ -31,6 +31,18 @@ TEST(Config, UnknownKeyNamesTheNearestValidOne) {
   EXPECT_NE(e.find("did you mean 'learning_rate'"), std::string::npos) << e;
 }
 
+// fault_injection, a test key of earlier versions, is in the configs their runs saved: empty, it
+// is read and dropped (those runs resume); set, it is an error naming what replaced it.
+TEST(Config, TheRetiredFaultKeyOfSavedRunsIsDropped) {
+  const Config c = Config::from_json({{"fault_injection", ""}, {"steps", 7}}, "state.json");
+  EXPECT_EQ(c.get_int("steps"), 7);
+  EXPECT_FALSE(c.has("fault_injection"));
+  EXPECT_FALSE(c.to_json().contains("fault_injection"));
+  const std::string e = error_of([] { Config::defaults({"fault_injection=1:2:hang"}); });
+  EXPECT_NE(e.find("fault_injection is no longer a key"), std::string::npos) << e;
+  EXPECT_NE(e.find("gemmax_fault_train"), std::string::npos) << e;
+}
+
 TEST(Config, WrongTypeNamesKeyExpectedAndGot) {
   const std::string e = error_of([] { Config::defaults({"steps=ten"}); });
   EXPECT_NE(e.find("'steps' expects int"), std::string::npos) << e;

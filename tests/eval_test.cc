@@ -36,7 +36,7 @@ TEST(Eval, BatchLossEqualsTheTrainingStepsForwardBitForBit) {
     mo.remat = remat;
     Gemma4Model model(cfg, *be, mo);
     const std::vector<bool> all(model.params().specs().size(), true);
-    const AdamWConfig adam = AdamWConfig::from(Config::defaults({}));
+    const AdamWConfig adam = AdamWConfig::from(train_config_from(Config::defaults({})).optimizer);
     const Tensor w = testing::random_weights(model.params(), 3, wdt);
     Batch batch = testing::make_batch(3, 12, cfg.vocab_size, 7, 5);
     for (size_t i = 0; i < batch.target_segment_ids.size(); i += 4)

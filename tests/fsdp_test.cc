@@ -182,6 +182,8 @@ TEST(FsdpPlan, EmbeddingModesMoveTheBytesTheirFormulaSays) {
 // what a step moves. With tiles of one row (num_vocab_tiling = global rows), a rank sends the
 // other ranks their chunks, (N-1)/N, of each of its rows, and sends back the gradients of its
 // chunks of the other ranks' rows: 2 (N-1)/N T D bytes of bf16 per step for T tokens per rank.
+// With the table gathered it also gathers every rank's tokens, targets and masks (3 N T int32),
+// which the vocabulary-parallel mode gathers on either axis.
 TEST(FsdpPlan, BatchTilingMovesTheHeadsInputAndGradientByAllToAll) {
   for (int N : {2, 3})
     for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
@@ -193,9 +195,13 @@ TEST(FsdpPlan, BatchTilingMovesTheHeadsInputAndGradientByAllToAll) {
       const MemoryPlan s = plan_of(keys, N), b = plan_of(batch, N);
       EXPECT_EQ(s.comm.all_to_all_bytes, 0) << N << " " << mode;
       EXPECT_EQ(b.comm.all_to_all_bytes, 2 * (N - 1) * (2 * 96) * 64 * 2 / N) << N << " " << mode;
-      EXPECT_EQ(b.comm.collectives, s.comm.collectives + 2 * 2 * N) << "two per tile";
-      for (auto bytes : {&CommStats::all_gather_bytes, &CommStats::reduce_scatter_bytes,
-                         &CommStats::all_reduce_bytes})
+      const bool gather = std::string(mode) == "fsdp_embedding=gather";
+      EXPECT_EQ(b.comm.collectives, s.comm.collectives + 2 * 2 * N + (gather ? 3 : 0))
+          << "two per tile";
+      EXPECT_EQ(b.comm.all_gather_bytes,
+                s.comm.all_gather_bytes + (gather ? 3 * N * (2 * 96) * 4 : 0))
+          << N << " " << mode;
+      for (auto bytes : {&CommStats::reduce_scatter_bytes, &CommStats::all_reduce_bytes})
         EXPECT_EQ(b.comm.*bytes, s.comm.*bytes) << N << " " << mode;
     }
   const MemoryPlan one = plan_of({"vocab_tiling_axis=batch", "num_vocab_tiling=1"}, 1);
@@ -443,6 +449,15 @@ int launch(int ranks, const std::vector<std::string>& args, std::string* out) {
   return testing::run_command(cmd, out);
 }
 
+// launch() of the fault tests' driver: rank RANK does KIND at step STEP (FAULT = RANK:STEP:KIND).
+int launch_fault(int ranks, const std::string& fault, const std::vector<std::string>& args,
+                 std::string* out) {
+  std::string cmd =
+      mpiexec() + " -np " + std::to_string(ranks) + " " + GEMMAX_FAULT_TRAIN + " " + fault;
+  for (const std::string& a : args) cmd += " " + a;
+  return testing::run_command(cmd, out);
+}
+
 #define REQUIRE_MPI() \
   if (std::string(GEMMAX_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI"
 
@@ -631,10 +646,11 @@ TEST(FsdpRun, LogitsDotInFp32OnSeveralRanks) {
   }
 }
 
-// Seed change 5 off (vocab_tiling_axis=batch) moves the head's input and its gradient by
-// all-to-alls and gives the same losses as tiling along the sequence, in both embedding modes; the
-// bytes are what the plan says (2 ranks, one-row tiles: each rank sends half its row and the
-// gradient of its half of the other row, 2 x 16 x 32 fp32 values a step).
+// Seed change 5 (vocabulary tiling along the sequence, docs/SEED.md#each-change) turned off
+// (vocab_tiling_axis=batch) moves the head's input and its gradient by all-to-alls and gives the
+// same losses as tiling along the sequence, in both embedding modes; the bytes are what the plan
+// says (2 ranks, one-row tiles: each rank sends half its row and the gradient of its half of the
+// other row, 2 x 16 x 32 fp32 values a step).
 TEST(FsdpRun, VocabTilingAxesGiveTheSameLosses) {
   REQUIRE_MPI();
   {  // 3 ranks of 2 rows in 2 tiles: a tile spans two ranks' rows, chunks cross row boundaries
@@ -657,6 +673,29 @@ TEST(FsdpRun, VocabTilingAxesGiveTheSameLosses) {
     const nlohmann::json j = nlohmann::json::parse(in);
     EXPECT_EQ(j["planned_comm_per_step"]["all_to_all_bytes"].get<int64_t>(), 2 * 16 * 32 * 4);
   }
+}
+
+// What a step's collectives move, counted by the comm, is what the plan says, byte for byte, in
+// every embedding mode on both tiling axes (the plan counts the same collectives as the step,
+// the batch's own gathers included).
+TEST(FsdpRun, EveryModeMovesThePlannedBytes) {
+  REQUIRE_MPI();
+  for (const char* mode : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"})
+    for (const char* axis : {"vocab_tiling_axis=sequence", "vocab_tiling_axis=batch"}) {
+      const std::string what = std::string(mode) + " " + axis;
+      TempDir dir;
+      run_ok(2, tiny(dir.str(), 1, {"steps=2", "num_vocab_tiling=2", mode, axis}));
+      std::ifstream in(dir / "r/memory.json");
+      const nlohmann::json planned = nlohmann::json::parse(in)["planned_comm_per_step"];
+      ASSERT_EQ(planned.size(), 4u) << what;
+      const auto steps = metrics(dir.str());
+      ASSERT_EQ(steps.size(), 2u) << what;
+      for (const auto& m : steps)
+        for (const char* k :
+             {"all_gather_bytes", "reduce_scatter_bytes", "all_reduce_bytes", "all_to_all_bytes"})
+          EXPECT_EQ(m["perf/comm_" + std::string(k)].get<int64_t>(), planned[k].get<int64_t>())
+              << what << ": " << k;
+    }
 }
 
 // Each rank's measured peaks equal the plan, byte for byte; its parameters, gradients and moments
@@ -790,8 +829,7 @@ TEST(FsdpFaults, AHungRankEndsTheJobNamingIt) {
   std::string out;
   int rc = 0;
   const double s = seconds_of([&] {
-    rc =
-        launch(3, tiny(dir.str(), 1, {"fault_injection=1:2:hang", "comm_timeout_seconds=3"}), &out);
+    rc = launch_fault(3, "1:2:hang", tiny(dir.str(), 1, {"comm_timeout_seconds=3"}), &out);
   });
   EXPECT_NE(rc, 0) << out;
   EXPECT_LT(s, 60) << out;
@@ -825,11 +863,10 @@ TEST(FsdpFaults, ADeadRankEndsTheJobAndCheckpointsSurvive) {
   REQUIRE_MPI();
   TempDir dir;
   std::string out;
-  EXPECT_NE(launch(2, tiny(dir.str(), 1, {"fault_injection=1:2:exit"}), &out), 0) << out;
+  EXPECT_NE(launch_fault(2, "1:2:exit", tiny(dir.str(), 1, {}), &out), 0) << out;
   EXPECT_NE(out.find(",1]"), std::string::npos) << "mpirun names rank 1:\n" << out;
   out.clear();
-  EXPECT_NE(
-      launch(2, tiny(dir.str(), 1, {"fault_injection=1:4:save", "checkpoint_period=2"}), &out), 0)
+  EXPECT_NE(launch_fault(2, "1:4:save", tiny(dir.str(), 1, {"checkpoint_period=2"}), &out), 0)
       << out;
   EXPECT_NE(out.find("process rank 1"), std::string::npos) << out;
   const auto complete = list_train_checkpoints(dir / "r/checkpoints");
@@ -848,8 +885,7 @@ TEST(FsdpFaults, ANonFiniteGradientOnOneRankIsSkippedOrStopsEveryRank) {
   REQUIRE_MPI();
   TempDir dir, stopped;
   std::string out;
-  ASSERT_EQ(
-      launch(2, tiny(dir.str(), 1, {"fault_injection=1:1:nan", "skip_nonfinite_steps=1"}), &out), 0)
+  ASSERT_EQ(launch_fault(2, "1:1:nan", tiny(dir.str(), 1, {"skip_nonfinite_steps=1"}), &out), 0)
       << out;
   EXPECT_NE(out.find("step 1: the gradient norm is nan"), std::string::npos) << out;
   std::vector<int64_t> skipped;
@@ -859,7 +895,7 @@ TEST(FsdpFaults, ANonFiniteGradientOnOneRankIsSkippedOrStopsEveryRank) {
   const Tensor w = final_weights(dir.str(), DType::F32);  // every rank's shard, finite
   for (int64_t i = 0; i < w.numel(); ++i) ASSERT_TRUE(std::isfinite(w.data<float>()[i])) << i;
   out.clear();
-  EXPECT_NE(launch(2, tiny(stopped.str(), 1, {"fault_injection=1:1:nan"}), &out), 0) << out;
+  EXPECT_NE(launch_fault(2, "1:1:nan", tiny(stopped.str(), 1, {}), &out), 0) << out;
   EXPECT_NE(out.find("step 1: the gradient norm is nan"), std::string::npos) << out;
   EXPECT_NE(out.find("the first parameter with a non-finite gradient is "), std::string::npos)
       << out;
@@ -873,7 +909,7 @@ TEST(FsdpFaults, AStopSignalOnOneRankStopsEveryRankAfterTheSameStep) {
   REQUIRE_MPI();
   TempDir dir;
   std::string out;
-  ASSERT_EQ(launch(2, tiny(dir.str(), 1, {"fault_injection=1:2:sigterm"}), &out), 0) << out;
+  ASSERT_EQ(launch_fault(2, "1:2:sigterm", tiny(dir.str(), 1, {}), &out), 0) << out;
   EXPECT_NE(out.find("stopped by SIGTERM after step 3"), std::string::npos) << out;
   const auto saved = list_train_checkpoints(dir / "r/checkpoints");
   ASSERT_EQ(saved.size(), 1u) << out;

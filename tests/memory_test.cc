@@ -240,8 +240,9 @@ TEST(MemoryPlan, SeedWorkloadOfTheRealModel) {
   // about 2 x 2 + 4 bytes per parameter, plus the embedding.
   EXPECT_NEAR(double(p.comm.all_gather_bytes), 25.23e9 * 4, 0.06 * 25.23e9 * 4);
   EXPECT_NEAR(double(p.comm.reduce_scatter_bytes), 25.23e9 * 4, 0.06 * 25.23e9 * 4);
-  // Sharding the small vectors (seed change 1 off) adds a gather per layer pass and a
-  // reduce-scatter per layer, for few bytes.
+  // Sharding the small vectors (seed change 1, small vectors replicated, turned off:
+  // docs/FSDP.md#the-seeds-sharding-choices) adds a gather per layer pass and a reduce-scatter per
+  // layer, for few bytes.
   const Config unreplicated = Config::defaults(
       {"model_name=gemma4-26b-a4b", "per_device_batch_size=2", "max_target_length=16384",
        "ici_fsdp_parallelism=128", "num_vocab_tiling=16", "fsdp_replicate_small_params=false"});

@@ -161,26 +161,27 @@ TEST(ModelGradient, RematPoliciesKeepWhatTheyName) {
     ctx.opt.remat = p;
     LayerActs acts;
     layer_forward(ctx, 0, w, x, y, acts);
-    acts.drop_unsaved();
+    acts.drop_unsaved(p);
     const bool all = p == RematPolicy::None, matmuls = p != RematPolicy::Full;
     EXPECT_EQ(acts.attn.q_raw.defined(), matmuls);
     EXPECT_EQ(acts.attn.proj.defined(), matmuls);
     EXPECT_EQ(acts.mlp.gate_up.defined(), matmuls);
-    EXPECT_EQ(acts.moe.logits.defined(), matmuls);
-    EXPECT_EQ(acts.moe.gate_up.defined(), matmuls);
-    EXPECT_EQ(acts.moe.y.defined(), matmuls);
+    EXPECT_EQ(acts.moe.matmul.logits.defined(), matmuls);
+    EXPECT_EQ(acts.moe.matmul.gate_up.defined(), matmuls);
+    EXPECT_EQ(acts.moe.matmul.y.defined(), matmuls);
     EXPECT_EQ(acts.attn.attn.defined(), all);
-    EXPECT_EQ(acts.moe.combined.defined(), all);
+    EXPECT_EQ(acts.moe.other.combined.defined(), all);
     EXPECT_EQ(acts.h().defined(), all);
-    if (matmuls) EXPECT_EQ(acts.moe.y.mem_kind(), MemKind::Activations);
+    if (matmuls) EXPECT_EQ(acts.moe.matmul.y.mem_kind(), MemKind::Activations);
     // The recompute fills in the rest, as workspace, without touching what was kept.
-    const Tensor kept_y = acts.moe.y;
+    const Tensor kept_y = acts.moe.matmul.y;
     LayerContext re = ctx;
     re.recompute = true;
     layer_forward(re, 0, w, x, Tensor(), acts);
-    EXPECT_TRUE(acts.attn.attn.defined() && acts.moe.combined.defined() && acts.h().defined());
-    if (!all) EXPECT_EQ(acts.moe.combined.mem_kind(), MemKind::Workspace);
-    if (matmuls) EXPECT_EQ(acts.moe.y.raw(), kept_y.raw()) << "a kept tensor was recomputed";
+    EXPECT_TRUE(acts.attn.attn.defined() && acts.moe.other.combined.defined() &&
+                acts.h().defined());
+    if (!all) EXPECT_EQ(acts.moe.other.combined.mem_kind(), MemKind::Workspace);
+    if (matmuls) EXPECT_EQ(acts.moe.matmul.y.raw(), kept_y.raw()) << "a kept tensor was recomputed";
   }
 }
 
@@ -217,11 +218,11 @@ TEST(Routing, GroupSizesSumToTokensTimesTopKAndOrderIsStable) {
          y = Tensor::zeros({T, f.cfg.d_model}, DType::F64);
   LayerActs acts;
   layer_forward(f.ctx, 0, bind_layer(f.table, f.weights, 0), x, y, acts);
-  const Routing& r = acts.moe.routing;
+  const Routing& r = acts.moe.other.routing;
   int64_t sum = 0;
   for (int64_t e = 0; e < E; ++e) sum += r.group_sizes.data<int32_t>()[e];
   EXPECT_EQ(sum, T * K);
-  const int32_t* idx = acts.moe.idx.data<int32_t>();
+  const int32_t* idx = acts.moe.other.idx.data<int32_t>();
   const int32_t* order = r.order.data<int32_t>();
   int64_t row = 0;
   for (int64_t e = 0; e < E; ++e) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "fault_hooks.h"
 #include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/train/optimizer.h"
 #include "gemmax/train/trainer.h"
@@ -122,10 +123,6 @@ INSTANTIATE_TEST_SUITE_P(Train, RepeatThreads, ::testing::Values(2, 3), testing:
 
 // ---- non-finite steps ------------------------------------------------------------------------
 
-struct DisarmInjection {
-  ~DisarmInjection() { inject_nonfinite_gradient_for_testing("", 0, 0); }
-};
-
 // small_run at half the width and length: these runs only need steps to happen.
 std::vector<std::string> tiny_run(const TempDir& dir, int64_t steps, std::string extra) {
   std::vector<std::string> v = small_run(dir, steps);
@@ -148,10 +145,9 @@ Tensor checkpoint_params(const std::string& dir, const ParamTable& table, DType 
 // the step and the parameter, and the weights are still those of the last checkpoint.
 TEST(NonFinite, GradientStopsTheRunNamingStepAndParameter) {
   TempDir dir;
-  DisarmInjection disarm;
   const std::string name = "layers.2.mlp.up_proj.weight";
-  inject_nonfinite_gradient_for_testing(name, 3, 1);  // the third update: step 2
-  Trainer t(Config::defaults(tiny_run(dir, 5, "checkpoint_period=1")));
+  Trainer t(Config::defaults(tiny_run(dir, 5, "checkpoint_period=1")), nullptr,
+            testing::nan_gradient(name, 3, 1));  // the third update: step 2
   std::ostringstream log;
   const std::string msg = testing::expect_error(
       [&] { t.run(log); },
@@ -169,10 +165,9 @@ TEST(NonFinite, GradientStopsTheRunNamingStepAndParameter) {
 // stops the run.
 TEST(NonFinite, SkippedStepsAreCountedUpToTheLimit) {
   TempDir a, b;
-  DisarmInjection disarm;
   const std::string name = "layers.0.router.per_expert_scale";
-  inject_nonfinite_gradient_for_testing(name, 2, 2);  // steps 1 and 2
-  Trainer t(Config::defaults(tiny_run(a, 4, "skip_nonfinite_steps=2")));
+  Trainer t(Config::defaults(tiny_run(a, 4, "skip_nonfinite_steps=2")), nullptr,
+            testing::nan_gradient(name, 2, 2));  // steps 1 and 2
   std::ostringstream log;
   const TrainSummary s = t.run(log);
   EXPECT_EQ(s.steps, 4);
@@ -187,8 +182,8 @@ TEST(NonFinite, SkippedStepsAreCountedUpToTheLimit) {
   for (int64_t i = 0; i < t.weights().numel(); ++i)
     ASSERT_TRUE(std::isfinite(get_as_double(t.weights(), i))) << i;
 
-  inject_nonfinite_gradient_for_testing(name, 2, 2);
-  Trainer u(Config::defaults(tiny_run(b, 4, "skip_nonfinite_steps=1")));
+  Trainer u(Config::defaults(tiny_run(b, 4, "skip_nonfinite_steps=1")), nullptr,
+            testing::nan_gradient(name, 2, 2));
   testing::expect_error([&] { u.run(log); },
                         {"step 2:", name, "1 such steps skipped already, skip_nonfinite_steps=1"});
 }

@@ -28,7 +28,6 @@
 #include "gemmax/backend/profiling_backend.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/base/timer.h"
-#include "gemmax/config/run_config.h"
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/no_clobber.h"
 #include "gemmax/data/loader.h"
@@ -159,11 +158,11 @@ int cmd_bench(int argc, char** argv) {
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> argp;
   for (std::string& s : args) argp.push_back(s.data());
-  const Config config = config_from_args(int(argp.size()), argp.data());
+  const TrainConfig config = train_config_from(config_from_args(int(argp.size()), argp.data()));
   if (!json_path.empty()) {
     // Refused now, not after minutes of timing: --json over an input, or in no folder.
-    std::vector<PathRole> inputs = {{config.get_string("dataset_path"), "dataset_path"},
-                                    {config.get_string("tokenizer_path"), "tokenizer_path"}};
+    std::vector<PathRole> inputs = {{config.data.dataset_path, "dataset_path"},
+                                    {config.data.tokenizer_path, "tokenizer_path"}};
     for (const std::string& a : rest_args)
       if (a.find('=') == std::string::npos) inputs.push_back({a, "the config file"});
     refuse_outputs_over_inputs({{json_path, "--json"}}, inputs);
@@ -181,23 +180,22 @@ int cmd_bench(int argc, char** argv) {
   be.set_enabled(false);
   Gemma4Model model(mc, be, plan_in.options);
   const ParamTable& table = model.params();
-  TrainState state =
-      make_train_state(be, table, trainable_params(table, config.get_string("freeze")),
-                       plan_in.weight, AdamWConfig::from(config));
+  TrainState state = make_train_state(be, table, trainable_params(table, config.run.freeze),
+                                      plan_in.weight, AdamWConfig::from(config.optimizer));
   {
     Tensor host = Tensor::empty({table.total()}, plan_in.weight);
-    init_params(table, host, uint64_t(config.get_int("init_weights_seed")));
+    init_params(table, host, uint64_t(config.run.init_weights_seed));
     be.upload(state.weights, host);
   }
   DataOptions d;
-  d.dataset_type = config.get_string("dataset_type");
-  d.dataset_path = config.get_string("dataset_path");
-  d.tokenizer_type = config.get_string("tokenizer_type");
-  d.tokenizer_path = config.get_string("tokenizer_path");
+  d.dataset_type = config.data.dataset_type;
+  d.dataset_path = config.data.dataset_path;
+  d.tokenizer_type = config.data.tokenizer_type;
+  d.tokenizer_path = config.data.tokenizer_path;
   d.batch = plan_in.batch;
   d.seq = plan_in.seq;
   d.vocab_size = mc.vocab_size;
-  d.seed = uint64_t(config.get_int("data_shuffle_seed"));
+  d.seed = uint64_t(config.data.data_shuffle_seed);
   const auto data = make_data_loader(d);
   const int64_t tokens = plan_in.batch * plan_in.seq;
   const double model_tflop = training_flops(mc, plan_in.batch, plan_in.seq).total() / 1e12;

@@ -1,10 +1,12 @@
 // One function per subcommand; main.cc dispatches on argv[1].
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "gemmax/config/config.h"
+#include "gemmax/train/train_hooks.h"
 
 namespace gemmax {
 
@@ -17,6 +19,10 @@ int cmd_export(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_sample(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+
+// cmd_train with callbacks for tests (the fault tests' driver): `hooks_of(rank)` gives each
+// rank's.
+int train_with_hooks(int argc, char** argv, const std::function<TrainHooks(int rank)>& hooks_of);
 
 // `[config.yml] [key=value ...]`, MaxText's command-line form, into a Config.
 Config config_from_args(int argc, char** argv);

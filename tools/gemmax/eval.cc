@@ -37,26 +37,27 @@ const char* kUsage =
     "      tokenizer_path=finetuned/tokenizer.model eval_dataset_path=data/eval.bin\n";
 
 void run_eval(const Config& config, const std::string& model_dir, Comm& comm) {
+  const TrainConfig tc = train_config_from(config);
   const int ranks = comm.size();
   if (ranks > 1) {
-    if (config.get_string("backend") == "cuda")
+    if (tc.backend.backend == "cuda")
       fail("gemmax eval on ", ranks, " ranks runs on the cpu and reference backends; evaluate "
            "with the cuda backend on one rank, or through a training run's eval_interval");
-    comm.set_timeout(config.get_double("comm_timeout_seconds"));
+    comm.set_timeout(tc.parallel.comm_timeout_seconds);
   }
   // The model's shape is the folder's; dtypes, remat and tiling are the config's.
-  MemoryPlanInput in = memory_plan_input(config, ranks);
+  MemoryPlanInput in = memory_plan_input(tc, ranks);
   const LoadedModel m = load_model_dir(model_dir, in.weight);
   in.model = m.config;
-  in.fsdp_options =
-      fsdp_options(config, m.config, ranks, in.batch, in.seq, in.options.act, in.weight);
-  const auto backend = make_backend(backend_options(config));
+  in.fsdp_options = fsdp_options(tc.parallel, in.options.num_vocab_tiling, m.config, ranks,
+                                 in.batch, in.seq, in.options.act, in.weight);
+  const auto backend = make_backend(backend_options(tc));
   Gemma4Model model(m.config, *backend, in.options);
   TrainState state = make_eval_state(*backend, model.params(), in.weight, &comm, in.fsdp_options);
   upload_weights(*backend, model.params(), state, m.weights);
 
-  DataOptions data = run_data_options(config, m.config.vocab_size, comm.rank(), ranks);
-  Evaluator eval(config, data);
+  DataOptions data = run_data_options(tc, m.config.vocab_size, comm.rank(), ranks);
+  Evaluator eval(tc, data);
   if (comm.rank() == 0)
     std::cerr << "gemmax eval: " << m.source << " (" << m.config.name << ")"
               << (ranks > 1 ? str_cat(" on ", ranks, " ranks") : "") << "\n"

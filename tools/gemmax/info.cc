@@ -6,8 +6,7 @@
 
 #include "commands.h"
 #include "gemmax/config/maxtext_keys.h"
-#include "gemmax/config/run_config.h"
-#include "gemmax/config/validate.h"
+#include "gemmax/config/train_config.h"
 #include "gemmax/model/params.h"
 #include "gemmax/train/flops.h"
 
@@ -27,10 +26,10 @@ int cmd_info(int argc, char** argv) {
     return 0;
   }
   const Config config = config_from_args(argc, argv);
-  validate_run_config(config);
-  const ModelConfig mc = model_config_from(config);
+  const TrainConfig tc = train_config_from(config);
+  const ModelConfig& mc = tc.model;
   const ParamTable table(mc);
-  const int64_t B = config.get_int("per_device_batch_size"), S = config.get_int("max_target_length");
+  const int64_t B = tc.step.per_device_batch_size, S = tc.step.max_target_length;
   const StepFlops f = training_flops(mc, B, S);
   std::cout << std::fixed;
   std::cout << "model:               " << mc.name << "\n";

@@ -30,7 +30,9 @@ Config config_from_args(int argc, char** argv) {
   return Config::load(file, overrides);
 }
 
-int cmd_train(int argc, char** argv) {
+int cmd_train(int argc, char** argv) { return train_with_hooks(argc, argv, {}); }
+
+int train_with_hooks(int argc, char** argv, const std::function<TrainHooks(int rank)>& hooks_of) {
   StopSignal::install_at_startup();  // a stop request from here on is handled (stop_signal.h)
   if (argc > 0 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
     std::cout << "usage: gemmax train [config.yml] [key=value ...]\n\n"
@@ -55,23 +57,24 @@ int cmd_train(int argc, char** argv) {
     return 0;
   }
   const Config config = config_from_args(argc, argv);
-  if (config.get_bool("dry_run")) {
+  if (config.get_bool("dry_run")) {  // read before the ranks start: a dry run starts none
     if (const std::string l = config.ignored_keys_line(); !l.empty()) std::cout << l << "\n";
     const std::string model_keys = maxtext_model_keys(model_config_from(config));
     std::cout << "model: " << model_keys << "\n";
-    const auto backend = make_backend(backend_options(config));
-    const MemoryPlan plan = plan_memory(memory_plan_input(config), *backend);
+    const TrainConfig tc = train_config_from(config);
+    const auto backend = make_backend(backend_options(tc));
+    const MemoryPlan plan = plan_memory(memory_plan_input(tc), *backend);
     std::cout << format_memory_plan(plan);
-    check_memory_limit(config, plan);
-    if (config.get_double("max_memory_gb") > 0)
-      std::cout << "fits in max_memory_gb=" << config.get_double("max_memory_gb") << " GiB\n";
+    check_memory_limit(tc, plan);
+    if (tc.run.max_memory_gb > 0)
+      std::cout << "fits in max_memory_gb=" << tc.run.max_memory_gb << " GiB\n";
     return 0;
   }
   // Under an MPI launcher every rank runs this; an error on one rank ends them all, since the
   // others would wait for it in their next collective.
   std::unique_ptr<Comm> world = make_world(&argc, &argv);
   try {
-    Trainer trainer(config, world.get());
+    Trainer trainer(config, world.get(), hooks_of ? hooks_of(world->rank()) : TrainHooks());
     trainer.run(std::cout);
   } catch (const std::exception& e) {
     if (world->size() == 1) throw;

@@ -60,8 +60,9 @@ struct ModelOptions {
   DType act = DType::F32;                 // activation / compute dtype (`dtype`)
   RematPolicy remat = RematPolicy::None;  // what the forward keeps
   int64_t num_vocab_tiling = 1;  // tiles of positions along the sequence in the output head
-  // Seed change 2: norm scales multiply in fp32 before the one rounding of the output (false: round
-  // the normalised value to the activation dtype, then multiply in that dtype).
+  // Seed change 2 (norm scales in fp32, docs/SEED.md#each-change): norm scales multiply in fp32
+  // before the one rounding of the output (false: round the normalised value to the activation
+  // dtype, then multiply in that dtype).
   bool norm_scale_in_fp32 = true;
   // Seed Part 2: the permute folds into the first grouped matmul's row loads and the un-permute
   // into the second's row stores (false: explicit permute and combine gathers).

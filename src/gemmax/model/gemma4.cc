@@ -92,7 +92,7 @@ void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Te
       const LayerWeights w = P.layer(l, Pass::Forward);
       xs[l + 1] = be_.alloc({T, D}, act, MemKind::Activations);
       layer_forward(ctx, l, w, xs[l], xs[l + 1], acts[l]);
-      acts[l].drop_unsaved();
+      acts[l].drop_unsaved(options_.remat);
     }
     P.layer_done(l, Pass::Forward);
   }

@@ -3,9 +3,10 @@
 //
 // Vocabulary tiling (num_vocab_tiling = N). The head runs over N tiles of token positions taken
 // along the sequence axis: tile t holds positions [t S/N, (t+1) S/N) of every one of the B rows,
-// C = B S / N tokens (seed change 5: each device tiles its own, unsharded sequence, so no tile
-// needs tokens of another device). At most one [C, V] logits tile exists at any moment; no
-// buffer of [tokens, vocab] is ever built.
+// C = B S / N tokens (seed change 5, vocabulary tiling along the sequence,
+// docs/SEED.md#each-change: each device tiles its own, unsharded sequence, so no tile needs tokens
+// of another device). At most one [C, V] logits tile exists at any moment; no buffer of [tokens,
+// vocab] is ever built.
 //
 // Each tile's loss gradient is formed right after its loss, in the same pass. MaxText's custom
 // VJP saves only the head's inputs and recomputes every tile's logits in a second pass

@@ -6,9 +6,10 @@
 // post_feedforward_layernorm_1: f = RMSNorm( MLP(h) ; post_feedforward_layernorm ).
 //
 // Remat (docs/TRAINING.md §10): the forward fills in only the activations its LayerActs does not
-// hold yet, and drop_unsaved() then releases what the remat policy does not keep. The backward
-// first re-runs the forward on the same LayerActs, which recomputes exactly what was released:
-// everything under `full`, all but the matmul outputs under `minimal`, nothing under `none`.
+// hold yet, and drop_unsaved(remat_policy) then releases what the remat policy does not keep. The
+// backward first re-runs the forward on the same LayerActs, which recomputes exactly what was
+// released: everything under `full`, all but the matmul outputs under `minimal`, nothing under
+// `none`.
 #pragma once
 
 #include "gemmax/model/attention.h"
@@ -20,16 +21,16 @@ namespace gemmax {
 struct LayerActs {
   AttentionActs attn;  // attn.out is h, the residual after attention [T, D]
   MlpActs mlp;
-  MoeActs moe;           // moe.out is MLP out + MoE out [T, D]
+  MoeActs moe;           // moe.out() is MLP out + MoE out [T, D]
   Tensor rstd_ffw, ffn;  // f = RMSNorm(ffn_in())
 
   const Tensor& h() const { return attn.out; }
   // What the post-feedforward norm reads: MLP + MoE, or the dense layer's MLP output.
-  const Tensor& ffn_in(const ModelConfig& c) const { return c.has_moe() ? moe.out : mlp.out; }
-  void drop_unsaved() {
+  const Tensor& ffn_in(const ModelConfig& c) const { return c.has_moe() ? moe.out() : mlp.out; }
+  void drop_unsaved(RematPolicy remat) {
     attn.drop_unsaved();
     mlp.drop_unsaved();
-    moe.drop_unsaved();
+    moe.drop_unsaved(remat);
     gemmax::drop_unsaved({&rstd_ffw, &ffn});
   }
 };

@@ -51,7 +51,9 @@ void expert_dlhs(const LayerContext& ctx, const Tensor& dlhs, const Tensor& dout
 }  // namespace
 
 void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h,
-                 const Tensor& residual, MoeActs& a) {
+                 const Tensor& residual, MoeActs& acts) {
+  MoeActs::Others& a = acts.other;
+  MoeActs::Matmuls& m = acts.matmul;
   Backend& be = ctx.be;
   const ModelConfig& c = ctx.cfg;
   const Dims d = dims(ctx);
@@ -64,15 +66,15 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
     a.rstd_router = ctx.stat_tensor({d.T}, Other);
     ctx.rmsnorm(a.router_in, a.rstd_router, h, w.router_scale, 1.0 / std::sqrt(double(d.D)));
   }
-  if (!a.logits.defined()) {
-    a.logits = ctx.act_tensor({d.T, d.E}, Matmul);
-    be.matmul(a.logits, a.router_in, false, w.router_proj, true, false);
+  if (!m.logits.defined()) {
+    m.logits = ctx.act_tensor({d.T, d.E}, Matmul);
+    be.matmul(m.logits, a.router_in, false, w.router_proj, true, false);
   }
   if (!a.probs.defined()) {
     a.probs = ctx.stat_tensor({d.T, d.E}, Other);
     a.idx = ctx.int_tensor({d.T, d.K}, Other);
     a.weights = ctx.stat_tensor({d.T, d.K}, Other);
-    be.router_forward(a.probs, a.idx, a.weights, a.logits, w.router_expert_scale, c.norm_topk_prob);
+    be.router_forward(a.probs, a.idx, a.weights, m.logits, w.router_expert_scale, c.norm_topk_prob);
   }
   if (!a.density.defined()) {
     a.density = ctx.stat_tensor({ctx.in.batch, d.E}, Other);
@@ -100,29 +102,29 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   }
   const Tensor& lhs = fuse ? a.normed : a.xs;
   const Tensor lhs_rows = fuse ? r.token : Tensor();
-  if (!a.gate_up.defined()) {
+  if (!m.gate_up.defined()) {
     if (ctx.opt.moe_fused_gate_up) {
-      a.gate_up = ctx.act_tensor({d.T * d.K, 2 * d.F}, Matmul);
-      be.gmm(a.gate_up, lhs, w.experts_gate_up, r.group_sizes, rows_of(lhs_rows, Tensor()));
+      m.gate_up = ctx.act_tensor({d.T * d.K, 2 * d.F}, Matmul);
+      be.gmm(m.gate_up, lhs, w.experts_gate_up, r.group_sizes, rows_of(lhs_rows, Tensor()));
     } else {
-      a.gate_up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
-      a.up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
-      be.gmm(a.gate_up, lhs, w.experts_gate_up, r.group_sizes,
+      m.gate_up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
+      m.up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
+      be.gmm(m.gate_up, lhs, w.experts_gate_up, r.group_sizes,
              half(lhs_rows, Tensor(), d.F, false));
-      be.gmm(a.up, lhs, w.experts_gate_up, r.group_sizes, half(lhs_rows, Tensor(), d.F, true));
+      be.gmm(m.up, lhs, w.experts_gate_up, r.group_sizes, half(lhs_rows, Tensor(), d.F, true));
     }
   }
   if (!a.act.defined()) {
     a.act = ctx.act_tensor({d.T * d.K, d.F}, Other);
-    be.geglu_forward(a.act, a.gate_up, a.up);
+    be.geglu_forward(a.act, m.gate_up, m.up);
   }
-  if (!a.y.defined()) {
-    a.y = ctx.act_tensor({d.T * d.K, d.D}, Matmul);
-    be.gmm(a.y, a.act, w.experts_down, r.group_sizes, rows_of(Tensor(), fuse ? r.order : Tensor()));
+  if (!m.y.defined()) {
+    m.y = ctx.act_tensor({d.T * d.K, d.D}, Matmul);
+    be.gmm(m.y, a.act, w.experts_down, r.group_sizes, rows_of(Tensor(), fuse ? r.order : Tensor()));
   }
   if (!a.combined.defined()) {
     a.combined = ctx.act_tensor({d.T, d.D}, Other);
-    be.combine_forward(a.combined, a.y, fuse ? Tensor() : r.inverse, a.weights);
+    be.combine_forward(a.combined, m.y, fuse ? Tensor() : r.inverse, a.weights);
   }
   if (!a.out.defined()) {
     a.out = ctx.act_tensor({d.T, d.D}, Other);
@@ -148,7 +150,9 @@ void expert_gate_up_backward_split(Backend& be, const Tensor& dlhs, const Tensor
 }
 
 void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,
-                  const Tensor& h, const MoeActs& a, const Tensor& dout, const Tensor& dh) {
+                  const Tensor& h, const MoeActs& acts, const Tensor& dout, const Tensor& dh) {
+  const MoeActs::Others& a = acts.other;
+  const MoeActs::Matmuls& m = acts.matmul;
   Backend& be = ctx.be;
   const ModelConfig& c = ctx.cfg;
   const Dims d = dims(ctx);
@@ -164,7 +168,7 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
                       1.0, false);
   Tensor dy = ctx.work({d.T * d.K, d.D});
   Tensor dweights = ctx.work_stat({d.T, d.K});
-  be.combine_backward(dy, dweights, dcombined, a.y, fuse ? Tensor() : r.order, a.weights);
+  be.combine_backward(dy, dweights, dcombined, m.y, fuse ? Tensor() : r.order, a.weights);
   dcombined = Tensor();
   Tensor dact = ctx.work({d.T * d.K, d.F});
   expert_dlhs(ctx, dact, dy, w.experts_down, r.group_sizes, copy_rows, Tensor());
@@ -173,13 +177,13 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
   Tensor dxs = ctx.work({d.T * d.K, d.D});  // in expert order, or token-copy order when fused
   if (ctx.opt.moe_fused_gate_up) {
     Tensor dgate_up = ctx.work({d.T * d.K, 2 * d.F});
-    be.geglu_backward(dgate_up, Tensor(), dact, a.gate_up, Tensor());
+    be.geglu_backward(dgate_up, Tensor(), dact, m.gate_up, Tensor());
     dact = Tensor();
     expert_dlhs(ctx, dxs, dgate_up, w.experts_gate_up, r.group_sizes, Tensor(), copy_rows);
     be.gmm_drhs(g.experts_gate_up, lhs, dgate_up, r.group_sizes, rows_of(lhs_rows, Tensor()));
   } else {
     Tensor dgate = ctx.work({d.T * d.K, d.F}), dup = ctx.work({d.T * d.K, d.F});
-    be.geglu_backward(dgate, dup, dact, a.gate_up, a.up);
+    be.geglu_backward(dgate, dup, dact, m.gate_up, m.up);
     dact = Tensor();
     expert_gate_up_backward_split(be, dxs, g.experts_gate_up, dgate, dup, lhs, w.experts_gate_up,
                                   r.group_sizes, lhs_rows, copy_rows);

@@ -47,11 +47,13 @@ enum class FsdpRole : uint8_t {
   // compute-dtype weights are all-gathered from them before each use.
   LayerMatrix,
   // A small vector (norm scales, router.scale, per_expert_scale, layer_scalar): replicated on every
-  // rank, its gradient all-reduced (seed change 1); with fsdp_replicate_small_params=false it is
+  // rank, its gradient all-reduced (seed change 1, small vectors replicated:
+  // docs/FSDP.md#the-seeds-sharding-choices); with fsdp_replicate_small_params=false it is
   // sharded like the matrices, in its layer's flat fp32 buffer of vectors, and gathered per layer.
   SmallVector,
   // The embedding table [V, D]: sharded along the vocabulary, rank r holding rows
-  // [r ceil(V/N), (r+1) ceil(V/N)) (seed change 3).
+  // [r ceil(V/N), (r+1) ceil(V/N)) (seed change 3, the embedding sharded along the vocabulary:
+  // docs/FSDP.md#the-seeds-sharding-choices).
   VocabRows,
 };
 std::string_view fsdp_role_name(FsdpRole role);

@@ -65,8 +65,8 @@ Tensor compute_copy(Backend& be, const Tensor& master, DType act);
 // The weights a layer computes with. With bf16 activations and fp32 master weights the
 // matrices are cast to bf16 copies that exist only while the layer runs, as MaxText casts each
 // layer's fp32 weights to bf16; norm scales, router scales and layer_scalar stay the fp32
-// masters, multiplied in fp32 before the one rounding of their output (seed change 2). With
-// equal dtypes: the master weights themselves.
+// masters, multiplied in fp32 before the one rounding of their output (seed change 2, norm scales
+// in fp32: docs/SEED.md#each-change). With equal dtypes: the master weights themselves.
 LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act);
 // The elements of one layer's matrices: what compute_weights copies.
 int64_t layer_matrix_params(const ModelConfig& cfg, int64_t layer);

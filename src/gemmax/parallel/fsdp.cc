@@ -33,17 +33,17 @@ EmbeddingBytes embedding_bytes(const ModelConfig& c, int64_t ranks, int64_t batc
   return b;
 }
 
-FsdpOptions fsdp_options(const Config& config, const ModelConfig& cfg, int64_t ranks, int64_t batch,
-                         int64_t seq, DType act, DType weight) {
+FsdpOptions fsdp_options(const ParallelConfig& config, int64_t tiles, const ModelConfig& cfg,
+                         int64_t ranks, int64_t batch, int64_t seq, DType act, DType weight) {
   FsdpOptions o;
-  o.replicate_small = config.get_bool("fsdp_replicate_small_params");
-  const int64_t prefetch = config.get_int("fsdp_prefetch_layers");
+  o.replicate_small = config.fsdp_replicate_small_params;
+  const int64_t prefetch = config.fsdp_prefetch_layers;
   if (prefetch < 0 || prefetch > 8)
     fail("fsdp_prefetch_layers=", prefetch,
          " must be in [0, 8]: the layers whose all-gather is in flight while a layer computes "
          "(0: none, no overlap)");
   o.prefetch = int(prefetch);
-  const std::string& mode = config.get_string("fsdp_embedding");
+  const std::string& mode = config.fsdp_embedding;
   const EmbeddingBytes b = embedding_bytes(cfg, ranks, batch, seq, act, weight);
   if (mode == "gather") {
     o.embedding = EmbeddingMode::Gather;
@@ -60,13 +60,13 @@ FsdpOptions fsdp_options(const Config& config, const ModelConfig& cfg, int64_t r
          " gather (all-gather the table for the lookup and the head) or vocab_parallel (never ",
          "gather it: lookup and head on each rank's vocabulary rows)");
   }
-  const std::string& axis = config.get_string("vocab_tiling_axis");
+  const std::string& axis = config.vocab_tiling_axis;
   if (axis != "sequence" && axis != "batch")
     fail("vocab_tiling_axis='", axis, "' is unknown: expected sequence (each rank tiles its own ",
          "rows' positions) or batch (tiles of the global batch's rows, spread over the ranks by ",
          "all-to-alls)");
   o.tile_batch = axis == "batch";
-  const int64_t tiles = config.get_int("num_vocab_tiling"), rows = ranks * batch;
+  const int64_t rows = ranks * batch;
   if (o.tile_batch && ranks > 1 &&
       (tiles <= 0 || rows % tiles != 0 || (rows / tiles * seq) % ranks != 0))
     fail("vocab_tiling_axis=batch needs num_vocab_tiling=", tiles, " to divide the global batch's ",
@@ -144,7 +144,7 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
   b.in.total_targets = 0;
   for (int64_t r = 0; r < N; ++r) b.in.total_targets += counts.data<int64_t>()[r];
   const bool tile_batch = opt.tile_batch && N > 1;
-  if (opt.embedding != EmbeddingMode::VocabParallel && !tile_batch) return b;
+  if (!gathers_batch_tokens(opt, N)) return b;
 
   // Every rank's tokens, targets and target mask, then each tile's rows seen from this rank's
   // vocabulary rows (the head's tiles along the global batch with vocab_tiling_axis=batch).
@@ -444,8 +444,9 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
   if (!opt_.tile_batch || comm_.size() == 1) {
     run(in, vocab_, model_, x, dx);
   } else {
-    // Seed change 5 off: tile t of the global batch's rows, this rank's chunk of it brought here
-    // by an all-to-all of the head's input, its gradient sent back by another (HeadChunks).
+    // Seed change 5 (vocabulary tiling along the sequence, docs/SEED.md#each-change) turned off:
+    // tile t of the global batch's rows, this rank's chunk of it brought here by an all-to-all of
+    // the head's input, its gradient sent back by another (HeadChunks).
     const int64_t N = comm_.size(), D = c.d_model, tiles = model_.num_vocab_tiling;
     const HeadChunks h = head_chunks(N, comm_.rank(), in.batch, in.seq, tiles);
     ModelOptions one = model_;  // a chunk is one tile of one row

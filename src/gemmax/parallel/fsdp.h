@@ -10,16 +10,19 @@
 //   - a layer's backward accumulates full-shape fp32 gradients, reduce-scattered (summed) into the
 //     ranks' gradient pieces as soon as the layer is done, while the next layer's backward runs (at
 //     most `prefetch` + 1 layers' full gradients exist at once);
-//   - replicated small vectors (seed change 1) are used from the local copy, never gathered; their
-//     gradients are all-reduced once, after the backward;
-//   - the embedding table is sharded along the vocabulary (seed change 3). Either it is gathered
+//   - replicated small vectors (seed change 1, small vectors replicated:
+//     docs/FSDP.md#the-seeds-sharding-choices) are used from the local copy, never gathered;
+//     their gradients are all-reduced once, after the backward;
+//   - the embedding table is sharded along the vocabulary (seed change 3, the embedding sharded
+//     along the vocabulary: docs/FSDP.md#the-seeds-sharding-choices). Either it is gathered
 //     for the lookup and for the head (fsdp_embedding=gather), or nothing of it moves
 //     (vocab_parallel): the lookup and the tied, soft-capped head run on each rank's vocabulary
-//     rows for the tokens of all ranks, tile by tile along the sequence (seed change 5), with the
-//     head's log-sum-exp combined across ranks (parallel/vocab_parallel.h);
-//   - vocab_tiling_axis=batch (seed change 5 off) tiles the head along the global batch's rows
-//     instead, each tile's input spread over the ranks and its gradient returned by all-to-alls
-//     (HeadChunks);
+//     rows for the tokens of all ranks, tile by tile along the sequence (seed change 5, vocabulary
+//     tiling along the sequence: docs/SEED.md#each-change), with the head's log-sum-exp combined
+//     across ranks (parallel/vocab_parallel.h);
+//   - vocab_tiling_axis=batch (seed change 5, vocabulary tiling along the sequence, turned off)
+//     tiles the head along the global batch's rows instead, each tile's input spread over the
+//     ranks and its gradient returned by all-to-alls (HeadChunks);
 //   - the optimizer updates only the local pieces, with the global gradient norm.
 #pragma once
 
@@ -27,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 #include "gemmax/parallel/comm.h"
 #include "gemmax/parallel/shard_layout.h"
 #include "gemmax/model/step_params.h"
@@ -38,14 +41,23 @@ enum class EmbeddingMode : uint8_t { Gather, VocabParallel };
 const char* embedding_mode_name(EmbeddingMode m);
 
 struct FsdpOptions {
-  bool replicate_small = true;                      // fsdp_replicate_small_params (seed change 1)
+  // fsdp_replicate_small_params: seed change 1, small vectors replicated
+  // (docs/FSDP.md#the-seeds-sharding-choices).
+  bool replicate_small = true;
   EmbeddingMode embedding = EmbeddingMode::Gather;  // fsdp_embedding, resolved
   int prefetch = 1;                                 // fsdp_prefetch_layers; 0: no overlap
-  // vocab_tiling_axis=batch (seed change 5 off): the head's tiles are num_vocab_tiling slices of
-  // the global batch's rows, each spread over the ranks by all-to-alls (HeadChunks).
+  // vocab_tiling_axis=batch (seed change 5, vocabulary tiling along the sequence, turned off:
+  // docs/SEED.md#each-change): the head's tiles are num_vocab_tiling slices of the global batch's
+  // rows, each spread over the ranks by all-to-alls (HeadChunks).
   bool tile_batch = false;
   std::string embedding_choice;  // why `embedding` was chosen (auto), for the log
 };
+
+// Whether a step gathers every rank's tokens, targets and target masks (upload_sharded_batch):
+// the vocabulary-parallel lookup and head need them, and so do head tiles along the global batch.
+inline bool gathers_batch_tokens(const FsdpOptions& o, int64_t ranks) {
+  return ranks > 1 && (o.embedding == EmbeddingMode::VocabParallel || o.tile_batch);
+}
 
 // The payload bytes the embedding and head move per step in each mode (docs/FSDP.md), from which
 // fsdp_embedding=auto picks the smaller.
@@ -55,10 +67,10 @@ struct EmbeddingBytes {
 EmbeddingBytes embedding_bytes(const ModelConfig& cfg, int64_t ranks, int64_t batch, int64_t seq,
                                DType act, DType weight);
 
-// Reads fsdp_replicate_small_params, fsdp_embedding, fsdp_prefetch_layers and vocab_tiling_axis;
-// resolves auto.
-FsdpOptions fsdp_options(const Config& config, const ModelConfig& cfg, int64_t ranks, int64_t batch,
-                         int64_t seq, DType act, DType weight);
+// Checks fsdp_replicate_small_params, fsdp_embedding, fsdp_prefetch_layers and vocab_tiling_axis
+// (with `tiles`, num_vocab_tiling); resolves auto.
+FsdpOptions fsdp_options(const ParallelConfig& config, int64_t tiles, const ModelConfig& cfg,
+                         int64_t ranks, int64_t batch, int64_t seq, DType act, DType weight);
 
 // What the vocabulary-parallel lookup and head read of the global batch: for every tile of the
 // sequence and every rank, that rank's C rows of the tile (rank after rank), as seen by this

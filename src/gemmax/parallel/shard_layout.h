@@ -3,14 +3,15 @@
 // The weights, gradients and Adam moments of a rank are flat buffers with one layout. On one
 // device (whole) every parameter is whole, at its registry offset. Under FSDP over N ranks
 // (fsdp) a rank's buffers hold, back to back:
-//   the replicated parameters, whole, in registry order (small vectors, seed change 1);
-//   its piece of each shard group, in step order: the embedding table, then for each layer its
-//   matrices (and its small vectors when they are not replicated), then the final norm (when not
-//   replicated).
+//   the replicated parameters, whole, in registry order (the small vectors: seed change 1, small
+//   vectors replicated, docs/FSDP.md#the-seeds-sharding-choices); its piece of each shard group, in
+//   step order: the embedding table, then for each layer its matrices (and its small vectors when
+//   they are not replicated), then the final norm (when not replicated).
 // A shard group is a set of parameters laid back to back as one flat buffer of `full` elements,
 // zero-padded to N equal pieces; rank r holds piece r. One collective gathers a group (into the
 // full buffer, where each parameter sits at its group offset) and one reduce-scatters its
-// gradient. The embedding's pieces are whole rows of the vocabulary (seed change 3).
+// gradient. The embedding's pieces are whole rows of the vocabulary (seed change 3, the embedding
+// sharded along the vocabulary: docs/FSDP.md#the-seeds-sharding-choices).
 //
 // Everything here follows from the registry (model/params.h, ParamSpec::fsdp) and three numbers:
 // the rank count, the rank, and whether small vectors are replicated. The memory plan, the

@@ -2,8 +2,9 @@
 // vocabulary, without gathering it (fsdp_embedding=vocab_parallel; docs/FSDP.md).
 //
 // Rank r holds vocabulary rows [r Vs, r Vs + Vr) of the table. Both run tile by tile along the
-// sequence (num_vocab_tiling; seed change 5): tile t holds C of every rank's tokens, and every rank
-// processes the tile's N C tokens against its own rows:
+// sequence (num_vocab_tiling; seed change 5, vocabulary tiling along the sequence:
+// docs/SEED.md#each-change): tile t holds C of every rank's tokens, and every rank processes the
+// tile's N C tokens against its own rows:
 //   lookup    each rank embeds the tile's tokens that fall in its rows (zero rows for the rest)
 //             and a reduce-scatter hands every rank the sum for its own tokens: exact, since one
 //             rank contributes each row;

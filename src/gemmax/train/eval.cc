@@ -45,27 +45,27 @@ TrainState make_eval_state(Backend& be, const ParamTable& table, DType weight_dt
   return s;
 }
 
-DataOptions run_data_options(const Config& c, int64_t vocab_size, int rank, int ranks) {
+DataOptions run_data_options(const TrainConfig& c, int64_t vocab_size, int rank, int ranks) {
   DataOptions d;
-  d.dataset_type = c.get_string("dataset_type");
-  d.dataset_path = c.get_string("dataset_path");
-  d.tokenizer_type = c.get_string("tokenizer_type");
-  d.tokenizer_path = c.get_string("tokenizer_path");
-  d.packing = c.get_bool("packing");
-  d.batch = c.get_int("per_device_batch_size");
-  d.seq = c.get_int("max_target_length");
+  d.dataset_type = c.data.dataset_type;
+  d.dataset_path = c.data.dataset_path;
+  d.tokenizer_type = c.data.tokenizer_type;
+  d.tokenizer_path = c.data.tokenizer_path;
+  d.packing = c.data.packing;
+  d.batch = c.step.per_device_batch_size;
+  d.seq = c.step.max_target_length;
   d.vocab_size = vocab_size;
-  d.seed = uint64_t(c.get_int("data_shuffle_seed"));
-  d.completion_only = c.get_bool("sft_train_on_completion_only");
+  d.seed = uint64_t(c.data.data_shuffle_seed);
+  d.completion_only = c.data.sft_train_on_completion_only;
   d.rank = rank;
   d.ranks = ranks;
   return d;
 }
 
-DataOptions eval_data_options(const Config& c, const DataOptions& train) {
+DataOptions eval_data_options(const TrainConfig& c, const DataOptions& train) {
   DataOptions o = train;
   o.eval = true;
-  const int64_t rows = c.get_int("eval_per_device_batch_size");
+  const int64_t rows = c.eval.eval_per_device_batch_size;
   if (rows < 0)
     fail("eval_per_device_batch_size must be >= 0 (0: per_device_batch_size), got ", rows);
   if (rows > train.batch)
@@ -73,13 +73,13 @@ DataOptions eval_data_options(const Config& c, const DataOptions& train) {
          ": evaluation runs in the memory a training step plans for; set it to at most ",
          train.batch, " (0: the same)");
   if (rows > 0) o.batch = rows;
-  const int64_t tiles = c.get_int("num_vocab_tiling");
-  if (c.get_string("vocab_tiling_axis") == "batch" && tiles > 0 && (o.ranks * o.batch) % tiles != 0)
+  const int64_t tiles = c.step.num_vocab_tiling;
+  if (c.parallel.vocab_tiling_axis == "batch" && tiles > 0 && (o.ranks * o.batch) % tiles != 0)
     fail("eval_per_device_batch_size=", o.batch, " x ", o.ranks, " ranks = ", o.ranks * o.batch,
          " eval rows, which num_vocab_tiling=", tiles,
          " does not divide (vocab_tiling_axis=batch tiles the global batch's rows); set "
          "eval_per_device_batch_size to per_device_batch_size (0)");
-  const std::string path = c.get_string("eval_dataset_path");
+  const std::string& path = c.eval.eval_dataset_path;
   if (!path.empty()) {
     o.dataset_type = "shards";
     o.dataset_path = path;
@@ -91,10 +91,10 @@ DataOptions eval_data_options(const Config& c, const DataOptions& train) {
   return o;
 }
 
-Evaluator::Evaluator(const Config& c, const DataOptions& train)
-    : interval_(c.get_int("eval_interval")),
-      steps_(c.get_int("eval_steps")),
-      target_loss_(c.get_double("target_eval_loss")) {
+Evaluator::Evaluator(const TrainConfig& c, const DataOptions& train)
+    : interval_(c.eval.eval_interval),
+      steps_(c.eval.eval_steps),
+      target_loss_(c.eval.target_eval_loss) {
   if (interval_ == 0)
     fail("eval_interval must be a number of steps > 0, or -1 (no evaluation); got 0");
   if (steps_ == 0) fail("eval_steps must be > 0, or -1 (the whole eval set); got 0");
@@ -117,10 +117,10 @@ EvalResult Evaluator::run(Backend& be, Gemma4Model& model, TrainState& state) {
   return r;
 }
 
-std::unique_ptr<Evaluator> make_evaluator(const Config& c, const DataOptions& train,
+std::unique_ptr<Evaluator> make_evaluator(const TrainConfig& c, const DataOptions& train,
                                           std::vector<std::string>& notes) {
-  if (c.get_int("eval_interval") < 0) return nullptr;
-  if (c.get_string("eval_dataset_path").empty() && train.dataset_type != "builtin") {
+  if (c.eval.eval_interval < 0) return nullptr;
+  if (c.eval.eval_dataset_path.empty() && train.dataset_type != "builtin") {
     notes.push_back(str_cat("no evaluation: dataset_type=", train.dataset_type,
                             " has no held-out part; set eval_dataset_path to evaluate (or "
                             "eval_interval=-1 to silence this)"));
@@ -128,8 +128,8 @@ std::unique_ptr<Evaluator> make_evaluator(const Config& c, const DataOptions& tr
   }
   auto e = std::make_unique<Evaluator>(c, train);
   const double target = e->target_loss();
-  notes.push_back(str_cat("eval every ", c.get_int("eval_interval"), " steps and at the end: ",
-                          e->describe(),
+  notes.push_back(str_cat("eval every ", c.eval.eval_interval,
+                          " steps and at the end: ", e->describe(),
                           target > 0 ? str_cat("; stops at eval loss <= ", target) : ""));
   return e;
 }

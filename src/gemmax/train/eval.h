@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/train/step.h"
 
@@ -49,17 +49,17 @@ TrainState make_eval_state(Backend& be, const ParamTable& table, DType weight_dt
                            Comm* comm = nullptr, const FsdpOptions& fsdp = FsdpOptions());
 
 // The training data's options from the config (this rank's rows of the global batch).
-DataOptions run_data_options(const Config& config, int64_t vocab_size, int rank, int ranks);
+DataOptions run_data_options(const TrainConfig& config, int64_t vocab_size, int rank, int ranks);
 
 // The eval data's options from the run's: eval_per_device_batch_size rows, and eval_dataset_path
 // (else the built-in corpus's held-out part, or the same synthetic batch). Throws an Error naming
 // the key when there is no eval set (shards without eval_dataset_path) or the batch is too big.
-DataOptions eval_data_options(const Config& config, const DataOptions& train);
+DataOptions eval_data_options(const TrainConfig& config, const DataOptions& train);
 
 class Evaluator {
  public:
   // Opens the eval data (throws Error for a missing or too small eval set).
-  Evaluator(const Config& config, const DataOptions& train);
+  Evaluator(const TrainConfig& config, const DataOptions& train);
 
   // After `steps_done` of a run of `steps`: every eval_interval steps, and at the end.
   bool due(int64_t steps_done, int64_t steps) const {
@@ -79,7 +79,7 @@ class Evaluator {
 
 // The run's evaluator, or null: eval_interval=-1, or no eval set (shards without
 // eval_dataset_path, synthetic data), which adds a line saying so to `notes`.
-std::unique_ptr<Evaluator> make_evaluator(const Config& config, const DataOptions& train,
+std::unique_ptr<Evaluator> make_evaluator(const TrainConfig& config, const DataOptions& train,
                                           std::vector<std::string>& notes);
 
 }  // namespace gemmax

@@ -6,22 +6,20 @@
 #include <sstream>
 
 #include "gemmax/base/strings.h"
-#include "gemmax/config/run_config.h"
-#include "gemmax/config/validate.h"
 
 namespace gemmax {
 
-MemoryPlanInput memory_plan_input(const Config& c, int ranks) {
-  validate_run_config(c);
+MemoryPlanInput memory_plan_input(const TrainConfig& c, int ranks) {
   MemoryPlanInput in;
-  in.model = model_config_from(c);
-  in.batch = c.get_int("per_device_batch_size");
-  in.seq = c.get_int("max_target_length");
+  in.model = c.model;
+  const StepConfig& s = c.step;
+  in.batch = s.per_device_batch_size;
+  in.seq = s.max_target_length;
   if (in.batch <= 0) fail("per_device_batch_size must be positive, got ", in.batch);
   if (in.seq <= 0) fail("max_target_length must be positive, got ", in.seq);
   ModelOptions& o = in.options;
-  o.act = parse_dtype(c.get_string("dtype"));
-  in.weight = parse_dtype(c.get_string("weight_dtype"));
+  o.act = parse_dtype(s.dtype);
+  in.weight = parse_dtype(s.weight_dtype);
   const bool same = o.act == in.weight && (o.act == DType::F32 || o.act == DType::F64);
   const bool mixed = o.act == DType::BF16 && in.weight == DType::F32;
   if (!same && !mixed)
@@ -31,52 +29,53 @@ MemoryPlanInput memory_plan_input(const Config& c, int ranks) {
          "compute, fp32 master weights), or dtype=float32 (or float64) with "
          "the same "
          "weight_dtype");
-  o.remat = parse_remat_policy(c.get_string("remat_policy"));
-  o.num_vocab_tiling = c.get_int("num_vocab_tiling");
+  o.remat = parse_remat_policy(s.remat_policy);
+  o.num_vocab_tiling = s.num_vocab_tiling;
   if (o.num_vocab_tiling <= 0 || in.seq % o.num_vocab_tiling != 0)
     fail("num_vocab_tiling=", o.num_vocab_tiling, " does not divide max_target_length=", in.seq,
          ": the output head tiles positions along the sequence; use a divisor "
          "of ",
          in.seq, " (1 turns tiling off)");
-  o.norm_scale_in_fp32 = c.get_bool("norm_scale_in_fp32");
-  o.logits_dot_in_fp32 = c.get_bool("logits_dot_in_fp32");
-  o.moe_fuse_permute_combine = c.get_bool("moe_fuse_permute_combine");
-  o.moe_fused_gate_up = c.get_bool("moe_fused_gate_up");
-  o.moe_dlhs_in_place = c.get_bool("moe_dlhs_in_place");
+  o.norm_scale_in_fp32 = s.norm_scale_in_fp32;
+  o.logits_dot_in_fp32 = s.logits_dot_in_fp32;
+  o.moe_fuse_permute_combine = s.moe_fuse_permute_combine;
+  o.moe_fused_gate_up = s.moe_fused_gate_up;
+  o.moe_dlhs_in_place = s.moe_dlhs_in_place;
   if (!o.moe_dlhs_in_place && !o.moe_fused_gate_up)
     fail(
         "moe_dlhs_in_place=false (a transposed copy of the expert weights) "
         "needs "
         "moe_fused_gate_up=true: the copy is of the fused [E, 2F, D] weight");
-  in.freeze = c.get_string("freeze");
-  const int64_t fsdp = c.get_int("ici_fsdp_parallelism");
+  in.freeze = c.run.freeze;
+  const int64_t fsdp = c.parallel.ici_fsdp_parallelism;
   if (fsdp == 0 || fsdp < -1)
     fail("ici_fsdp_parallelism=", fsdp,
          " must be a positive number of ranks, or -1 (the ranks the run was started with)");
   in.fsdp = fsdp == -1 ? ranks : fsdp;
-  in.fsdp_options = fsdp_options(c, in.model, in.fsdp, in.batch, in.seq, o.act, in.weight);
+  in.fsdp_options = fsdp_options(c.parallel, o.num_vocab_tiling, in.model, in.fsdp, in.batch,
+                                 in.seq, o.act, in.weight);
   return in;
 }
 
-BackendOptions backend_options(const Config& c) {
+MemoryPlanInput memory_plan_input(const Config& config, int ranks) {
+  return memory_plan_input(train_config_from(config), ranks);
+}
+
+BackendOptions backend_options(const TrainConfig& c) {
   BackendOptions b;
-  b.name = c.get_string("backend");
-  b.num_threads = int(c.get_int("num_threads"));
+  b.name = c.backend.backend;
+  b.num_threads = int(c.backend.num_threads);
   if (b.num_threads < 0) fail("num_threads=", b.num_threads, " must be >= 0 (0: every core)");
-  b.isa = c.get_string("cpu_kernels");
-  // cpu_isa, cpu_kernels' former name, still comes in older run folders' configs and checkpoints.
-  if (const std::string old = c.get_string("cpu_isa");
-      !old.empty() && !c.set_by_user("cpu_kernels"))
-    b.isa = old;
-  b.cuda_kernels = c.get_string("cuda_kernels");
+  b.isa = c.backend.cpu_kernels;
+  b.cuda_kernels = c.backend.cuda_kernels;
   if (b.cuda_kernels != "fast" && b.cuda_kernels != "simple")
     fail("cuda_kernels='", b.cuda_kernels, "': expected fast or simple");
-  b.cuda_sync_check = c.get_bool("cuda_sync_check");
+  b.cuda_sync_check = c.backend.cuda_sync_check;
   return b;
 }
 
-void check_memory_limit(const Config& c, const MemoryPlan& plan) {
-  const double limit_gb = c.get_double("max_memory_gb");
+void check_memory_limit(const TrainConfig& c, const MemoryPlan& plan) {
+  const double limit_gb = c.run.max_memory_gb;
   if (limit_gb < 0) fail("max_memory_gb=", limit_gb, " must be >= 0 (0: no limit)");
   if (limit_gb == 0) return;
   const double limit = limit_gb * double(1ull << 30);
@@ -93,20 +92,19 @@ void check_memory_limit(const Config& c, const MemoryPlan& plan) {
   fail(os.str());
 }
 
-void check_fits_this_machine(const Config& c, const MemoryPlan& plan) {
-  const std::string& backend = c.get_string("backend");
-  if (backend == "cuda") return;  // device memory: the cuda allocator names the keys
+void check_fits_this_machine(const TrainConfig& c, const MemoryPlan& plan) {
+  if (c.backend.backend == "cuda") return;  // device memory: the cuda allocator names the keys
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return;
   const double machine = double(pages) * double(page);
   if (double(plan.peak_total) <= machine) return;
+  const StepConfig& s = c.step;
   fail("the memory plan needs ", format_bytes(double(plan.peak_total)),
        ", more than this machine's ", format_bytes(machine),
-       " of memory; nothing was allocated. It is sized by model_name=", c.get_string("model_name"),
-       " (and the model keys), per_device_batch_size=", c.get_int("per_device_batch_size"),
-       ", max_target_length=", c.get_int("max_target_length"), ", dtype=",
-       c.get_string("dtype"), ", remat_policy=", c.get_string("remat_policy"),
-       " and num_vocab_tiling=", c.get_int("num_vocab_tiling"),
+       " of memory; nothing was allocated. It is sized by model_name=", c.model.name,
+       " (and the model keys), per_device_batch_size=", s.per_device_batch_size,
+       ", max_target_length=", s.max_target_length, ", dtype=", s.dtype,
+       ", remat_policy=", s.remat_policy, " and num_vocab_tiling=", s.num_vocab_tiling,
        ": lower them (dry_run=true prints the plan), or shard the model over more ranks\n",
        format_memory_plan(plan));
 }

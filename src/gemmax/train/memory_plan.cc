@@ -44,7 +44,7 @@ void plan_batch_collectives(Comm& comm, const FsdpOptions& opt, int64_t tokens) 
   };
   const int64_t N = comm.size();
   comm.all_gather(t(1, DType::I64), t(N, DType::I64)).wait();
-  if (opt.embedding == EmbeddingMode::VocabParallel)
+  if (gathers_batch_tokens(opt, N))
     for (int k = 0; k < 3; ++k)
       comm.all_gather(t(tokens, DType::I32), t(N * tokens, DType::I32)).wait();
 }

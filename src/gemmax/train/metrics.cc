@@ -101,11 +101,11 @@ void MetricsWriter::write(const StepMetrics& m) {
   if (!out_) fail("writing '", path_, "' failed (disk full?)");
 }
 
-MetricsOptions metrics_options(const Config& config, const std::string& run_dir) {
+MetricsOptions metrics_options(const RunConfig& config, const std::string& run_dir) {
   MetricsOptions o;
   o.jsonl_path = (fs::path(run_dir) / "metrics.jsonl").string();
-  if (config.get_bool("enable_tensorboard")) {
-    o.tensorboard_dir = config.get_string("tensorboard_dir");
+  if (config.enable_tensorboard) {
+    o.tensorboard_dir = config.tensorboard_dir;
     if (o.tensorboard_dir.empty()) o.tensorboard_dir = (fs::path(run_dir) / "tensorboard").string();
     // The run folder (locked by its one run) owns the files: its absolute path, hashed.
     const std::string id = fs::weakly_canonical(fs::absolute(run_dir)).string();
@@ -113,7 +113,7 @@ MetricsOptions metrics_options(const Config& config, const std::string& run_dir)
     std::snprintf(owner, sizeof owner, "run%08x", crc32c(id));
     o.tensorboard_owner = owner;
   }
-  o.log_period = std::max<int64_t>(1, config.get_int("log_period"));
+  o.log_period = std::max<int64_t>(1, config.log_period);
   return o;
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 
 namespace gemmax {
 
@@ -71,7 +71,7 @@ struct MetricsOptions {
   std::string tensorboard_owner;  // names this run's event files there (io/tfevents.h)
   int64_t log_period = 1;       // console line every log_period steps (and the last)
 };
-MetricsOptions metrics_options(const Config& config, const std::string& run_dir);
+MetricsOptions metrics_options(const RunConfig& config, const std::string& run_dir);
 
 // Keeps only the metrics of steps before `step` (metrics.jsonl and the event files), for a run
 // that is about to run from `step`: from its checkpoint on resume, from 0 on a fresh start.

@@ -1,33 +1,18 @@
 #include "gemmax/train/optimizer.h"
 
 #include <cmath>
-#include <limits>
 
 namespace gemmax {
-namespace {
 
-struct NonfiniteInjection {
-  std::string name;
-  int64_t first_t = 0, count = 0;
-} g_injection;
-
-}  // namespace
-
-void inject_nonfinite_gradient_for_testing(const std::string& name, int64_t first_t,
-                                           int64_t count) {
-  g_injection = {name, first_t, count};
-}
-
-AdamWConfig AdamWConfig::from(const Config& c) {
-  if (c.get_string("opt_type") != "adamw")
-    fail("opt_type '", c.get_string("opt_type"), "' is not supported: use adamw");
+AdamWConfig AdamWConfig::from(const OptimizerConfig& c) {
+  if (c.opt_type != "adamw") fail("opt_type '", c.opt_type, "' is not supported: use adamw");
   AdamWConfig a;
-  a.b1 = c.get_double("adam_b1");
-  a.b2 = c.get_double("adam_b2");
-  a.eps = c.get_double("adam_eps");
-  a.eps_root = c.get_double("adam_eps_root");
-  a.weight_decay = c.get_double("adam_weight_decay");
-  a.clip_norm = c.get_double("gradient_clipping_threshold");
+  a.b1 = c.adam_b1;
+  a.b2 = c.adam_b2;
+  a.eps = c.adam_eps;
+  a.eps_root = c.adam_eps_root;
+  a.weight_decay = c.adam_weight_decay;
+  a.clip_norm = c.gradient_clipping_threshold;
   return a;
 }
 
@@ -60,17 +45,6 @@ void AdamW::sum_squares(const Tensor& grads, const Tensor& sum, bool replicated)
     if (s.replicated == replicated) be_.sum_squares(sum, grads.flat_slice(s.begin, {s.count}));
 }
 
-void AdamW::inject_nonfinite_for_testing(const Tensor& grads, int64_t t, bool replicated) const {
-  if (g_injection.name.empty() || t < g_injection.first_t ||
-      t >= g_injection.first_t + g_injection.count)
-    return;
-  // The piece holding the parameter's first element, if it is on this rank.
-  const ParamPiece& p =
-      layout_.pieces[size_t(&table_.at(g_injection.name) - table_.specs().data())];
-  if (p.count > 0 && p.begin == 0 && p.replicated == replicated)
-    be_.fill(grads.flat_slice(p.local, {1}), std::numeric_limits<double>::quiet_NaN());
-}
-
 void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
                   int64_t t) const {
   const AdamWStep step{
@@ -83,8 +57,6 @@ void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scal
 
 void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
                  int64_t t) {
-  inject_nonfinite_for_testing(grads, t, false);
-  inject_nonfinite_for_testing(grads, t, true);
   const Tensor sum_sq = scalars.flat_slice(StepScalars::kGradSumSq, {1});
   be_.fill(sum_sq, 0.0);
   for (const Segment& s : segments_) be_.sum_squares(sum_sq, grads.flat_slice(s.begin, {s.count}));

@@ -11,7 +11,7 @@
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/base/named_tensors.h"
-#include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 #include "gemmax/parallel/shard_layout.h"
 #include "gemmax/model/params.h"
 
@@ -21,7 +21,7 @@ struct AdamWConfig {
   double b1 = 0.9, b2 = 0.95, eps = 1e-8, eps_root = 0.0;
   double weight_decay = 0.1;  // decoupled, scaled by the learning rate, on every parameter
   double clip_norm = 1.0;     // gradient_clipping_threshold; 0: no clipping
-  static AdamWConfig from(const Config& config);
+  static AdamWConfig from(const OptimizerConfig& config);
 };
 
 // A non-finite gradient element: element `element` of registry entry `spec`'s gradient is `value`.
@@ -54,10 +54,6 @@ class AdamW {
   // infinity (spec -1: none). Reads the gradients back one piece at a time: for naming the
   // culprit of a non-finite step, not for every step.
   NonfiniteGradient first_nonfinite_gradient(const Tensor& grads) const;
-  // The test hook's NaN (inject_nonfinite_gradient_for_testing) into `grads` at update `t`, if the
-  // parameter's first element is held here and is (not) replicated. step() calls it; a sharded
-  // step calls it before it sums the squares of those gradients.
-  void inject_nonfinite_for_testing(const Tensor& grads, int64_t t, bool replicated) const;
 
   // The moments of each trainable parameter held here, named "mu.<name>" and "nu.<name>" (views:
   // the parameter's shape when held whole, else its piece, flat).
@@ -83,10 +79,5 @@ class AdamW {
   std::vector<int64_t> state_offset_;  // per registry entry: where its moments start, or -1
   Tensor m_, v_;
 };
-
-// Test hook: before updates first_t .. first_t + count - 1 (1-based), the first element of the
-// gradient of parameter `name` is set to NaN, as a numerical blow-up in the backward would.
-// An empty name disarms it.
-void inject_nonfinite_gradient_for_testing(const std::string& name, int64_t first_t, int64_t count);
 
 }  // namespace gemmax

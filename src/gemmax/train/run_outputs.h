@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 
 namespace gemmax {
 
@@ -13,6 +13,6 @@ namespace gemmax {
 // or holds an input in a folder the run prunes. The config file a run was started from may be
 // its own run_dir/config.yml (`gemmax train out/RUN/config.yml` repeats a run): it has been read
 // whole, and the run writes back the same resolved config.
-void refuse_run_outputs_over_inputs(const Config& config, const std::string& run_dir);
+void refuse_run_outputs_over_inputs(const TrainConfig& config, const std::string& run_dir);
 
 }  // namespace gemmax

@@ -37,6 +37,16 @@ void upload_weights(Backend& be, const ParamTable& table, TrainState& state, con
   be.upload(state.weights, host);
 }
 
+namespace {
+
+void after_backward(Backend& be, const Gemma4Model& model, const TrainState& state, int64_t t,
+                    bool replicated) {
+  if (state.hooks != nullptr && state.hooks->after_backward)
+    state.hooks->after_backward(be, model.params(), state, t, replicated);
+}
+
+}  // namespace
+
 void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in, double lr,
                 int64_t t, const VocabInputs& vocab) {
   be.tracker().set_phase("step start");
@@ -44,6 +54,8 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
   if (!state.sharded()) {
     model.forward_backward(in, state.weights, state.grads, state.scalars);
     be.tracker().set_phase("optimizer");
+    after_backward(be, model, state, t, false);
+    after_backward(be, model, state, t, true);
     state.optimizer->step(state.weights, state.grads, state.scalars, lr, t);
     return;
   }
@@ -58,11 +70,11 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
   // then the replicated parameters', which every rank holds whole and alike.
   const Tensor sum_sq = state.scalars.flat_slice(StepScalars::kGradSumSq, {1});
   be.fill(sum_sq, 0.0);
-  state.optimizer->inject_nonfinite_for_testing(state.grads, t, false);
+  after_backward(be, model, state, t, false);
   state.optimizer->sum_squares(state.grads, sum_sq, false);
   comm.all_reduce(state.scalars, ReduceOp::Sum, "the step's losses and gradient norm").wait();
   replicated.wait();
-  state.optimizer->inject_nonfinite_for_testing(state.grads, t, true);
+  after_backward(be, model, state, t, true);
   state.optimizer->sum_squares(state.grads, sum_sq, true);
   state.optimizer->apply(state.weights, state.grads, state.scalars, lr, t);
 }

@@ -17,6 +17,7 @@
 #include "gemmax/parallel/fsdp.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/optimizer.h"
+#include "gemmax/train/train_hooks.h"
 
 namespace gemmax {
 
@@ -28,6 +29,7 @@ struct TrainState {
   std::unique_ptr<AdamW> optimizer;  // holds the moments (MemKind::OptState)
   Comm* comm = nullptr;              // FSDP: the ranks (null: one device)
   FsdpOptions fsdp;
+  const TrainHooks* hooks = nullptr;  // tests: after_backward (null: none)
 
   bool sharded() const { return layout.sharded(); }
 };

@@ -1,9 +1,7 @@
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/train/trainer.h"
 
-#include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +10,6 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
-#include <thread>
 
 #include "gemmax/base/convert.h"
 #include "gemmax/base/progress.h"
@@ -67,30 +64,6 @@ bool must_match_on_resume(const std::string& key) {
   return false;
 }
 
-// fault_injection = "RANK:STEP:KIND" (tests): what this rank does wrong, and when.
-struct Fault {
-  int64_t rank = -1, step = -1;
-  std::string kind;
-};
-
-Fault parse_fault(const std::string& spec) {
-  Fault f;
-  if (spec.empty()) return f;
-  const size_t a = spec.find(':'), b = spec.find(':', a == std::string::npos ? a : a + 1);
-  try {
-    if (a == std::string::npos || b == std::string::npos) throw std::invalid_argument(spec);
-    f.rank = std::stoll(spec.substr(0, a));
-    f.step = std::stoll(spec.substr(a + 1, b - a - 1));
-    f.kind = spec.substr(b + 1);
-  } catch (const std::exception&) {
-    fail("fault_injection='", spec, "' is not RANK:STEP:KIND");
-  }
-  if (f.kind != "hang" && f.kind != "exit" && f.kind != "save" && f.kind != "nan" &&
-      f.kind != "sigterm")
-    fail("fault_injection='", spec, "': KIND must be hang, exit, save, nan or sigterm");
-  return f;
-}
-
 }  // namespace
 
 int Trainer::agreed_stop_signal(const StopSignal& stop, const char* what) const {
@@ -107,40 +80,24 @@ int Trainer::agreed_signal(int signal, const char* what) const {
   return signal;
 }
 
-void Trainer::inject_fault(const char* where, int64_t step) const {
-  const Fault f = parse_fault(config_.get_string("fault_injection"));
-  if (f.rank != comm_->rank() || f.step != step || f.kind != where) return;
-  std::fprintf(stderr, "gemmax: rank %d: fault_injection: %s at step %lld\n", comm_->rank(), where,
-               (long long)step);
-  std::fflush(stderr);
-  if (f.kind == "hang")
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  if (f.kind == "exit") std::_Exit(7);  // leaves without a word to the other ranks
-  if (f.kind == "sigterm") {            // a stop request that reaches this rank alone
-    std::raise(SIGTERM);
-    return;
-  }
-  std::raise(SIGKILL);                  // save: killed half-way through writing its shard
-}
-
-Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm) {
+Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
+    : config_(config), cfg_(train_config_from(config)), hooks_(std::move(hooks)), comm_(comm) {
   if (comm_ == nullptr) {
     own_comm_ = std::make_unique<SingleComm>();
     comm_ = own_comm_.get();
   }
   const int ranks = comm_->size();
   if (ranks > 1) {
-    comm_->set_timeout(config_.get_double("comm_timeout_seconds"));
+    comm_->set_timeout(cfg_.parallel.comm_timeout_seconds);
     comm_->set_progress("setup");
     check_same_config(*comm_, config_.to_json());
   }
-  parse_fault(config_.get_string("fault_injection"));
-  inject_fault("sigterm", -2);  // STEP -2: before anything starts (gemmax train's handlers)
+  if (hooks_.at_start) hooks_.at_start();
   // Several GPUs: each rank takes its own device before its backend is made.
-  const bool device_comm = ranks > 1 && config_.get_string("backend") == "cuda";
+  const bool device_comm = ranks > 1 && cfg_.backend.backend == "cuda";
   const int device = device_comm ? cuda::use_device_of_rank(comm_->rank()) : 0;
   // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
-  const MemoryPlanInput plan_in = memory_plan_input(config_, ranks);
+  const MemoryPlanInput plan_in = memory_plan_input(cfg_, ranks);
   if (ranks == 1 && plan_in.fsdp > 1)
     fail("ici_fsdp_parallelism=", plan_in.fsdp, " needs ", plan_in.fsdp,
          " ranks: start them with `mpirun -np ", plan_in.fsdp,
@@ -149,58 +106,46 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   if (ranks > 1 && plan_in.fsdp != ranks)
     fail("ici_fsdp_parallelism=", plan_in.fsdp, " but the run was started with ", ranks,
          " ranks: set it to ", ranks, " or -1 (the started ranks)");
-  backend_ = make_backend(backend_options(config_));
+  backend_ = make_backend(backend_options(cfg_));
   if (device_comm) {  // device buffers over NCCL on the backend's streams, host ones over MPI
     routed_comm_ =
         std::make_unique<DeviceRoutingComm>(*comm_, make_device_comm(*comm_, *backend_, device));
     comm_ = routed_comm_.get();
   }
   plan_ = plan_memory(plan_in, *backend_);
-  check_memory_limit(config_, plan_);
-  check_fits_this_machine(config_, plan_);
+  check_memory_limit(cfg_, plan_);
+  check_fits_this_machine(cfg_, plan_);
   const ModelConfig& mc = plan_in.model;
   batch_ = plan_in.batch;
   seq_ = plan_in.seq;
-  steps_ = config_.get_int("steps");
+  steps_ = cfg_.run.steps;
   if (steps_ < 0) fail("steps must be >= 0, got ", steps_);
   const DType wdt = plan_in.weight;
 
-  schedule_.peak = config_.get_double("learning_rate");
-  const int64_t ns = config_.get_int("learning_rate_schedule_steps");
+  const RunConfig& run = cfg_.run;
+  schedule_.peak = run.learning_rate;
+  const int64_t ns = run.learning_rate_schedule_steps;
   schedule_.total_steps = ns < 0 ? steps_ : ns;
-  schedule_.warmup_fraction = config_.get_double("warmup_steps_fraction");
-  schedule_.final_fraction = config_.get_double("cosine_learning_rate_final_fraction");
+  schedule_.warmup_fraction = run.warmup_steps_fraction;
+  schedule_.final_fraction = run.cosine_learning_rate_final_fraction;
 
-  run_dir_ =
-      (fs::path(config_.get_string("base_output_directory")) / config_.get_string("run_name"))
-          .string();
+  run_dir_ = (fs::path(run.base_output_directory) / run.run_name).string();
   checkpoints_dir_ = (fs::path(run_dir_) / "checkpoints").string();
   // Nothing is read or written before the paths are checked and the run folder is ours.
-  refuse_run_outputs_over_inputs(config_, run_dir_);
+  refuse_run_outputs_over_inputs(cfg_, run_dir_);
 
   const DataOptions train_data =
-      run_data_options(config_, mc.vocab_size, comm_->rank(), comm_->size());
+      run_data_options(cfg_, mc.vocab_size, comm_->rank(), comm_->size());
   data_ = make_data_loader(train_data);
-  eval_ = make_evaluator(config_, train_data, notes_);
+  eval_ = make_evaluator(cfg_, train_data, notes_);
   const AllocationScope what("the model's weights, gradients and Adam moments (model_name " +
                              mc.name + ", its model keys, weight_dtype)");
   model_ = std::make_unique<Gemma4Model>(mc, *backend_, plan_in.options);
   const ParamTable& table = model_->params();
-  trainable_ = trainable_params(table, config_.get_string("freeze"));
-  state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(config_), comm_,
-                            plan_in.fsdp_options);
-  // fault_injection=RANK:STEP:nan: a NaN in the first element of the first sharded piece this
-  // rank holds from a parameter's start, as a blow-up in its backward would leave (the other
-  // ranks' gradients stay finite).
-  if (const Fault f = parse_fault(config_.get_string("fault_injection"));
-      f.kind == "nan" && f.rank == comm_->rank()) {
-    for (size_t i = 0; i < table.specs().size(); ++i) {
-      const ParamPiece& p = state_.layout.pieces[i];
-      if (!trainable_[i] || p.count == 0 || p.begin != 0 || p.replicated) continue;
-      inject_nonfinite_gradient_for_testing(table.specs()[i].name, f.step + 1, 1);
-      break;
-    }
-  }
+  trainable_ = trainable_params(table, run.freeze);
+  state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(cfg_.optimizer),
+                            comm_, plan_in.fsdp_options);
+  state_.hooks = &hooks_;
 
   // From here a stop request waits for the weights to load (and then ends the run, writing
   // nothing), so that the lock taken below is always released and its folder left as found.
@@ -214,7 +159,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
   // Where the weights come from: the run's own latest checkpoint (resume), else released
   // weights (fine-tuning), else a fresh initialisation. Rank 0 picks the checkpoint for all.
   int64_t resume_step = -1;
-  if (config_.get_bool("enable_checkpointing")) {
+  if (cfg_.checkpoint.enable_checkpointing) {
     const std::vector<CheckpointRef> saved =
         rank0() ? list_train_checkpoints(checkpoints_dir_) : std::vector<CheckpointRef>();
     Tensor step = control_buffer({1}, DType::I64);
@@ -222,7 +167,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
     comm_->broadcast(step, 0, "the checkpoint to resume from").wait();
     resume_step = step.data<int64_t>()[0];
   }
-  inject_fault("sigterm", -1);  // STEP -1: while the weights load
+  if (hooks_.while_loading) hooks_.while_loading();
   if (resume_step >= 0) {
     const std::vector<CheckpointRef> saved = list_train_checkpoints(checkpoints_dir_);
     std::string dir;
@@ -232,8 +177,8 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
       fail("rank ", comm_->rank(), " does not see checkpoint step ", resume_step, " in '",
            checkpoints_dir_, "' that rank 0 resumes from: the ranks must share the output folder");
     resume_from(open_train_checkpoint(dir));
-  } else if (!config_.get_string("load_parameters_path").empty()) {
-    load_pretrained(config_.get_string("load_parameters_path"));
+  } else if (!run.load_parameters_path.empty()) {
+    load_pretrained(run.load_parameters_path);
   } else {
     initialise();
   }
@@ -245,7 +190,7 @@ Trainer::Trainer(const Config& config, Comm* comm) : config_(config), comm_(comm
 
 void Trainer::initialise() {
   const ParamTable& table = model_->params();
-  const uint64_t seed = uint64_t(config_.get_int("init_weights_seed"));
+  const uint64_t seed = uint64_t(cfg_.run.init_weights_seed);
   Tensor host = Tensor::zeros({state_.layout.local_total}, state_.weights.dtype());
   if (!state_.sharded()) {
     init_params(table, host, seed);
@@ -288,7 +233,7 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
   // over ranks may change.
   const int64_t saved_rows = saved_config.get_int("per_device_batch_size"),
                 saved_ranks = ckpt.ranks;
-  const int64_t rows = config_.get_int("per_device_batch_size"), ranks = comm_->size();
+  const int64_t rows = cfg_.step.per_device_batch_size, ranks = comm_->size();
   if (saved_rows * saved_ranks != rows * ranks)
     fail("checkpoint '", ckpt.ref.dir,
          "' was written with a global batch of per_device_batch_size=", saved_rows, " x ",
@@ -356,7 +301,7 @@ void Trainer::prepare_run_dir() {
   write_file_atomic((fs::path(run_dir_) / "config.yml").string(), config_.to_yaml());
   // The metrics hold each completed step of the run once: on resume, drop the steps after the
   // checkpoint (the run is about to redo them).
-  drop_metrics_from(metrics_options(config_, run_dir_), start_step_);
+  drop_metrics_from(metrics_options(cfg_.run, run_dir_), start_step_);
 }
 
 std::string Trainer::save_checkpoint(int64_t steps_done) {
@@ -364,7 +309,7 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
   nlohmann::json state;
   state["data"] = data_->state();
   state["config"] = config_.to_json();
-  const int64_t keep = config_.get_int("max_num_checkpoints_to_keep");
+  const int64_t keep = cfg_.checkpoint.max_num_checkpoints_to_keep;
   if (!state_.sharded()) {
     NamedTensors params;
     for (const ParamSpec& s : table.specs())
@@ -388,7 +333,10 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
     moments.push_back({"nu." + s.name, backend_->to_host(nu), p.begin, s.shape});
   }
   return save_sharded_checkpoint(*comm_, checkpoints_dir_, steps_done, params, moments, state, keep,
-                                 [&](const std::string&) { inject_fault("save", steps_done); });
+                                 [&](const std::string&) {
+                                   if (hooks_.after_checkpoint_file)
+                                     hooks_.after_checkpoint_file(steps_done);
+                                 });
 }
 
 void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, TrainSummary& sum,
@@ -426,11 +374,10 @@ void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, Tra
       culprit.empty() ? std::string()
                       : "; the first parameter with a non-finite gradient is " + culprit,
       "; the update was not applied");
-  const char* abort_key =
-      std::isnan(loss) && config_.get_bool("abort_on_nan_loss")   ? "abort_on_nan_loss"
-      : std::isinf(loss) && config_.get_bool("abort_on_inf_loss") ? "abort_on_inf_loss"
-                                                                  : nullptr;
-  const int64_t allowed = config_.get_int("skip_nonfinite_steps");
+  const char* abort_key = std::isnan(loss) && cfg_.run.abort_on_nan_loss   ? "abort_on_nan_loss"
+                          : std::isinf(loss) && cfg_.run.abort_on_inf_loss ? "abort_on_inf_loss"
+                                                                           : nullptr;
+  const int64_t allowed = cfg_.run.skip_nonfinite_steps;
   if (abort_key == nullptr && sum.skipped_steps < allowed) {
     sum.skipped_steps += 1;
     log << "gemmax: " << what << "; step skipped (" << sum.skipped_steps
@@ -471,16 +418,14 @@ std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t step
 }
 
 void Trainer::print_sample(std::ostream& log) const {
-  const int64_t n = config_.get_int("sample_max_new_tokens");
-  if (n <= 0 || config_.get_string("dataset_type") == "synthetic") return;
-  const auto tokenizer =
-      make_tokenizer(config_.get_string("tokenizer_type"), config_.get_string("tokenizer_path"));
+  const int64_t n = cfg_.run.sample_max_new_tokens;
+  if (n <= 0 || cfg_.data.dataset_type == "synthetic") return;
+  const auto tokenizer = make_tokenizer(cfg_.data.tokenizer_type, cfg_.data.tokenizer_path);
   SampleOptions opts;
   opts.max_new_tokens = n;
   opts.temperature = 0.7;
   opts.top_k = 40;
-  const Generation g =
-      generate(*model_, state_.weights, *tokenizer, config_.get_string("sample_prompt"), opts);
+  const Generation g = generate(*model_, state_.weights, *tokenizer, cfg_.run.sample_prompt, opts);
   log << "gemmax: sample (temperature 0.7, top_k 40): " << g.prompt_text << g.completion << "\n";
 }
 
@@ -499,15 +444,13 @@ void Trainer::print_header(std::ostream& log) const {
   log << "gemmax: parameters " << format_count(double(model_->params().total())) << " total, "
       << format_count(double(model_->params().active())) << " active per token";
   if (trained != model_->params().total())
-    log << ", " << format_count(double(trained)) << " trained (freeze='"
-        << config_.get_string("freeze") << "')";
+    log << ", " << format_count(double(trained)) << " trained (freeze='" << cfg_.run.freeze << "')";
   log << "\n";
   log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4)
       << f.total() / 1e12 << " TFLOP (learnable " << 3 * f.learnable / 1e12 << ", attention "
       << 3 * f.attention / 1e12 << ")\n";
-  log << "gemmax: backend " << backend_->describe() << " | dtype " << config_.get_string("dtype")
-      << " | remat " << config_.get_string("remat_policy") << " | data " << data_->describe()
-      << "\n";
+  log << "gemmax: backend " << backend_->describe() << " | dtype " << cfg_.step.dtype << " | remat "
+      << cfg_.step.remat_policy << " | data " << data_->describe() << "\n";
   if (state_.sharded()) {
     const FsdpOptions& o = state_.fsdp;
     log << "gemmax: FSDP over " << comm_->size() << " ranks (" << comm_->name()
@@ -545,11 +488,11 @@ TrainSummary Trainer::run(std::ostream& out) {
   // of the plan). The tracker is process-wide: other live models would count too.
   MemoryTracker::global().reset_peaks();
   std::optional<MetricsSink> metrics;  // rank 0 writes the run's metrics
-  if (rank0()) metrics.emplace(metrics_options(config_, run_dir_), log);
+  if (rank0()) metrics.emplace(metrics_options(cfg_.run, run_dir_), log);
   const double step_tflop = training_flops(model_->config(), batch_, seq_).total() / 1e12;
-  const double peak = config_.get_double("peak_tflops_per_device");
-  const bool checkpointing = config_.get_bool("enable_checkpointing");
-  const int64_t period = config_.get_int("checkpoint_period");
+  const double peak = cfg_.run.peak_tflops_per_device;
+  const bool checkpointing = cfg_.checkpoint.enable_checkpointing;
+  const int64_t period = cfg_.checkpoint.checkpoint_period;
   const StopSignal stop;
   double timed_seconds = 0;
   const AllocationScope what(
@@ -558,9 +501,7 @@ TrainSummary Trainer::run(std::ostream& out) {
   for (int64_t step = start_step_; step < steps_; ++step) {
     Timer timer;
     comm_->set_progress(str_cat("step ", step));
-    inject_fault("hang", step);
-    inject_fault("exit", step);
-    inject_fault("sigterm", step);
+    if (hooks_.before_step) hooks_.before_step(step);
     const CommStats comm_before = comm_->stats();
     const Batch batch = data_->next();
     const double lr = schedule_.at(step);

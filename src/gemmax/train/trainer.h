@@ -13,12 +13,14 @@
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/parallel/comm.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_plan.h"
 #include "gemmax/train/schedule.h"
 #include "gemmax/train/step.h"
+#include "gemmax/train/train_hooks.h"
 
 namespace gemmax {
 
@@ -45,8 +47,8 @@ class Trainer {
  public:
   // Builds everything the config names and resumes from the run's latest checkpoint if there
   // is one. Throws gemmax::Error for bad input before any step and before writing anything.
-  // `comm`: the ranks of the run (null: one rank).
-  explicit Trainer(const Config& config, Comm* comm = nullptr);
+  // `comm`: the ranks of the run (null: one rank); `hooks`: callbacks for tests (none by default).
+  explicit Trainer(const Config& config, Comm* comm = nullptr, TrainHooks hooks = {});
   ~Trainer();
 
   // Logs to `log` on rank 0 only.
@@ -66,7 +68,6 @@ class Trainer {
   void load_pretrained(const std::string& dir);
   void initialise();
   std::string save_checkpoint(int64_t steps_done);
-  void inject_fault(const char* where, int64_t step) const;
   // stop.received(), agreed by every rank (the largest): a collective under FSDP, `what` names it.
   int agreed_stop_signal(const StopSignal& stop, const char* what) const;
   int agreed_signal(int signal, const char* what) const;
@@ -82,7 +83,9 @@ class Trainer {
   void print_header(std::ostream& log) const;
   void print_sample(std::ostream& log) const;
 
-  Config config_;
+  Config config_;    // as given: saved with checkpoints, compared across ranks and on resume
+  TrainConfig cfg_;  // read from config_ once
+  TrainHooks hooks_;
   std::unique_ptr<Comm> own_comm_;
   Comm* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
