@@ -149,8 +149,9 @@ Tensor Gemma4Model::forward_only(const StepInputs& in, StepParams& P, const Tens
   MemoryTracker& mem = be_.tracker();
   be_.fill(scalars.flat_slice(StepScalars::kCeSum, {1}), 0.0);
   be_.fill(scalars.flat_slice(StepScalars::kLbSum, {1}), 0.0);
-  LayerContext ctx = context(in, scalars);
-  ctx.opt.remat = RematPolicy::Full;  // nothing is kept: a layer's internals are its workspace
+  // The training step's own forward (its remat policy, so its buffers: what the memory plan
+  // covers); what a layer keeps for a backward is freed as soon as the layer is done.
+  const LayerContext ctx = context(in, scalars);
   mem.set_phase("embedding");
   Tensor x = P.embed(in);
   for (int64_t l = 0; l < L; ++l) {

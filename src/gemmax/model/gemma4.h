@@ -41,7 +41,7 @@ class Gemma4Model {
   void forward_backward(const StepInputs& in, StepParams& params, const Tensor& scalars);
   // The step's forward alone (evaluation): the losses into `scalars` as forward_backward writes
   // them, bit for bit, with no backward and no gradient (`params` may have none); a layer's
-  // activations live only while it runs. Returns the final hidden states x_L.
+  // activations are freed when it is done. Returns the final hidden states x_L.
   Tensor forward_only(const StepInputs& in, StepParams& params, const Tensor& scalars);
   // The losses of a step from its scalars, read on the host.
   LossInfo losses(const Tensor& host_scalars, const StepInputs& in) const;
