@@ -485,6 +485,12 @@ std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t step
 void Trainer::print_sample(std::ostream& log) const {
   const int64_t n = config_.get_int("sample_max_new_tokens");
   if (n <= 0 || config_.get_string("dataset_type") == "synthetic") return;
+  if (const ModelConfig& c = model_->config();
+      c.has_per_layer_inputs() || c.num_kv_shared_layers > 0) {
+    log << "gemmax: no closing sample: decoding the small block (" << c.name
+        << ") is not built yet\n";
+    return;
+  }
   const auto tokenizer =
       make_tokenizer(config_.get_string("tokenizer_type"), config_.get_string("tokenizer_path"));
   SampleOptions opts;
