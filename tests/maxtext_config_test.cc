@@ -178,6 +178,10 @@ TEST(ConfigMaxText, MaxTextModelNames) {
   EXPECT_EQ(e2b.kv_donor(34), 14);  // the last global one
   EXPECT_EQ(e2b.layer_mlp_dim(15), 2 * 6144);
   EXPECT_EQ(e4b.layer_mlp_dim(41), 10240);
+  // MaxText's model files leave global_num_kv_heads at its 0: the global layers' as the sliding.
+  EXPECT_EQ(model_config_from(Config::defaults({"model_name=gemma4-e4b", "global_num_kv_heads=0"}))
+                .global_num_kv_heads,
+            2);
   // The dense member: MaxText's num_experts=1, every layer the MLP alone.
   const ModelConfig dense = model_config_from(Config::defaults({"model_name=gemma4-31b"}));
   EXPECT_FALSE(dense.has_moe());

@@ -16,6 +16,7 @@ ModelConfig model_config_from(const Config& c) {
   m.num_kv_heads = c.get_int("base_num_kv_heads");
   m.head_dim = c.get_int("head_dim");
   m.global_num_kv_heads = c.get_int("global_num_kv_heads");
+  if (m.global_num_kv_heads == 0) m.global_num_kv_heads = m.num_kv_heads;  // MaxText's 0: as sliding
   m.global_head_dim = c.get_int("global_head_dim");
   m.mlp_dim = c.get_int("base_mlp_dim");
   m.moe_mlp_dim = c.get_int("base_moe_mlp_dim");
