@@ -136,6 +136,24 @@ TEST(Flops, MatchesMaxTextWorkedValues) {
   EXPECT_NEAR(training_flops(c, 1, 2048).total() / 2048 / 1e9, 24.38, 0.01);
 }
 
+// A dense model's learnable FLOPs are 2 per token per weight of every matrix it multiplies by
+// (the lookup tables aside) plus the tied unembedding: the small members' K/V-sharing layers (no
+// k/v projections), double-wide MLPs and per-layer-input matrices included.
+TEST(Flops, SmallMembersCountEveryMatrixOnce) {
+  for (const char* name : {"gemma4-e2b", "gemma4-e4b", "gemma4-31b"}) {
+    const ModelConfig c = model_config_from(Config::defaults({std::string("model_name=") + name}));
+    const ParamTable table(c);
+    double matrices = 0;
+    for (const ParamSpec& s : table.specs())
+      if (s.shape.size() == 2 && s.name.rfind("embed_tokens", 0) != 0) matrices += double(s.numel());
+    const int64_t T = 4096;
+    const StepFlops f = training_flops(c, 1, T);
+    EXPECT_NEAR(f.learnable, 2.0 * T * (matrices + double(c.vocab_size * c.d_model)),
+                1e-12 * f.learnable)
+        << name;
+  }
+}
+
 TEST(Schedule, WarmupThenCosineToFinalFraction) {
   LrSchedule s{1.0, 100, 0.1, 0.1};
   EXPECT_EQ(s.at(0), 0.0);

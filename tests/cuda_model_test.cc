@@ -49,18 +49,6 @@ Tensor gradients(Backend& be, const ModelConfig& cfg, const Batch& batch, DType 
   return copy;
 }
 
-// The weights a bf16 step computes with: the matrices (and the embedding) rounded to bf16; norm
-// scales, router scales and layer_scalar stay fp32 (model/weights.h compute_weights).
-Tensor bf16_rounded_matrices(const ParamTable& table, const Tensor& w) {
-  Tensor r = Tensor::empty(w.shape(), DType::F32, MemKind::Params);
-  for (const ParamSpec& s : table.specs())
-    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i) {
-      const double v = get_as_double(w, i);
-      set_from_double(r, i, s.init == ParamInit::Ones ? v : double(bf16(v)));
-    }
-  return r;
-}
-
 TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
   for (int64_t experts : {5, 2, 1}) {  // 1: the dense layer (gemma4-31b)
     ModelConfig cfg = testing::small_test_config(2);
@@ -94,7 +82,7 @@ TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
     // 0.060, max 0.092), so the whole error (0.128) cannot meet 3 x noise there; the arithmetic's
     // share is 0.072. At d_model 64 or MLP 64 the same dense layer's whole error is 0.023-0.028.
     LossInfo lw;
-    const Tensor gw = gradients(ref, cfg, batch, DType::F32, bf16_rounded_matrices(table, w), &lw);
+    const Tensor gw = gradients(ref, cfg, batch, DType::F32, testing::bf16_rounded_matrices(table, w), &lw);
     const double arith_err = testing::relative_l2(gw, gkb);
     EXPECT_LE(arith_err, 3 * noise_err) << experts << " experts, against the rounded matrices";
     EXPECT_LE(arith_err, 0.1) << experts << " experts, against the rounded matrices";

@@ -592,6 +592,19 @@ TEST(FsdpRun, TheDenseMemberTrainsOnTwoRanks) {
   EXPECT_LE(testing::max_abs_diff(a, b), 1e-10) << "2 ranks, fp64";
 }
 
+// The small block is not sharded yet: 2 ranks are refused before any step, naming why.
+TEST(FsdpRun, TheSmallBlockIsRefusedOnSeveralRanks) {
+  REQUIRE_MPI();
+  TempDir dir;
+  std::string out;
+  EXPECT_NE(launch(2, tiny(dir.str(), 1,
+                           {"decoder_block=gemma4_small", "num_experts=1", "sliding_window_pattern=3",
+                            "hidden_size_per_layer_input=4", "vocab_size_per_layer_input=259"}),
+                   &out),
+            0);
+  EXPECT_NE(out.find("per-layer inputs are not sharded under FSDP yet"), std::string::npos) << out;
+}
+
 // The default backend under FSDP, on the default (MaxText's) initialisation. In fp64, 2 ranks
 // compute one rank's losses to 1e-12 in both embedding modes: the paths are the same
 // arithmetic. In fp32 they sum in other orders (partial sums per rank; vocabulary-parallel, the

@@ -449,8 +449,6 @@ TEST(HfConfig, UnsupportedFeaturesAreNamed) {
     const char* expect;
   };
   const Case cases[] = {
-      {"hidden_size_per_layer_input", 256, "per-layer input"},
-      {"num_kv_shared_layers", 20, "KV sharing"},
       {"attention_bias", true, "bias"},
       {"hidden_activation", "gelu", "gelu_pytorch_tanh"},
       {"tie_word_embeddings", false, "ties"},
@@ -463,8 +461,8 @@ TEST(HfConfig, UnsupportedFeaturesAreNamed) {
     expect_error([&] { parse(t); }, {std::string(cs.key) + " = " + cs.value.dump(), cs.expect});
   }
   json t = text_only_26b();
-  t.erase("hidden_size_per_layer_input");  // transformers' default is 256
-  expect_error([&] { parse(t); }, {"hidden_size_per_layer_input", "defaults it to 256"});
+  t.erase("hidden_size_per_layer_input");  // transformers' default is 256: the small block's
+  expect_error([&] { parse(t); }, {"hidden_size_per_layer_input 256", "dense layer only"});
   t = json::parse(kGemma4_26b);
   t["tie_word_embeddings"] = false;  // the multimodal wrapper's own flag
   expect_error([&] { parse(t); }, {"tie_word_embeddings = false"});

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +67,43 @@ TEST(HfModel, DenseRoundTripIsBitExact) {
   EXPECT_EQ(ParamTable(back).total(), f.table.total());
   const NamedTensors t = hf_named_tensors(f.table, f.weights, "model.", DType::F32);
   for (const auto& [name, tensor] : t) EXPECT_EQ(name.find("router"), std::string::npos) << name;
+}
+
+// The small block (gemma4-e2b/e4b): per-layer-input tensors, no k/v weights in the sharing
+// layers, a double-wide MLP there; config.json and weights read back as written, bit for bit.
+TEST(HfModel, SmallBlockRoundTripIsBitExact) {
+  ModelConfig c = testing::small_test_config(4);  // layers 1, 3 global; 2, 3 read 0, 1
+  c.num_experts = 1;
+  c.share_kv_projections = false;
+  c.global_num_kv_heads = c.num_kv_heads;  // as transformers has it without K = V
+  c.per_layer_input_dim = 4;
+  c.per_layer_vocab = c.vocab_size;
+  c.num_kv_shared_layers = 2;
+  c.double_wide_mlp = true;
+  Folder f(c);
+  f.write();
+  const Tensor w = f.load();
+  EXPECT_EQ(0, std::memcmp(w.raw(), f.weights.raw(), w.nbytes()));
+  const ModelConfig back = read_hf_model_folder(f.dir.str()).config;
+  EXPECT_EQ(back.shape_difference(c), "");
+  EXPECT_EQ(ParamTable(back).total(), f.table.total());
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : hf_named_tensors(f.table, f.weights, "model.", DType::F32))
+    names.insert(name);
+  for (const char* n : {"model.embed_tokens_per_layer.weight",
+                        "model.per_layer_model_projection.weight",
+                        "model.per_layer_projection_norm.weight",
+                        "model.layers.3.per_layer_input_gate.weight",
+                        "model.layers.3.per_layer_projection.weight",
+                        "model.layers.3.post_per_layer_input_norm.weight",
+                        "model.layers.1.self_attn.k_proj.weight"})
+    EXPECT_TRUE(names.count(n)) << n;
+  for (const char* n : {"model.layers.2.self_attn.k_proj.weight",
+                        "model.layers.3.self_attn.v_proj.weight",
+                        "model.layers.2.self_attn.k_norm.weight"})
+    EXPECT_FALSE(names.count(n)) << n;
+  EXPECT_EQ(f.table.at("layers.3.mlp.down_proj.weight").shape[1], 2 * c.mlp_dim);
+  EXPECT_EQ(f.table.at("layers.1.mlp.down_proj.weight").shape[1], c.mlp_dim);
 }
 
 TEST(HfModel, Bfloat16ShardsAreConvertedOnLoad) {

@@ -7,6 +7,7 @@
 #include "gemmax/config/config.h"
 #include "gemmax/config/maxtext_keys.h"
 #include "gemmax/config/run_config.h"
+#include "gemmax/model/params.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -145,16 +146,22 @@ TEST(ConfigMaxText, ModelFileStandsForItsModelName) {
   // The file is gemma4-26b's: another model_name contradicts it.
   expect_error([&] { Config::load(dir / "models/gemma4-26b.yml", {"model_name=gemma4-tiny"}); },
                {"model_name=gemma4-tiny contradicts", "the model file of gemma4-26b"});
-  // A family member gemmax does not build: a clear error, not a crash.
+  // The small block's model file (gemma4_small) stands for gemma4-e2b.
   write_file(dir / "models/gemma4-e2b.yml",
              "decoder_block: \"gemma4_small\"\nhidden_size_per_layer_input: 256\n"
              "num_kv_shared_layers: 20\nuse_double_wide_mlp: true\n");
-  expect_error([&] { Config::load(dir / "models/gemma4-e2b.yml", {}); },
-               {"'gemma4-e2b' is not built in gemmax yet", "gemma4_small"});
-  // The same block asked for by key.
-  expect_error([] { Config::defaults({"decoder_block=gemma4_small"}); },
-               {"'decoder_block' is gemma4_small", "gemmax has only decoder_block=\"gemma4\""});
-  expect_error([] { Config::defaults({"num_kv_shared_layers=18"}); }, {"KV sharing"});
+  const ModelConfig e2b = model_config_from(Config::load(dir / "models/gemma4-e2b.yml", {}));
+  EXPECT_EQ(e2b.name, "gemma4-e2b");
+  EXPECT_EQ(e2b.num_kv_shared_layers, 20);
+  // A block gemmax does not build, and keys that contradict their block: clear errors.
+  expect_error([] { Config::defaults({"decoder_block=llama2"}); },
+               {"'decoder_block' is \"llama2\"", "gemma4_small"});
+  expect_error([] { model_config_from(Config::defaults({"num_kv_shared_layers=2"})); },
+               {"decoder_block \"gemma4\"", "num_kv_shared_layers=2", "decoder_block=gemma4_small"});
+  expect_error([] { model_config_from(Config::defaults({"decoder_block=gemma4_small",
+                                                        "hidden_size_per_layer_input=8",
+                                                        "vocab_size_per_layer_input=259"})); },
+               {"hidden_size_per_layer_input 8", "dense layer only"});
 }
 
 TEST(ConfigMaxText, MaxTextModelNames) {
@@ -162,9 +169,19 @@ TEST(ConfigMaxText, MaxTextModelNames) {
   const ModelConfig theirs = model_config_from(Config::defaults({"model_name=gemma4-26b"}));
   EXPECT_EQ(ours.shape_difference(theirs), "");
   EXPECT_EQ(theirs.name, "gemma4-26b");
-  for (const char* name : {"gemma4-e2b", "gemma4-e4b"})
-    expect_error([&] { Config::defaults({std::string("model_name=") + name}); },
-                 {std::string("model_name '") + name + "' is not built in gemmax yet"});
+  // The small members: MaxText's sizes, per-layer inputs, shared K/V.
+  const ModelConfig e2b = model_config_from(Config::defaults({"model_name=gemma4-e2b"}));
+  const ModelConfig e4b = model_config_from(Config::defaults({"model_name=gemma4-e4b"}));
+  EXPECT_EQ(ParamTable(e2b).total(), 4628569344 + 35);  // transformers' count + 35 layer_scalars
+  EXPECT_EQ(ParamTable(e4b).total(), 7463013376 + 42);  // (a buffer there, a parameter here)
+  EXPECT_EQ(e2b.kv_donor(15), 13);  // the last sliding layer before the 20 sharing ones
+  EXPECT_EQ(e2b.kv_donor(34), 14);  // the last global one
+  EXPECT_EQ(e2b.layer_mlp_dim(15), 2 * 6144);
+  EXPECT_EQ(e4b.layer_mlp_dim(41), 10240);
+  // MaxText's model files leave global_num_kv_heads at its 0: the global layers' as the sliding.
+  EXPECT_EQ(model_config_from(Config::defaults({"model_name=gemma4-e4b", "global_num_kv_heads=0"}))
+                .global_num_kv_heads,
+            2);
   // The dense member: MaxText's num_experts=1, every layer the MLP alone.
   const ModelConfig dense = model_config_from(Config::defaults({"model_name=gemma4-31b"}));
   EXPECT_FALSE(dense.has_moe());

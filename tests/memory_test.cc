@@ -86,6 +86,33 @@ TEST(MemoryPlan, DenseModelMatchesMeasuredPeaks) {
     }
 }
 
+// The small block (gemma4-e2b/e4b's): plan = measured on both backends under every remat policy,
+// per-layer inputs, shared K/V (layers 4 and 5 read layers 3 and 2) and double-wide MLPs included.
+std::vector<std::string> small_block_keys() {
+  return {"decoder_block=gemma4_small", "num_experts=1",          "sliding_window_pattern=3",
+          "hidden_size_per_layer_input=8", "vocab_size_per_layer_input=259",
+          "num_kv_shared_layers=2",     "use_double_wide_mlp=true"};
+}
+
+TEST(MemoryPlan, SmallBlockMatchesMeasuredPeaks) {
+  for (const char* backend : {"cpu", "reference"})
+    for (const char* remat : {"none", "minimal", "full"}) {
+      TempDir dir;
+      std::vector<std::string> keys = small_block_keys();
+      keys.insert(keys.end(), {std::string("backend=") + backend,
+                               std::string("remat_policy=") + remat, "num_vocab_tiling=2"});
+      Trainer t(Config::defaults(small_run(dir, keys)));
+      std::ostringstream log;
+      t.run(log);
+      const MemoryPlan& plan = t.memory_plan();
+      for (size_t k = 0; k < kNumMemKinds; ++k)
+        EXPECT_EQ(plan.peak[k], int64_t(tracker().peak(MemKind(k))))
+            << backend << " " << remat << ": " << mem_kind_name(MemKind(k)) << "\n"
+            << log.str();
+      EXPECT_EQ(plan.peak_total, int64_t(tracker().peak_total())) << backend << " " << remat;
+    }
+}
+
 // Under full remat a layer keeps only its input: two more layers add exactly two [T, D]
 // tensors of saved activations; without remat they add all their internals.
 TEST(MemoryPlan, FullRematSavesOnlyTheLayerInputPerLayer) {

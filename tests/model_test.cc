@@ -27,8 +27,23 @@ ModelConfig test_config(int64_t experts) {
   return c;
 }
 
+// The small block (gemma4-e2b/e4b): 4 layers (1 and 3 global) with per-layer inputs; layers 2
+// and 3 read the K/V of layers 0 and 1 and have double-wide MLPs.
+ModelConfig small_block_config() {
+  ModelConfig c = testing::small_test_config(4);
+  c.num_experts = 1;
+  c.share_kv_projections = false;
+  c.global_num_kv_heads = c.num_kv_heads;  // as transformers has it without K = V
+  c.per_layer_input_dim = 6;
+  c.per_layer_vocab = c.vocab_size;
+  c.num_kv_shared_layers = 2;
+  c.double_wide_mlp = true;
+  return c;
+}
+
 struct Fixture {
   explicit Fixture(int64_t experts = 5) : cfg(test_config(experts)) {}
+  explicit Fixture(const ModelConfig& c) : cfg(c) {}
   ModelConfig cfg;
   ReferenceBackend be;
   ParamTable table{cfg};
@@ -100,8 +115,8 @@ TEST(LayerGradient, DenseLayersMatchFiniteDifferences) {
   check_layer_gradients(1, 1);
 }
 
-void check_model_gradients(int64_t experts) {
-  Fixture f(experts);
+void check_model_gradients(const ModelConfig& cfg) {
+  Fixture f(cfg);
   Gemma4Model model(f.cfg, f.be, {DType::F64, RematPolicy::None, 1});
   Tensor grads = Tensor::zeros({f.table.total()}, DType::F64);
   const LossInfo info = model.forward_backward(f.in, f.weights, grads);
@@ -117,15 +132,21 @@ void check_model_gradients(int64_t experts) {
                            loss, 5);
 }
 
-TEST(ModelGradient, WholeModelMatchesFiniteDifferences) { check_model_gradients(5); }
-TEST(ModelGradient, WholeDenseModelMatchesFiniteDifferences) { check_model_gradients(1); }
+TEST(ModelGradient, WholeModelMatchesFiniteDifferences) { check_model_gradients(test_config(5)); }
+TEST(ModelGradient, WholeDenseModelMatchesFiniteDifferences) {
+  check_model_gradients(test_config(1));
+}
+TEST(ModelGradient, SmallBlockModelMatchesFiniteDifferences) {
+  check_model_gradients(small_block_config());
+}
 
 // The three remat policies give bit-identical losses and gradients: recomputation re-runs the
 // same deterministic ops on the same inputs. bf16 runs use fp32 master weights.
 class RematThreads : public testing::WithThreads {};
 
 TEST_P(RematThreads, RematPoliciesGiveIdenticalGradients) {
-  Fixture f;
+  for (const ModelConfig& cfg : {test_config(5), small_block_config()}) {
+  Fixture f(cfg);
   for (DType act : {DType::F64, DType::F32, DType::BF16}) {
     const DType wdt = act == DType::BF16 ? DType::F32 : act;
     Tensor w = Tensor::empty({f.table.total()}, wdt);
@@ -142,6 +163,7 @@ TEST_P(RematThreads, RematPoliciesGiveIdenticalGradients) {
       EXPECT_EQ(0, std::memcmp(grads[0].raw(), grads[i].raw(), grads[0].nbytes()))
           << dtype_name(act) << " policy " << i;
     }
+  }
   }
 }
 

@@ -200,6 +200,18 @@ inline Tensor trained_like_weights(const ParamTable& table, double noise, uint64
   return w;
 }
 
+// The weights a bf16 step computes with: the matrices (and the embedding) rounded to bf16; norm
+// scales, router scales and layer_scalar stay fp32 (model/weights.h compute_weights).
+inline Tensor bf16_rounded_matrices(const ParamTable& table, const Tensor& w) {
+  Tensor r = Tensor::empty(w.shape(), DType::F32, MemKind::Params);
+  for (const ParamSpec& s : table.specs())
+    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i) {
+      const double v = get_as_double(w, i);
+      set_from_double(r, i, s.init == ParamInit::Ones ? v : double(bf16(v)));
+    }
+  return r;
+}
+
 // ||x - ref|| / ||ref|| over all elements.
 inline double relative_l2(const Tensor& ref, const Tensor& x) {
   double d = 0, n = 0;

@@ -68,10 +68,6 @@ PRESETS = {
                       vocab=89, window=4, seq=12, per_layer_dim=5, kv_shared=2),
 }
 
-# Presets of blocks gemmax does not build yet: the reference and transformers check them
-# (test_reference.py, hf_compare.py); parity.py leaves them out unless named.
-REFERENCE_ONLY = {"small_e2b", "small_e4b"}
-
 # Router top-k margin required for every token in every layer, relative to max(1, |logits|):
 # far above fp32 rounding (~1e-7) and the ~1e-6 forward differences between implementations.
 MIN_MARGIN = 1e-3

@@ -30,6 +30,8 @@ def maxtext_parse(base_yml, overrides):
 
 
 def same(gemmax_text, maxtext_value):
+  if hasattr(maxtext_value, "value"):  # an enum (decoder_block): its config-file spelling
+    maxtext_value = maxtext_value.value
   if isinstance(maxtext_value, bool):
     return gemmax_text == ("true" if maxtext_value else "false")
   if isinstance(maxtext_value, (int, float)):
@@ -77,6 +79,8 @@ def check(name, gemmax, gemmax_args, base_yml, model_name, extra):
     if key == "model_name":
       continue
     theirs = getattr(cfg, key)
+    if key == "global_num_kv_heads" and theirs == 0:  # MaxText's 0: as the sliding layers
+      theirs = cfg.base_num_kv_heads
     compared += 1
     if not same(value, theirs):
       ok = False

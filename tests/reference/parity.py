@@ -238,8 +238,7 @@ def main(argv=None):
         return 0 if self_test() else 1
     if not a.gemmax:
         ap.error("--gemmax PATH (or --self-test) is required")
-    presets = a.preset or [p for p in make_random_model.PRESETS
-                            if p not in make_random_model.REFERENCE_ONLY]
+    presets = a.preset or list(make_random_model.PRESETS)
     cmd = [os.path.abspath(a.gemmax), "grad", "--dtype", a.gemmax_dtype,
            "--backend", a.gemmax_backend]
     ok = check_presets(cmd, presets, a.keep, a.gemmax_dtype)

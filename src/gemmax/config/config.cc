@@ -322,6 +322,9 @@ void Config::apply_preset() {
 
 void Config::check_fixed_keys() const {
   // decoder_block first: a model file of another block fails on it with the clearest message.
+  if (const std::string b = get_string("decoder_block"); b != "gemma4" && b != "gemma4_small")
+    fail("key 'decoder_block' is \"", b, "\", but gemmax builds only \"gemma4\" (gemma4-26b, "
+         "gemma4-31b) and \"gemma4_small\" (gemma4-e2b, gemma4-e4b) (docs/MAXTEXT.md)");
   std::vector<const MaxTextKey*> order;
   if (const MaxTextKey* b = find_maxtext_key("decoder_block")) order.push_back(b);
   for (const MaxTextKey& k : maxtext_keys())

@@ -122,9 +122,7 @@ constexpr MaxTextKey kKeys[] = {
     {"weight_sparsity_update_step", N, "", kOff},
     {"weight_sparsity_start_step", N, "", kOff},
     {"te_comm_gemm_overlap", N, "", kKernel},
-    {"decoder_block", F, "\"gemma4\"",
-     "the Gemma-4 layer, MoE or dense (num_experts=1); the gemma4_small block (gemma4-e2b/e4b) "
-     "and other families are not built"},
+    {"decoder_block", I},
     {"weight_dtype", I},
     {"unquantized_modules", F, "[]"},
     {"weight_block_size", F, "None"},
@@ -320,14 +318,10 @@ constexpr MaxTextKey kKeys[] = {
     {"v_norm_with_scale", F, "false", "V is RMS-normalised without a learned scale"},
     {"qk_norm_with_scale", F, "true", "q and k RMSNorms have learned scales"},
     {"mla_naive_kvcache", N, "", kInference},
-    {"hidden_size_per_layer_input", F, "0",
-     "no per-layer input embeddings (the gemma4_small block of gemma4-e2b/e4b is not built)"},
-    {"vocab_size_per_layer_input", F, "0",
-     "no per-layer input embeddings (the gemma4_small block of gemma4-e2b/e4b is not built)"},
-    {"num_kv_shared_layers", F, "0",
-     "every layer computes its own K and V (KV sharing of gemma4-e2b/e4b is not built)"},
-    {"use_double_wide_mlp", F, "false",
-     "every layer has the same MLP width (the double-wide MLP of gemma4-e2b is not built)"},
+    {"hidden_size_per_layer_input", I},
+    {"vocab_size_per_layer_input", I},
+    {"num_kv_shared_layers", I},
+    {"use_double_wide_mlp", I},
     {"moba", F, "false"},
     {"moba_chunk_size", N, "", kOff},
     {"moba_topk", N, "", kOff},
@@ -939,12 +933,12 @@ constexpr MaxTextModel kModels[] = {
     {"gemma4-26b", "gemma4-26b-a4b", "trained: the MoE, 30 layers, 128 experts top-8"},
     {"gemma4-31b", "gemma4-31b",
      "trained: the dense model, 60 layers, d_model 5376, MLP 21504, no MoE (num_experts=1)"},
-    {"gemma4-e2b", "",
-     "MaxText's gemma4_small block (per-layer input embeddings, K/V shared by the "
-     "last num_kv_shared_layers layers, a double-wide MLP)"},
-    {"gemma4-e4b", "",
-     "MaxText's gemma4_small block (per-layer input embeddings, K/V shared by the "
-     "last num_kv_shared_layers layers)"},
+    {"gemma4-e2b", "gemma4-e2b",
+     "trained: the gemma4_small block, 35 layers, d_model 1536, per-layer inputs of 256, the last "
+     "20 layers on earlier layers' K/V with a double-wide MLP"},
+    {"gemma4-e4b", "gemma4-e4b",
+     "trained: the gemma4_small block, 42 layers, d_model 2560, per-layer inputs of 256, the last "
+     "18 layers on earlier layers' K/V"},
 };
 }  // namespace
 

@@ -21,6 +21,13 @@ int64_t ModelConfig::num_global_layers() const {
   return n;
 }
 
+int64_t ModelConfig::kv_donor(int64_t layer) const {
+  if (!kv_shared(layer)) return -1;
+  for (int64_t j = num_layers - num_kv_shared_layers - 1; j >= 0; --j)
+    if (is_global(j) == is_global(layer)) return j;
+  return -1;
+}
+
 void ModelConfig::validate() const {
   // Sizes are bounded so that every product of them (shapes, parameter counts, byte counts)
   // fits in 64 bits: a huge value in a config file is an error, not an overflow.
@@ -44,6 +51,27 @@ void ModelConfig::validate() const {
     size(num_experts_per_tok, "num_experts_per_tok", kMaxDim);
   }
   size(sliding_window, "sliding_window_size", int64_t(INT32_MAX));
+  if (num_kv_shared_layers < 0 || num_kv_shared_layers >= num_layers)
+    fail("model '", name, "': num_kv_shared_layers must lie in [0, base_num_decoder_layers), got ",
+         num_kv_shared_layers);
+  for (int64_t l = 0; l < num_layers; ++l)
+    if (kv_shared(l) && kv_donor(l) < 0)
+      fail("model '", name, "': layer ", l, " shares K/V (num_kv_shared_layers ",
+           num_kv_shared_layers, ") but no earlier layer is ", is_global(l) ? "global" : "sliding",
+           "; lower num_kv_shared_layers");
+  if (per_layer_input_dim < 0)
+    fail("model '", name, "': hidden_size_per_layer_input must be >= 0, got ",
+         per_layer_input_dim);
+  if (has_per_layer_inputs()) {
+    size(per_layer_input_dim, "hidden_size_per_layer_input", kMaxDim);
+    if (per_layer_vocab != vocab_size)  // every token id indexes both tables
+      fail("model '", name, "': vocab_size_per_layer_input (", per_layer_vocab,
+           ") must equal vocab_size (", vocab_size, ")");
+    if (has_moe())
+      fail("model '", name, "': per-layer inputs (hidden_size_per_layer_input ",
+           per_layer_input_dim, ") come with the dense layer only (num_experts=1), got ",
+           num_experts, " experts");
+  }
   if (has_moe() && num_experts_per_tok > num_experts)
     fail("model '", name, "': num_experts_per_tok (", num_experts_per_tok,
          ") cannot exceed num_experts (", num_experts, ")");
@@ -79,7 +107,8 @@ void ModelConfig::validate() const {
       (has_moe() ? double(num_experts) * 3.0 * double(moe_mlp_dim) * double(d_model) : 0.0) +
       3.0 * double(mlp_dim) * double(d_model) +
       4.0 * double(num_heads) * double(std::max(head_dim, global_head_dim)) * double(d_model);
-  const double total = double(vocab_size) * double(d_model) + double(num_layers) * per_layer;
+  const double total = double(vocab_size) * double(d_model) + double(num_layers) * per_layer +
+                       double(per_layer_vocab) * double(num_layers) * double(per_layer_input_dim);
   constexpr double kMaxParams = double(int64_t(1) << 48);
   if (total > kMaxParams)
     fail("model '", name, "' would have about ", total, " parameters, more than the ", kMaxParams,
@@ -113,7 +142,11 @@ std::string ModelConfig::shape_difference(const ModelConfig& o) const {
            diff("share_kv_projections", share_kv_projections, o.share_kv_projections),
            diff("final_logits_soft_cap", final_logits_soft_cap, o.final_logits_soft_cap),
            diff("normalization_layer_epsilon", norm_eps, o.norm_eps),
-           diff("norm_topk_prob", norm_topk_prob, o.norm_topk_prob)})
+           diff("norm_topk_prob", norm_topk_prob, o.norm_topk_prob),
+           diff("hidden_size_per_layer_input", per_layer_input_dim, o.per_layer_input_dim),
+           diff("vocab_size_per_layer_input", per_layer_vocab, o.per_layer_vocab),
+           diff("num_kv_shared_layers", num_kv_shared_layers, o.num_kv_shared_layers),
+           diff("use_double_wide_mlp", double_wide_mlp, o.double_wide_mlp)})
     if (!d.empty()) return d;
   return "";
 }

@@ -44,6 +44,11 @@ struct ModelConfig {
   InitScheme init_scheme = InitScheme::MaxText;  // init_scheme
   double dense_init_scale = 1.0;        // dense_init_scale (MaxText): variance scale of the MoE
                                         // block's kernels (dense MLP, router, experts)
+  // The small block (gemma4-e2b/e4b, MaxText's gemma4_small; docs/MODEL.md §3.2).
+  int64_t per_layer_input_dim = 0;  // hidden_size_per_layer_input (both; 0: none)
+  int64_t per_layer_vocab = 0;      // vocab_size_per_layer_input (both): the table's rows
+  int64_t num_kv_shared_layers = 0;  // num_kv_shared_layers (both): the last layers reuse K/V
+  bool double_wide_mlp = false;      // use_double_wide_mlp (both): those layers' MLP is 2x wide
 
   bool is_global(int64_t layer) const {
     return sliding_window_pattern > 0 && layer % sliding_window_pattern == sliding_window_pattern - 1;
@@ -60,6 +65,18 @@ struct ModelConfig {
   // MaxText's num_experts=1 (HF enable_moe_block=false) is the dense layer of gemma4-31b: the
   // GeGLU MLP alone between pre_ and post_feedforward_layernorm, no router and no experts.
   bool has_moe() const { return num_experts > 1; }
+  bool has_per_layer_inputs() const { return per_layer_input_dim > 0; }
+  // Layer l has no k/v projections or norms: it attends with kv_donor(l)'s normed, rotated K/V.
+  bool kv_shared(int64_t layer) const {
+    return num_kv_shared_layers > 0 && layer >= num_layers - num_kv_shared_layers;
+  }
+  // The last layer of the same kind (sliding or global) before the first sharing layer, or -1.
+  int64_t kv_donor(int64_t layer) const;
+  // The dense MLP's width in layer l (twice base_mlp_dim in the sharing layers with
+  // use_double_wide_mlp).
+  int64_t layer_mlp_dim(int64_t layer) const {
+    return double_wide_mlp && kv_shared(layer) ? 2 * mlp_dim : mlp_dim;
+  }
 
   // Throws gemmax::Error naming the first inconsistent field.
   void validate() const;

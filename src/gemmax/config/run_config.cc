@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "gemmax/base/error.h"
+
 namespace gemmax {
 
 ModelConfig model_config_from(const Config& c) {
@@ -14,6 +16,7 @@ ModelConfig model_config_from(const Config& c) {
   m.num_kv_heads = c.get_int("base_num_kv_heads");
   m.head_dim = c.get_int("head_dim");
   m.global_num_kv_heads = c.get_int("global_num_kv_heads");
+  if (m.global_num_kv_heads == 0) m.global_num_kv_heads = m.num_kv_heads;  // MaxText's 0: as sliding
   m.global_head_dim = c.get_int("global_head_dim");
   m.mlp_dim = c.get_int("base_mlp_dim");
   m.moe_mlp_dim = c.get_int("base_moe_mlp_dim");
@@ -33,6 +36,17 @@ ModelConfig model_config_from(const Config& c) {
   m.initializer_range = c.get_double("initializer_range");
   m.init_scheme = parse_init_scheme(c.get_string("init_scheme"));
   m.dense_init_scale = c.get_double("dense_init_scale");
+  const std::string block = c.get_string("decoder_block");  // gemma4 | gemma4_small (at load)
+  m.per_layer_input_dim = c.get_int("hidden_size_per_layer_input");
+  m.per_layer_vocab = c.get_int("vocab_size_per_layer_input");
+  m.num_kv_shared_layers = c.get_int("num_kv_shared_layers");
+  m.double_wide_mlp = c.get_bool("use_double_wide_mlp");
+  if (block == "gemma4" && (m.per_layer_input_dim != 0 || m.num_kv_shared_layers != 0 ||
+                            m.double_wide_mlp))
+    fail("decoder_block \"gemma4\" has no per-layer inputs, shared K/V or double-wide MLPs, but "
+         "hidden_size_per_layer_input=", m.per_layer_input_dim, " num_kv_shared_layers=",
+         m.num_kv_shared_layers, " use_double_wide_mlp=", m.double_wide_mlp ? "true" : "false",
+         "; set decoder_block=gemma4_small or those keys to 0/false");
   m.validate();
   return m;
 }
@@ -55,6 +69,11 @@ std::string maxtext_model_keys(const ModelConfig& m) {
      << " share_kv_projections=" << (m.share_kv_projections ? "true" : "false")
      << " final_logits_soft_cap=" << m.final_logits_soft_cap
      << " normalization_layer_epsilon=" << m.norm_eps;
+  if (m.has_per_layer_inputs() || m.num_kv_shared_layers > 0)
+    os << " decoder_block=gemma4_small hidden_size_per_layer_input=" << m.per_layer_input_dim
+       << " vocab_size_per_layer_input=" << m.per_layer_vocab
+       << " num_kv_shared_layers=" << m.num_kv_shared_layers
+       << " use_double_wide_mlp=" << (m.double_wide_mlp ? "true" : "false");
   if (m.has_moe())
     os << " norm_topk_prob=" << (m.norm_topk_prob ? "true" : "false")
        << " load_balance_loss_weight=" << m.load_balance_loss_weight;

@@ -224,16 +224,19 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
     c.num_experts_per_tok = 1;
     c.moe_mlp_dim = 0;
   }
+  // The small block (gemma4-e2b/e4b), with transformers' defaults: absent is 256 per-layer
+  // inputs over 262144 tokens (null or 0: none).
   if (const json* v = k.find("hidden_size_per_layer_input"); v == nullptr)
-    k.unsupported("hidden_size_per_layer_input", "absent (transformers defaults it to 256)",
-                  "per-layer input embeddings are not implemented; set it to 0");
-  else if (!v->is_null() && k.to_int("hidden_size_per_layer_input", *v) != 0)
-    k.unsupported("hidden_size_per_layer_input", snippet(*v),
-                  "per-layer input embeddings are not implemented");
-  if (const json* v = k.find("num_kv_shared_layers");
-      v && k.to_int("num_kv_shared_layers", *v) != 0)
-    k.unsupported("num_kv_shared_layers", snippet(*v),
-                  "KV sharing across layers is not implemented");
+    c.per_layer_input_dim = 256;
+  else if (!v->is_null())
+    c.per_layer_input_dim = k.to_int("hidden_size_per_layer_input", *v);
+  if (c.per_layer_input_dim > 0) {
+    const json* v = k.find("vocab_size_per_layer_input");
+    c.per_layer_vocab = v && !v->is_null() ? k.to_int("vocab_size_per_layer_input", *v) : 262144;
+  }
+  if (const json* v = k.find("num_kv_shared_layers"); v && !v->is_null())
+    c.num_kv_shared_layers = k.to_int("num_kv_shared_layers", *v);
+  c.double_wide_mlp = k.boolean("use_double_wide_mlp", false);
   if (k.boolean("attention_bias", false))
     k.unsupported("attention_bias", "true", "attention projections have no bias in gemmax");
   if (const double d = k.num("attention_dropout", 0.0); d != 0.0)
@@ -459,10 +462,10 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   j["tie_word_embeddings"] = true;
   j["attention_bias"] = false;
   j["attention_dropout"] = 0.0;
-  j["hidden_size_per_layer_input"] = 0;
-  j["vocab_size_per_layer_input"] = c.vocab_size;
-  j["num_kv_shared_layers"] = 0;
-  j["use_double_wide_mlp"] = false;
+  j["hidden_size_per_layer_input"] = c.per_layer_input_dim;
+  j["vocab_size_per_layer_input"] = c.has_per_layer_inputs() ? c.per_layer_vocab : c.vocab_size;
+  j["num_kv_shared_layers"] = c.num_kv_shared_layers;
+  j["use_double_wide_mlp"] = c.double_wide_mlp;
   j["use_bidirectional_attention"] = nullptr;
   // Not part of the gemmax model; the released Gemma 4 values (docs/MODEL.md §1, §6).
   j["max_position_embeddings"] = 262144;

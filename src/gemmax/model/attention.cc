@@ -56,11 +56,18 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
     a.q_raw = ctx.act_tensor({d.T, d.H * d.hd}, Matmul);
     be.matmul(a.q_raw, a.normed, false, w.q_proj, true, false);
   }
-  if (!a.k_raw.defined()) {
+  if (ctx.cfg.kv_shared(layer)) {  // the donor's normed, rotated K/V: nothing to project
+    const int64_t donor = ctx.cfg.kv_donor(layer);
+    GEMMAX_CHECK(ctx.donor_kv && ctx.donor_kv->k[size_t(donor)].defined(), "layer ", layer,
+                 " reads the K/V of layer ", donor, ", which are not there");
+    a.k = ctx.donor_kv->k[size_t(donor)];
+    a.v = ctx.donor_kv->v[size_t(donor)];
+  }
+  if (!a.k.defined() && !a.k_raw.defined()) {
     a.k_raw = ctx.act_tensor({d.T, d.KV * d.hd}, Matmul);
     be.matmul(a.k_raw, a.normed, false, w.k_proj, true, false);
   }
-  if (!a.v_raw.defined()) {
+  if (!a.v.defined() && !a.v_raw.defined()) {
     if (d.shared_kv) {
       a.v_raw = a.k_raw;
     } else {
@@ -86,6 +93,10 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
     a.v = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
     a.rstd_v = ctx.stat_tensor({d.T * d.KV}, Other);
     ctx.rmsnorm(a.v, a.rstd_v, a.v_raw.view(a.v.shape()), Tensor());
+  }
+  if (ctx.donor_kv && !ctx.recompute && !ctx.cfg.kv_shared(layer)) {
+    ctx.donor_kv->k[size_t(layer)] = a.k;  // kept for the sharing layers (the step's end)
+    ctx.donor_kv->v[size_t(layer)] = a.v;
   }
 }
 
@@ -129,6 +140,38 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
   be.attention_backward(dq, dk, dv, dattn, a.q, a.k, a.v, a.attn, a.lse, ctx.in.segment_ids,
                         attention_shape(ctx, layer, d));
   dattn = Tensor();
+
+  if (ctx.cfg.kv_shared(layer)) {  // dk, dv are the donor's: kept for its backward
+    const size_t donor = size_t(ctx.cfg.kv_donor(layer));
+    for (auto [from, to] : {std::pair{&dk, &ctx.donor_kv->dk[donor]},
+                            std::pair{&dv, &ctx.donor_kv->dv[donor]}}) {
+      if (to->defined()) {
+        be.axpy(*to, 1.0, *from);
+      } else {
+        *to = be.alloc(from->shape(), from->dtype(), MemKind::Workspace);
+        be.copy(*to, *from);
+      }
+      *from = Tensor();
+    }
+    be.rope(dq, rope, true);
+    Tensor dq_raw = ctx.work({d.T, d.H * d.hd});
+    be.rmsnorm_backward(dq_raw, g.q_norm, dq, a.q_raw.view(dq.shape()), w.q_norm, a.rstd_q, 1.0,
+                        false);
+    dq = Tensor();
+    be.matmul(g.q_proj, dq_raw, true, a.normed, false, true);
+    Tensor da = ctx.work({d.T, d.D});
+    be.matmul(da, dq_raw, false, w.q_proj, false, false);
+    dq_raw = Tensor();
+    be.rmsnorm_backward(dx, g.input_norm, da, x, w.input_norm, a.rstd_in, 1.0, true);
+    return;
+  }
+  if (ctx.donor_kv && ctx.donor_kv->k[size_t(layer)].defined()) {  // a donor: add the readers'
+    DonorKv& kv = *ctx.donor_kv;
+    const size_t l = size_t(layer);
+    if (kv.dk[l].defined()) be.axpy(dk, 1.0, kv.dk[l]);
+    if (kv.dv[l].defined()) be.axpy(dv, 1.0, kv.dv[l]);
+    kv.k[l] = kv.v[l] = kv.dk[l] = kv.dv[l] = Tensor();  // every reader is done
+  }
 
   // RoPE backward rotates back; then the per-head norms.
   be.rope(dq, rope, true);

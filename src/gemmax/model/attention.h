@@ -7,6 +7,8 @@
 //   attention (the norm and the residual add are one op)
 #pragma once
 
+#include <vector>
+
 #include "gemmax/model/context.h"
 #include "gemmax/model/weights.h"
 
@@ -25,6 +27,13 @@ struct AttentionActs {
     gemmax::drop_unsaved({&normed, &rstd_in, &q_raw, &k_raw, &v_raw, &q, &k, &v, &rstd_q, &rstd_k,
                           &rstd_v, &attn, &lse, &proj, &rstd_post, &out});
   }
+};
+
+// K/V sharing (gemma4-e2b/e4b): a donor layer leaves its normed, rotated k and v here for the
+// later layers that read them, and those layers' backward adds their gradients for the donor's.
+struct DonorKv {
+  std::vector<Tensor> k, v, dk, dv;  // by donor layer
+  explicit DonorKv(int64_t layers) : k(layers), v(layers), dk(layers), dv(layers) {}
 };
 
 // The block in three parts: project (a, q, k, v), attend (attn, lse: within the batch, or

@@ -11,6 +11,7 @@
 namespace gemmax {
 
 class AttentionCore;  // model/attention.h
+struct DonorKv;      // model/attention.h
 
 // One batch on the backend's device (int32 [B*S] each; see data/batch.h).
 struct StepInputs {
@@ -97,6 +98,10 @@ struct LayerContext {
   // Where attention finds its keys and values: null (training) attends within the batch; the
   // decoder (model/decode.h) sets its KV cache here.
   AttentionCore* attention_core = nullptr;
+  // The small block (gemma4-e2b/e4b): the donors' K/V the sharing layers read (null without
+  // sharing), and the per-layer inputs [L, T, P] with their gradient (undefined without them).
+  DonorKv* donor_kv = nullptr;
+  Tensor per_layer_inputs, d_per_layer_inputs;
   bool recompute = false;  // filling in a layer's activations inside its backward
 
   DType act() const { return opt.act; }

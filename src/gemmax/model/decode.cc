@@ -15,6 +15,9 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   const DType act = model.options().act;
   GEMMAX_CHECK(weights.numel() == model.params().total(), "decoder: weights ", weights.str(),
                " for a model of ", model.params().total(), " parameters");
+  if (c.has_per_layer_inputs() || c.num_kv_shared_layers > 0)
+    fail("decoder: the small block of model '", c.name, "' (per-layer inputs, shared K/V) is "
+         "trained and evaluated, not decoded, in gemmax yet; set sample_max_new_tokens=0");
   if (options_.max_length <= 0)
     fail("decoder: max_length must be positive (prompt + new tokens), got ", options_.max_length);
   if (options_.prefill_chunk < 0)

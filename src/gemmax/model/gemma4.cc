@@ -5,6 +5,7 @@
 
 #include "gemmax/model/head.h"
 #include "gemmax/model/layer.h"
+#include "gemmax/model/per_layer_inputs.h"
 #include "gemmax/model/weights.h"
 
 namespace gemmax {
@@ -78,7 +79,7 @@ void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Te
   MemoryTracker& mem = be_.tracker();
   be_.fill(scalars.flat_slice(StepScalars::kCeSum, {1}), 0.0);
   be_.fill(scalars.flat_slice(StepScalars::kLbSum, {1}), 0.0);
-  const LayerContext ctx = context(in, scalars);
+  LayerContext ctx = context(in, scalars);
 
   // Forward. xs[l] is layer l's input; under full remat it is all a layer keeps. Each layer
   // computes with compute-dtype weights that live only while it runs.
@@ -86,6 +87,17 @@ void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Te
   std::vector<LayerActs> acts(L);
   mem.set_phase("embedding");
   xs[0] = P.embed(in);
+  // The small block: per-layer inputs from the tokens and x_0; donors' K/V for the sharing layers.
+  DonorKv donor_kv(L);
+  if (c.num_kv_shared_layers > 0) ctx.donor_kv = &donor_kv;
+  PerLayerInputActs pli_acts;
+  PerLayerInputWeights pli_w;
+  if (c.has_per_layer_inputs()) {
+    pli_w = P.per_layer_weights();
+    per_layer_inputs_forward(ctx, pli_w, xs[0], pli_acts);
+    ctx.per_layer_inputs = pli_acts.pli;
+    ctx.d_per_layer_inputs = be_.alloc(pli_acts.pli.shape(), act, MemKind::Workspace);
+  }
   for (int64_t l = 0; l < L; ++l) {
     mem.set_phase(layer_phase("forward", c, l));
     {
@@ -119,6 +131,9 @@ void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Te
     std::swap(dx, dx_prev);
   }
   mem.set_phase("embedding backward");
+  if (c.has_per_layer_inputs())
+    per_layer_inputs_backward(ctx, pli_w, P.per_layer_grads(), xs[0], pli_acts,
+                              ctx.d_per_layer_inputs, dx);
   P.embed_backward(in, dx);
 }
 
@@ -151,9 +166,17 @@ Tensor Gemma4Model::forward_only(const StepInputs& in, StepParams& P, const Tens
   be_.fill(scalars.flat_slice(StepScalars::kLbSum, {1}), 0.0);
   // The training step's own forward (its remat policy, so its buffers: what the memory plan
   // covers); what a layer keeps for a backward is freed as soon as the layer is done.
-  const LayerContext ctx = context(in, scalars);
+  LayerContext ctx = context(in, scalars);
   mem.set_phase("embedding");
   Tensor x = P.embed(in);
+  // The small block: per-layer inputs from the tokens and x_0; donors' K/V for the sharing layers.
+  DonorKv donor_kv(L);
+  if (c.num_kv_shared_layers > 0) ctx.donor_kv = &donor_kv;
+  PerLayerInputActs pli_acts;
+  if (c.has_per_layer_inputs()) {
+    per_layer_inputs_forward(ctx, P.per_layer_weights(), x, pli_acts);
+    ctx.per_layer_inputs = pli_acts.pli;
+  }
   for (int64_t l = 0; l < L; ++l) {
     mem.set_phase(layer_phase("forward", c, l));
     {

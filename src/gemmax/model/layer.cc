@@ -2,6 +2,16 @@
 
 namespace gemmax {
 
+namespace {
+
+// Layer l's slice [T, P] of the per-layer inputs [L, T, P] (or of their gradient).
+Tensor layer_slice(const LayerContext& ctx, const Tensor& all, int64_t layer) {
+  const int64_t T = ctx.tokens(), P = ctx.cfg.per_layer_input_dim;
+  return all.flat_slice(layer * T * P, {T, P});
+}
+
+}  // namespace
+
 void layer_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w, const Tensor& x,
                    const Tensor& y, LayerActs& a) {
   const int64_t T = ctx.tokens(), D = ctx.cfg.d_model;
@@ -13,7 +23,11 @@ void layer_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w
     a.rstd_ffw = ctx.stat_tensor({T}, ActClass::Other);
     ctx.rmsnorm(a.ffn, a.rstd_ffw, a.ffn_in(ctx.cfg), w.post_ffw_norm);
   }
-  if (y.defined()) ctx.be.scaled_sum_forward(y, a.h(), a.ffn, w.layer_scalar);
+  if (ctx.cfg.has_per_layer_inputs())
+    layer_input_forward(ctx, w, a.h(), a.ffn, layer_slice(ctx, ctx.per_layer_inputs, layer),
+                        a.pli, y);
+  else if (y.defined())
+    ctx.be.scaled_sum_forward(y, a.h(), a.ffn, w.layer_scalar);
 }
 
 void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
@@ -31,7 +45,11 @@ void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& 
 
   // y = (h + f) * s: d(h + f) = dy * s; ds += dy . (h + f).
   Tensor dh = ctx.work({T, D});
-  be.scaled_sum_backward(dh, g.layer_scalar, dy, a.h(), a.ffn, w.layer_scalar);
+  if (ctx.cfg.has_per_layer_inputs())  // y = (h + f + per-layer input term) * s
+    layer_input_backward(ctx, w, g, a.h(), layer_slice(ctx, ctx.per_layer_inputs, layer), a.pli,
+                         dy, dh, layer_slice(ctx, ctx.d_per_layer_inputs, layer));
+  else
+    be.scaled_sum_backward(dh, g.layer_scalar, dy, a.h(), a.ffn, w.layer_scalar);
 
   // f = RMSNorm(mlp + moe): both branches receive the same gradient and add into dh.
   Tensor dsum = ctx.work({T, D});

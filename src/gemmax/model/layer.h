@@ -4,6 +4,8 @@
 //   y = (h + f) * layer_scalar
 // The dense layer (gemma4-31b, ModelConfig::has_moe() false) has no MoE and no
 // post_feedforward_layernorm_1: f = RMSNorm( MLP(h) ; post_feedforward_layernorm ).
+// The small block (gemma4-e2b/e4b) adds the layer's per-layer input to h + f before the scalar
+// (model/per_layer_inputs.h), and its last layers attend with earlier layers' K/V.
 //
 // Remat (docs/TRAINING.md §10): the forward fills in only the activations its LayerActs does not
 // hold yet, and drop_unsaved(remat_policy) then releases what the remat policy does not keep. The
@@ -15,6 +17,7 @@
 #include "gemmax/model/attention.h"
 #include "gemmax/model/mlp.h"
 #include "gemmax/model/moe.h"
+#include "gemmax/model/per_layer_inputs.h"
 
 namespace gemmax {
 
@@ -23,6 +26,7 @@ struct LayerActs {
   MlpActs mlp;
   MoeActs moe;           // moe.out() is MLP out + MoE out [T, D]
   Tensor rstd_ffw, ffn;  // f = RMSNorm(ffn_in())
+  LayerInputActs pli;    // the small block's per-layer input (model/per_layer_inputs.h)
 
   const Tensor& h() const { return attn.out; }
   // What the post-feedforward norm reads: MLP + MoE, or the dense layer's MLP output.
@@ -31,6 +35,7 @@ struct LayerActs {
     attn.drop_unsaved();
     mlp.drop_unsaved();
     moe.drop_unsaved(remat);
+    pli.drop_unsaved();
     gemmax::drop_unsaved({&rstd_ffw, &ffn});
   }
 };

@@ -4,7 +4,7 @@ namespace gemmax {
 
 void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h, MlpActs& a) {
   Backend& be = ctx.be;
-  const int64_t T = ctx.tokens(), D = ctx.cfg.d_model, F = ctx.cfg.mlp_dim;
+  const int64_t T = ctx.tokens(), D = ctx.cfg.d_model, F = w.mlp_down.dim(1);  // layer_mlp_dim
   using enum ActClass;
   if (!a.normed.defined()) {
     a.normed = ctx.act_tensor({T, D}, Other);
@@ -37,7 +37,7 @@ void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
 void mlp_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,
                   const Tensor& h, const MlpActs& a, const Tensor& dout, const Tensor& dh) {
   Backend& be = ctx.be;
-  const int64_t T = ctx.tokens(), D = ctx.cfg.d_model, F = ctx.cfg.mlp_dim;
+  const int64_t T = ctx.tokens(), D = ctx.cfg.d_model, F = w.mlp_down.dim(1);  // layer_mlp_dim
   Tensor dproj = dout;
   if (ctx.cfg.has_moe()) {
     dproj = ctx.work({T, D});

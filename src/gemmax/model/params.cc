@@ -13,22 +13,31 @@ ParamTable::ParamTable(const ModelConfig& c) : config_(c) {
   const int64_t D = c.d_model, E = c.num_experts, F = c.moe_mlp_dim;
   constexpr FsdpRole M = FsdpRole::LayerMatrix, V = FsdpRole::SmallVector;
   add("embed_tokens.weight", {c.vocab_size, D}, ParamInit::Embedding, -1, FsdpRole::VocabRows);
+  if (c.has_per_layer_inputs()) {  // the small block's per-layer inputs (model/per_layer_inputs.h)
+    const int64_t LP = c.num_layers * c.per_layer_input_dim;
+    add("embed_tokens_per_layer.weight", {c.per_layer_vocab, LP}, ParamInit::Embedding, -1,
+        FsdpRole::VocabRows);
+    add("per_layer_model_projection.weight", {LP, D}, ParamInit::Dense, -1, M);
+    add("per_layer_projection_norm.weight", {c.per_layer_input_dim}, ParamInit::Ones, -1, V);
+  }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     const int64_t hd = c.layer_head_dim(l), kv = c.layer_kv_heads(l), H = c.num_heads;
     add(p + "input_layernorm.weight", {D}, ParamInit::Ones, l, V);
+    const bool own_kv = !c.kv_shared(l);  // a K/V-sharing layer has no k/v weights
     add(p + "self_attn.q_proj.weight", {H * hd, D}, ParamInit::Query, l, M);
-    add(p + "self_attn.k_proj.weight", {kv * hd, D}, ParamInit::Attention, l, M);
-    if (c.layer_has_v_proj(l))
+    if (own_kv) add(p + "self_attn.k_proj.weight", {kv * hd, D}, ParamInit::Attention, l, M);
+    if (own_kv && c.layer_has_v_proj(l))
       add(p + "self_attn.v_proj.weight", {kv * hd, D}, ParamInit::Attention, l, M);
     add(p + "self_attn.o_proj.weight", {D, H * hd}, ParamInit::Attention, l, M);
     add(p + "self_attn.q_norm.weight", {hd}, ParamInit::Ones, l, V);
-    add(p + "self_attn.k_norm.weight", {hd}, ParamInit::Ones, l, V);
+    if (own_kv) add(p + "self_attn.k_norm.weight", {hd}, ParamInit::Ones, l, V);
     add(p + "post_attention_layernorm.weight", {D}, ParamInit::Ones, l, V);
     add(p + "pre_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, V);
-    add(p + "mlp.gate_proj.weight", {c.mlp_dim, D}, ParamInit::Dense, l, M);  // then up_proj:
-    add(p + "mlp.up_proj.weight", {c.mlp_dim, D}, ParamInit::Dense, l, M);    // one [2F, D]
-    add(p + "mlp.down_proj.weight", {D, c.mlp_dim}, ParamInit::Dense, l, M);
+    const int64_t Fs = c.layer_mlp_dim(l);
+    add(p + "mlp.gate_proj.weight", {Fs, D}, ParamInit::Dense, l, M);  // then up_proj:
+    add(p + "mlp.up_proj.weight", {Fs, D}, ParamInit::Dense, l, M);    // one [2F, D]
+    add(p + "mlp.down_proj.weight", {D, Fs}, ParamInit::Dense, l, M);
     if (c.has_moe()) {  // the dense layer (gemma4-31b) has the MLP alone
       add(p + "post_feedforward_layernorm_1.weight", {D}, ParamInit::Ones, l, V);
       add(p + "router.proj.weight", {E, D}, ParamInit::Dense, l, M);
@@ -40,6 +49,12 @@ ParamTable::ParamTable(const ModelConfig& c) : config_(c) {
       add(p + "post_feedforward_layernorm_2.weight", {D}, ParamInit::Ones, l, V);
     }
     add(p + "post_feedforward_layernorm.weight", {D}, ParamInit::Ones, l, V);
+    if (c.has_per_layer_inputs()) {
+      const int64_t P = c.per_layer_input_dim;
+      add(p + "per_layer_input_gate.weight", {P, D}, ParamInit::Dense, l, M);
+      add(p + "per_layer_projection.weight", {D, P}, ParamInit::Dense, l, M);
+      add(p + "post_per_layer_input_norm.weight", {D}, ParamInit::Ones, l, V);
+    }
     add(p + "layer_scalar", {1}, ParamInit::Ones, l, V);
   }
   add("norm.weight", {D}, ParamInit::Ones, -1, V);
@@ -97,6 +112,8 @@ InitDistribution init_distribution(const ModelConfig& c, const ParamSpec& s) {
   const double in = double(s.shape.back()), s1 = double(s.shape[1]), scale = c.dense_init_scale;
   switch (s.init) {
     case ParamInit::Embedding:  // N(0, 1) on MaxText's table, which is √D times ours
+      if (s.name == "embed_tokens_per_layer.weight")  // N(0, 1/P), scaled by √P in use
+        return {1.0 / std::sqrt(double(c.per_layer_input_dim)), false};
       return {1.0 / std::sqrt(double(c.d_model)), false};
     case ParamInit::Query:  // divided by √hd at initialisation (use_qk_norm stays false)
       return {scaled(in) / std::sqrt(double(c.layer_head_dim(s.layer))), false};

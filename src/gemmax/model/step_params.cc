@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "gemmax/base/error.h"
 #include "gemmax/model/head.h"
 
 namespace gemmax {
@@ -35,6 +36,18 @@ void WholeParams::head(const StepInputs& in, const Tensor& x, double grad_scale,
   }
   const HeadWeights hg{grads_.embed, grads_.final_norm};
   head_loss(be_, table_.config(), in, opt_, hw, x, grad_scale, loss, &hg, &dx);
+}
+
+PerLayerInputWeights StepParams::per_layer_weights() {
+  fail("the per-layer inputs of the small block (gemma4-e2b/e4b) are not built under FSDP yet; "
+       "train it on one rank");
+}
+
+PerLayerInputWeights StepParams::per_layer_grads() { return per_layer_weights(); }
+
+PerLayerInputWeights WholeParams::per_layer_weights() {
+  const PerLayerInputWeights& w = weights_.per_layer;
+  return {w.table, compute_copy(be_, w.model_proj, opt_.act), w.proj_norm};
 }
 
 void WholeParams::embed_backward(const StepInputs& in, const Tensor& dx) {

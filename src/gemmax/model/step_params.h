@@ -33,6 +33,10 @@ class StepParams {
                     const Tensor& dx) = 0;
   // The embedding's gradient from dx_0 (it adds to the head's: the table is tied).
   virtual void embed_backward(const StepInputs& in, const Tensor& dx) = 0;
+  // The small block's model-level per-layer-input weights (compute dtype for the projection)
+  // and where their gradients accumulate; valid for the step.
+  virtual PerLayerInputWeights per_layer_weights();
+  virtual PerLayerInputWeights per_layer_grads();
 };
 
 // One device: the weights and gradients are flat buffers laid out like the registry.
@@ -48,6 +52,8 @@ class WholeParams final : public StepParams {
   void head(const StepInputs& in, const Tensor& x, double grad_scale, const Tensor& loss,
             const Tensor& dx) override;
   void embed_backward(const StepInputs& in, const Tensor& dx) override;
+  PerLayerInputWeights per_layer_weights() override;
+  PerLayerInputWeights per_layer_grads() override { return grads_.per_layer; }
 
  private:
   Backend& be_;

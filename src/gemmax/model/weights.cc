@@ -14,11 +14,12 @@ LayerWeights bind_layer(const ParamTable& table, int64_t layer, const ParamLocat
   LayerWeights w;
   w.input_norm = v("input_layernorm.weight");
   w.q_proj = v("self_attn.q_proj.weight");
-  w.k_proj = v("self_attn.k_proj.weight");
-  if (table.config().layer_has_v_proj(layer)) w.v_proj = v("self_attn.v_proj.weight");
+  const bool own_kv = !table.config().kv_shared(layer);  // else the donor's K/V, no weights
+  if (own_kv) w.k_proj = v("self_attn.k_proj.weight");
+  if (own_kv && table.config().layer_has_v_proj(layer)) w.v_proj = v("self_attn.v_proj.weight");
   w.o_proj = v("self_attn.o_proj.weight");
   w.q_norm = v("self_attn.q_norm.weight");
-  w.k_norm = v("self_attn.k_norm.weight");
+  if (own_kv) w.k_norm = v("self_attn.k_norm.weight");
   w.post_attn_norm = v("post_attention_layernorm.weight");
   w.pre_mlp_norm = v("pre_feedforward_layernorm.weight");
   const ParamSpec& gate = table.at(p + "mlp.gate_proj.weight");
@@ -39,6 +40,11 @@ LayerWeights bind_layer(const ParamTable& table, int64_t layer, const ParamLocat
     w.post_moe_norm = v("post_feedforward_layernorm_2.weight");
   }
   w.post_ffw_norm = v("post_feedforward_layernorm.weight");
+  if (table.config().has_per_layer_inputs()) {
+    w.pli_gate = v("per_layer_input_gate.weight");
+    w.pli_proj = v("per_layer_projection.weight");
+    w.pli_post_norm = v("post_per_layer_input_norm.weight");
+  }
   w.layer_scalar = v("layer_scalar");
   return w;
 }
@@ -53,6 +59,10 @@ ModelWeights bind_model(const ParamTable& table, const Tensor& flat) {
   ModelWeights m;
   m.embed = table.view(flat, "embed_tokens.weight");
   m.final_norm = table.view(flat, "norm.weight");
+  if (table.config().has_per_layer_inputs())
+    m.per_layer = {table.view(flat, "embed_tokens_per_layer.weight"),
+                   table.view(flat, "per_layer_model_projection.weight"),
+                   table.view(flat, "per_layer_projection_norm.weight")};
   for (int64_t l = 0; l < table.config().num_layers; ++l)
     m.layers.push_back(bind_layer(table, flat, l));
   return m;
@@ -68,15 +78,16 @@ Tensor compute_copy(Backend& be, const Tensor& master, DType act) {
 LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act) {
   LayerWeights c = master;
   for (Tensor* m : {&c.q_proj, &c.k_proj, &c.v_proj, &c.o_proj, &c.mlp_gate_up, &c.mlp_down,
-                    &c.router_proj, &c.experts_gate_up, &c.experts_down})
+                    &c.router_proj, &c.experts_gate_up, &c.experts_down, &c.pli_gate, &c.pli_proj})
     *m = compute_copy(be, *m, act);
   return c;
 }
 
 int64_t layer_matrix_params(const ModelConfig& c, int64_t l) {
   const int64_t D = c.d_model, hd = c.layer_head_dim(l), kv = c.layer_kv_heads(l);
-  const int64_t attn = c.num_heads * hd * D * 2 + kv * hd * D * (c.layer_has_v_proj(l) ? 2 : 1);
-  const int64_t mlp = 3 * c.mlp_dim * D;
+  const int64_t attn = c.num_heads * hd * D * 2 +
+                       (c.kv_shared(l) ? 0 : kv * hd * D * (c.layer_has_v_proj(l) ? 2 : 1));
+  const int64_t mlp = 3 * c.layer_mlp_dim(l) * D + 2 * c.per_layer_input_dim * D;
   const int64_t moe = c.has_moe() ? c.num_experts * D + c.num_experts * 3 * c.moe_mlp_dim * D : 0;
   return attn + mlp + moe;
 }

@@ -35,12 +35,24 @@ struct LayerWeights {
   Tensor post_moe_norm;        // [D] post_feedforward_layernorm_2
   // output
   Tensor post_ffw_norm;  // [D] post_feedforward_layernorm (on dense + MoE)
+  // the small block's per-layer input (model/per_layer_inputs.h)
+  Tensor pli_gate;       // [P, D] per_layer_input_gate
+  Tensor pli_proj;       // [D, P] per_layer_projection
+  Tensor pli_post_norm;  // [D] post_per_layer_input_norm
   Tensor layer_scalar;   // [1]
+};
+
+// The small block's model-level per-layer-input weights (undefined without them).
+struct PerLayerInputWeights {
+  Tensor table;       // [V, L*P] embed_tokens_per_layer
+  Tensor model_proj;  // [L*P, D] per_layer_model_projection
+  Tensor proj_norm;   // [P] per_layer_projection_norm
 };
 
 struct ModelWeights {
   Tensor embed;       // [V, D], tied with the output head
   Tensor final_norm;  // [D]
+  PerLayerInputWeights per_layer;
   std::vector<LayerWeights> layers;
 };
 

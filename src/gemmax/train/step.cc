@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "gemmax/base/error.h"
+
 namespace gemmax {
 
 TrainState make_train_state(Backend& be, const ParamTable& table,
@@ -10,6 +12,9 @@ TrainState make_train_state(Backend& be, const ParamTable& table,
                             const AdamWConfig& config, Comm* comm, const FsdpOptions& fsdp) {
   TrainState s;
   const bool sharded = comm != nullptr && comm->size() > 1;
+  if (sharded && table.config().has_per_layer_inputs())
+    fail("model '", table.config().name, "': the small block's per-layer inputs are not sharded "
+         "under FSDP yet; train it on one rank (", comm->size(), " ranks asked)");
   s.layout = sharded ? ShardLayout::fsdp(table, comm->size(), comm->rank(), fsdp.replicate_small)
                      : ShardLayout::whole(table);
   s.comm = sharded ? comm : nullptr;

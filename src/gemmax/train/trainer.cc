@@ -420,6 +420,12 @@ std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t step
 void Trainer::print_sample(std::ostream& log) const {
   const int64_t n = cfg_.run.sample_max_new_tokens;
   if (n <= 0 || cfg_.data.dataset_type == "synthetic") return;
+  if (const ModelConfig& c = model_->config();
+      c.has_per_layer_inputs() || c.num_kv_shared_layers > 0) {
+    log << "gemmax: no closing sample: decoding the small block (" << c.name
+        << ") is not built yet\n";
+    return;
+  }
   const auto tokenizer = make_tokenizer(cfg_.data.tokenizer_type, cfg_.data.tokenizer_path);
   SampleOptions opts;
   opts.max_new_tokens = n;
