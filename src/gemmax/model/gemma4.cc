@@ -76,8 +76,8 @@ void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Te
   const DType act = options_.act;
   check_scalars(scalars);
   MemoryTracker& mem = be_.tracker();
-  be_.fill(scalars.flat_slice(StepScalars::kCeSum, {1}), 0.0);
-  be_.fill(scalars.flat_slice(StepScalars::kLbSum, {1}), 0.0);
+  be_.fill({.x = scalars.flat_slice(StepScalars::kCeSum, {1}), .value = 0.0});
+  be_.fill({.x = scalars.flat_slice(StepScalars::kLbSum, {1}), .value = 0.0});
   const LayerContext ctx = context(in, scalars);
 
   // Forward. xs[l] is layer l's input; under full remat it is all a layer keeps. Each layer

@@ -13,7 +13,7 @@ void layer_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w
     a.rstd_ffw = ctx.stat_tensor({T}, ActClass::Other);
     ctx.rmsnorm(a.ffn, a.rstd_ffw, a.ffn_in(ctx.cfg), w.post_ffw_norm);
   }
-  if (y.defined()) ctx.be.scaled_sum_forward(y, a.h(), a.ffn, w.layer_scalar);
+  if (y.defined()) ctx.be.scaled_sum_forward({.y = y, .a = a.h(), .b = a.ffn, .s = w.layer_scalar});
 }
 
 void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
@@ -31,18 +31,25 @@ void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& 
 
   // y = (h + f) * s: d(h + f) = dy * s; ds += dy . (h + f).
   Tensor dh = ctx.work({T, D});
-  be.scaled_sum_backward(dh, g.layer_scalar, dy, a.h(), a.ffn, w.layer_scalar);
+  be.scaled_sum_backward(
+      {.dab = dh, .ds = g.layer_scalar, .dy = dy, .a = a.h(), .b = a.ffn, .s = w.layer_scalar});
 
   // f = RMSNorm(mlp + moe): both branches receive the same gradient and add into dh.
   Tensor dsum = ctx.work({T, D});
-  be.rmsnorm_backward(dsum, g.post_ffw_norm, dh, a.ffn_in(ctx.cfg), w.post_ffw_norm, a.rstd_ffw,
-                      1.0, false);
+  be.rmsnorm_backward({.dx = dsum,
+                       .dw = g.post_ffw_norm,
+                       .dy = dh,
+                       .x = a.ffn_in(ctx.cfg),
+                       .w = w.post_ffw_norm,
+                       .rstd = a.rstd_ffw,
+                       .out_scale = 1.0,
+                       .accumulate_dx = false});
   mlp_backward(ctx, w, g, a.h(), a.mlp, dsum, dh);
   if (ctx.cfg.has_moe()) moe_backward(ctx, w, g, a.h(), a.moe, dsum, dh);
   dsum = Tensor();
 
   // h = x + attention(x)
-  be.copy(dx, dh);
+  be.copy({.dst = dx, .src = dh});
   attention_backward(ctx, layer, w, g, x, a.attn, dh, dx);
 }
 

@@ -11,7 +11,7 @@ double EvalResult::avg_perplexity() const { return std::exp(avg_loss()); }
 
 EvalBatchLoss eval_batch(Backend& be, Gemma4Model& model, TrainState& state, const Batch& batch) {
   be.tracker().set_phase("evaluation");
-  be.fill(state.grads, 0.0);
+  be.fill({.x = state.grads, .value = 0.0});
   StepInputs in;
   if (!state.sharded()) {
     in = upload_batch(be, batch);

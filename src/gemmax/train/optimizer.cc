@@ -57,7 +57,8 @@ AdamW::AdamW(Backend& be, const ParamTable& table, const ShardLayout& layout,
 
 void AdamW::sum_squares(const Tensor& grads, const Tensor& sum, bool replicated) const {
   for (const Segment& s : segments_)
-    if (s.replicated == replicated) be_.sum_squares(sum, grads.flat_slice(s.begin, {s.count}));
+    if (s.replicated == replicated)
+      be_.sum_squares({.sum = sum, .x = grads.flat_slice(s.begin, {s.count})});
 }
 
 void AdamW::inject_nonfinite_for_testing(const Tensor& grads, int64_t t, bool replicated) const {
@@ -68,7 +69,8 @@ void AdamW::inject_nonfinite_for_testing(const Tensor& grads, int64_t t, bool re
   const ParamPiece& p =
       layout_.pieces[size_t(&table_.at(g_injection.name) - table_.specs().data())];
   if (p.count > 0 && p.begin == 0 && p.replicated == replicated)
-    be_.fill(grads.flat_slice(p.local, {1}), std::numeric_limits<double>::quiet_NaN());
+    be_.fill(
+        {.x = grads.flat_slice(p.local, {1}), .value = std::numeric_limits<double>::quiet_NaN()});
 }
 
 void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
@@ -76,9 +78,12 @@ void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scal
   const AdamWStep step{
       lr, cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay, cfg_.clip_norm, t};
   for (const Segment& s : segments_)
-    be_.adamw_step(weights.flat_slice(s.begin, {s.count}), grads.flat_slice(s.begin, {s.count}),
-                   m_.flat_slice(s.state_begin, {s.count}), v_.flat_slice(s.state_begin, {s.count}),
-                   step, scalars);
+    be_.adamw_step({.param = weights.flat_slice(s.begin, {s.count}),
+                    .grad = grads.flat_slice(s.begin, {s.count}),
+                    .m = m_.flat_slice(s.state_begin, {s.count}),
+                    .v = v_.flat_slice(s.state_begin, {s.count}),
+                    .step = step,
+                    .scalars = scalars});
 }
 
 void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
@@ -86,8 +91,9 @@ void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scala
   inject_nonfinite_for_testing(grads, t, false);
   inject_nonfinite_for_testing(grads, t, true);
   const Tensor sum_sq = scalars.flat_slice(StepScalars::kGradSumSq, {1});
-  be_.fill(sum_sq, 0.0);
-  for (const Segment& s : segments_) be_.sum_squares(sum_sq, grads.flat_slice(s.begin, {s.count}));
+  be_.fill({.x = sum_sq, .value = 0.0});
+  for (const Segment& s : segments_)
+    be_.sum_squares({.sum = sum_sq, .x = grads.flat_slice(s.begin, {s.count})});
   apply(weights, grads, scalars, lr, t);
 }
 

@@ -14,7 +14,7 @@ TrainState make_train_state(Backend& be, const ParamTable& table,
   s.comm = sharded ? comm : nullptr;
   s.fsdp = fsdp;
   s.weights = be.alloc({s.layout.local_total}, weight_dtype, MemKind::Params);
-  if (sharded) be.fill(s.weights, 0.0);  // the pieces' zero padding
+  if (sharded) be.fill({.x = s.weights, .value = 0.0});  // the pieces' zero padding
   s.grads = be.alloc({s.layout.local_total}, weight_dtype, MemKind::Grads);
   s.optimizer = std::make_unique<AdamW>(be, table, s.layout, trainable, weight_dtype, config);
   s.scalars = be.zeros({StepScalars::kCount}, DType::F64, MemKind::Data);
@@ -24,7 +24,7 @@ TrainState make_train_state(Backend& be, const ParamTable& table,
 void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in, double lr,
                 int64_t t, const VocabInputs& vocab) {
   be.tracker().set_phase("step start");
-  be.fill(state.grads, 0.0);
+  be.fill({.x = state.grads, .value = 0.0});
   if (!state.sharded()) {
     model.forward_backward(in, state.weights, state.grads, state.scalars);
     be.tracker().set_phase("optimizer");
@@ -41,7 +41,7 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
   // The global gradient norm: the sharded pieces' squares summed over ranks (with the losses),
   // then the replicated parameters', which every rank holds whole and alike.
   const Tensor sum_sq = state.scalars.flat_slice(StepScalars::kGradSumSq, {1});
-  be.fill(sum_sq, 0.0);
+  be.fill({.x = sum_sq, .value = 0.0});
   state.optimizer->inject_nonfinite_for_testing(state.grads, t, false);
   state.optimizer->sum_squares(state.grads, sum_sq, false);
   comm.all_reduce(state.scalars, ReduceOp::Sum, "the step's losses and gradient norm").wait();

@@ -449,10 +449,9 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
 
 }  // namespace
 
-void CpuBackend::attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q,
-                                   const Tensor& k, const Tensor& v, const Tensor& segment_ids,
-                                   const AttentionShape& shape) {
-  if (is_wide(q)) return reference_.attention_forward(o, lse, q, k, v, segment_ids, shape);
+void CpuBackend::do_attention_forward(const AttentionForwardArgs& args) {
+  const auto& [o, lse, q, k, v, segment_ids, shape] = args;
+  if (is_wide(q)) return reference_.do_attention_forward(args);
   check(q, k, v, o, lse, segment_ids, shape);
   const Geometry g(shape);
   dispatch(q, [&]<class T>() {
@@ -461,12 +460,9 @@ void CpuBackend::attention_forward(const Tensor& o, const Tensor& lse, const Ten
   });
 }
 
-void CpuBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                                    const Tensor& dout, const Tensor& q, const Tensor& k,
-                                    const Tensor& v, const Tensor& o, const Tensor& lse,
-                                    const Tensor& segment_ids, const AttentionShape& shape) {
-  if (is_wide(q))
-    return reference_.attention_backward(dq, dk, dv, dout, q, k, v, o, lse, segment_ids, shape);
+void CpuBackend::do_attention_backward(const AttentionBackwardArgs& args) {
+  const auto& [dq, dk, dv, dout, q, k, v, o, lse, segment_ids, shape] = args;
+  if (is_wide(q)) return reference_.do_attention_backward(args);
   check(q, k, v, o, lse, segment_ids, shape);
   const Geometry g(shape);
   dispatch(q, [&]<class T>() {

@@ -83,19 +83,18 @@ bool fast_dtypes(std::initializer_list<const Tensor*> ts) {
 
 }  // namespace
 
-void CpuBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
-                        bool trans_b, bool accumulate) {
+void CpuBackend::do_matmul(const MatmulArgs& args) {
+  const auto& [c, a, trans_a, b, trans_b, accumulate] = args;
   GEMMAX_CHECK(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "matmul needs 2-D tensors, got ",
                a.str(), " ", b.str(), " ", c.str());
-  if (!fast_dtypes({&a, &b, &c}) || (trans_a && trans_b))
-    return reference_.matmul(c, a, trans_a, b, trans_b, accumulate);
+  if (!fast_dtypes({&a, &b, &c}) || (trans_a && trans_b)) return reference_.do_matmul(args);
   const int64_t M = trans_a ? a.dim(1) : a.dim(0), K = trans_a ? a.dim(0) : a.dim(1);
   const int64_t Kb = trans_b ? b.dim(1) : b.dim(0), N = trans_b ? b.dim(0) : b.dim(1);
   GEMMAX_CHECK(K == Kb && c.dim(0) == M && c.dim(1) == N && a.dtype() == b.dtype(),
                "matmul shapes: op(", a.str(), trans_a ? ")^T" : ")", " . op(", b.str(),
                trans_b ? ")^T" : ")", " -> ", c.str());
   if (trans_a && c.dtype() == DType::BF16 && K > 8192)  // long reductions into bf16: rare
-    return reference_.matmul(c, a, trans_a, b, trans_b, accumulate);
+    return reference_.do_matmul(args);
   dispatch2(a, c, [&]<class T, class TC>() {
     if (trans_a) {  // c [M, N] = a^T b: a [K, M], b [K, N] by rows, reduced over K
       gemm_tn<T, TC>(isa_, M, N, K, Rows<const T>{a.data<T>(), M}, Rows<const T>{b.data<T>(), N},
@@ -108,9 +107,9 @@ void CpuBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Te
   });
 }
 
-void CpuBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
-                     const Tensor& group_sizes, const GmmRows& rows) {
-  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.gmm(out, lhs, rhs, group_sizes, rows);
+void CpuBackend::do_gmm(const GmmArgs& args) {
+  const auto& [out, lhs, rhs, group_sizes, rows] = args;
+  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.do_gmm(args);
   const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
   const auto [w0, n] = window(rows, N, "gmm");
   GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G && out.dim(1) == n &&
@@ -141,10 +140,9 @@ void CpuBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
   });
 }
 
-void CpuBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
-                          const Tensor& group_sizes, const GmmRows& rows) {
-  if (!fast_dtypes({&dlhs, &dout, &rhs}))
-    return reference_.gmm_dlhs(dlhs, dout, rhs, group_sizes, rows);
+void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
+  const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
+  if (!fast_dtypes({&dlhs, &dout, &rhs})) return reference_.do_gmm_dlhs(args);
   const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
   const auto [w0, n] = window(rows, N, "gmm_dlhs");
   GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G && dout.dim(1) == n &&
@@ -176,10 +174,9 @@ void CpuBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& 
   });
 }
 
-void CpuBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
-                          const Tensor& group_sizes, const GmmRows& rows) {
-  if (!fast_dtypes({&drhs, &lhs, &dout}))
-    return reference_.gmm_drhs(drhs, lhs, dout, group_sizes, rows);
+void CpuBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
+  const auto& [drhs, lhs, dout, group_sizes, rows] = args;
+  if (!fast_dtypes({&drhs, &lhs, &dout})) return reference_.do_gmm_drhs(args);
   const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
   const auto [w0, n] = window(rows, N, "gmm_drhs");

@@ -33,9 +33,8 @@ inline int64_t first_key(int64_t i, int64_t window) {
 
 }  // namespace
 
-void ReferenceBackend::attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q,
-                                         const Tensor& k, const Tensor& v,
-                                         const Tensor& segment_ids, const AttentionShape& s) {
+void ReferenceBackend::do_attention_forward(const AttentionForwardArgs& args) {
+  const auto& [o, lse, q, k, v, segment_ids, s] = args;
   check_shapes(q, k, v, o, lse, segment_ids, s);
   const int64_t S = s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   const int64_t group = H / KV;
@@ -85,10 +84,8 @@ void ReferenceBackend::attention_forward(const Tensor& o, const Tensor& lse, con
   });
 }
 
-void ReferenceBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                                          const Tensor& dout, const Tensor& q, const Tensor& k,
-                                          const Tensor& v, const Tensor& o, const Tensor& lse,
-                                          const Tensor& segment_ids, const AttentionShape& s) {
+void ReferenceBackend::do_attention_backward(const AttentionBackwardArgs& args) {
+  const auto& [dq, dk, dv, dout, q, k, v, o, lse, segment_ids, s] = args;
   check_shapes(q, k, v, o, lse, segment_ids, s);
   const int64_t S = s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   const int64_t group = H / KV;

@@ -21,7 +21,8 @@ void ReferenceBackend::upload(const Tensor& dst, const Tensor& host) {
   std::memcpy(dst.raw(), host.raw(), host.nbytes());
 }
 
-void ReferenceBackend::fill(const Tensor& x, double value) {
+void ReferenceBackend::do_fill(const FillArgs& args) {
+  const auto& [x, value] = args;
   if (value == 0.0) {
     std::memset(x.raw(), 0, x.nbytes());
     return;
@@ -30,7 +31,8 @@ void ReferenceBackend::fill(const Tensor& x, double value) {
   for (int64_t i = 0; i < n; ++i) set_from_double(x, i, value);
 }
 
-void ReferenceBackend::copy(const Tensor& dst, const Tensor& src) {
+void ReferenceBackend::do_copy(const CopyArgs& args) {
+  const auto& [dst, src] = args;
   GEMMAX_CHECK(dst.numel() == src.numel(), "copy: ", src.str(), " into ", dst.str());
   if (dst.dtype() == src.dtype()) {
     std::memcpy(dst.raw(), src.raw(), src.nbytes());
@@ -51,7 +53,8 @@ void ReferenceBackend::copy(const Tensor& dst, const Tensor& src) {
   for (int64_t i = 0; i < n; ++i) set_from_double(dst, i, get_as_double(src, i));
 }
 
-void ReferenceBackend::add(const Tensor& out, const Tensor& a, const Tensor& b) {
+void ReferenceBackend::do_add(const AddArgs& args) {
+  const auto& [out, a, b] = args;
   check_same(out, a, "add");
   check_same(a, b, "add");
   dispatch_float(out, [&]<class T>() {
@@ -63,7 +66,8 @@ void ReferenceBackend::add(const Tensor& out, const Tensor& a, const Tensor& b) 
   });
 }
 
-void ReferenceBackend::axpy(const Tensor& y, double alpha, const Tensor& x) {
+void ReferenceBackend::do_axpy(const AxpyArgs& args) {
+  const auto& [y, alpha, x] = args;
   check_same(y, x, "axpy");
   dispatch_float(y, [&]<class T>() {
     T* py = y.data<T>();
@@ -75,7 +79,8 @@ void ReferenceBackend::axpy(const Tensor& y, double alpha, const Tensor& x) {
   });
 }
 
-void ReferenceBackend::scale(const Tensor& x, double alpha) {
+void ReferenceBackend::do_scale(const ScaleArgs& args) {
+  const auto& [x, alpha] = args;
   dispatch_float(x, [&]<class T>() {
     T* p = x.data<T>();
     const int64_t n = x.numel();
@@ -85,7 +90,8 @@ void ReferenceBackend::scale(const Tensor& x, double alpha) {
   });
 }
 
-void ReferenceBackend::sum_squares(const Tensor& sum, const Tensor& x) {
+void ReferenceBackend::do_sum_squares(const SumSquaresArgs& args) {
+  const auto& [sum, x] = args;
   dispatch_float(x, [&]<class T>() {
     const T* p = x.data<T>();
     ref::add_to_scalar(
@@ -93,8 +99,8 @@ void ReferenceBackend::sum_squares(const Tensor& sum, const Tensor& x) {
   });
 }
 
-void ReferenceBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, const Tensor& b,
-                                          const Tensor& s) {
+void ReferenceBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
+  const auto& [y, a, b, s] = args;
   check_same(y, a, "scaled_sum_forward");
   check_same(a, b, "scaled_sum_forward");
   GEMMAX_CHECK(s.numel() == 1, "scaled_sum_forward: the scale must have one element, got ",
@@ -112,8 +118,8 @@ void ReferenceBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, cons
   });
 }
 
-void ReferenceBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, const Tensor& dy,
-                                           const Tensor& a, const Tensor& b, const Tensor& s) {
+void ReferenceBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args) {
+  const auto& [dab, ds, dy, a, b, s] = args;
   check_same(dab, dy, "scaled_sum_backward");
   check_same(a, dy, "scaled_sum_backward");
   check_same(b, dy, "scaled_sum_backward");
@@ -133,7 +139,8 @@ void ReferenceBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, 
   });
 }
 
-void ReferenceBackend::transpose_groups(const Tensor& out, const Tensor& in) {
+void ReferenceBackend::do_transpose_groups(const TransposeGroupsArgs& args) {
+  const auto& [out, in] = args;
   GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&
                    out.dim(1) == in.dim(2) && out.dim(2) == in.dim(1) && out.dtype() == in.dtype(),
                "transpose_groups: ", in.str(), " into ", out.str());
@@ -150,8 +157,8 @@ void ReferenceBackend::transpose_groups(const Tensor& out, const Tensor& in) {
 
 // ---- embedding -----------------------------------------------------------------------------
 
-void ReferenceBackend::embedding_forward(const Tensor& x, const Tensor& tokens, const Tensor& table,
-                                         double scale) {
+void ReferenceBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
+  const auto& [x, tokens, table, scale] = args;
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
   GEMMAX_CHECK(x.numel() == n * d, "embedding_forward: x ", x.str(), " for ", n, " tokens");
   const int32_t* tok = tokens.data<int32_t>();
@@ -169,8 +176,8 @@ void ReferenceBackend::embedding_forward(const Tensor& x, const Tensor& tokens, 
   });
 }
 
-void ReferenceBackend::embedding_backward(const Tensor& dtable, const Tensor& dx,
-                                          const Tensor& tokens, double scale) {
+void ReferenceBackend::do_embedding_backward(const EmbeddingBackwardArgs& args) {
+  const auto& [dtable, dx, tokens, scale] = args;
   const int64_t n = tokens.numel(), d = dtable.dim(1);
   const int32_t* tok = tokens.data<int32_t>();
   dispatch_float2(dtable, dx, [&]<class W, class T>() {
@@ -187,8 +194,8 @@ void ReferenceBackend::embedding_backward(const Tensor& dtable, const Tensor& dx
 
 // ---- AdamW (docs/TRAINING.md §12: optax adamw, decoupled decay scaled by lr) -------------
 
-void ReferenceBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                                  const Tensor& v, const AdamWStep& s, const Tensor& scalars) {
+void ReferenceBackend::do_adamw_step(const AdamwStepArgs& args) {
+  const auto& [param, grad, m, v, s, scalars] = args;
   check_same(param, grad, "adamw_step");
   check_same(param, m, "adamw_step");
   check_same(param, v, "adamw_step");

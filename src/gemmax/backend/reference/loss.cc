@@ -8,9 +8,8 @@
 
 namespace gemmax {
 
-void ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tensor& loss,
-                                             const Tensor& targets, const Tensor& mask, double cap,
-                                             double grad_scale, bool write_grad) {
+void ReferenceBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args) {
+  const auto& [logits, loss, targets, mask, cap, grad_scale, write_grad] = args;
   const int64_t C = logits.dim(0), V = logits.dim(1);
   GEMMAX_CHECK(targets.numel() == C && mask.numel() == C, "softcap_cross_entropy: logits ",
                logits.str(), " targets ", targets.str(), " mask ", mask.str());
@@ -61,7 +60,8 @@ void check_vocab_ce(const char* op, const Tensor& logits, const Tensor& stats,
 
 }  // namespace
 
-void ReferenceBackend::vocab_ce_max(const Tensor& logits, const Tensor& stats, double cap) {
+void ReferenceBackend::do_vocab_ce_max(const VocabCeMaxArgs& args) {
+  const auto& [logits, stats, cap] = args;
   check_vocab_ce("vocab_ce_max", logits, stats, Tensor());
   const int64_t R = logits.dim(0), V = logits.dim(1);
   double* mx = stats.data<double>();
@@ -79,8 +79,8 @@ void ReferenceBackend::vocab_ce_max(const Tensor& logits, const Tensor& stats, d
   });
 }
 
-void ReferenceBackend::vocab_ce_sums(const Tensor& logits, const Tensor& stats,
-                                     const Tensor& targets) {
+void ReferenceBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args) {
+  const auto& [logits, stats, targets] = args;
   check_vocab_ce("vocab_ce_sums", logits, stats, targets);
   const int64_t R = logits.dim(0), V = logits.dim(1);
   double* st = stats.data<double>();
@@ -98,10 +98,9 @@ void ReferenceBackend::vocab_ce_sums(const Tensor& logits, const Tensor& stats,
   });
 }
 
-void ReferenceBackend::vocab_ce_finish(const Tensor& logits, const Tensor& loss,
-                                       const Tensor& stats, const Tensor& targets,
-                                       const Tensor& mask, double cap, double grad_scale,
-                                       int64_t loss_begin, int64_t loss_end, bool write_grad) {
+void ReferenceBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args) {
+  const auto& [logits, loss, stats, targets, mask, cap, grad_scale, loss_begin, loss_end,
+               write_grad] = args;
   check_vocab_ce("vocab_ce_finish", logits, stats, targets);
   const int64_t R = logits.dim(0), V = logits.dim(1);
   GEMMAX_CHECK(mask.numel() == R && 0 <= loss_begin && loss_begin <= loss_end && loss_end <= R,

@@ -148,8 +148,8 @@ std::vector<int32_t> row_groups(const Tensor& group_sizes, int64_t m) {
 
 }  // namespace
 
-void ReferenceBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
-                              bool trans_b, bool accumulate) {
+void ReferenceBackend::do_matmul(const MatmulArgs& args) {
+  const auto& [c, a, trans_a, b, trans_b, accumulate] = args;
   const Dims d = matmul_dims(c, a, trans_a, b, trans_b);
   ref::dispatch_float2(c, a, [&]<class TC, class T>() {
     matmul_loops(c.data<TC>(), a.data<T>(), trans_a, b.data<T>(), trans_b, d.M, d.N, d.K,
@@ -158,8 +158,8 @@ void ReferenceBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, co
 }
 
 // out[r] (+)= lhs[r] . rhs[g]^T: per row an "NT" product with its group's weight rows.
-void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
-                           const Tensor& group_sizes, const GmmRows& rows) {
+void ReferenceBackend::do_gmm(const GmmArgs& args) {
+  const auto& [out, lhs, rhs, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
   GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G, "gmm shapes: lhs ", lhs.str(), " rhs ",
                rhs.str(), " out ", out.str());
@@ -188,8 +188,8 @@ void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& r
 }
 
 // dlhs[r] (+)= dout[r] . rhs[g]: "NN" on rhs as stored ([n, k] per group), no transposed copy.
-void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
-                                const Tensor& group_sizes, const GmmRows& rows) {
+void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
+  const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
   const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
   GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G, "gmm_dlhs shapes: dout ", dout.str(),
                " rhs ", rhs.str(), " dlhs ", dlhs.str());
@@ -224,8 +224,8 @@ void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Te
 
 // drhs[g] += dout_g^T . lhs_g : "TN" over the group's rows; empty groups are left untouched.
 // drhs may be wider than lhs and dout (fp32 expert-weight gradients of bf16 activations).
-void ReferenceBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
-                                const Tensor& group_sizes, const GmmRows& rows) {
+void ReferenceBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
+  const auto& [drhs, lhs, dout, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
   GEMMAX_CHECK(drhs.dim(2) == k && group_sizes.numel() == G, "gmm_drhs shapes: lhs ", lhs.str(),

@@ -86,8 +86,8 @@ void attention_forward_mma(P& p, const Tensor& o, const Tensor& lse, const Tenso
 }
 
 template <class P>
-void attention_forward(P& p, const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const Tensor& seg, const AttentionShape& s) {
+void attention_forward(P& p, const AttentionForwardArgs& args) {
+  const auto& [o, lse, q, k, v, seg, s] = args;
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
   dispatch_act(q, "attention_forward", [&]<class E>() {
@@ -151,10 +151,8 @@ bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tens
 }
 
 template <class P>
-void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                        const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& o, const Tensor& lse, const Tensor& seg,
-                        const AttentionShape& s) {
+void attention_backward(P& p, const AttentionBackwardArgs& args) {
+  const auto& [dq, dk, dv, dout, q, k, v, o, lse, seg, s] = args;
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   GEMMAX_CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
                    dout.numel() == q.numel(),
@@ -186,8 +184,8 @@ void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& 
 }
 
 template <class P>
-void attention_decode(P& p, const Tensor& o, const Tensor& q, const Tensor& q_pos, const Tensor& k,
-                      const Tensor& v, const Tensor& kv_pos, int64_t window) {
+void attention_decode(P& p, const AttentionDecodeArgs& args) {
+  const auto& [o, q, q_pos, k, v, kv_pos, window] = args;
   GEMMAX_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.shape() == k.shape() && o.shape() == q.shape() &&
                    q.dim(2) == k.dim(2) && k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0 &&
                    q_pos.numel() == q.dim(0) && kv_pos.numel() == k.dim(0) &&

@@ -36,8 +36,8 @@ inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, in
 }
 
 template <class P>
-void gmm(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
-         const GmmRows& rows) {
+void gmm(P& p, const GmmArgs& args) {
+  const auto& [out, lhs, rhs, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
   GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G, "gmm shapes: lhs ", lhs.str(), " rhs ",
                rhs.str(), " out ", out.str());
@@ -61,8 +61,8 @@ void gmm(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs, const Te
 }
 
 template <class P>
-void gmm_dlhs(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
-              const Tensor& group_sizes, const GmmRows& rows) {
+void gmm_dlhs(P& p, const GmmDlhsArgs& args) {
+  const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
   const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
   GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G, "gmm_dlhs shapes: dout ", dout.str(),
                " rhs ", rhs.str(), " dlhs ", dlhs.str());
@@ -86,8 +86,8 @@ void gmm_dlhs(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
 }
 
 template <class P>
-void gmm_drhs(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
-              const Tensor& group_sizes, const GmmRows& rows) {
+void gmm_drhs(P& p, const GmmDrhsArgs& args) {
+  const auto& [drhs, lhs, dout, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
   GEMMAX_CHECK(drhs.dim(2) == k && group_sizes.numel() == G, "gmm_drhs shapes: lhs ", lhs.str(),

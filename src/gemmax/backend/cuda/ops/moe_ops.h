@@ -19,8 +19,8 @@ inline Launch row_blocks(int64_t rows, int threads = 128) {
 }
 
 template <class P>
-void router_forward(P& p, const Tensor& probs, const Tensor& idx, const Tensor& weights,
-                    const Tensor& logits, const Tensor& scale, bool renormalize) {
+void router_forward(P& p, const RouterForwardArgs& args) {
+  const auto& [probs, idx, weights, logits, scale, renormalize] = args;
   const int64_t T = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
   GEMMAX_CHECK(
       probs.numel() == T * E && idx.dim(0) == T && weights.numel() == T * K && scale.numel() == E,
@@ -43,9 +43,8 @@ void router_forward(P& p, const Tensor& probs, const Tensor& idx, const Tensor& 
 }
 
 template <class P>
-void router_backward(P& p, const Tensor& dlogits, const Tensor& dscale, const Tensor& dweights,
-                     const Tensor& probs, const Tensor& idx, const Tensor& scale, bool renormalize,
-                     const Tensor& lb_dprobs, int64_t seq) {
+void router_backward(P& p, const RouterBackwardArgs& args) {
+  const auto& [dlogits, dscale, dweights, probs, idx, scale, renormalize, lb_dprobs, seq] = args;
   const int64_t T = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
   GEMMAX_CHECK(
       probs.numel() == T * E && dweights.numel() == T * K && scale.numel() == E &&
@@ -83,8 +82,8 @@ void router_backward(P& p, const Tensor& dlogits, const Tensor& dscale, const Te
 }
 
 template <class P>
-void load_balance_forward(P& p, const Tensor& density, const Tensor& loss, const Tensor& probs,
-                          const Tensor& idx, int64_t seq, double coefficient) {
+void load_balance_forward(P& p, const LoadBalanceForwardArgs& args) {
+  const auto& [density, loss, probs, idx, seq, coefficient] = args;
   const int64_t T = probs.dim(0), E = probs.dim(1), K = idx.dim(1);
   GEMMAX_CHECK(seq > 0 && T % seq == 0 && density.numel() == T / seq * E && idx.dim(0) == T,
                "load_balance_forward: density ", density.str(), " probs ", probs.str(), " seq ",
@@ -115,7 +114,8 @@ void load_balance_forward(P& p, const Tensor& density, const Tensor& loss, const
 }
 
 template <class P>
-void route_sort(P& p, const Routing& r, const Tensor& idx, int64_t num_experts) {
+void route_sort(P& p, const RouteSortArgs& args) {
+  const auto& [r, idx, num_experts] = args;
   const int64_t n = idx.numel();
   GEMMAX_CHECK(r.order.numel() == n && r.inverse.numel() == n && r.token.numel() == n &&
                    r.group_sizes.numel() == num_experts,
@@ -124,7 +124,7 @@ void route_sort(P& p, const Routing& r, const Tensor& idx, int64_t num_experts) 
   GEMMAX_CHECK(num_experts <= kern::kMaxBins, "cuda backend: route_sort sorts up to ",
                kern::kMaxBins, " experts, got ", num_experts);
   if (n == 0) {
-    fill(p, r.group_sizes, 0.0);
+    fill(p, FillArgs{.x = r.group_sizes, .value = 0.0});
     return;
   }
   Scratch s = p.scratch();
@@ -136,7 +136,8 @@ void route_sort(P& p, const Routing& r, const Tensor& idx, int64_t num_experts) 
 }
 
 template <class P>
-void permute(P& p, const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) {
+void permute(P& p, const PermuteArgs& args) {
+  const auto& [xs, x, order, k] = args;
   const int64_t rows = order.numel(), d = x.dim(-1);
   GEMMAX_CHECK(xs.numel() == rows * d && xs.dtype() == x.dtype(), "permute: xs ", xs.str(), " for ",
                rows, " rows of ", x.str());
@@ -149,8 +150,8 @@ void permute(P& p, const Tensor& xs, const Tensor& x, const Tensor& order, int64
 }
 
 template <class P>
-void permute_backward(P& p, const Tensor& dx, const Tensor& dxs, const Tensor& inverse, int64_t k,
-                      bool accumulate) {
+void permute_backward(P& p, const PermuteBackwardArgs& args) {
+  const auto& [dx, dxs, inverse, k, accumulate] = args;
   const int64_t d = dx.dim(-1), T = dx.numel() / d;
   GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T * k) && dxs.numel() == T * k * d,
                "permute_backward: dx ", dx.str(), " dxs ", dxs.str(), " inverse ",
@@ -164,8 +165,8 @@ void permute_backward(P& p, const Tensor& dx, const Tensor& dxs, const Tensor& i
 }
 
 template <class P>
-void combine_forward(P& p, const Tensor& m, const Tensor& y, const Tensor& inverse,
-                     const Tensor& weights) {
+void combine_forward(P& p, const CombineForwardArgs& args) {
+  const auto& [m, y, inverse, weights] = args;
   const int64_t d = m.dim(-1), T = m.numel() / d, K = T ? weights.numel() / T : 0;
   GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T * K) && y.numel() == T * K * d,
                "combine_forward: m ", m.str(), " y ", y.str(), " weights ", weights.str());
@@ -180,8 +181,8 @@ void combine_forward(P& p, const Tensor& m, const Tensor& y, const Tensor& inver
 }
 
 template <class P>
-void combine_backward(P& p, const Tensor& dy, const Tensor& dweights, const Tensor& dm,
-                      const Tensor& y, const Tensor& order, const Tensor& weights) {
+void combine_backward(P& p, const CombineBackwardArgs& args) {
+  const auto& [dy, dweights, dm, y, order, weights] = args;
   const int64_t d = dm.dim(-1), T = dm.numel() / d, rows = weights.numel(), K = T ? rows / T : 0;
   GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows &&
                    (!order.defined() || order.numel() == rows),
