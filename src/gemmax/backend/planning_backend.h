@@ -3,10 +3,15 @@
 //
 // The memory plan of a run (train/memory_plan.h) is the peak of a training step run against a
 // PlanningBackend wrapped around the backend that will train: the model's own allocation sequence,
-// so that the plan follows whatever the backend and the model's switches do. Backends allocate only
-// through alloc() (no memory of their own inside ops), so the plan equals what the real run
-// measures; tests check that for every backend. Every op's contract is still checked (the public
-// entry points validate before calling do_<op>), so a plan also proves the step's shapes.
+// so that the plan follows whatever the backend and the model's switches do. Every tensor, and the
+// cpu backend's kernel scratch (persistent_bytes, allocated once), goes through alloc(), so the
+// plan equals what the real run's tracker measures; tests check that for every backend. Not
+// counted, on either side: the small host std::vector scratch some ops keep for one call, at most
+// per call: the reference attention backward 2 x seq x head_dim doubles per thread, its grouped
+// matmuls one int32 per sorted row, a loss tile one double per row, the cpu RMSNorm backward one
+// float per (row block, column), router ops a few values per expert. Every op's contract is still
+// checked (the public entry points validate before calling do_<op>), so a plan also proves the
+// step's shapes.
 #pragma once
 
 #include "gemmax/backend/backend.h"

@@ -4,7 +4,9 @@
 //
 // Families follow the training step's parts: dense matmuls, grouped matmuls, attention, norms
 // and elementwise ops, routing with permute / combine, the output head with its loss (every
-// op of the step's "output head" phase, matmuls included), and the optimizer (its phase).
+// op of the step's output head, matmuls included), and the optimizer: the model marks those
+// parts of the step with StepPart (base/memory.h), and each op's own family is in its
+// declaration (backend/ops/op_list.h).
 #pragma once
 
 #include <array>
@@ -71,9 +73,16 @@ class ProfilingBackend final : public Backend {
   template <class F>
   void run(OpFamily family, double flops, F&& op) {
     if (!enabled_) return op();
-    const std::string phase = inner_.tracker().phase();
-    if (phase == "output head") family = OpFamily::HeadLoss;
-    if (phase == "optimizer") family = OpFamily::Optimizer;
+    switch (inner_.tracker().part()) {
+      case StepPart::OutputHead:
+        family = OpFamily::HeadLoss;
+        break;
+      case StepPart::Optimizer:
+        family = OpFamily::Optimizer;
+        break;
+      case StepPart::Layers:
+        break;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     op();
     inner_.synchronize();

@@ -98,7 +98,7 @@ void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Te
   }
 
   // Head: loss and its gradient, tile by tile.
-  mem.set_phase("output head");
+  mem.set_phase("output head", StepPart::OutputHead);
   Tensor dx = be_.alloc({T, D}, act, MemKind::Workspace);
   P.head(in, xs[L], ce_grad_scale(in), scalars.flat_slice(StepScalars::kCeSum, {1}), dx);
   xs[L] = Tensor();

@@ -27,7 +27,7 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
   be.fill({.x = state.grads, .value = 0.0});
   if (!state.sharded()) {
     model.forward_backward(in, state.weights, state.grads, state.scalars);
-    be.tracker().set_phase("optimizer");
+    be.tracker().set_phase("optimizer", StepPart::Optimizer);
     state.optimizer->step(state.weights, state.grads, state.scalars, lr, t);
     return;
   }
@@ -35,7 +35,7 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
   FsdpParams params(be, comm, model.params(), state.layout, state.fsdp, model.options(),
                     state.weights, state.grads, vocab);
   model.forward_backward(in, params, state.scalars);
-  be.tracker().set_phase("optimizer");
+  be.tracker().set_phase("optimizer", StepPart::Optimizer);
   comm.set_progress("the optimizer");
   CommRequest replicated = params.finish_gradients();
   // The global gradient norm: the sharded pieces' squares summed over ranks (with the losses),

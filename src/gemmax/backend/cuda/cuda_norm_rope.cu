@@ -1,6 +1,6 @@
 // The norm ops of the op layer, compiled for the GPU.
 #include "gemmax/backend/cuda/cuda_platform.cuh"
-#include "gemmax/backend/cuda/ops/norm_ops.h"
+#include "gemmax/backend/cuda/ops/norm_rope_ops.h"
 #include "gemmax/backend/cuda/ops/ops.h"
 
 namespace gemmax::cuda::ops {
