@@ -99,38 +99,38 @@ TEST_P(CpuOps, ElementwiseAndReductions) {
   for (DType dt : kDtypes) {
     const Tensor a = grid({3, 37}, dt), b = grid({3, 37}, dt);
     Tensor r1 = zeros({3, 37}, dt), c1 = zeros({3, 37}, dt);
-    ref.add(r1, a, b);
-    cpu->add(c1, a, b);
+    ref.add({.out = r1, .a = a, .b = b});
+    cpu->add({.out = c1, .a = a, .b = b});
     expect_near("add", r1, c1, tol(dt));
-    ref.axpy(r1, 0.3, a);
-    cpu->axpy(c1, 0.3, a);
+    ref.axpy({.y = r1, .alpha = 0.3, .x = a});
+    cpu->axpy({.y = c1, .alpha = 0.3, .x = a});
     expect_near("axpy", r1, c1, 2 * tol(dt));
-    ref.scale(r1, -1.7);
-    cpu->scale(c1, -1.7);
+    ref.scale({.x = r1, .alpha = -1.7});
+    cpu->scale({.x = c1, .alpha = -1.7});
     expect_near("scale", r1, c1, 2 * tol(dt));
     Tensor f32 = zeros({3, 37}, DType::F32);
-    cpu->copy(f32, a);
+    cpu->copy({.dst = f32, .src = a});
     expect_near("copy to fp32", a, f32, 0);
     Tensor rs = zeros({1}, DType::F64), cs = zeros({1}, DType::F64);
-    ref.sum_squares(rs, a);
-    cpu->sum_squares(cs, a);
+    ref.sum_squares({.sum = rs, .x = a});
+    cpu->sum_squares({.sum = cs, .x = a});
     EXPECT_NEAR(get_as_double(cs, 0), get_as_double(rs, 0), 1e-12 * get_as_double(rs, 0));
     // y = (a + b) * s and its backward.
     const Tensor s = grid({1}, DType::F32), dy = grid({3, 37}, dt);
     Tensor yr = zeros({3, 37}, dt), yc = zeros({3, 37}, dt);
-    ref.scaled_sum_forward(yr, a, b, s);
-    cpu->scaled_sum_forward(yc, a, b, s);
+    ref.scaled_sum_forward({.y = yr, .a = a, .b = b, .s = s});
+    cpu->scaled_sum_forward({.y = yc, .a = a, .b = b, .s = s});
     expect_near("scaled_sum y", yr, yc, tol(dt));
     Tensor dr = zeros({3, 37}, dt), dc = zeros({3, 37}, dt);
     Tensor dsr = zeros({1}, DType::F32), dsc = zeros({1}, DType::F32);
-    ref.scaled_sum_backward(dr, dsr, dy, a, b, s);
-    cpu->scaled_sum_backward(dc, dsc, dy, a, b, s);
+    ref.scaled_sum_backward({.dab = dr, .ds = dsr, .dy = dy, .a = a, .b = b, .s = s});
+    cpu->scaled_sum_backward({.dab = dc, .ds = dsc, .dy = dy, .a = a, .b = b, .s = s});
     expect_near("scaled_sum dab", dr, dc, tol(dt));
     expect_near("scaled_sum ds", dsr, dsc, 1e-5);
     const Tensor grouped = grid({3, 37, 45}, dt);
     Tensor tr = zeros({3, 45, 37}, dt), tc = zeros({3, 45, 37}, dt);
-    ref.transpose_groups(tr, grouped);
-    cpu->transpose_groups(tc, grouped);
+    ref.transpose_groups({.out = tr, .in = grouped});
+    cpu->transpose_groups({.out = tc, .in = grouped});
     expect_equal("transpose_groups", tr, tc);
   }
 }
@@ -145,8 +145,8 @@ TEST_P(CpuOps, MatmulInEveryTransposition) {
           const Tensor b = grid(tb ? Shape{N, K} : Shape{K, N}, dt);
           const Tensor c0 = grid({M, N}, dt);
           Tensor cr = clone(c0), cc = clone(c0);
-          ref.matmul(cr, a, ta, b, tb, acc);
-          cpu->matmul(cc, a, ta, b, tb, acc);
+          ref.matmul({.c = cr, .a = a, .trans_a = ta, .b = b, .trans_b = tb, .accumulate = acc});
+          cpu->matmul({.c = cc, .a = a, .trans_a = ta, .b = b, .trans_b = tb, .accumulate = acc});
           expect_near("matmul " + std::to_string(ta) + std::to_string(tb) + std::to_string(acc), cr,
                       cc, tol(dt));
         }
@@ -154,8 +154,8 @@ TEST_P(CpuOps, MatmulInEveryTransposition) {
   const Tensor d = grid({700, 24}, DType::BF16), x = grid({700, 40}, DType::BF16);
   const Tensor g0 = grid({24, 40}, DType::F32);
   Tensor gr = clone(g0), gc = clone(g0);
-  ref.matmul(gr, d, true, x, false, true);
-  cpu->matmul(gc, d, true, x, false, true);
+  ref.matmul({.c = gr, .a = d, .trans_a = true, .b = x, .trans_b = false, .accumulate = true});
+  cpu->matmul({.c = gc, .a = d, .trans_a = true, .b = x, .trans_b = false, .accumulate = true});
   expect_near("weight gradient", gr, gc, 1e-5);
 }
 
@@ -164,16 +164,18 @@ TEST_P(CpuOps, EmbeddingLookupAndGradient) {
   for (DType dt : kDtypes) {
     const Tensor table = grid({6, 33}, DType::F32), dx = grid({6, 33}, dt);
     Tensor xr = zeros({6, 33}, dt), xc = zeros({6, 33}, dt);
-    ref.embedding_forward(xr, tokens, table, 2.5);
-    cpu->embedding_forward(xc, tokens, table, 2.5);
+    ref.embedding_forward({.x = xr, .tokens = tokens, .table = table, .scale = 2.5});
+    cpu->embedding_forward({.x = xc, .tokens = tokens, .table = table, .scale = 2.5});
     expect_near("embedding", xr, xc, tol(dt));
     Tensor tr = grid({6, 33}, DType::F32), tc = clone(tr);
-    ref.embedding_backward(tr, dx, tokens, 2.5);
-    cpu->embedding_backward(tc, dx, tokens, 2.5);
+    ref.embedding_backward({.dtable = tr, .dx = dx, .tokens = tokens, .scale = 2.5});
+    cpu->embedding_backward({.dtable = tc, .dx = dx, .tokens = tokens, .scale = 2.5});
     expect_near("embedding dtable", tr, tc, 1e-6);
   }
   Tensor x = zeros({1, 33}, DType::F32);
-  EXPECT_THROW(cpu->embedding_forward(x, ints({6}), grid({6, 33}, DType::F32), 1.0), Error);
+  EXPECT_THROW(cpu->embedding_forward(
+                   {.x = x, .tokens = ints({6}), .table = grid({6, 33}, DType::F32), .scale = 1.0}),
+               Error);
 }
 
 TEST_P(CpuOps, RmsNormForwardAndBackward) {
@@ -186,8 +188,22 @@ TEST_P(CpuOps, RmsNormForwardAndBackward) {
           const Tensor res = residual ? grid({rows, n}, dt) : Tensor(), dy = grid({rows, n}, dt);
           Tensor yr = zeros({rows, n}, dt), yc = zeros({rows, n}, dt);
           Tensor rr = zeros({rows}, DType::F32), rc = zeros({rows}, DType::F32);
-          ref.rmsnorm_forward(yr, rr, x, w, 1e-6, 0.7, res, round_first);
-          cpu->rmsnorm_forward(yc, rc, x, w, 1e-6, 0.7, res, round_first);
+          ref.rmsnorm_forward({.y = yr,
+                               .rstd = rr,
+                               .x = x,
+                               .w = w,
+                               .eps = 1e-6,
+                               .out_scale = 0.7,
+                               .residual = res,
+                               .round_before_scale = round_first});
+          cpu->rmsnorm_forward({.y = yc,
+                                .rstd = rc,
+                                .x = x,
+                                .w = w,
+                                .eps = 1e-6,
+                                .out_scale = 0.7,
+                                .residual = res,
+                                .round_before_scale = round_first});
           const std::string what = std::string(dtype_name(dt)) + (with_w ? " w" : "") +
                                    (residual ? " residual" : "") + (round_first ? " round" : "");
           expect_near("rmsnorm y " + what, yr, yc, tol(dt));
@@ -195,8 +211,22 @@ TEST_P(CpuOps, RmsNormForwardAndBackward) {
           Tensor dxr = grid({rows, n}, dt), dxc = clone(dxr);
           Tensor dwr = with_w ? grid({n}, DType::F32) : Tensor(),
                  dwc = with_w ? clone(dwr) : Tensor();
-          ref.rmsnorm_backward(dxr, dwr, dy, x, w, rr, 0.7, residual);
-          cpu->rmsnorm_backward(dxc, dwc, dy, x, w, rr, 0.7, residual);
+          ref.rmsnorm_backward({.dx = dxr,
+                                .dw = dwr,
+                                .dy = dy,
+                                .x = x,
+                                .w = w,
+                                .rstd = rr,
+                                .out_scale = 0.7,
+                                .accumulate_dx = residual});
+          cpu->rmsnorm_backward({.dx = dxc,
+                                 .dw = dwc,
+                                 .dy = dy,
+                                 .x = x,
+                                 .w = w,
+                                 .rstd = rr,
+                                 .out_scale = 0.7,
+                                 .accumulate_dx = residual});
           expect_near("rmsnorm dx " + what, dxr, dxc, 2 * tol(dt));
           if (with_w) expect_near("rmsnorm dw " + what, dwr, dwc, 1e-5);
         }
@@ -207,14 +237,14 @@ TEST_P(CpuOps, RopeTableAndRotation) {
   Tensor freq = Tensor::empty({6}, DType::F64);
   for (int i = 0; i < 6; ++i) freq.data<double>()[i] = i < 4 ? std::pow(1e4, -2.0 * i / 12) : 0.0;
   Tensor tr = zeros({7, 6, 2}, DType::F32), tc = zeros({7, 6, 2}, DType::F32);
-  ref.rope_table(tr, pos, freq);
-  cpu->rope_table(tc, pos, freq);
+  ref.rope_table({.table = tr, .positions = pos, .inv_freq = freq});
+  cpu->rope_table({.table = tc, .positions = pos, .inv_freq = freq});
   expect_equal("rope table", tr, tc);
   for (DType dt : kDtypes)
     for (bool inverse : {false, true}) {
       Tensor xr = grid({7, 3, 12}, dt), xc = clone(xr);
-      ref.rope(xr, tr, inverse);
-      cpu->rope(xc, tc, inverse);
+      ref.rope({.x = xr, .table = tr, .inverse = inverse});
+      cpu->rope({.x = xc, .table = tc, .inverse = inverse});
       expect_near("rope", xr, xc, tol(dt));
     }
 }
@@ -224,21 +254,21 @@ TEST_P(CpuOps, GegluFusedAndSplit) {
     const int64_t m = 29, F = 37;
     const Tensor h = grid({m, 2 * F}, dt, 2.0), da = grid({m, F}, dt);
     Tensor ar = zeros({m, F}, dt), ac = zeros({m, F}, dt);
-    ref.geglu_forward(ar, h, Tensor());
-    cpu->geglu_forward(ac, h, Tensor());
+    ref.geglu_forward({.a = ar, .h = h});
+    cpu->geglu_forward({.a = ac, .h = h});
     expect_near("geglu", ar, ac, tol(dt));
     Tensor dr = zeros({m, 2 * F}, dt), dc = zeros({m, 2 * F}, dt);
-    ref.geglu_backward(dr, Tensor(), da, h, Tensor());
-    cpu->geglu_backward(dc, Tensor(), da, h, Tensor());
+    ref.geglu_backward({.dh = dr, .da = da, .h = h});
+    cpu->geglu_backward({.dh = dc, .da = da, .h = h});
     expect_near("geglu dh", dr, dc, tol(dt));
     const Tensor gate = grid({m, F}, dt, 2.0), up = grid({m, F}, dt);
-    ref.geglu_forward(ar, gate, up);
-    cpu->geglu_forward(ac, gate, up);
+    ref.geglu_forward({.a = ar, .h = gate, .up = up});
+    cpu->geglu_forward({.a = ac, .h = gate, .up = up});
     expect_near("geglu split", ar, ac, tol(dt));
     Tensor dgr = zeros({m, F}, dt), dgc = zeros({m, F}, dt), dur = zeros({m, F}, dt),
            duc = zeros({m, F}, dt);
-    ref.geglu_backward(dgr, dur, da, gate, up);
-    cpu->geglu_backward(dgc, duc, da, gate, up);
+    ref.geglu_backward({.dh = dgr, .dup = dur, .da = da, .h = gate, .up = up});
+    cpu->geglu_backward({.dh = dgc, .dup = duc, .da = da, .h = gate, .up = up});
     expect_near("geglu split dgate", dgr, dgc, tol(dt));
     expect_near("geglu split dup", dur, duc, tol(dt));
   }
@@ -255,21 +285,49 @@ TEST_P(CpuOps, RouterAndLoadBalance) {
       Tensor pr = zeros({T, E}, DType::F32), pc = zeros({T, E}, DType::F32);
       Tensor ir = zeros({T, K}, DType::I32), ic = zeros({T, K}, DType::I32);
       Tensor wr = zeros({T, K}, DType::F32), wc = zeros({T, K}, DType::F32);
-      ref.router_forward(pr, ir, wr, logits, pes, renorm);
-      cpu->router_forward(pc, ic, wc, logits, pes, renorm);
+      ref.router_forward({.probs = pr,
+                          .idx = ir,
+                          .weights = wr,
+                          .logits = logits,
+                          .per_expert_scale = pes,
+                          .renormalize = renorm});
+      cpu->router_forward({.probs = pc,
+                           .idx = ic,
+                           .weights = wc,
+                           .logits = logits,
+                           .per_expert_scale = pes,
+                           .renormalize = renorm});
       expect_equal("router idx", ir, ic);
       expect_near("router probs", pr, pc, 1e-6);
       expect_near("router weights", wr, wc, 1e-6);
       Tensor dlr = zeros({T, E}, dt), dlc = zeros({T, E}, dt);
       Tensor der = grid({E}, DType::F32), dec = clone(der);
-      ref.router_backward(dlr, der, dw, pr, ir, pes, renorm, lb, S);
-      cpu->router_backward(dlc, dec, dw, pr, ir, pes, renorm, lb, S);
+      ref.router_backward({.dlogits = dlr,
+                           .dper_expert_scale = der,
+                           .dweights = dw,
+                           .probs = pr,
+                           .idx = ir,
+                           .per_expert_scale = pes,
+                           .renormalize = renorm,
+                           .lb_dprobs = lb,
+                           .seq = S});
+      cpu->router_backward({.dlogits = dlc,
+                            .dper_expert_scale = dec,
+                            .dweights = dw,
+                            .probs = pr,
+                            .idx = ir,
+                            .per_expert_scale = pes,
+                            .renormalize = renorm,
+                            .lb_dprobs = lb,
+                            .seq = S});
       expect_near("router dlogits", dlr, dlc, tol(dt));
       expect_near("router dper_expert_scale", der, dec, 1e-6);
       Tensor dr = zeros({T / S, E}, DType::F32), dc = zeros({T / S, E}, DType::F32);
       Tensor lr = zeros({1}, DType::F64), lc = zeros({1}, DType::F64);
-      ref.load_balance_forward(dr, lr, pr, ir, S, 3.0);
-      cpu->load_balance_forward(dc, lc, pr, ir, S, 3.0);
+      ref.load_balance_forward(
+          {.density = dr, .loss = lr, .probs = pr, .idx = ir, .seq = S, .coefficient = 3.0});
+      cpu->load_balance_forward(
+          {.density = dc, .loss = lc, .probs = pr, .idx = ir, .seq = S, .coefficient = 3.0});
       expect_equal("density", dr, dc);
       EXPECT_NEAR(get_as_double(lc, 0), get_as_double(lr, 0), 1e-12);
     }
@@ -288,8 +346,8 @@ TEST_P(CpuOps, DispatchAndGroupedMatmuls) {
             zeros({E}, DType::I32)};
   Routing rc = r;
   for (Tensor* t : {&rc.order, &rc.inverse, &rc.token, &rc.group_sizes}) *t = clone(*t);
-  ref.route_sort(r, idx, E);
-  cpu->route_sort(rc, idx, E);
+  ref.route_sort({.routing = r, .idx = idx, .num_experts = E});
+  cpu->route_sort({.routing = rc, .idx = idx, .num_experts = E});
   expect_equal("order", r.order, rc.order);
   expect_equal("group sizes", r.group_sizes, rc.group_sizes);
   ASSERT_EQ(r.group_sizes.data<int32_t>()[5], 0);
@@ -297,25 +355,27 @@ TEST_P(CpuOps, DispatchAndGroupedMatmuls) {
     const std::string d = std::string(dtype_name(dt)) + " ";
     const Tensor x = grid({T, D}, dt), w = grid({T, K}, DType::F32), dm = grid({T, D}, dt);
     Tensor xr = zeros({T * K, D}, dt), xc = zeros({T * K, D}, dt);
-    ref.permute(xr, x, r.order, K);
-    cpu->permute(xc, x, r.order, K);
+    ref.permute({.xs = xr, .x = x, .order = r.order, .k = K});
+    cpu->permute({.xs = xc, .x = x, .order = r.order, .k = K});
     expect_equal(d + "permute", xr, xc);
     for (bool token_order : {false, true}) {
       const Tensor y = grid({T * K, D}, dt);
       const Tensor inv = token_order ? Tensor() : r.inverse, ord = token_order ? Tensor() : r.order;
       Tensor mr = zeros({T, D}, dt), mc = zeros({T, D}, dt);
-      ref.combine_forward(mr, y, inv, w);
-      cpu->combine_forward(mc, y, inv, w);
+      ref.combine_forward({.m = mr, .y = y, .inverse = inv, .weights = w});
+      cpu->combine_forward({.m = mc, .y = y, .inverse = inv, .weights = w});
       expect_near(d + "combine", mr, mc, tol(dt));
       Tensor dyr = zeros({T * K, D}, dt), dyc = zeros({T * K, D}, dt);
       Tensor dwr = zeros({T, K}, DType::F32), dwc = zeros({T, K}, DType::F32);
-      ref.combine_backward(dyr, dwr, dm, y, ord, w);
-      cpu->combine_backward(dyc, dwc, dm, y, ord, w);
+      ref.combine_backward(
+          {.dy = dyr, .dweights = dwr, .dm = dm, .y = y, .order = ord, .weights = w});
+      cpu->combine_backward(
+          {.dy = dyc, .dweights = dwc, .dm = dm, .y = y, .order = ord, .weights = w});
       expect_near(d + "combine dy", dyr, dyc, tol(dt));
       expect_near(d + "combine dweights", dwr, dwc, 1e-5);
       Tensor pr = grid({T, D}, dt), pc = clone(pr);
-      ref.permute_backward(pr, y, inv, K, true);
-      cpu->permute_backward(pc, y, inv, K, true);
+      ref.permute_backward({.dx = pr, .dxs = y, .inverse = inv, .k = K, .accumulate = true});
+      cpu->permute_backward({.dx = pc, .dxs = y, .inverse = inv, .k = K, .accumulate = true});
       expect_near(d + "permute backward", pr, pc, tol(dt));
     }
     // Grouped matmuls: plain, with the permute and un-permute folded in, on weight halves.
@@ -334,33 +394,61 @@ TEST_P(CpuOps, DispatchAndGroupedMatmuls) {
       const int64_t n = c.rows.weight_rows < 0 ? 2 * F : c.rows.weight_rows;
       const Tensor out0 = grid({T * K, n}, dt);
       Tensor outr = clone(out0), outc = clone(out0);
-      ref.gmm(outr, lhs, W, r.group_sizes, c.rows);
-      cpu->gmm(outc, lhs, W, r.group_sizes, c.rows);
+      ref.gmm({.out = outr, .lhs = lhs, .rhs = W, .group_sizes = r.group_sizes, .rows = c.rows});
+      cpu->gmm({.out = outc, .lhs = lhs, .rhs = W, .group_sizes = r.group_sizes, .rows = c.rows});
       expect_near(d + "gmm " + c.what, outr, outc, tol(dt));
       const Tensor dgrad = grid({T * K, n}, dt);
       GmmRows back = c.rows;
       back.in = gather ? r.order : Tensor();  // dlhs written in token-copy order
       Tensor dlr = grid({T * K, D}, dt), dlc = clone(dlr);
-      ref.gmm_dlhs(dlr, dgrad, W, r.group_sizes, back);
-      cpu->gmm_dlhs(dlc, dgrad, W, r.group_sizes, back);
+      ref.gmm_dlhs(
+          {.dlhs = dlr, .dout = dgrad, .rhs = W, .group_sizes = r.group_sizes, .rows = back});
+      cpu->gmm_dlhs(
+          {.dlhs = dlc, .dout = dgrad, .rhs = W, .group_sizes = r.group_sizes, .rows = back});
       expect_near(d + "gmm_dlhs " + c.what, dlr, dlc, tol(dt));
       Tensor dwr = grid({E, 2 * F, D}, DType::F32), dwc = clone(dwr);
-      ref.gmm_drhs(dwr, lhs, dgrad, r.group_sizes, c.rows);
-      cpu->gmm_drhs(dwc, lhs, dgrad, r.group_sizes, c.rows);
+      ref.gmm_drhs(
+          {.drhs = dwr, .lhs = lhs, .dout = dgrad, .group_sizes = r.group_sizes, .rows = c.rows});
+      cpu->gmm_drhs(
+          {.drhs = dwc, .lhs = lhs, .dout = dgrad, .group_sizes = r.group_sizes, .rows = c.rows});
       expect_near(d + "gmm_drhs " + c.what, dwr, dwc, 1e-5);
     }
     // The second matmul writing back in token order; its backward reading from there.
     Tensor yr = zeros({T * K, D}, dt), yc = zeros({T * K, D}, dt);
-    ref.gmm(yr, a, Wd, r.group_sizes, GmmRows{Tensor(), r.order});
-    cpu->gmm(yc, a, Wd, r.group_sizes, GmmRows{Tensor(), r.order});
+    ref.gmm({.out = yr,
+             .lhs = a,
+             .rhs = Wd,
+             .group_sizes = r.group_sizes,
+             .rows = GmmRows{Tensor(), r.order}});
+    cpu->gmm({.out = yc,
+              .lhs = a,
+              .rhs = Wd,
+              .group_sizes = r.group_sizes,
+              .rows = GmmRows{Tensor(), r.order}});
     expect_near(d + "gmm scattered", yr, yc, tol(dt));
     Tensor dar = zeros({T * K, F}, dt), dac = zeros({T * K, F}, dt);
-    ref.gmm_dlhs(dar, dout_tok, Wd, r.group_sizes, GmmRows{Tensor(), r.order});
-    cpu->gmm_dlhs(dac, dout_tok, Wd, r.group_sizes, GmmRows{Tensor(), r.order});
+    ref.gmm_dlhs({.dlhs = dar,
+                  .dout = dout_tok,
+                  .rhs = Wd,
+                  .group_sizes = r.group_sizes,
+                  .rows = GmmRows{Tensor(), r.order}});
+    cpu->gmm_dlhs({.dlhs = dac,
+                   .dout = dout_tok,
+                   .rhs = Wd,
+                   .group_sizes = r.group_sizes,
+                   .rows = GmmRows{Tensor(), r.order}});
     expect_near(d + "gmm_dlhs gathered dout", dar, dac, tol(dt));
     Tensor dwr = zeros({E, D, F}, DType::F32), dwc = zeros({E, D, F}, DType::F32);
-    ref.gmm_drhs(dwr, a, dout_tok, r.group_sizes, GmmRows{Tensor(), r.order});
-    cpu->gmm_drhs(dwc, a, dout_tok, r.group_sizes, GmmRows{Tensor(), r.order});
+    ref.gmm_drhs({.drhs = dwr,
+                  .lhs = a,
+                  .dout = dout_tok,
+                  .group_sizes = r.group_sizes,
+                  .rows = GmmRows{Tensor(), r.order}});
+    cpu->gmm_drhs({.drhs = dwc,
+                   .lhs = a,
+                   .dout = dout_tok,
+                   .group_sizes = r.group_sizes,
+                   .rows = GmmRows{Tensor(), r.order}});
     expect_near(d + "gmm_drhs gathered dout", dwr, dwc, 1e-5);
     for (int64_t i = 5 * D * F; i < 6 * D * F; ++i)
       ASSERT_EQ(get_as_double(dwc, i), 0.0) << "the expert with no rows got a gradient";
@@ -379,15 +467,37 @@ TEST_P(CpuOps, AttentionForwardAndBackward) {
       const Tensor seg = ints({1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 4, 4, 4, 7, 7, 7, 7, 7});
       Tensor or_ = zeros({T, 4, 6}, dt), oc = zeros({T, 4, 6}, dt);
       Tensor lr = zeros({2, 4, 9}, DType::F32), lc = zeros({2, 4, 9}, DType::F32);
-      ref.attention_forward(or_, lr, q, k, v, seg, s);
-      cpu->attention_forward(oc, lc, q, k, v, seg, s);
+      ref.attention_forward(
+          {.o = or_, .lse = lr, .q = q, .k = k, .v = v, .segment_ids = seg, .shape = s});
+      cpu->attention_forward(
+          {.o = oc, .lse = lc, .q = q, .k = k, .v = v, .segment_ids = seg, .shape = s});
       const std::string what = std::string(dtype_name(dt)) + " window " + std::to_string(window);
       expect_near("attention o " + what, or_, oc, 2 * tol(dt));
       expect_near("attention lse " + what, lr, lc, 1e-5, 1e-5);
       Tensor dqr = zeros({T, 4, 6}, dt), dkr = zeros({T, 2, 6}, dt), dvr = zeros({T, 2, 6}, dt);
       Tensor dqc = zeros({T, 4, 6}, dt), dkc = zeros({T, 2, 6}, dt), dvc = zeros({T, 2, 6}, dt);
-      ref.attention_backward(dqr, dkr, dvr, dout, q, k, v, or_, lr, seg, s);
-      cpu->attention_backward(dqc, dkc, dvc, dout, q, k, v, or_, lr, seg, s);
+      ref.attention_backward({.dq = dqr,
+                              .dk = dkr,
+                              .dv = dvr,
+                              .dout = dout,
+                              .q = q,
+                              .k = k,
+                              .v = v,
+                              .o = or_,
+                              .lse = lr,
+                              .segment_ids = seg,
+                              .shape = s});
+      cpu->attention_backward({.dq = dqc,
+                               .dk = dkc,
+                               .dv = dvc,
+                               .dout = dout,
+                               .q = q,
+                               .k = k,
+                               .v = v,
+                               .o = or_,
+                               .lse = lr,
+                               .segment_ids = seg,
+                               .shape = s});
       expect_near("attention dq " + what, dqr, dqc, 4 * tol(dt));
       expect_near("attention dk " + what, dkr, dkc, 4 * tol(dt));
       expect_near("attention dv " + what, dvr, dvc, 4 * tol(dt));
@@ -420,8 +530,10 @@ TEST_P(CpuOps, AttentionOverManyBlocks) {
                    v = grid({T, KV, hd}, dt), dout = grid({T, H, hd}, dt);
       Tensor or_ = zeros({T, H, hd}, dt), oc = zeros({T, H, hd}, dt);
       Tensor lr = zeros({2, H, S}, DType::F32), lc = zeros({2, H, S}, DType::F32);
-      ref.attention_forward(or_, lr, q, k, v, seg, s);
-      be.attention_forward(oc, lc, q, k, v, seg, s);
+      ref.attention_forward(
+          {.o = or_, .lse = lr, .q = q, .k = k, .v = v, .segment_ids = seg, .shape = s});
+      be.attention_forward(
+          {.o = oc, .lse = lc, .q = q, .k = k, .v = v, .segment_ids = seg, .shape = s});
       const std::string what =
           "window " + std::to_string(window) + ", scratch " + std::to_string(scratch_kib) + " KiB";
       expect_near("attention o " + what, or_, oc, 2 * tol(dt));
@@ -431,8 +543,28 @@ TEST_P(CpuOps, AttentionOverManyBlocks) {
              dvr = zeros({T, KV, hd}, dt);
       Tensor dqc = zeros({T, H, hd}, dt), dkc = zeros({T, KV, hd}, dt),
              dvc = zeros({T, KV, hd}, dt);
-      ref.attention_backward(dqr, dkr, dvr, dout, q, k, v, or_, lr, seg, s);
-      be.attention_backward(dqc, dkc, dvc, dout, q, k, v, or_, lr, seg, s);
+      ref.attention_backward({.dq = dqr,
+                              .dk = dkr,
+                              .dv = dvr,
+                              .dout = dout,
+                              .q = q,
+                              .k = k,
+                              .v = v,
+                              .o = or_,
+                              .lse = lr,
+                              .segment_ids = seg,
+                              .shape = s});
+      be.attention_backward({.dq = dqc,
+                             .dk = dkc,
+                             .dv = dvc,
+                             .dout = dout,
+                             .q = q,
+                             .k = k,
+                             .v = v,
+                             .o = or_,
+                             .lse = lr,
+                             .segment_ids = seg,
+                             .shape = s});
       expect_near("attention dq " + what, dqr, dqc, 4 * tol(dt));
       expect_near("attention dk " + what, dkr, dkc, 4 * tol(dt));
       expect_near("attention dv " + what, dvr, dvc, 4 * tol(dt));
@@ -448,8 +580,20 @@ TEST_P(CpuOps, SoftcapCrossEntropy) {
       const Tensor z = grid({C, V}, dt, 8.0);
       Tensor zr = clone(z), zc = clone(z);
       Tensor lr = zeros({1}, DType::F64), lc = zeros({1}, DType::F64);
-      ref.softcap_cross_entropy(zr, lr, targets, mask, 30.0, 0.25, grad);
-      cpu->softcap_cross_entropy(zc, lc, targets, mask, 30.0, 0.25, grad);
+      ref.softcap_cross_entropy({.logits = zr,
+                                 .loss = lr,
+                                 .targets = targets,
+                                 .mask = mask,
+                                 .cap = 30.0,
+                                 .grad_scale = 0.25,
+                                 .write_grad = grad});
+      cpu->softcap_cross_entropy({.logits = zc,
+                                  .loss = lc,
+                                  .targets = targets,
+                                  .mask = mask,
+                                  .cap = 30.0,
+                                  .grad_scale = 0.25,
+                                  .write_grad = grad});
       EXPECT_NEAR(get_as_double(lc, 0), get_as_double(lr, 0), 1e-5 * get_as_double(lr, 0));
       expect_near(std::string("softcap ") + (grad ? "dz " : "c ") + std::string(dtype_name(dt)), zr,
                   zc, tol(dt));
@@ -463,16 +607,16 @@ TEST_P(CpuOps, AdamW) {
   const AdamWStep s{0.01, 0.9, 0.95, 1e-8, 0.0, 0.1, 1.0, 3};
   Tensor pr = clone(p0), pc = clone(p0), mr = grid({1000}, DType::F32),
          vr = zeros({1000}, DType::F32);
-  cpu->fill(vr, 0.5);
+  cpu->fill({.x = vr, .value = 0.5});
   Tensor mc = clone(mr), vc = clone(vr);
-  ref.adamw_step(pr, g, mr, vr, s, scalars);
-  cpu->adamw_step(pc, g, mc, vc, s, scalars);
+  ref.adamw_step({.param = pr, .grad = g, .m = mr, .v = vr, .step = s, .scalars = scalars});
+  cpu->adamw_step({.param = pc, .grad = g, .m = mc, .v = vc, .step = s, .scalars = scalars});
   expect_near("adamw p", pr, pc, 1e-6);
   expect_near("adamw m", mr, mc, 1e-6);
   expect_near("adamw v", vr, vc, 1e-6);
   set_from_double(scalars, StepScalars::kCeSum, NAN);
   Tensor keep = clone(pc);
-  cpu->adamw_step(pc, g, mc, vc, s, scalars);
+  cpu->adamw_step({.param = pc, .grad = g, .m = mc, .v = vc, .step = s, .scalars = scalars});
   expect_equal("a step with a NaN loss is not applied", keep, pc);
 }
 

@@ -116,12 +116,12 @@ TEST_P(KernelOps, FillCopyAndElementwise) {
     auto [r, d] = both({a, b, zeros({3, 37}, dt), zeros({111}, dt), zeros({5}, DType::F64),
                         zeros({4}, DType::I32), f32},
                        [](Backend& be, const Tensors& t) {
-                         be.add(t[2], t[0], t[1]);
-                         be.axpy(t[2], -0.75, t[1]);
-                         be.scale(t[0], 1.5);
-                         be.copy(t[3], t[6]);  // float32 -> the dtype under test
-                         be.fill(t[4], 2.5);
-                         be.fill(t[5], 7);
+                         be.add({.out = t[2], .a = t[0], .b = t[1]});
+                         be.axpy({.y = t[2], .alpha = -0.75, .x = t[1]});
+                         be.scale({.x = t[0], .alpha = 1.5});
+                         be.copy({.dst = t[3], .src = t[6]});  // float32 -> the dtype under test
+                         be.fill({.x = t[4], .value = 2.5});
+                         be.fill({.x = t[5], .value = 7});
                        });
     for (int i : {0, 2, 3}) expect_close("elementwise " + std::to_string(i), d[i], r[i], tol(dt));
     expect_equal("fill f64", d[4], r[4]);
@@ -136,28 +136,31 @@ TEST_P(KernelOps, OrderedSumsAreExactInFp64AndRepeatable) {
     const Tensor s = rand({1}, DType::F32);
     Tensor acc = zeros({1}, DType::F64);
     set_from_double(acc, 0, 0.25);
-    auto [r, d] = both({x, acc, a, b, dy, s, zeros({999}, dt), zeros({999}, dt), zeros({1})},
-                       [](Backend& be, const Tensors& t) {
-                         be.sum_squares(t[1], t[0]);
-                         be.scaled_sum_forward(t[6], t[2], t[3], t[5]);
-                         be.scaled_sum_backward(t[7], t[8], t[4], t[2], t[3], t[5]);
-                       });
+    auto [r, d] =
+        both({x, acc, a, b, dy, s, zeros({999}, dt), zeros({999}, dt), zeros({1})},
+             [](Backend& be, const Tensors& t) {
+               be.sum_squares({.sum = t[1], .x = t[0]});
+               be.scaled_sum_forward({.y = t[6], .a = t[2], .b = t[3], .s = t[5]});
+               be.scaled_sum_backward(
+                   {.dab = t[7], .ds = t[8], .dy = t[4], .a = t[2], .b = t[3], .s = t[5]});
+             });
     EXPECT_NEAR(get_as_double(d[1], 0), get_as_double(r[1], 0), 1e-12 * get_as_double(r[1], 0));
     expect_close("scaled_sum_forward", d[6], r[6], tol(dt));
     expect_close("scaled_sum_backward dab", d[7], r[7], tol(dt));
     EXPECT_NEAR(get_as_double(d[8], 0), get_as_double(r[8], 0),
                 1e-5 * std::abs(get_as_double(r[8], 0)) + 1e-6);
     // Same input, same bits.
-    auto [r2, d2] =
-        both({x, acc}, [](Backend& be, const Tensors& t) { be.sum_squares(t[1], t[0]); });
+    auto [r2, d2] = both(
+        {x, acc}, [](Backend& be, const Tensors& t) { be.sum_squares({.sum = t[1], .x = t[0]}); });
     EXPECT_EQ(get_as_double(d2[1], 0), get_as_double(d[1], 0));
   }
 }
 
 TEST_P(KernelOps, TransposeGroups) {
   for (DType dt : kActs) {
-    auto [r, d] = both({rand({3, 45, 70}, dt), zeros({3, 70, 45}, dt)},
-                       [](Backend& be, const Tensors& t) { be.transpose_groups(t[1], t[0]); });
+    auto [r, d] =
+        both({rand({3, 45, 70}, dt), zeros({3, 70, 45}, dt)},
+             [](Backend& be, const Tensors& t) { be.transpose_groups({.out = t[1], .in = t[0]}); });
     expect_equal("transpose_groups", d[1], r[1]);
   }
 }
@@ -169,11 +172,18 @@ TEST_P(KernelOps, MatmulAllTranspositionsAndMixedOutput) {
         const int64_t M = 33, N = 17, K = 70;
         const Tensor a = rand(ta ? Shape{K, M} : Shape{M, K}, dt);
         const Tensor b = rand(tb ? Shape{N, K} : Shape{K, N}, dt);
-        auto [r, d] = both({a, b, rand({M, N}, dt), rand({M, N}, DType::F32)},
-                           [&](Backend& be, const Tensors& t) {
-                             be.matmul(t[2], t[0], ta, t[1], tb, true);
-                             be.matmul(t[3], t[0], ta, t[1], tb, true);  // fp32 out
-                           });
+        auto [r,
+              d] = both({a, b, rand({M, N}, dt), rand({M, N}, DType::F32)}, [&](Backend& be,
+                                                                                const Tensors& t) {
+          be.matmul(
+              {.c = t[2], .a = t[0], .trans_a = ta, .b = t[1], .trans_b = tb, .accumulate = true});
+          be.matmul({.c = t[3],
+                     .a = t[0],
+                     .trans_a = ta,
+                     .b = t[1],
+                     .trans_b = tb,
+                     .accumulate = true});  // fp32 out
+        });
         expect_close("matmul", d[2], r[2], tol(dt));
         expect_close("matmul fp32 out", d[3], r[3], 3e-5);
       }
@@ -184,11 +194,12 @@ TEST_P(KernelOps, EmbeddingLookupAndRepeatedTokenGradients) {
     const int64_t V = 600, D = 19;  // 600 > 512: two radix passes
     const Tensor tokens = ints({5, 599, 5, 0, 17, 5, 599, 300, 5});
     const Tensor table = rand({V, D});  // fp32 master table
-    auto [r, d] = both({tokens, table, zeros({9, D}, dt), rand({9, D}, dt), rand({V, D})},
-                       [&](Backend& be, const Tensors& t) {
-                         be.embedding_forward(t[2], t[0], t[1], 4.5);
-                         be.embedding_backward(t[4], t[3], t[0], 4.5);
-                       });
+    auto [r, d] =
+        both({tokens, table, zeros({9, D}, dt), rand({9, D}, dt), rand({V, D})},
+             [&](Backend& be, const Tensors& t) {
+               be.embedding_forward({.x = t[2], .tokens = t[0], .table = t[1], .scale = 4.5});
+               be.embedding_backward({.dtable = t[4], .dx = t[3], .tokens = t[0], .scale = 4.5});
+             });
     expect_close("embedding_forward", d[2], r[2], tol(dt));
     expect_close("embedding_backward", d[4], r[4], 1e-6);
   }
@@ -198,7 +209,7 @@ TEST_P(KernelOps, OutOfRangeTokenIsReportedAtTheSync) {
   Tensor x = be->alloc({2, 4}, DType::F32, MemKind::Workspace);
   const Tensor tokens = be->to_device(ints({1, 9}), MemKind::Workspace);
   const Tensor table = be->to_device(rand({5, 4}), MemKind::Workspace);
-  be->embedding_forward(x, tokens, table, 1.0);
+  be->embedding_forward({.x = x, .tokens = tokens, .table = table, .scale = 1.0});
   testing::expect_error([&] { be->to_host(x); }, {"token id 9", "position 1", "[0, 5)"});
   be->to_host(x);  // reported once
 }
@@ -213,14 +224,33 @@ TEST_P(KernelOps, RmsNormForwardBackwardAllForms) {
                        res = rand({rows, n}, dt);
           const Tensor dy = rand({rows, n}, dt), dx0 = rand({rows, n}, dt);
           const Tensor wt = with_w ? w : Tensor();
-          auto [r, d] =
-              both({x, wt, res, zeros({rows, n}, dt), zeros({rows}), dy, dx0,
-                    with_w ? rand({n}) : Tensor(), zeros({rows, n}, dt)},
-                   [&](Backend& be, const Tensors& t) {
-                     be.rmsnorm_forward(t[3], t[4], t[0], t[1], 1e-6, 0.7, t[2], round_first);
-                     be.rmsnorm_forward(t[8], t[4], t[0], t[1], 1e-6, 0.7, Tensor(), round_first);
-                     be.rmsnorm_backward(t[6], t[7], t[5], t[0], t[1], t[4], 0.7, true);
-                   });
+          auto [r, d] = both({x, wt, res, zeros({rows, n}, dt), zeros({rows}), dy, dx0,
+                              with_w ? rand({n}) : Tensor(), zeros({rows, n}, dt)},
+                             [&](Backend& be, const Tensors& t) {
+                               be.rmsnorm_forward({.y = t[3],
+                                                   .rstd = t[4],
+                                                   .x = t[0],
+                                                   .w = t[1],
+                                                   .eps = 1e-6,
+                                                   .out_scale = 0.7,
+                                                   .residual = t[2],
+                                                   .round_before_scale = round_first});
+                               be.rmsnorm_forward({.y = t[8],
+                                                   .rstd = t[4],
+                                                   .x = t[0],
+                                                   .w = t[1],
+                                                   .eps = 1e-6,
+                                                   .out_scale = 0.7,
+                                                   .round_before_scale = round_first});
+                               be.rmsnorm_backward({.dx = t[6],
+                                                    .dw = t[7],
+                                                    .dy = t[5],
+                                                    .x = t[0],
+                                                    .w = t[1],
+                                                    .rstd = t[4],
+                                                    .out_scale = 0.7,
+                                                    .accumulate_dx = true});
+                             });
           const std::string what = "n=" + std::to_string(n);
           expect_close("rmsnorm y+res " + what, d[3], r[3], tol(dt));
           expect_close("rmsnorm y " + what, d[8], r[8], tol(dt));
@@ -239,9 +269,9 @@ TEST_P(KernelOps, RopeTableAndRotationsBothWays) {
     auto [r, d] = both({rand({T, heads, hd}, dt), ints({0, 3, 1, 16000, 2, 9, 5}), freq,
                         rand({T, heads, hd}, dt), zeros({T, hd / 2, 2})},
                        [](Backend& be, const Tensors& t) {
-                         be.rope_table(t[4], t[1], t[2]);
-                         be.rope(t[0], t[4], false);
-                         be.rope(t[3], t[4], true);
+                         be.rope_table({.table = t[4], .positions = t[1], .inv_freq = t[2]});
+                         be.rope({.x = t[0], .table = t[4], .inverse = false});
+                         be.rope({.x = t[3], .table = t[4], .inverse = true});
                        });
     expect_close("rope table", d[4], r[4], 1e-6);
     expect_close("rope", d[0], r[0], tol(dt));
@@ -254,15 +284,16 @@ TEST_P(KernelOps, GegluFusedAndSplit) {
   for (DType dt : kActs)
     for (const int64_t F : {37, 40}) {
       const int64_t m = 9;
-      auto [r, d] = both({rand({m, 2 * F}, dt), rand({m, F}, dt), rand({m, F}, dt),
-                          zeros({m, F}, dt), zeros({m, F}, dt), rand({m, F}, dt),
-                          zeros({m, 2 * F}, dt), zeros({m, F}, dt), zeros({m, F}, dt)},
-                         [](Backend& be, const Tensors& t) {
-                           be.geglu_forward(t[3], t[0], Tensor());
-                           be.geglu_forward(t[4], t[1], t[2]);
-                           be.geglu_backward(t[6], Tensor(), t[5], t[0], Tensor());
-                           be.geglu_backward(t[7], t[8], t[5], t[1], t[2]);
-                         });
+      auto [r, d] =
+          both({rand({m, 2 * F}, dt), rand({m, F}, dt), rand({m, F}, dt), zeros({m, F}, dt),
+                zeros({m, F}, dt), rand({m, F}, dt), zeros({m, 2 * F}, dt), zeros({m, F}, dt),
+                zeros({m, F}, dt)},
+               [](Backend& be, const Tensors& t) {
+                 be.geglu_forward({.a = t[3], .h = t[0]});
+                 be.geglu_forward({.a = t[4], .h = t[1], .up = t[2]});
+                 be.geglu_backward({.dh = t[6], .da = t[5], .h = t[0]});
+                 be.geglu_backward({.dh = t[7], .dup = t[8], .da = t[5], .h = t[1], .up = t[2]});
+               });
       for (int i : {3, 4, 6, 7, 8})
         expect_close("geglu " + std::to_string(i) + " F=" + std::to_string(F), d[i], r[i],
                      tol(dt));
@@ -288,8 +319,24 @@ TEST_P(KernelOps, AttentionForwardAndBackward) {
            ints(seg), zeros({T, c.H, c.hd}, dt), zeros({c.B, c.H, c.S}), rand({T, c.H, c.hd}, dt),
            zeros({T, c.H, c.hd}, dt), zeros({T, c.KV, c.hd}, dt), zeros({T, c.KV, c.hd}, dt)},
           [&](Backend& be, const Tensors& t) {
-            be.attention_forward(t[4], t[5], t[0], t[1], t[2], t[3], s);
-            be.attention_backward(t[7], t[8], t[9], t[6], t[0], t[1], t[2], t[4], t[5], t[3], s);
+            be.attention_forward({.o = t[4],
+                                  .lse = t[5],
+                                  .q = t[0],
+                                  .k = t[1],
+                                  .v = t[2],
+                                  .segment_ids = t[3],
+                                  .shape = s});
+            be.attention_backward({.dq = t[7],
+                                   .dk = t[8],
+                                   .dv = t[9],
+                                   .dout = t[6],
+                                   .q = t[0],
+                                   .k = t[1],
+                                   .v = t[2],
+                                   .o = t[4],
+                                   .lse = t[5],
+                                   .segment_ids = t[3],
+                                   .shape = s});
           });
       const std::string what = "hd=" + std::to_string(c.hd) + " S=" + std::to_string(c.S);
       const double bt = dt == DType::BF16 ? 2.0 / 128 : 1e-4;
@@ -316,14 +363,30 @@ TEST_P(KernelOps, AttentionInteriorAndBoundaryTiles) {
     for (int64_t t = 0; t < T; ++t) seg[t] = int32_t(t * c.docs / c.S);
     const AttentionShape s{B, c.S, c.H, c.KV, c.hd, c.window};
     const DType dt = DType::BF16;
-    auto [r, d] = both(
-        {rand({T, c.H, c.hd}, dt), rand({T, c.KV, c.hd}, dt), rand({T, c.KV, c.hd}, dt), ints(seg),
-         zeros({T, c.H, c.hd}, dt), zeros({B, c.H, c.S}), rand({T, c.H, c.hd}, dt),
-         zeros({T, c.H, c.hd}, dt), zeros({T, c.KV, c.hd}, dt), zeros({T, c.KV, c.hd}, dt)},
-        [&](Backend& be, const Tensors& t) {
-          be.attention_forward(t[4], t[5], t[0], t[1], t[2], t[3], s);
-          be.attention_backward(t[7], t[8], t[9], t[6], t[0], t[1], t[2], t[4], t[5], t[3], s);
-        });
+    auto [r, d] =
+        both({rand({T, c.H, c.hd}, dt), rand({T, c.KV, c.hd}, dt), rand({T, c.KV, c.hd}, dt),
+              ints(seg), zeros({T, c.H, c.hd}, dt), zeros({B, c.H, c.S}), rand({T, c.H, c.hd}, dt),
+              zeros({T, c.H, c.hd}, dt), zeros({T, c.KV, c.hd}, dt), zeros({T, c.KV, c.hd}, dt)},
+             [&](Backend& be, const Tensors& t) {
+               be.attention_forward({.o = t[4],
+                                     .lse = t[5],
+                                     .q = t[0],
+                                     .k = t[1],
+                                     .v = t[2],
+                                     .segment_ids = t[3],
+                                     .shape = s});
+               be.attention_backward({.dq = t[7],
+                                      .dk = t[8],
+                                      .dv = t[9],
+                                      .dout = t[6],
+                                      .q = t[0],
+                                      .k = t[1],
+                                      .v = t[2],
+                                      .o = t[4],
+                                      .lse = t[5],
+                                      .segment_ids = t[3],
+                                      .shape = s});
+             });
     const std::string what = "hd=" + std::to_string(c.hd) + " S=" + std::to_string(c.S) +
                              " window=" + std::to_string(c.window) +
                              " docs=" + std::to_string(c.docs);
@@ -342,7 +405,13 @@ TEST_P(KernelOps, AttentionDecodeOverARingOfSlots) {
         both({zeros({n, H, hd}, dt), rand({n, H, hd}, dt), ints({5, 6, 7}), rand({C, KV, hd}, dt),
               rand({C, KV, hd}, dt), ints({4, 5, 6, 7, -1, 0, 1, 2, 3})},
              [](Backend& be, const Tensors& t) {
-               be.attention_decode(t[0], t[1], t[2], t[3], t[4], t[5], 4);
+               be.attention_decode({.o = t[0],
+                                    .q = t[1],
+                                    .q_pos = t[2],
+                                    .k = t[3],
+                                    .v = t[4],
+                                    .kv_pos = t[5],
+                                    .window = 4});
              });
     expect_close("attention_decode", d[0], r[0], tol(dt));
   }
@@ -357,9 +426,27 @@ TEST_P(KernelOps, RouterLoadBalanceAndTheirBackward) {
           both({logits, pes, zeros({T, E}), zeros({T, K}, DType::I32), zeros({T, K}), zeros({B, E}),
                 zeros({1}, DType::F64), rand({T, K}), rand({B, E}), zeros({T, E}, dt), rand({E})},
                [&](Backend& be, const Tensors& t) {
-                 be.router_forward(t[2], t[3], t[4], t[0], t[1], renorm);
-                 be.load_balance_forward(t[5], t[6], t[2], t[3], S, 0.3);
-                 be.router_backward(t[9], t[10], t[7], t[2], t[3], t[1], renorm, t[8], S);
+                 be.router_forward({.probs = t[2],
+                                    .idx = t[3],
+                                    .weights = t[4],
+                                    .logits = t[0],
+                                    .per_expert_scale = t[1],
+                                    .renormalize = renorm});
+                 be.load_balance_forward({.density = t[5],
+                                          .loss = t[6],
+                                          .probs = t[2],
+                                          .idx = t[3],
+                                          .seq = S,
+                                          .coefficient = 0.3});
+                 be.router_backward({.dlogits = t[9],
+                                     .dper_expert_scale = t[10],
+                                     .dweights = t[7],
+                                     .probs = t[2],
+                                     .idx = t[3],
+                                     .per_expert_scale = t[1],
+                                     .renormalize = renorm,
+                                     .lb_dprobs = t[8],
+                                     .seq = S});
                });
       expect_close("router probs", d[2], r[2], 1e-6);
       expect_equal("router idx", d[3], r[3]);
@@ -382,20 +469,27 @@ TEST_P(KernelOps, RouteSortPermuteAndCombine) {
     Tensors in = {ints(idx), zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
                   zeros({T * K}, DType::I32), zeros({E}, DType::I32)};
     auto [r, d] = both(in, [&](Backend& be, const Tensors& t) {
-      be.route_sort({t[1], t[2], t[3], t[4]}, t[0], E);
+      be.route_sort({.routing = {t[1], t[2], t[3], t[4]}, .idx = t[0], .num_experts = E});
     });
     for (int i = 1; i < 5; ++i) expect_equal("route_sort " + std::to_string(i), d[i], r[i]);
     const Tensor order = r[1], inverse = r[2];
     for (const int64_t D : {21, 24}) {  // rows one element, and 16 bytes, per access
-      auto [r2, d2] = both({rand({T, D}, dt), order, inverse, zeros({T * K, D}, dt),
-                            rand({T, D}, dt), rand({T * K, D}, dt), rand({T, K}),
-                            zeros({T, D}, dt), zeros({T * K, D}, dt), zeros({T, K})},
-                           [&](Backend& be, const Tensors& t) {
-                             be.permute(t[3], t[0], t[1], K);
-                             be.permute_backward(t[4], t[5], t[2], K, true);
-                             be.combine_forward(t[7], t[5], t[2], t[6]);
-                             be.combine_backward(t[8], t[9], t[4], t[5], t[1], t[6]);
-                           });
+      auto [r2, d2] =
+          both({rand({T, D}, dt), order, inverse, zeros({T * K, D}, dt), rand({T, D}, dt),
+                rand({T * K, D}, dt), rand({T, K}), zeros({T, D}, dt), zeros({T * K, D}, dt),
+                zeros({T, K})},
+               [&](Backend& be, const Tensors& t) {
+                 be.permute({.xs = t[3], .x = t[0], .order = t[1], .k = K});
+                 be.permute_backward(
+                     {.dx = t[4], .dxs = t[5], .inverse = t[2], .k = K, .accumulate = true});
+                 be.combine_forward({.m = t[7], .y = t[5], .inverse = t[2], .weights = t[6]});
+                 be.combine_backward({.dy = t[8],
+                                      .dweights = t[9],
+                                      .dm = t[4],
+                                      .y = t[5],
+                                      .order = t[1],
+                                      .weights = t[6]});
+               });
       expect_equal("permute", d2[3], r2[3]);
       expect_close("permute_backward", d2[4], r2[4], tol(dt));
       expect_close("combine_forward", d2[7], r2[7], tol(dt));
@@ -428,14 +522,16 @@ TEST_P(KernelOps, GroupedMatmulsWithMapsAndWindows) {
               GmmRows f = fwd;
               f.in = t[3];
               f.out = t[4];
-              be.gmm(t[5], t[0], t[1], t[2], f);
+              be.gmm({.out = t[5], .lhs = t[0], .rhs = t[1], .group_sizes = t[2], .rows = f});
               GmmRows b = fwd;  // dlhs rows in perm order, dout rows as sorted
               b.in = t[4];
-              be.gmm_dlhs(t[7], t[6], t[1], t[2], b);
+              be.gmm_dlhs(
+                  {.dlhs = t[7], .dout = t[6], .rhs = t[1], .group_sizes = t[2], .rows = b});
               GmmRows w = fwd;
               w.in = t[3];
               w.out = t[4];
-              be.gmm_drhs(t[8], t[0], t[6], t[2], w);
+              be.gmm_drhs(
+                  {.drhs = t[8], .lhs = t[0], .dout = t[6], .group_sizes = t[2], .rows = w});
             });
         const std::string what = std::string(up ? "up" : "gate") + (acc ? " accumulate" : "");
         expect_close("gmm " + what, d[5], r[5], tol(dt));
@@ -443,13 +539,14 @@ TEST_P(KernelOps, GroupedMatmulsWithMapsAndWindows) {
         expect_close("gmm_drhs " + what, d[8], r[8], dt == DType::BF16 ? 1e-5 : 3e-5);
       }
     // Plain layout: no maps, the whole weight.
-    auto [r, d] = both({rand({m, k}, dt), rand({G, N, k}, dt), ints(sizes), zeros({m, N}, dt),
-                        rand({m, N}, dt), zeros({m, k}, dt), zeros({G, N, k}, dt)},
-                       [&](Backend& be, const Tensors& t) {
-                         be.gmm(t[3], t[0], t[1], t[2], {});
-                         be.gmm_dlhs(t[5], t[4], t[1], t[2], {});
-                         be.gmm_drhs(t[6], t[0], t[4], t[2], {});
-                       });
+    auto [r, d] =
+        both({rand({m, k}, dt), rand({G, N, k}, dt), ints(sizes), zeros({m, N}, dt),
+              rand({m, N}, dt), zeros({m, k}, dt), zeros({G, N, k}, dt)},
+             [&](Backend& be, const Tensors& t) {
+               be.gmm({.out = t[3], .lhs = t[0], .rhs = t[1], .group_sizes = t[2]});
+               be.gmm_dlhs({.dlhs = t[5], .dout = t[4], .rhs = t[1], .group_sizes = t[2]});
+               be.gmm_drhs({.drhs = t[6], .lhs = t[0], .dout = t[4], .group_sizes = t[2]});
+             });
     expect_close("gmm plain", d[3], r[3], tol(dt));
     expect_close("gmm_dlhs plain", d[5], r[5], tol(dt));
     expect_close("gmm_drhs plain", d[6], r[6], tol(dt));
@@ -461,7 +558,7 @@ TEST_P(KernelOps, GroupSizesThatDoNotAddUpAreReported) {
   const Tensor rhs = be->to_device(rand({2, 3, 4}), MemKind::Workspace);
   const Tensor sizes = be->to_device(ints({2, 3}), MemKind::Workspace);
   Tensor out = be->alloc({6, 3}, DType::F32, MemKind::Workspace);
-  be->gmm(out, lhs, rhs, sizes, {});
+  be->gmm({.out = out, .lhs = lhs, .rhs = rhs, .group_sizes = sizes});
   testing::expect_error([&] { be->to_host(out); }, {"gmm", "sum to 5", "6 rows"});
 }
 
@@ -475,9 +572,9 @@ TEST_P(KernelOps, GroupedMatmulsOverManyGroupsAndTheirTableScan) {
                       zeros({m, N}, DType::BF16), rand({m, N}, DType::BF16),
                       zeros({m, k}, DType::BF16), zeros({G, N, k})},
                      [&](Backend& be, const Tensors& t) {
-                       be.gmm(t[3], t[0], t[1], t[2], {});
-                       be.gmm_dlhs(t[5], t[4], t[1], t[2], {});
-                       be.gmm_drhs(t[6], t[0], t[4], t[2], {});
+                       be.gmm({.out = t[3], .lhs = t[0], .rhs = t[1], .group_sizes = t[2]});
+                       be.gmm_dlhs({.dlhs = t[5], .dout = t[4], .rhs = t[1], .group_sizes = t[2]});
+                       be.gmm_drhs({.drhs = t[6], .lhs = t[0], .dout = t[4], .group_sizes = t[2]});
                      });
   expect_close("gmm", d[3], r[3], tol(DType::BF16));
   expect_close("gmm_dlhs", d[5], r[5], tol(DType::BF16));
@@ -489,7 +586,7 @@ TEST_P(KernelOps, GroupSizesThatDoNotAddUpAreReportedByTheTensorCoreKernelsToo) 
   const Tensor rhs = be->to_device(rand({2, 8, 8}, DType::BF16), MemKind::Workspace);
   const Tensor sizes = be->to_device(ints({2, 3}), MemKind::Workspace);
   Tensor out = be->alloc({6, 8}, DType::BF16, MemKind::Workspace);
-  be->gmm(out, lhs, rhs, sizes, {});
+  be->gmm({.out = out, .lhs = lhs, .rhs = rhs, .group_sizes = sizes});
   testing::expect_error([&] { be->to_host(out); }, {"gmm", "sum to 5", "6 rows"});
 }
 
@@ -502,7 +599,7 @@ TEST_P(KernelOps, SlowFallbackIsAnnouncedOncePerOpAndShapeClass) {
     const Tensor rhs = be->to_device(rand({1, 8, k}, DType::BF16), MemKind::Workspace);
     const Tensor sizes = be->to_device(ints({5}), MemKind::Workspace);
     Tensor out = be->alloc({5, 8}, DType::BF16, MemKind::Workspace);
-    be->gmm(out, lhs, rhs, sizes, {});
+    be->gmm({.out = out, .lhs = lhs, .rhs = rhs, .group_sizes = sizes});
     be->to_host(out);
   };
   auto count = [](const std::string& text, const std::string& what) {
@@ -538,7 +635,13 @@ TEST_P(KernelOps, SoftcapCrossEntropyLossAndGradient) {
         auto [r, d] = both({rand({C, V}, dt, 8.0), zeros({1}, DType::F64),
                             ints({3, 999, 0, 7, 500, 2}), ints({1, 1, 0, 2, 1, 1})},
                            [&](Backend& be, const Tensors& t) {
-                             be.softcap_cross_entropy(t[0], t[1], t[2], t[3], cap, 0.125, grad);
+                             be.softcap_cross_entropy({.logits = t[0],
+                                                       .loss = t[1],
+                                                       .targets = t[2],
+                                                       .mask = t[3],
+                                                       .cap = cap,
+                                                       .grad_scale = 0.125,
+                                                       .write_grad = grad});
                            });
         const std::string what = "cap " + std::to_string(cap) + (grad ? " grad" : "");
         EXPECT_NEAR(get_as_double(d[1], 0), get_as_double(r[1], 0), 1e-5 * get_as_double(r[1], 0))
@@ -567,7 +670,12 @@ TEST_P(KernelOps, AdamWWithClippingAndTheNonFiniteSkip) {
     st.t = 3;
     auto [r, d] = both({p, g, m, v, scalars}, [&](Backend& be, const Tensors& t) {
       auto part = [&](int i) { return t[i].flat_slice(offset, {n - offset}); };
-      be.adamw_step(part(0), part(1), part(2), part(3), st, t[4]);
+      be.adamw_step({.param = part(0),
+                     .grad = part(1),
+                     .m = part(2),
+                     .v = part(3),
+                     .step = st,
+                     .scalars = t[4]});
     });
     for (int i : {0, 2, 3})
       expect_close("adamw " + std::to_string(i) + " n=" + std::to_string(n) +

@@ -298,7 +298,13 @@ TEST(VocabParallel, CrossEntropyOverSlicesEqualsTheWholeRow) {
     Tensor whole = Tensor::empty({R, V}, dt);
     std::memcpy(whole.raw(), z.raw(), z.nbytes());
     Tensor loss = Tensor::zeros({1}, DType::F64);
-    be.softcap_cross_entropy(whole, loss, targets, mask, 30.0, 0.25, true);
+    be.softcap_cross_entropy({.logits = whole,
+                              .loss = loss,
+                              .targets = targets,
+                              .mask = mask,
+                              .cap = 30.0,
+                              .grad_scale = 0.25,
+                              .write_grad = true});
     // Slices.
     std::vector<Tensor> parts, stats, local;
     for (size_t k = 0; k + 1 < cuts.size(); ++k) {
@@ -324,14 +330,24 @@ TEST(VocabParallel, CrossEntropyOverSlicesEqualsTheWholeRow) {
         for (const Tensor& s : stats) s.data<double>()[row * R + r] = acc;
       }
     };
-    for (size_t k = 0; k < parts.size(); ++k) be.vocab_ce_max(parts[k], stats[k], 30.0);
+    for (size_t k = 0; k < parts.size(); ++k)
+      be.vocab_ce_max({.logits = parts[k], .stats = stats[k], .cap = 30.0});
     combine(0, true);
-    for (size_t k = 0; k < parts.size(); ++k) be.vocab_ce_sums(parts[k], stats[k], local[k]);
+    for (size_t k = 0; k < parts.size(); ++k)
+      be.vocab_ce_sums({.logits = parts[k], .stats = stats[k], .targets = local[k]});
     combine(1, false), combine(2, false);
     Tensor split_loss = Tensor::zeros({1}, DType::F64);
     for (size_t k = 0; k < parts.size(); ++k)  // each slice counts some rows of the loss
-      be.vocab_ce_finish(parts[k], split_loss, stats[k], local[k], mask, 30.0, 0.25, int64_t(k) * 3,
-                         std::min<int64_t>(R, int64_t(k + 1) * 3), true);
+      be.vocab_ce_finish({.logits = parts[k],
+                          .loss = split_loss,
+                          .stats = stats[k],
+                          .targets = local[k],
+                          .mask = mask,
+                          .cap = 30.0,
+                          .grad_scale = 0.25,
+                          .loss_begin = int64_t(k) * 3,
+                          .loss_end = std::min<int64_t>(R, int64_t(k + 1) * 3),
+                          .write_grad = true});
     const double tol = dt == DType::F64 ? 1e-13 : 1e-6;
     EXPECT_NEAR(get_as_double(split_loss, 0), get_as_double(loss, 0),
                 tol * std::abs(get_as_double(loss, 0)))

@@ -72,7 +72,7 @@ void check_layer_gradients(int64_t layer, int64_t experts = 5) {
   ctx.lb_loss = Tensor::zeros({1}, DType::F64);
   auto loss = [&] {
     LayerActs acts;
-    f.be.fill(ctx.lb_loss, 0.0);
+    f.be.fill({.x = ctx.lb_loss, .value = 0.0});
     layer_forward(ctx, layer, w, x, y, acts);
     return inner(y, r) + get_as_double(ctx.lb_loss, 0);
   };
@@ -150,7 +150,7 @@ TEST_P(RematThreads, RematPoliciesGiveIdenticalGradients) {
   for (DType act : {DType::F64, DType::F32, DType::BF16}) {
     const DType wdt = act == DType::BF16 ? DType::F32 : act;
     Tensor w = Tensor::empty({f.table.total()}, wdt);
-    f.be.copy(w, f.weights);
+    f.be.copy({.dst = w, .src = f.weights});
     std::vector<Tensor> grads;
     std::vector<double> losses;
     for (RematPolicy p : {RematPolicy::None, RematPolicy::Minimal, RematPolicy::Full}) {
@@ -211,10 +211,10 @@ TEST(ModelGradient, ExpertWithNoTokensGetsZeroGradient) {
   Fixture f;
   // router.scale = 0 makes every router logit 0: the tie rule then sends every token of layer 0
   // to experts 0 and 1, and experts 2.. get no rows.
-  f.be.fill(f.table.view(f.weights, "layers.0.router.scale"), 0.0);
+  f.be.fill({.x = f.table.view(f.weights, "layers.0.router.scale"), .value = 0.0});
   Gemma4Model model(f.cfg, f.be, {DType::F64, RematPolicy::None, 1});
   Tensor grads = Tensor::zeros({f.table.total()}, DType::F64);
-  f.be.fill(grads, 0.0);
+  f.be.fill({.x = grads, .value = 0.0});
   model.forward_backward(f.in, f.weights, grads);
   for (const char* name : {"layers.0.experts.gate_up_proj", "layers.0.experts.down_proj"}) {
     const Tensor g = f.table.view(grads, name);

@@ -34,8 +34,8 @@ TEST_F(ReferenceOps, MatmulAllTranspositionsMatchDirectSum) {
       for (bool acc : {false, true}) {
         Tensor a = rand(ta ? Shape{K, M} : Shape{M, K}), b = rand(tb ? Shape{N, K} : Shape{K, N});
         Tensor c = rand({M, N}), c0 = zeros({M, N});
-        be.copy(c0, c);
-        be.matmul(c, a, ta, b, tb, acc);
+        be.copy({.dst = c0, .src = c});
+        be.matmul({.c = c, .a = a, .trans_a = ta, .b = b, .trans_b = tb, .accumulate = acc});
         for (int64_t i = 0; i < M; ++i)
           for (int64_t j = 0; j < N; ++j) {
             double s = acc ? get_as_double(c0, i * N + j) : 0.0;
@@ -53,7 +53,7 @@ TEST_F(ReferenceOps, GroupedMatmulForwardAndBackward) {
   Tensor sizes = ints({3, 0, 4, 1});
   Tensor lhs = rand({m, k}), rhs = rand({G, n, k}), r = rand({m, n});
   Tensor out = zeros({m, n});
-  be.gmm(out, lhs, rhs, sizes, {});
+  be.gmm({.out = out, .lhs = lhs, .rhs = rhs, .group_sizes = sizes});
   const int32_t group_of_row[m] = {0, 0, 0, 2, 2, 2, 2, 3};
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -63,12 +63,12 @@ TEST_F(ReferenceOps, GroupedMatmulForwardAndBackward) {
       EXPECT_NEAR(get_as_double(out, i * n + j), s, 1e-12);
     }
   auto loss = [&] {
-    be.gmm(out, lhs, rhs, sizes, {});
+    be.gmm({.out = out, .lhs = lhs, .rhs = rhs, .group_sizes = sizes});
     return inner(out, r);
   };
   Tensor dlhs = zeros({m, k}), drhs = zeros({G, n, k});
-  be.gmm_dlhs(dlhs, r, rhs, sizes, {});
-  be.gmm_drhs(drhs, lhs, r, sizes, {});
+  be.gmm_dlhs({.dlhs = dlhs, .dout = r, .rhs = rhs, .group_sizes = sizes});
+  be.gmm_drhs({.drhs = drhs, .lhs = lhs, .dout = r, .group_sizes = sizes});
   expect_grad_matches_fd("gmm dlhs", lhs, dlhs, loss, 40);
   expect_grad_matches_fd("gmm drhs", rhs, drhs, loss, 120);
   for (int64_t i = n * k; i < 2 * n * k; ++i) EXPECT_EQ(get_as_double(drhs, i), 0.0);
@@ -81,7 +81,13 @@ TEST_F(ReferenceOps, RmsNormWithAndWithoutScale) {
     Tensor y = zeros({rows, n}), rstd = zeros({rows});
     const double scale = with_w ? 0.7 : 1.0;
     auto loss = [&] {
-      be.rmsnorm_forward(y, rstd, x, w, 1e-6, scale, Tensor(), false);
+      be.rmsnorm_forward({.y = y,
+                          .rstd = rstd,
+                          .x = x,
+                          .w = w,
+                          .eps = 1e-6,
+                          .out_scale = scale,
+                          .round_before_scale = false});
       return inner(y, r);
     };
     loss();
@@ -95,9 +101,16 @@ TEST_F(ReferenceOps, RmsNormWithAndWithoutScale) {
                     1e-12);
     }
     Tensor dx = rand({rows, n}), dx0 = zeros({rows, n}), dw = with_w ? zeros({n}) : Tensor();
-    be.copy(dx0, dx);
-    be.rmsnorm_backward(dx, dw, r, x, w, rstd, scale, true);  // accumulates onto dx0
-    be.axpy(dx, -1.0, dx0);
+    be.copy({.dst = dx0, .src = dx});
+    be.rmsnorm_backward({.dx = dx,
+                         .dw = dw,
+                         .dy = r,
+                         .x = x,
+                         .w = w,
+                         .rstd = rstd,
+                         .out_scale = scale,
+                         .accumulate_dx = true});  // accumulates onto dx0
+    be.axpy({.y = dx, .alpha = -1.0, .x = dx0});
     expect_grad_matches_fd("rmsnorm dx", x, dx, loss, 36);
     if (with_w) expect_grad_matches_fd("rmsnorm dw", w, dw, loss, 9);
   }
@@ -111,9 +124,9 @@ TEST_F(ReferenceOps, RopeRotatesPairsAndItsInverseIsTheBackward) {
   for (int64_t i = 0; i < hd / 2; ++i)
     freq.data<double>()[i] = i < 3 ? std::pow(100.0, -2.0 * i / hd) : 0.0;
   Tensor y = zeros({T, heads, hd}), table = zeros({T, hd / 2, 2});
-  be.rope_table(table, pos, freq);
-  be.copy(y, x);
-  be.rope(y, table, false);
+  be.rope_table({.table = table, .positions = pos, .inv_freq = freq});
+  be.copy({.dst = y, .src = x});
+  be.rope({.x = y, .table = table, .inverse = false});
   // Pair (i, i + hd/2) of token 3 (position 7) rotates by 7 * freq[i]; pair 3 does not rotate.
   for (int64_t i = 0; i < hd / 2; ++i) {
     const double ang = 7 * freq.data<double>()[i];
@@ -123,13 +136,13 @@ TEST_F(ReferenceOps, RopeRotatesPairsAndItsInverseIsTheBackward) {
     EXPECT_NEAR(get_as_double(y, o + i + hd / 2), b * std::cos(ang) + a * std::sin(ang), 1e-12);
   }
   auto loss = [&] {
-    be.copy(y, x);
-    be.rope(y, table, false);
+    be.copy({.dst = y, .src = x});
+    be.rope({.x = y, .table = table, .inverse = false});
     return inner(y, r);
   };
   Tensor dx = zeros({T, heads, hd});
-  be.copy(dx, r);
-  be.rope(dx, table, true);
+  be.copy({.dst = dx, .src = r});
+  be.rope({.x = dx, .table = table, .inverse = true});
   expect_grad_matches_fd("rope dx", x, dx, loss, 40);
 }
 
@@ -142,7 +155,8 @@ TEST_F(ReferenceOps, AttentionMatchesDirectSoftmaxAndBackward) {
   Tensor seg = ints({1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2});
   Tensor o = zeros({T, 4, 5}), lse = zeros({2, 4, 6});
   auto loss = [&] {
-    be.attention_forward(o, lse, q, k, v, seg, s);
+    be.attention_forward(
+        {.o = o, .lse = lse, .q = q, .k = k, .v = v, .segment_ids = seg, .shape = s});
     return inner(o, r);
   };
   loss();
@@ -168,7 +182,17 @@ TEST_F(ReferenceOps, AttentionMatchesDirectSoftmaxAndBackward) {
     }
   }
   Tensor dq = zeros({T, 4, 5}), dk = zeros({T, 2, 5}), dv = zeros({T, 2, 5});
-  be.attention_backward(dq, dk, dv, r, q, k, v, o, lse, seg, s);
+  be.attention_backward({.dq = dq,
+                         .dk = dk,
+                         .dv = dv,
+                         .dout = r,
+                         .q = q,
+                         .k = k,
+                         .v = v,
+                         .o = o,
+                         .lse = lse,
+                         .segment_ids = seg,
+                         .shape = s});
   expect_grad_matches_fd("attention dq", q, dq, loss, 60);
   expect_grad_matches_fd("attention dk", k, dk, loss, 60);
   expect_grad_matches_fd("attention dv", v, dv, loss, 60);
@@ -178,7 +202,7 @@ TEST_F(ReferenceOps, GegluForwardAndBackward) {
   const int64_t m = 3, F = 4;
   Tensor h = rand({m, 2 * F}, 2.0), r = rand({m, F}), a = zeros({m, F});
   auto loss = [&] {
-    be.geglu_forward(a, h, Tensor());
+    be.geglu_forward({.a = a, .h = h});
     return inner(a, r);
   };
   loss();
@@ -186,7 +210,7 @@ TEST_F(ReferenceOps, GegluForwardAndBackward) {
   const double gelu = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   EXPECT_NEAR(get_as_double(a, 1), gelu * up, 1e-12);
   Tensor dh = zeros({m, 2 * F});
-  be.geglu_backward(dh, Tensor(), r, h, Tensor());
+  be.geglu_backward({.dh = dh, .da = r, .h = h});
   expect_grad_matches_fd("geglu dh", h, dh, loss, 24);
 }
 
@@ -198,7 +222,12 @@ TEST_F(ReferenceOps, RouterTopKRenormaliseScaleAndBackward) {
     Tensor probs = zeros({T, E}), idx = zeros({T, K}, DType::I32), w = zeros({T, K});
     Tensor rw = rand({T, K}), lb = rand({T / S, E});  // upstream dweights and load-balance dprobs
     auto loss = [&] {
-      be.router_forward(probs, idx, w, logits, pes, renorm);
+      be.router_forward({.probs = probs,
+                         .idx = idx,
+                         .weights = w,
+                         .logits = logits,
+                         .per_expert_scale = pes,
+                         .renormalize = renorm});
       double l = inner(w, rw);
       for (int64_t t = 0; t < T; ++t)
         for (int64_t e = 0; e < E; ++e)
@@ -224,7 +253,15 @@ TEST_F(ReferenceOps, RouterTopKRenormaliseScaleAndBackward) {
                     1e-12);
     }
     Tensor dlogits = zeros({T, E}), dpes = zeros({E});
-    be.router_backward(dlogits, dpes, rw, probs, idx, pes, renorm, lb, S);
+    be.router_backward({.dlogits = dlogits,
+                        .dper_expert_scale = dpes,
+                        .dweights = rw,
+                        .probs = probs,
+                        .idx = idx,
+                        .per_expert_scale = pes,
+                        .renormalize = renorm,
+                        .lb_dprobs = lb,
+                        .seq = S});
     expect_grad_matches_fd("router dlogits", logits, dlogits, loss, 30, 1e-6);
     expect_grad_matches_fd("router dper_expert_scale", pes, dpes, loss, 5);
   }
@@ -232,10 +269,15 @@ TEST_F(ReferenceOps, RouterTopKRenormaliseScaleAndBackward) {
 
 TEST_F(ReferenceOps, RouterTiesGoToTheLowerExpert) {
   Tensor logits = zeros({1, 4}), pes = zeros({4});
-  be.fill(pes, 1.0);
+  be.fill({.x = pes, .value = 1.0});
   set_from_double(logits, 2, 1.0);  // expert 2 highest, then 0, 1, 3 tied
   Tensor probs = zeros({1, 4}), idx = zeros({1, 3}, DType::I32), w = zeros({1, 3});
-  be.router_forward(probs, idx, w, logits, pes, true);
+  be.router_forward({.probs = probs,
+                     .idx = idx,
+                     .weights = w,
+                     .logits = logits,
+                     .per_expert_scale = pes,
+                     .renormalize = true});
   EXPECT_EQ(idx.data<int32_t>()[0], 2);
   EXPECT_EQ(idx.data<int32_t>()[1], 0);
   EXPECT_EQ(idx.data<int32_t>()[2], 1);
@@ -248,8 +290,13 @@ TEST_F(ReferenceOps, LoadBalanceStatisticsPerSequence) {
   std::copy(p, p + 12, probs.data<double>());
   Tensor idx = ints({0, 2, 2, 0});  // top-1 per token; sequences {0,1} and {2,3}
   Tensor density = zeros({2, E}), loss = zeros({1});
-  be.fill(loss, 0.25);  // the loss accumulates
-  be.load_balance_forward(density, loss, probs, idx.view({4, 1}), S, 3.0);
+  be.fill({.x = loss, .value = 0.25});  // the loss accumulates
+  be.load_balance_forward({.density = density,
+                           .loss = loss,
+                           .probs = probs,
+                           .idx = idx.view({4, 1}),
+                           .seq = S,
+                           .coefficient = 3.0});
   const double v = (get_as_double(loss, 0) - 0.25) / 3.0;
   // density b0 = (.5, 0, .5), pbar b0 = (.3, .2, .5); b1 = (.5, 0, .5), (.45, .25, .3)
   EXPECT_NEAR(v, (.5 * .3 + .5 * .5 + .5 * .45 + .5 * .3) / 6, 1e-15);
@@ -261,7 +308,7 @@ TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
   Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
   Routing routing{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
                   zeros({T * K}, DType::I32), zeros({E}, DType::I32)};
-  be.route_sort(routing, idx, E);
+  be.route_sort({.routing = routing, .idx = idx, .num_experts = E});
   const std::vector<int32_t> sizes = {3, 2, 4, 1};
   for (int64_t e = 0; e < E; ++e) EXPECT_EQ(routing.group_sizes.data<int32_t>()[e], sizes[e]);
   // Stable: expert 0 holds copies 1, 6, 9 in that order.
@@ -275,20 +322,22 @@ TEST_F(ReferenceOps, SortPermuteCombineAndTheirBackward) {
 
   Tensor x = rand({T, D}), rx = rand({T * K, D}), xs = zeros({T * K, D});
   auto permute_loss = [&] {
-    be.permute(xs, x, routing.order, K);
+    be.permute({.xs = xs, .x = x, .order = routing.order, .k = K});
     return inner(xs, rx);
   };
   Tensor dx = zeros({T, D});
-  be.permute_backward(dx, rx, routing.inverse, K, false);
+  be.permute_backward(
+      {.dx = dx, .dxs = rx, .inverse = routing.inverse, .k = K, .accumulate = false});
   expect_grad_matches_fd("permute dx", x, dx, permute_loss, 15);
 
   Tensor y = rand({T * K, D}), w = rand({T, K}), rm = rand({T, D}), m = zeros({T, D});
   auto combine_loss = [&] {
-    be.combine_forward(m, y, routing.inverse, w);
+    be.combine_forward({.m = m, .y = y, .inverse = routing.inverse, .weights = w});
     return inner(m, rm);
   };
   Tensor dy = zeros({T * K, D}), dw = zeros({T, K});
-  be.combine_backward(dy, dw, rm, y, routing.order, w);
+  be.combine_backward(
+      {.dy = dy, .dweights = dw, .dm = rm, .y = y, .order = routing.order, .weights = w});
   expect_grad_matches_fd("combine dy", y, dy, combine_loss, 30);
   expect_grad_matches_fd("combine dweights", w, dw, combine_loss, 10);
 }
@@ -298,9 +347,15 @@ TEST_F(ReferenceOps, SoftcapCrossEntropyAndGradient) {
   Tensor z = rand({C, V}, 20.0), targets = ints({3, 0, 6, 2}), mask = ints({1, 0, 2, 1});
   Tensor work = zeros({C, V}), sum = zeros({1});
   auto loss = [&] {
-    be.copy(work, z);
-    be.fill(sum, 0.0);
-    be.softcap_cross_entropy(work, sum, targets, mask, 30.0, 0.0, false);
+    be.copy({.dst = work, .src = z});
+    be.fill({.x = sum, .value = 0.0});
+    be.softcap_cross_entropy({.logits = work,
+                              .loss = sum,
+                              .targets = targets,
+                              .mask = mask,
+                              .cap = 30.0,
+                              .grad_scale = 0.0,
+                              .write_grad = false});
     return get_as_double(sum, 0);
   };
   double expect = 0;
@@ -313,8 +368,14 @@ TEST_F(ReferenceOps, SoftcapCrossEntropyAndGradient) {
   }
   EXPECT_NEAR(loss(), expect, 1e-10);
   Tensor dz = zeros({C, V});
-  be.copy(dz, z);
-  be.softcap_cross_entropy(dz, sum, targets, mask, 30.0, 1.0, true);
+  be.copy({.dst = dz, .src = z});
+  be.softcap_cross_entropy({.logits = dz,
+                            .loss = sum,
+                            .targets = targets,
+                            .mask = mask,
+                            .cap = 30.0,
+                            .grad_scale = 1.0,
+                            .write_grad = true});
   expect_grad_matches_fd("softcap_cross_entropy dz", z, dz, loss, 28);
 }
 
@@ -322,16 +383,18 @@ TEST_F(ReferenceOps, EmbeddingLookupAndScatterAdd) {
   const int64_t V = 6, D = 3;
   Tensor table = rand({V, D}), tokens = ints({4, 1, 4, 0}), r = rand({4, D}), x = zeros({4, D});
   auto loss = [&] {
-    be.embedding_forward(x, tokens, table, 2.5);
+    be.embedding_forward({.x = x, .tokens = tokens, .table = table, .scale = 2.5});
     return inner(x, r);
   };
   loss();
   EXPECT_DOUBLE_EQ(get_as_double(x, 2 * D + 1), 2.5 * get_as_double(table, 4 * D + 1));
   Tensor dtable = zeros({V, D});
-  be.embedding_backward(dtable, r, tokens, 2.5);
+  be.embedding_backward({.dtable = dtable, .dx = r, .tokens = tokens, .scale = 2.5});
   expect_grad_matches_fd("embedding dtable", table, dtable, loss, 18);
   Tensor bad = ints({6});
-  EXPECT_THROW(be.embedding_forward(x.rows(0, 1), bad, table, 1.0), Error);
+  EXPECT_THROW(
+      be.embedding_forward({.x = x.rows(0, 1), .tokens = bad, .table = table, .scale = 1.0}),
+      Error);
 }
 
 // The clipping factor comes from the step's gradient sum of squares on the device: norm 2 against a
@@ -339,20 +402,20 @@ TEST_F(ReferenceOps, EmbeddingLookupAndScatterAdd) {
 TEST_F(ReferenceOps, AdamWMatchesTheOptaxFormula) {
   Tensor p = rand({5}), g = rand({5}), m = zeros({5}), v = zeros({5});
   Tensor p0 = zeros({5}), scalars = zeros({StepScalars::kCount});
-  be.copy(p0, p);
+  be.copy({.dst = p0, .src = p});
   set_from_double(scalars, StepScalars::kGradSumSq, 4.0);
   AdamWStep s{0.01, 0.9, 0.95, 1e-8, 0.0, 0.1, 1.0, 1};
   for (double bad : {NAN, INFINITY}) {
     for (int64_t slot = 0; slot < StepScalars::kCount; ++slot) {
       Tensor keep = zeros({StepScalars::kCount});
-      be.copy(keep, scalars);
+      be.copy({.dst = keep, .src = scalars});
       set_from_double(keep, slot, bad);
-      be.adamw_step(p, g, m, v, s, keep);
+      be.adamw_step({.param = p, .grad = g, .m = m, .v = v, .step = s, .scalars = keep});
       EXPECT_EQ(max_abs_diff(p, p0), 0.0) << "slot " << slot;
       EXPECT_EQ(get_as_double(m, 0), 0.0);
     }
   }
-  be.adamw_step(p, g, m, v, s, scalars);
+  be.adamw_step({.param = p, .grad = g, .m = m, .v = v, .step = s, .scalars = scalars});
   for (int64_t i = 0; i < 5; ++i) {
     const double gi = get_as_double(g, i) * 0.5;
     const double mh = 0.1 * gi / 0.1, vh = 0.05 * gi * gi / 0.05;
@@ -371,17 +434,25 @@ TEST_F(ReferenceOps, GroupedMatmulRowMapsEqualExplicitPermutes) {
   Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
   Routing r{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
             zeros({E}, DType::I32)};
-  be.route_sort(r, idx, E);
+  be.route_sort({.routing = r, .idx = idx, .num_experts = E});
   const Tensor x = rand({T, D}), W = rand({E, n, D}), dout_tok = rand({T * K, n});
   // Forward with the permute folded into the row loads.
   Tensor xs = zeros({T * K, D}), plain = zeros({T * K, n}), mapped = zeros({T * K, n});
-  be.permute(xs, x, r.order, K);
-  be.gmm(plain, xs, W, r.group_sizes, {});
-  be.gmm(mapped, x, W, r.group_sizes, GmmRows{r.token, Tensor()});
+  be.permute({.xs = xs, .x = x, .order = r.order, .k = K});
+  be.gmm({.out = plain, .lhs = xs, .rhs = W, .group_sizes = r.group_sizes});
+  be.gmm({.out = mapped,
+          .lhs = x,
+          .rhs = W,
+          .group_sizes = r.group_sizes,
+          .rows = GmmRows{r.token, Tensor()}});
   EXPECT_EQ(max_abs_diff(plain, mapped), 0.0);
   // Forward with the un-permute folded into the row stores: row r lands at order[r].
   Tensor scattered = zeros({T * K, n});
-  be.gmm(scattered, xs, W, r.group_sizes, GmmRows{Tensor(), r.order});
+  be.gmm({.out = scattered,
+          .lhs = xs,
+          .rhs = W,
+          .group_sizes = r.group_sizes,
+          .rows = GmmRows{Tensor(), r.order}});
   for (int64_t row = 0; row < T * K; ++row)
     for (int64_t j = 0; j < n; ++j)
       EXPECT_EQ(get_as_double(scattered, r.order.data<int32_t>()[row] * n + j),
@@ -393,22 +464,35 @@ TEST_F(ReferenceOps, GroupedMatmulRowMapsEqualExplicitPermutes) {
       set_from_double(dout_sorted, row * n + j,
                       get_as_double(dout_tok, r.order.data<int32_t>()[row] * n + j));
   Tensor dl_plain = zeros({T * K, D}), dl_mapped = zeros({T * K, D});
-  be.gmm_dlhs(dl_plain, dout_sorted, W, r.group_sizes, {});
-  be.gmm_dlhs(dl_mapped, dout_tok, W, r.group_sizes, GmmRows{r.order, r.order});
+  be.gmm_dlhs({.dlhs = dl_plain, .dout = dout_sorted, .rhs = W, .group_sizes = r.group_sizes});
+  be.gmm_dlhs({.dlhs = dl_mapped,
+               .dout = dout_tok,
+               .rhs = W,
+               .group_sizes = r.group_sizes,
+               .rows = GmmRows{r.order, r.order}});
   for (int64_t row = 0; row < T * K; ++row)
     for (int64_t c = 0; c < D; ++c)
       EXPECT_EQ(get_as_double(dl_mapped, r.order.data<int32_t>()[row] * D + c),
                 get_as_double(dl_plain, row * D + c));
   // drhs gathering lhs from the tokens and dout from token order.
   Tensor dw_plain = zeros({E, n, D}), dw_mapped = zeros({E, n, D});
-  be.gmm_drhs(dw_plain, xs, dout_sorted, r.group_sizes, {});
-  be.gmm_drhs(dw_mapped, x, dout_tok, r.group_sizes, GmmRows{r.token, r.order});
+  be.gmm_drhs({.drhs = dw_plain, .lhs = xs, .dout = dout_sorted, .group_sizes = r.group_sizes});
+  be.gmm_drhs({.drhs = dw_mapped,
+               .lhs = x,
+               .dout = dout_tok,
+               .group_sizes = r.group_sizes,
+               .rows = GmmRows{r.token, r.order}});
   EXPECT_EQ(max_abs_diff(dw_plain, dw_mapped), 0.0);
   // A map entry outside the tensor is an error, not a stray read.
   Tensor bad = zeros({T * K}, DType::I32);
-  be.copy(bad, r.token);
+  be.copy({.dst = bad, .src = r.token});
   bad.data<int32_t>()[3] = int32_t(T);
-  EXPECT_THROW(be.gmm(mapped, x, W, r.group_sizes, GmmRows{bad, Tensor()}), Error);
+  EXPECT_THROW(be.gmm({.out = mapped,
+                       .lhs = x,
+                       .rhs = W,
+                       .group_sizes = r.group_sizes,
+                       .rows = GmmRows{bad, Tensor()}}),
+               Error);
 }
 
 // A weight-row window is a slice of the fused product; accumulate adds.
@@ -417,9 +501,17 @@ TEST_F(ReferenceOps, GroupedMatmulWeightWindowsAreSlicesOfTheFusedProduct) {
   Tensor sizes = ints({2, 0, 5});
   const Tensor lhs = rand({m, k}), W = rand({G, 2 * F, k}), dh = rand({m, 2 * F});
   Tensor fused = zeros({m, 2 * F}), gate = zeros({m, F}), up = zeros({m, F});
-  be.gmm(fused, lhs, W, sizes, {});
-  be.gmm(gate, lhs, W, sizes, GmmRows{Tensor(), Tensor(), 0, F});
-  be.gmm(up, lhs, W, sizes, GmmRows{Tensor(), Tensor(), F, F});
+  be.gmm({.out = fused, .lhs = lhs, .rhs = W, .group_sizes = sizes});
+  be.gmm({.out = gate,
+          .lhs = lhs,
+          .rhs = W,
+          .group_sizes = sizes,
+          .rows = GmmRows{Tensor(), Tensor(), 0, F}});
+  be.gmm({.out = up,
+          .lhs = lhs,
+          .rhs = W,
+          .group_sizes = sizes,
+          .rows = GmmRows{Tensor(), Tensor(), F, F}});
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < F; ++j) {
       EXPECT_EQ(get_as_double(gate, i * F + j), get_as_double(fused, i * 2 * F + j));
@@ -432,21 +524,37 @@ TEST_F(ReferenceOps, GroupedMatmulWeightWindowsAreSlicesOfTheFusedProduct) {
       set_from_double(dup, i * F + j, get_as_double(dh, i * 2 * F + F + j));
     }
   Tensor dl_fused = zeros({m, k}), dl_split = zeros({m, k});
-  be.gmm_dlhs(dl_fused, dh, W, sizes, {});
-  be.gmm_dlhs(dl_split, dgate, W, sizes, GmmRows{Tensor(), Tensor(), 0, F});
-  be.gmm_dlhs(dl_split, dup, W, sizes, GmmRows{Tensor(), Tensor(), F, F, true});
+  be.gmm_dlhs({.dlhs = dl_fused, .dout = dh, .rhs = W, .group_sizes = sizes});
+  be.gmm_dlhs({.dlhs = dl_split,
+               .dout = dgate,
+               .rhs = W,
+               .group_sizes = sizes,
+               .rows = GmmRows{Tensor(), Tensor(), 0, F}});
+  be.gmm_dlhs({.dlhs = dl_split,
+               .dout = dup,
+               .rhs = W,
+               .group_sizes = sizes,
+               .rows = GmmRows{Tensor(), Tensor(), F, F, true}});
   EXPECT_LE(max_abs_diff(dl_fused, dl_split), 1e-14);
   Tensor dw_fused = zeros({G, 2 * F, k}), dw_split = zeros({G, 2 * F, k});
-  be.gmm_drhs(dw_fused, lhs, dh, sizes, {});
-  be.gmm_drhs(dw_split, lhs, dgate, sizes, GmmRows{Tensor(), Tensor(), 0, F});
-  be.gmm_drhs(dw_split, lhs, dup, sizes, GmmRows{Tensor(), Tensor(), F, F});
+  be.gmm_drhs({.drhs = dw_fused, .lhs = lhs, .dout = dh, .group_sizes = sizes});
+  be.gmm_drhs({.drhs = dw_split,
+               .lhs = lhs,
+               .dout = dgate,
+               .group_sizes = sizes,
+               .rows = GmmRows{Tensor(), Tensor(), 0, F}});
+  be.gmm_drhs({.drhs = dw_split,
+               .lhs = lhs,
+               .dout = dup,
+               .group_sizes = sizes,
+               .rows = GmmRows{Tensor(), Tensor(), F, F}});
   EXPECT_EQ(max_abs_diff(dw_fused, dw_split), 0.0);
 }
 
 TEST_F(ReferenceOps, TransposeGroups) {
   const Tensor in = rand({3, 4, 5});
   Tensor out = zeros({3, 5, 4});
-  be.transpose_groups(out, in);
+  be.transpose_groups({.out = out, .in = in});
   for (int64_t g = 0; g < 3; ++g)
     for (int64_t r = 0; r < 4; ++r)
       for (int64_t c = 0; c < 5; ++c)
@@ -458,14 +566,14 @@ TEST_F(ReferenceOps, ScaledSumAndItsBackward) {
   Tensor s = zeros({1}), y = zeros({4, 6});
   set_from_double(s, 0, 0.7);
   auto loss = [&] {
-    be.scaled_sum_forward(y, a, b, s);
+    be.scaled_sum_forward({.y = y, .a = a, .b = b, .s = s});
     return inner(y, r);
   };
   loss();
   EXPECT_NEAR(get_as_double(y, 5), (get_as_double(a, 5) + get_as_double(b, 5)) * 0.7, 1e-15);
   Tensor dab = zeros({4, 6}), ds = zeros({1});
   set_from_double(ds, 0, 1.5);  // accumulates
-  be.scaled_sum_backward(dab, ds, r, a, b, s);
+  be.scaled_sum_backward({.dab = dab, .ds = ds, .dy = r, .a = a, .b = b, .s = s});
   set_from_double(ds, 0, get_as_double(ds, 0) - 1.5);
   expect_grad_matches_fd("scaled_sum ds", s, ds, loss, 1);
   expect_grad_matches_fd("scaled_sum da", a, dab, loss, 24);
@@ -476,7 +584,7 @@ TEST_F(ReferenceOps, SumSquaresAccumulatesInAFixedOrder) {
   const Tensor x = rand({10000});
   Tensor s = zeros({1});
   set_from_double(s, 0, 2.0);
-  be.sum_squares(s, x);
+  be.sum_squares({.sum = s, .x = x});
   double direct = 0;
   for (int64_t i = 0; i < x.numel(); ++i) direct += std::pow(get_as_double(x, i), 2);
   EXPECT_NEAR(get_as_double(s, 0), 2.0 + direct, 1e-9);
@@ -491,12 +599,31 @@ TEST_F(ReferenceOps, RmsNormResidualAndRoundBeforeScale) {
     const Tensor w = random_tensor({8}, r2, 1.0, DType::F32);
     Tensor y = zeros({3, 8}, dt), fused = zeros({3, 8}, dt), sum = zeros({3, 8}, dt);
     Tensor rstd = zeros({3}, DType::F32);
-    be.rmsnorm_forward(y, rstd, x, w, 1e-6, 0.5, Tensor(), false);
-    be.add(sum, res, y);
-    be.rmsnorm_forward(fused, rstd, x, w, 1e-6, 0.5, res, false);
+    be.rmsnorm_forward({.y = y,
+                        .rstd = rstd,
+                        .x = x,
+                        .w = w,
+                        .eps = 1e-6,
+                        .out_scale = 0.5,
+                        .round_before_scale = false});
+    be.add({.out = sum, .a = res, .b = y});
+    be.rmsnorm_forward({.y = fused,
+                        .rstd = rstd,
+                        .x = x,
+                        .w = w,
+                        .eps = 1e-6,
+                        .out_scale = 0.5,
+                        .residual = res,
+                        .round_before_scale = false});
     EXPECT_EQ(max_abs_diff(sum, fused), 0.0) << dtype_name(dt);
     Tensor rounded = zeros({3, 8}, dt);
-    be.rmsnorm_forward(rounded, rstd, x, w, 1e-6, 0.5, Tensor(), true);
+    be.rmsnorm_forward({.y = rounded,
+                        .rstd = rstd,
+                        .x = x,
+                        .w = w,
+                        .eps = 1e-6,
+                        .out_scale = 0.5,
+                        .round_before_scale = true});
     for (int64_t i = 0; i < 24; ++i) {
       double ss = 0;
       for (int64_t j = 0; j < 8; ++j) ss += std::pow(get_as_double(x, (i / 8) * 8 + j), 2);
@@ -521,14 +648,15 @@ TEST_F(ReferenceOps, GegluOnSeparateHalvesEqualsFusedRows) {
       set_from_double(up, i * F + j, get_as_double(h, i * 2 * F + F + j));
     }
   Tensor a1 = zeros({m, F}), a2 = zeros({m, F});
-  be.geglu_forward(a1, h, Tensor());
-  be.geglu_forward(a2, gate, up);
+  be.geglu_forward({.a = a1, .h = h});
+  be.geglu_forward({.a = a2, .h = gate, .up = up});
   EXPECT_EQ(max_abs_diff(a1, a2), 0.0);
   Tensor dh = zeros({m, 2 * F}), dgate = zeros({m, F}), dup = zeros({m, F});
-  be.geglu_backward(dh, Tensor(), da, h, Tensor());
-  be.geglu_backward(dgate, dup, da, gate, up);
+  be.geglu_backward({.dh = dh, .da = da, .h = h});
+  be.geglu_backward({.dh = dgate, .dup = dup, .da = da, .h = gate, .up = up});
   Tensor only_up = zeros({m, F});
-  be.geglu_backward(Tensor(), only_up, da, gate, up);  // the gate half is not needed
+  be.geglu_backward(
+      {.dup = only_up, .da = da, .h = gate, .up = up});  // the gate half is not needed
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < F; ++j) {
       EXPECT_EQ(get_as_double(dgate, i * F + j), get_as_double(dh, i * 2 * F + j));
@@ -544,27 +672,28 @@ TEST_F(ReferenceOps, CombineAndPermuteBackwardInTokenOrder) {
   Tensor idx = ints({2, 0, 1, 2, 2, 3, 0, 2, 1, 0}).view({T, K});
   Routing r{zeros({T * K}, DType::I32), zeros({T * K}, DType::I32), zeros({T * K}, DType::I32),
             zeros({E}, DType::I32)};
-  be.route_sort(r, idx, E);
+  be.route_sort({.routing = r, .idx = idx, .num_experts = E});
   const Tensor y = rand({T * K, D}), w = rand({T, K}), dm = rand({T, D});
   Tensor y_tok = zeros({T * K, D});  // row t*K + k = y[inverse[t*K + k]]
   for (int64_t c = 0; c < T * K; ++c)
     for (int64_t d = 0; d < D; ++d)
       set_from_double(y_tok, c * D + d, get_as_double(y, r.inverse.data<int32_t>()[c] * D + d));
   Tensor m1 = zeros({T, D}), m2 = zeros({T, D});
-  be.combine_forward(m1, y, r.inverse, w);
-  be.combine_forward(m2, y_tok, Tensor(), w);
+  be.combine_forward({.m = m1, .y = y, .inverse = r.inverse, .weights = w});
+  be.combine_forward({.m = m2, .y = y_tok, .weights = w});
   EXPECT_EQ(max_abs_diff(m1, m2), 0.0);
   Tensor dy1 = zeros({T * K, D}), dw1 = zeros({T, K}), dy2 = zeros({T * K, D}), dw2 = zeros({T, K});
-  be.combine_backward(dy1, dw1, dm, y, r.order, w);
-  be.combine_backward(dy2, dw2, dm, y_tok, Tensor(), w);
+  be.combine_backward(
+      {.dy = dy1, .dweights = dw1, .dm = dm, .y = y, .order = r.order, .weights = w});
+  be.combine_backward({.dy = dy2, .dweights = dw2, .dm = dm, .y = y_tok, .weights = w});
   EXPECT_EQ(max_abs_diff(dw1, dw2), 0.0);
   for (int64_t c = 0; c < T * K; ++c)
     for (int64_t d = 0; d < D; ++d)
       EXPECT_EQ(get_as_double(dy2, c * D + d),
                 get_as_double(dy1, r.inverse.data<int32_t>()[c] * D + d));
   Tensor dx1 = zeros({T, D}), dx2 = zeros({T, D});
-  be.permute_backward(dx1, y, r.inverse, K, false);
-  be.permute_backward(dx2, y_tok, Tensor(), K, false);
+  be.permute_backward({.dx = dx1, .dxs = y, .inverse = r.inverse, .k = K, .accumulate = false});
+  be.permute_backward({.dx = dx2, .dxs = y_tok, .k = K, .accumulate = false});
   EXPECT_EQ(max_abs_diff(dx1, dx2), 0.0);
 }
 

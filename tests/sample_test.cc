@@ -45,8 +45,13 @@ TEST(AttentionDecode, MatchesAttentionForwardWhateverTheSlotOrder) {
       const Tensor k = random_tensor({S, KV, hd}, rng, 1.0, dt);
       const Tensor v = random_tensor({S, KV, hd}, rng, 1.0, dt);
       Tensor o = Tensor::empty({S, H, hd}, dt), lse = Tensor::empty({1, H, S}, stat_dtype(dt));
-      be.attention_forward(o, lse, q, k, v, ints(std::vector<int32_t>(S, 1)),
-                           {1, S, H, KV, hd, window});
+      be.attention_forward({.o = o,
+                            .lse = lse,
+                            .q = q,
+                            .k = k,
+                            .v = v,
+                            .segment_ids = ints(std::vector<int32_t>(S, 1)),
+                            .shape = {1, S, H, KV, hd, window}});
 
       // Position p goes to slot (5 p + 2) mod C; the other slots stay empty (-1).
       Tensor kc = Tensor::zeros({C, KV, hd}, dt), vc = Tensor::zeros({C, KV, hd}, dt);
@@ -54,19 +59,30 @@ TEST(AttentionDecode, MatchesAttentionForwardWhateverTheSlotOrder) {
       for (int64_t p = 0; p < S; ++p) {
         const int64_t slot = (5 * p + 2) % C;
         slot_pos[slot] = int32_t(p);
-        be.copy(kc.rows(slot, slot + 1), k.rows(p, p + 1));
-        be.copy(vc.rows(slot, slot + 1), v.rows(p, p + 1));
+        be.copy({.dst = kc.rows(slot, slot + 1), .src = k.rows(p, p + 1)});
+        be.copy({.dst = vc.rows(slot, slot + 1), .src = v.rows(p, p + 1)});
         q_pos[p] = int32_t(p);
       }
       Tensor od = Tensor::empty({S, H, hd}, dt);
-      be.attention_decode(od, q, ints(q_pos), kc, vc, ints(slot_pos), window);
+      be.attention_decode({.o = od,
+                           .q = q,
+                           .q_pos = ints(q_pos),
+                           .k = kc,
+                           .v = vc,
+                           .kv_pos = ints(slot_pos),
+                           .window = window});
       const double tol = dt == DType::F64 ? 1e-14 : 1e-6;
       EXPECT_LE(max_abs_diff(od, o), tol) << dtype_name(dt) << " window " << window;
 
       // The last query alone, as a decoding step asks it.
       Tensor o1 = Tensor::empty({1, H, hd}, dt);
-      be.attention_decode(o1, q.rows(S - 1, S), ints({int32_t(S - 1)}), kc, vc, ints(slot_pos),
-                          window);
+      be.attention_decode({.o = o1,
+                           .q = q.rows(S - 1, S),
+                           .q_pos = ints({int32_t(S - 1)}),
+                           .k = kc,
+                           .v = vc,
+                           .kv_pos = ints(slot_pos),
+                           .window = window});
       EXPECT_LE(max_abs_diff(o1, o.rows(S - 1, S)), tol) << dtype_name(dt);
     }
 }
@@ -79,7 +95,13 @@ TEST(AttentionDecode, AQueryWithNoVisibleSlotIsAnError) {
   // Slots hold positions 0 and 1; a query at position 5 with window 3 sees neither.
   expect_error(
       [&] {
-        be.attention_decode(o, q, ints({5}), k, k, ints({0, 1}), 3);
+        be.attention_decode({.o = o,
+                             .q = q,
+                             .q_pos = ints({5}),
+                             .k = k,
+                             .v = k,
+                             .kv_pos = ints({0, 1}),
+                             .window = 3});
       },
       {"position 5", "sees no cache slot"});
 }

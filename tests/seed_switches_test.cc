@@ -32,8 +32,9 @@ class SeedSwitches : public ::testing::Test {
     Tensor w = Tensor::empty({table.total()}, weight_dtype);
     Tensor w64 = testing::random_weights(table, seed);
     for (const ParamSpec& s : table.specs())
-      if (s.init != ParamInit::Ones) be.scale(table.view(w64, s.name), weight_scale);
-    be.copy(w, w64);
+      if (s.init != ParamInit::Ones)
+        be.scale({.x = table.view(w64, s.name), .alpha = weight_scale});
+    be.copy({.dst = w, .src = w64});
     StepRun r{{}, Tensor::zeros({table.total()}, weight_dtype)};
     r.loss = Gemma4Model(cfg, be, o).forward_backward(in, w, r.grads);
     return r;
@@ -151,8 +152,8 @@ TEST_F(SeedSwitches, SplitGateUpBackwardWithAnAbsentHalf) {
       set_from_double(dh, i * 2 * F + j, get_as_double(dgate, i * F + j));
   Tensor dl_fused = Tensor::zeros({m, D}, DType::F64),
          g_fused = Tensor::zeros({E, 2 * F, D}, DType::F64);
-  be.gmm_dlhs(dl_fused, dh, W, sizes, {});
-  be.gmm_drhs(g_fused, lhs, dh, sizes, {});
+  be.gmm_dlhs({.dlhs = dl_fused, .dout = dh, .rhs = W, .group_sizes = sizes});
+  be.gmm_drhs({.drhs = g_fused, .lhs = lhs, .dout = dh, .group_sizes = sizes});
   EXPECT_LE(testing::max_abs_diff(dl_absent, dl_fused), 1e-14);
   EXPECT_LE(testing::max_abs_diff(g_absent, g_fused), 1e-14);
   // With both halves absent the input gradient is zero, not stale.

@@ -112,24 +112,81 @@ std::vector<GmmFigures> grouped_vs_dense(Backend& be, const ModelConfig& c, int6
     };
   };
   std::vector<GmmFigures> out;
-  out.push_back(
-      {"gate_up forward",
-       best_rate(up, sync([&] { be.gmm(out_h, x, wi, group_sizes, {}); })) / 1e12,
-       best_rate(up, sync([&] { be.matmul(out_h, x, false, dense_wi, true, false); })) / 1e12});
-  out.push_back(
-      {"down forward", best_rate(down, sync([&] { be.gmm(out_y, a, wd, group_sizes, {}); })) / 1e12,
-       best_rate(down, sync([&] { be.matmul(out_y, a, false, dense_wd, true, false); })) / 1e12});
+  out.push_back({"gate_up forward",
+                 best_rate(up, sync([&] {
+                             be.gmm(
+                                 {.out = out_h, .lhs = x, .rhs = wi, .group_sizes = group_sizes});
+                           })) /
+                     1e12,
+                 best_rate(up, sync([&] {
+                             be.matmul({.c = out_h,
+                                        .a = x,
+                                        .trans_a = false,
+                                        .b = dense_wi,
+                                        .trans_b = true,
+                                        .accumulate = false});
+                           })) /
+                     1e12});
+  out.push_back({"down forward",
+                 best_rate(down, sync([&] {
+                             be.gmm(
+                                 {.out = out_y, .lhs = a, .rhs = wd, .group_sizes = group_sizes});
+                           })) /
+                     1e12,
+                 best_rate(down, sync([&] {
+                             be.matmul({.c = out_y,
+                                        .a = a,
+                                        .trans_a = false,
+                                        .b = dense_wd,
+                                        .trans_b = true,
+                                        .accumulate = false});
+                           })) /
+                     1e12});
   out.push_back(
       {"down dlhs",
-       best_rate(down, sync([&] { be.gmm_dlhs(out_a, dy, wd, group_sizes, {}); })) / 1e12,
-       best_rate(down, sync([&] { be.matmul(out_a, dy, false, dense_wd, false, false); })) / 1e12});
-  out.push_back(
-      {"gate_up dlhs",
-       best_rate(up, sync([&] { be.gmm_dlhs(out_x, h, wi, group_sizes, {}); })) / 1e12,
-       best_rate(up, sync([&] { be.matmul(out_x, h, false, dense_wi, false, false); })) / 1e12});
+       best_rate(down, sync([&] {
+                   be.gmm_dlhs({.dlhs = out_a, .dout = dy, .rhs = wd, .group_sizes = group_sizes});
+                 })) /
+           1e12,
+       best_rate(down, sync([&] {
+                   be.matmul({.c = out_a,
+                              .a = dy,
+                              .trans_a = false,
+                              .b = dense_wd,
+                              .trans_b = false,
+                              .accumulate = false});
+                 })) /
+           1e12});
+  out.push_back({"gate_up dlhs",
+                 best_rate(up, sync([&] {
+                             be.gmm_dlhs(
+                                 {.dlhs = out_x, .dout = h, .rhs = wi, .group_sizes = group_sizes});
+                           })) /
+                     1e12,
+                 best_rate(up, sync([&] {
+                             be.matmul({.c = out_x,
+                                        .a = h,
+                                        .trans_a = false,
+                                        .b = dense_wi,
+                                        .trans_b = false,
+                                        .accumulate = false});
+                           })) /
+                     1e12});
   out.push_back({"gate_up drhs",
-                 best_rate(up, sync([&] { be.gmm_drhs(g_wi, x, h, group_sizes, {}); })) / 1e12,
-                 best_rate(up, sync([&] { be.matmul(dg_wi, h, true, x, false, true); })) / 1e12});
+                 best_rate(up, sync([&] {
+                             be.gmm_drhs(
+                                 {.drhs = g_wi, .lhs = x, .dout = h, .group_sizes = group_sizes});
+                           })) /
+                     1e12,
+                 best_rate(up, sync([&] {
+                             be.matmul({.c = dg_wi,
+                                        .a = h,
+                                        .trans_a = true,
+                                        .b = x,
+                                        .trans_b = false,
+                                        .accumulate = true});
+                           })) /
+                     1e12});
   return out;
 }
 
@@ -236,7 +293,12 @@ int cmd_bench(int argc, char** argv) {
   Tensor dc = be.alloc({tokens, n}, DType::BF16, MemKind::Workspace);
   const double dense = best_rate(2.0 * double(tokens) * double(n) * double(n),
                                  [&] {
-                                   be.matmul(dc, da, false, db, true, false);
+                                   be.matmul({.c = dc,
+                                              .a = da,
+                                              .trans_a = false,
+                                              .b = db,
+                                              .trans_b = true,
+                                              .accumulate = false});
                                    be.synchronize();
                                  }) /
                        1e12;

@@ -11,11 +11,9 @@ namespace {
 }
 }  // namespace
 
-void Backend::vocab_ce_max(const Tensor&, const Tensor&, double) { no_vocab_ce(*this); }
-void Backend::vocab_ce_sums(const Tensor&, const Tensor&, const Tensor&) { no_vocab_ce(*this); }
-void Backend::vocab_ce_finish(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                              const Tensor&, double, double, int64_t, int64_t, bool) {
-  no_vocab_ce(*this);
-}
+#define GEMMAX_OP_UNSUPPORTED(name, Args, family) \
+  void Backend::do_##name(const Args&) { no_vocab_ce(*this); }
+GEMMAX_VOCAB_LOSS_OPS(GEMMAX_OP_UNSUPPORTED)
+#undef GEMMAX_OP_UNSUPPORTED
 
 }  // namespace gemmax

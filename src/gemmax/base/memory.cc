@@ -65,9 +65,10 @@ void MemoryTracker::reset_peaks() {
   peak_total_phase_ = phase_;
 }
 
-void MemoryTracker::set_phase(std::string phase) {
+void MemoryTracker::set_phase(std::string phase, StepPart part) {
   std::lock_guard<std::mutex> lock(phase_mutex_);
   phase_ = std::move(phase);
+  part_ = part;
 }
 
 std::string MemoryTracker::phase() const {

@@ -26,6 +26,10 @@ enum class MemKind : uint8_t {
 std::string_view mem_kind_name(MemKind k);
 constexpr size_t kNumMemKinds = size_t(MemKind::kCount);
 
+// The parts of a step that `gemmax bench` charges whole to one op family, whatever their ops
+// (backend/profiling_backend.h): set with the phase, so renaming a phase changes no figure.
+enum class StepPart : uint8_t { Layers, OutputHead, Optimizer };
+
 // Current and peak bytes per kind, the peak of the total, and the phase of the step (named by the
 // model as it runs) in which each peak was reached.
 class MemoryTracker {
@@ -42,9 +46,11 @@ class MemoryTracker {
   // Starts a new measurement window: peaks restart from the current values.
   void reset_peaks();
 
-  // The phase that allocations from now on belong to ("forward of layer 3", ...).
-  void set_phase(std::string phase);
+  // The phase that allocations from now on belong to ("forward of layer 3", ...), and the part of
+  // the step it is in.
+  void set_phase(std::string phase, StepPart part = StepPart::Layers);
   std::string phase() const;
+  StepPart part() const { return part_.load(); }
   std::string peak_phase(MemKind kind) const;
   std::string peak_total_phase() const;
 
@@ -53,6 +59,7 @@ class MemoryTracker {
   std::array<std::atomic<size_t>, kNumMemKinds> peak_{};
   std::atomic<size_t> total_{0};
   std::atomic<size_t> peak_total_{0};
+  std::atomic<StepPart> part_{StepPart::Layers};
   mutable std::mutex phase_mutex_;  // guards the strings below
   std::string phase_;
   std::array<std::string, kNumMemKinds> peak_phase_;

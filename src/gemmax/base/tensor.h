@@ -106,6 +106,9 @@ class Tensor {
   T* data() const {
     GEMMAX_CHECK(dtype_ == dtype_of<T>(), "tensor of ", dtype_name(dtype_), " read as ",
                  dtype_name(dtype_of<T>()));
+    // A host pointer into GPU memory would segfault far from here.
+    GEMMAX_CHECK(device() == Device::Host, "tensor ", str(),
+                 " is in GPU memory: read it on the host through Backend::to_host");
     return static_cast<T*>(raw());
   }
 

@@ -34,8 +34,13 @@ void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeight
     const Dims d = dims(ctx, layer);
     a.attn = ctx.act_tensor({d.T, d.H, d.hd}, ActClass::Other);
     a.lse = ctx.stat_tensor({ctx.in.batch, d.H, ctx.in.seq}, ActClass::Other);
-    ctx.be.attention_forward(a.attn, a.lse, a.q, a.k, a.v, ctx.in.segment_ids,
-                             attention_shape(ctx, layer, d));
+    ctx.be.attention_forward({.o = a.attn,
+                              .lse = a.lse,
+                              .q = a.q,
+                              .k = a.k,
+                              .v = a.v,
+                              .segment_ids = ctx.in.segment_ids,
+                              .shape = attention_shape(ctx, layer, d)});
   }
   attention_output(ctx, layer, w, x, a);
 }
@@ -54,7 +59,12 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
   }
   if (!a.q_raw.defined()) {
     a.q_raw = ctx.act_tensor({d.T, d.H * d.hd}, Matmul);
-    be.matmul(a.q_raw, a.normed, false, w.q_proj, true, false);
+    be.matmul({.c = a.q_raw,
+               .a = a.normed,
+               .trans_a = false,
+               .b = w.q_proj,
+               .trans_b = true,
+               .accumulate = false});
   }
   if (ctx.cfg.kv_shared(layer)) {  // the donor's normed, rotated K/V: nothing to project
     const int64_t donor = ctx.cfg.kv_donor(layer);
@@ -65,14 +75,24 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
   }
   if (!a.k.defined() && !a.k_raw.defined()) {
     a.k_raw = ctx.act_tensor({d.T, d.KV * d.hd}, Matmul);
-    be.matmul(a.k_raw, a.normed, false, w.k_proj, true, false);
+    be.matmul({.c = a.k_raw,
+               .a = a.normed,
+               .trans_a = false,
+               .b = w.k_proj,
+               .trans_b = true,
+               .accumulate = false});
   }
   if (!a.v.defined() && !a.v_raw.defined()) {
     if (d.shared_kv) {
       a.v_raw = a.k_raw;
     } else {
       a.v_raw = ctx.act_tensor({d.T, d.KV * d.hd}, Matmul);
-      be.matmul(a.v_raw, a.normed, false, w.v_proj, true, false);
+      be.matmul({.c = a.v_raw,
+                 .a = a.normed,
+                 .trans_a = false,
+                 .b = w.v_proj,
+                 .trans_b = true,
+                 .accumulate = false});
     }
   }
 
@@ -81,13 +101,13 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
     a.q = ctx.act_tensor({d.T, d.H, d.hd}, Other);
     a.rstd_q = ctx.stat_tensor({d.T * d.H}, Other);
     ctx.rmsnorm(a.q, a.rstd_q, a.q_raw.view(a.q.shape()), w.q_norm);
-    be.rope(a.q, rope, false);
+    be.rope({.x = a.q, .table = rope, .inverse = false});
   }
   if (!a.k.defined()) {
     a.k = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
     a.rstd_k = ctx.stat_tensor({d.T * d.KV}, Other);
     ctx.rmsnorm(a.k, a.rstd_k, a.k_raw.view(a.k.shape()), w.k_norm);
-    be.rope(a.k, rope, false);
+    be.rope({.x = a.k, .table = rope, .inverse = false});
   }
   if (!a.v.defined()) {
     a.v = ctx.act_tensor({d.T, d.KV, d.hd}, Other);
@@ -107,7 +127,12 @@ void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights
   using enum ActClass;
   if (!a.proj.defined()) {
     a.proj = ctx.act_tensor({d.T, d.D}, Matmul);
-    be.matmul(a.proj, a.attn.view({d.T, d.H * d.hd}), false, w.o_proj, true, false);
+    be.matmul({.c = a.proj,
+               .a = a.attn.view({d.T, d.H * d.hd}),
+               .trans_a = false,
+               .b = w.o_proj,
+               .trans_b = true,
+               .accumulate = false});
   }
   if (!a.out.defined()) {
     a.out = ctx.act_tensor({d.T, d.D}, Other);
@@ -127,18 +152,43 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
 
   // out = RMSNorm(proj), proj = attn . Wo^T
   Tensor dproj = ctx.work({d.T, d.D});
-  be.rmsnorm_backward(dproj, g.post_attn_norm, dout, a.proj, w.post_attn_norm, a.rstd_post, 1.0,
-                      false);
+  be.rmsnorm_backward({.dx = dproj,
+                       .dw = g.post_attn_norm,
+                       .dy = dout,
+                       .x = a.proj,
+                       .w = w.post_attn_norm,
+                       .rstd = a.rstd_post,
+                       .out_scale = 1.0,
+                       .accumulate_dx = false});
   const Tensor attn2d = a.attn.view({d.T, d.H * d.hd});
-  be.matmul(g.o_proj, dproj, true, attn2d, false, true);
+  be.matmul({.c = g.o_proj,
+             .a = dproj,
+             .trans_a = true,
+             .b = attn2d,
+             .trans_b = false,
+             .accumulate = true});
   Tensor dattn = ctx.work({d.T, d.H, d.hd});
-  be.matmul(dattn.view({d.T, d.H * d.hd}), dproj, false, w.o_proj, false, false);
+  be.matmul({.c = dattn.view({d.T, d.H * d.hd}),
+             .a = dproj,
+             .trans_a = false,
+             .b = w.o_proj,
+             .trans_b = false,
+             .accumulate = false});
   dproj = Tensor();
 
   Tensor dq = ctx.work({d.T, d.H, d.hd}), dk = ctx.work({d.T, d.KV, d.hd});
   Tensor dv = ctx.work({d.T, d.KV, d.hd});
-  be.attention_backward(dq, dk, dv, dattn, a.q, a.k, a.v, a.attn, a.lse, ctx.in.segment_ids,
-                        attention_shape(ctx, layer, d));
+  be.attention_backward({.dq = dq,
+                         .dk = dk,
+                         .dv = dv,
+                         .dout = dattn,
+                         .q = a.q,
+                         .k = a.k,
+                         .v = a.v,
+                         .o = a.attn,
+                         .lse = a.lse,
+                         .segment_ids = ctx.in.segment_ids,
+                         .shape = attention_shape(ctx, layer, d)});
   dattn = Tensor();
 
   if (ctx.cfg.kv_shared(layer)) {  // dk, dv are the donor's: kept for its backward
@@ -174,39 +224,101 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
   }
 
   // RoPE backward rotates back; then the per-head norms.
-  be.rope(dq, rope, true);
-  be.rope(dk, rope, true);
+  be.rope({.x = dq, .table = rope, .inverse = true});
+  be.rope({.x = dk, .table = rope, .inverse = true});
   Tensor dq_raw = ctx.work({d.T, d.H * d.hd});
-  be.rmsnorm_backward(dq_raw, g.q_norm, dq, a.q_raw.view(dq.shape()), w.q_norm, a.rstd_q, 1.0,
-                      false);
+  be.rmsnorm_backward({.dx = dq_raw,
+                       .dw = g.q_norm,
+                       .dy = dq,
+                       .x = a.q_raw.view(dq.shape()),
+                       .w = w.q_norm,
+                       .rstd = a.rstd_q,
+                       .out_scale = 1.0,
+                       .accumulate_dx = false});
   dq = Tensor();
   Tensor dk_raw = ctx.work({d.T, d.KV * d.hd});
-  be.rmsnorm_backward(dk_raw, g.k_norm, dk, a.k_raw.view(dk.shape()), w.k_norm, a.rstd_k, 1.0,
-                      false);
+  be.rmsnorm_backward({.dx = dk_raw,
+                       .dw = g.k_norm,
+                       .dy = dk,
+                       .x = a.k_raw.view(dk.shape()),
+                       .w = w.k_norm,
+                       .rstd = a.rstd_k,
+                       .out_scale = 1.0,
+                       .accumulate_dx = false});
   dk = Tensor();
   Tensor da = ctx.work({d.T, d.D});
   if (d.shared_kv) {
     // v is the raw k projection too: its gradient joins k's before Wk.
-    be.rmsnorm_backward(dk_raw, Tensor(), dv, a.v_raw.view(dv.shape()), Tensor(), a.rstd_v, 1.0,
-                        true);
+    be.rmsnorm_backward({.dx = dk_raw,
+                         .dy = dv,
+                         .x = a.v_raw.view(dv.shape()),
+                         .rstd = a.rstd_v,
+                         .out_scale = 1.0,
+                         .accumulate_dx = true});
     dv = Tensor();
-    be.matmul(da, dk_raw, false, w.k_proj, false, false);
+    be.matmul({.c = da,
+               .a = dk_raw,
+               .trans_a = false,
+               .b = w.k_proj,
+               .trans_b = false,
+               .accumulate = false});
   } else {
     Tensor dv_raw = ctx.work({d.T, d.KV * d.hd});
-    be.rmsnorm_backward(dv_raw, Tensor(), dv, a.v_raw.view(dv.shape()), Tensor(), a.rstd_v, 1.0,
-                        false);
+    be.rmsnorm_backward({.dx = dv_raw,
+                         .dy = dv,
+                         .x = a.v_raw.view(dv.shape()),
+                         .rstd = a.rstd_v,
+                         .out_scale = 1.0,
+                         .accumulate_dx = false});
     dv = Tensor();
-    be.matmul(g.v_proj, dv_raw, true, a.normed, false, true);
-    be.matmul(da, dv_raw, false, w.v_proj, false, false);
-    be.matmul(da, dk_raw, false, w.k_proj, false, true);
+    be.matmul({.c = g.v_proj,
+               .a = dv_raw,
+               .trans_a = true,
+               .b = a.normed,
+               .trans_b = false,
+               .accumulate = true});
+    be.matmul({.c = da,
+               .a = dv_raw,
+               .trans_a = false,
+               .b = w.v_proj,
+               .trans_b = false,
+               .accumulate = false});
+    be.matmul({.c = da,
+               .a = dk_raw,
+               .trans_a = false,
+               .b = w.k_proj,
+               .trans_b = false,
+               .accumulate = true});
   }
-  be.matmul(g.k_proj, dk_raw, true, a.normed, false, true);
+  be.matmul({.c = g.k_proj,
+             .a = dk_raw,
+             .trans_a = true,
+             .b = a.normed,
+             .trans_b = false,
+             .accumulate = true});
   dk_raw = Tensor();
-  be.matmul(g.q_proj, dq_raw, true, a.normed, false, true);
-  be.matmul(da, dq_raw, false, w.q_proj, false, true);
+  be.matmul({.c = g.q_proj,
+             .a = dq_raw,
+             .trans_a = true,
+             .b = a.normed,
+             .trans_b = false,
+             .accumulate = true});
+  be.matmul({.c = da,
+             .a = dq_raw,
+             .trans_a = false,
+             .b = w.q_proj,
+             .trans_b = false,
+             .accumulate = true});
   dq_raw = Tensor();
 
-  be.rmsnorm_backward(dx, g.input_norm, da, x, w.input_norm, a.rstd_in, 1.0, true);
+  be.rmsnorm_backward({.dx = dx,
+                       .dw = g.input_norm,
+                       .dy = da,
+                       .x = x,
+                       .w = w.input_norm,
+                       .rstd = a.rstd_in,
+                       .out_scale = 1.0,
+                       .accumulate_dx = true});
 }
 
 }  // namespace gemmax

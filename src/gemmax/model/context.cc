@@ -47,7 +47,7 @@ Tensor rope_inv_freq(int64_t head_dim, double theta, double proportion) {
 
 Tensor rope_table(Backend& be, const StepInputs& in, const Tensor& inv_freq, DType act) {
   Tensor t = be.alloc({in.tokens_count(), inv_freq.numel(), 2}, stat_dtype(act), MemKind::Data);
-  be.rope_table(t, in.positions, inv_freq);
+  be.rope_table({.table = t, .positions = in.positions, .inv_freq = inv_freq});
   return t;
 }
 

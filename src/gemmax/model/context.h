@@ -133,7 +133,14 @@ struct LayerContext {
   // y = [residual +] RMSNorm(x; w) * out_scale, with the model's eps and norm-scale rounding.
   void rmsnorm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
                double out_scale = 1.0, const Tensor& residual = Tensor()) const {
-    be.rmsnorm_forward(y, rstd, x, w, cfg.norm_eps, out_scale, residual, !opt.norm_scale_in_fp32);
+    be.rmsnorm_forward({.y = y,
+                        .rstd = rstd,
+                        .x = x,
+                        .w = w,
+                        .eps = cfg.norm_eps,
+                        .out_scale = out_scale,
+                        .residual = residual,
+                        .round_before_scale = !opt.norm_scale_in_fp32});
   }
 
   // Transients of a backward.

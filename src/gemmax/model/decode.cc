@@ -50,7 +50,7 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
     lc.k = be_.zeros(shape, act, MemKind::Activations);
     lc.v = be_.zeros(shape, act, MemKind::Activations);
     lc.positions = be_.alloc({lc.slots}, DType::I32, MemKind::Activations);
-    be_.fill(lc.positions, -1.0);
+    be_.fill({.x = lc.positions, .value = -1.0});
   }
 }
 
@@ -121,7 +121,10 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
   ctx.attention_core = this;
 
   Tensor x = be_.alloc({n, c.d_model}, act, MemKind::Activations);
-  be_.embedding_forward(x, in.tokens, weights_.embed, std::sqrt(double(c.d_model)));
+  be_.embedding_forward({.x = x,
+                         .tokens = in.tokens,
+                         .table = weights_.embed,
+                         .scale = std::sqrt(double(c.d_model))});
   for (int64_t l = 0; l < c.num_layers; ++l) {
     Tensor y = be_.alloc({n, c.d_model}, act, MemKind::Activations);
     LayerActs acts;
@@ -134,7 +137,7 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
                               x.rows(n - rows, n));
   if (logits.dtype() != stat_dtype(act)) {  // bf16 logits are sampled from in fp32
     Tensor wide = be_.alloc(logits.shape(), stat_dtype(act), MemKind::Workspace);
-    be_.copy(wide, logits);
+    be_.copy({.dst = wide, .src = logits});
     logits = wide;
   }
   return logits;
@@ -150,15 +153,20 @@ void Decoder::attend(const LayerContext& ctx, int64_t layer, AttentionActs& a) {
   for (int64_t i = 0; i < n;) {
     const int64_t slot = (start + i) % lc.slots;
     const int64_t m = std::min(n - i, lc.slots - slot);
-    be_.copy(lc.k.rows(slot, slot + m), a.k.rows(i, i + m));
-    be_.copy(lc.v.rows(slot, slot + m), a.v.rows(i, i + m));
-    be_.copy(lc.positions.rows(slot, slot + m), ctx.in.positions.rows(i, i + m));
+    be_.copy({.dst = lc.k.rows(slot, slot + m), .src = a.k.rows(i, i + m)});
+    be_.copy({.dst = lc.v.rows(slot, slot + m), .src = a.v.rows(i, i + m)});
+    be_.copy({.dst = lc.positions.rows(slot, slot + m), .src = ctx.in.positions.rows(i, i + m)});
     i += m;
   }
   const int64_t used = std::min(start + n, lc.slots);
   a.attn = ctx.alloc(a.q.shape());
-  be_.attention_decode(a.attn, a.q, ctx.in.positions, lc.k.rows(0, used), lc.v.rows(0, used),
-                       lc.positions.rows(0, used), lc.window);
+  be_.attention_decode({.o = a.attn,
+                        .q = a.q,
+                        .q_pos = ctx.in.positions,
+                        .k = lc.k.rows(0, used),
+                        .v = lc.v.rows(0, used),
+                        .kv_pos = lc.positions.rows(0, used),
+                        .window = lc.window});
 }
 
 }  // namespace gemmax

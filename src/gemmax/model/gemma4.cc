@@ -77,8 +77,8 @@ void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Te
   const DType act = options_.act;
   check_scalars(scalars);
   MemoryTracker& mem = be_.tracker();
-  be_.fill(scalars.flat_slice(StepScalars::kCeSum, {1}), 0.0);
-  be_.fill(scalars.flat_slice(StepScalars::kLbSum, {1}), 0.0);
+  be_.fill({.x = scalars.flat_slice(StepScalars::kCeSum, {1}), .value = 0.0});
+  be_.fill({.x = scalars.flat_slice(StepScalars::kLbSum, {1}), .value = 0.0});
   LayerContext ctx = context(in, scalars);
 
   // Forward. xs[l] is layer l's input; under full remat it is all a layer keeps. Each layer
@@ -110,7 +110,7 @@ void Gemma4Model::forward_backward(const StepInputs& in, StepParams& P, const Te
   }
 
   // Head: loss and its gradient, tile by tile.
-  mem.set_phase("output head");
+  mem.set_phase("output head", StepPart::OutputHead);
   Tensor dx = be_.alloc({T, D}, act, MemKind::Workspace);
   P.head(in, xs[L], ce_grad_scale(in), scalars.flat_slice(StepScalars::kCeSum, {1}), dx);
   xs[L] = Tensor();

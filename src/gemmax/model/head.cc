@@ -37,24 +37,55 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
     const std::vector<TileBlock> blocks = tile_blocks(B, S, num_tiles, tile);
     for (const TileBlock& k : blocks) {
       const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
-      be.rmsnorm_forward(y.rows(r0, r1), rstd.rows(r0, r1), x.rows(t0, t1), w.final_norm,
-                         cfg.norm_eps, 1.0, Tensor(), !opt.norm_scale_in_fp32);
-      be.copy(targets.rows(r0, r1), in.targets.rows(t0, t1));
-      be.copy(mask.rows(r0, r1), in.target_mask.rows(t0, t1));
+      be.rmsnorm_forward({.y = y.rows(r0, r1),
+                          .rstd = rstd.rows(r0, r1),
+                          .x = x.rows(t0, t1),
+                          .w = w.final_norm,
+                          .eps = cfg.norm_eps,
+                          .out_scale = 1.0,
+                          .round_before_scale = !opt.norm_scale_in_fp32});
+      be.copy({.dst = targets.rows(r0, r1), .src = in.targets.rows(t0, t1)});
+      be.copy({.dst = mask.rows(r0, r1), .src = in.target_mask.rows(t0, t1)});
     }
-    if (dot != act) be.copy(y_dot, y);
-    be.matmul(logits, y_dot, false, w.embed, true, false);
-    be.softcap_cross_entropy(logits, loss, targets, mask, cfg.final_logits_soft_cap, grad_scale,
-                             g != nullptr);
+    if (dot != act) be.copy({.dst = y_dot, .src = y});
+    be.matmul({.c = logits,
+               .a = y_dot,
+               .trans_a = false,
+               .b = w.embed,
+               .trans_b = true,
+               .accumulate = false});
+    be.softcap_cross_entropy({.logits = logits,
+                              .loss = loss,
+                              .targets = targets,
+                              .mask = mask,
+                              .cap = cfg.final_logits_soft_cap,
+                              .grad_scale = grad_scale,
+                              .write_grad = g != nullptr});
     if (!g) continue;
     // logits now holds dz = dloss/d(y . Emb^T).
-    be.matmul(g->embed, logits, true, y_dot, false, true);
-    be.matmul(dy_dot, logits, false, w.embed, false, false);
-    if (dot != act) be.copy(dy, dy_dot);
+    be.matmul({.c = g->embed,
+               .a = logits,
+               .trans_a = true,
+               .b = y_dot,
+               .trans_b = false,
+               .accumulate = true});
+    be.matmul({.c = dy_dot,
+               .a = logits,
+               .trans_a = false,
+               .b = w.embed,
+               .trans_b = false,
+               .accumulate = false});
+    if (dot != act) be.copy({.dst = dy, .src = dy_dot});
     for (const TileBlock& k : blocks) {
       const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
-      be.rmsnorm_backward(dx->rows(t0, t1), g->final_norm, dy.rows(r0, r1), x.rows(t0, t1),
-                          w.final_norm, rstd.rows(r0, r1), 1.0, false);
+      be.rmsnorm_backward({.dx = dx->rows(t0, t1),
+                           .dw = g->final_norm,
+                           .dy = dy.rows(r0, r1),
+                           .x = x.rows(t0, t1),
+                           .w = w.final_norm,
+                           .rstd = rstd.rows(r0, r1),
+                           .out_scale = 1.0,
+                           .accumulate_dx = false});
     }
   }
 }
@@ -65,16 +96,33 @@ Tensor head_logits(Backend& be, const ModelConfig& cfg, const ModelOptions& opt,
   const DType act = opt.act, dot = head_dot_dtype(opt);
   Tensor y = be.alloc({T, D}, act, MemKind::Workspace);
   Tensor rstd = be.alloc({T}, stat_dtype(act), MemKind::Workspace);
-  be.rmsnorm_forward(y, rstd, x, w.final_norm, cfg.norm_eps, 1.0, Tensor(),
-                     !opt.norm_scale_in_fp32);
+  be.rmsnorm_forward({.y = y,
+                      .rstd = rstd,
+                      .x = x,
+                      .w = w.final_norm,
+                      .eps = cfg.norm_eps,
+                      .out_scale = 1.0,
+                      .round_before_scale = !opt.norm_scale_in_fp32});
   Tensor y_dot = y;
-  if (dot != act) y_dot = be.alloc({T, D}, dot, MemKind::Workspace), be.copy(y_dot, y);
+  if (dot != act)
+    y_dot = be.alloc({T, D}, dot, MemKind::Workspace), be.copy({.dst = y_dot, .src = y});
   Tensor logits = be.alloc({T, V}, dot, MemKind::Workspace);
-  be.matmul(logits, y_dot, false, w.embed, true, false);
+  be.matmul({.c = logits,
+             .a = y_dot,
+             .trans_a = false,
+             .b = w.embed,
+             .trans_b = true,
+             .accumulate = false});
   // With every row masked out the loss op only applies the soft-cap, in place.
   Tensor targets = be.zeros({T}, DType::I32, MemKind::Workspace);
   Tensor unused = be.zeros({1}, DType::F64, MemKind::Workspace);
-  be.softcap_cross_entropy(logits, unused, targets, targets, cfg.final_logits_soft_cap, 0.0, false);
+  be.softcap_cross_entropy({.logits = logits,
+                            .loss = unused,
+                            .targets = targets,
+                            .mask = targets,
+                            .cap = cfg.final_logits_soft_cap,
+                            .grad_scale = 0.0,
+                            .write_grad = false});
   return logits;
 }
 

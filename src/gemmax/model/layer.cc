@@ -27,7 +27,7 @@ void layer_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w
     layer_input_forward(ctx, w, a.h(), a.ffn, layer_slice(ctx, ctx.per_layer_inputs, layer),
                         a.pli, y);
   else if (y.defined())
-    ctx.be.scaled_sum_forward(y, a.h(), a.ffn, w.layer_scalar);
+    ctx.be.scaled_sum_forward({.y = y, .a = a.h(), .b = a.ffn, .s = w.layer_scalar});
 }
 
 void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
@@ -49,18 +49,25 @@ void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& 
     layer_input_backward(ctx, w, g, a.h(), layer_slice(ctx, ctx.per_layer_inputs, layer), a.pli,
                          dy, dh, layer_slice(ctx, ctx.d_per_layer_inputs, layer));
   else
-    be.scaled_sum_backward(dh, g.layer_scalar, dy, a.h(), a.ffn, w.layer_scalar);
+    be.scaled_sum_backward(
+        {.dab = dh, .ds = g.layer_scalar, .dy = dy, .a = a.h(), .b = a.ffn, .s = w.layer_scalar});
 
   // f = RMSNorm(mlp + moe): both branches receive the same gradient and add into dh.
   Tensor dsum = ctx.work({T, D});
-  be.rmsnorm_backward(dsum, g.post_ffw_norm, dh, a.ffn_in(ctx.cfg), w.post_ffw_norm, a.rstd_ffw,
-                      1.0, false);
+  be.rmsnorm_backward({.dx = dsum,
+                       .dw = g.post_ffw_norm,
+                       .dy = dh,
+                       .x = a.ffn_in(ctx.cfg),
+                       .w = w.post_ffw_norm,
+                       .rstd = a.rstd_ffw,
+                       .out_scale = 1.0,
+                       .accumulate_dx = false});
   mlp_backward(ctx, w, g, a.h(), a.mlp, dsum, dh);
   if (ctx.cfg.has_moe()) moe_backward(ctx, w, g, a.h(), a.moe, dsum, dh);
   dsum = Tensor();
 
   // h = x + attention(x)
-  be.copy(dx, dh);
+  be.copy({.dst = dx, .src = dh});
   attention_backward(ctx, layer, w, g, x, a.attn, dh, dx);
 }
 

@@ -13,15 +13,25 @@ void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   }
   if (!a.gate_up.defined()) {
     a.gate_up = ctx.act_tensor({T, 2 * F}, Matmul);
-    be.matmul(a.gate_up, a.normed, false, w.mlp_gate_up, true, false);
+    be.matmul({.c = a.gate_up,
+               .a = a.normed,
+               .trans_a = false,
+               .b = w.mlp_gate_up,
+               .trans_b = true,
+               .accumulate = false});
   }
   if (!a.act.defined()) {
     a.act = ctx.act_tensor({T, F}, Other);
-    be.geglu_forward(a.act, a.gate_up, Tensor());
+    be.geglu_forward({.a = a.act, .h = a.gate_up});
   }
   if (!a.proj.defined()) {
     a.proj = ctx.act_tensor({T, D}, Matmul);
-    be.matmul(a.proj, a.act, false, w.mlp_down, true, false);
+    be.matmul({.c = a.proj,
+               .a = a.act,
+               .trans_a = false,
+               .b = w.mlp_down,
+               .trans_b = true,
+               .accumulate = false});
   }
   if (!ctx.cfg.has_moe()) {  // the dense layer: the layer's post_feedforward_layernorm reads proj
     a.out = a.proj;
@@ -41,21 +51,54 @@ void mlp_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
   Tensor dproj = dout;
   if (ctx.cfg.has_moe()) {
     dproj = ctx.work({T, D});
-    be.rmsnorm_backward(dproj, g.post_mlp_norm, dout, a.proj, w.post_mlp_norm, a.rstd_post, 1.0,
-                        false);
+    be.rmsnorm_backward({.dx = dproj,
+                         .dw = g.post_mlp_norm,
+                         .dy = dout,
+                         .x = a.proj,
+                         .w = w.post_mlp_norm,
+                         .rstd = a.rstd_post,
+                         .out_scale = 1.0,
+                         .accumulate_dx = false});
   }
-  be.matmul(g.mlp_down, dproj, true, a.act, false, true);
+  be.matmul({.c = g.mlp_down,
+             .a = dproj,
+             .trans_a = true,
+             .b = a.act,
+             .trans_b = false,
+             .accumulate = true});
   Tensor dact = ctx.work({T, F});
-  be.matmul(dact, dproj, false, w.mlp_down, false, false);
+  be.matmul({.c = dact,
+             .a = dproj,
+             .trans_a = false,
+             .b = w.mlp_down,
+             .trans_b = false,
+             .accumulate = false});
   dproj = Tensor();
   Tensor dgate_up = ctx.work({T, 2 * F});
-  be.geglu_backward(dgate_up, Tensor(), dact, a.gate_up, Tensor());
+  be.geglu_backward({.dh = dgate_up, .da = dact, .h = a.gate_up});
   dact = Tensor();
-  be.matmul(g.mlp_gate_up, dgate_up, true, a.normed, false, true);
+  be.matmul({.c = g.mlp_gate_up,
+             .a = dgate_up,
+             .trans_a = true,
+             .b = a.normed,
+             .trans_b = false,
+             .accumulate = true});
   Tensor dnormed = ctx.work({T, D});
-  be.matmul(dnormed, dgate_up, false, w.mlp_gate_up, false, false);
+  be.matmul({.c = dnormed,
+             .a = dgate_up,
+             .trans_a = false,
+             .b = w.mlp_gate_up,
+             .trans_b = false,
+             .accumulate = false});
   dgate_up = Tensor();
-  be.rmsnorm_backward(dh, g.pre_mlp_norm, dnormed, h, w.pre_mlp_norm, a.rstd_in, 1.0, true);
+  be.rmsnorm_backward({.dx = dh,
+                       .dw = g.pre_mlp_norm,
+                       .dy = dnormed,
+                       .x = h,
+                       .w = w.pre_mlp_norm,
+                       .rstd = a.rstd_in,
+                       .out_scale = 1.0,
+                       .accumulate_dx = true});
 }
 
 }  // namespace gemmax

@@ -40,12 +40,20 @@ void expert_dlhs(const LayerContext& ctx, const Tensor& dlhs, const Tensor& dout
                  const Tensor& dlhs_rows) {
   Backend& be = ctx.be;
   if (ctx.opt.moe_dlhs_in_place) {
-    be.gmm_dlhs(dlhs, dout, weight, group_sizes, rows_of(dlhs_rows, dout_rows));
+    be.gmm_dlhs({.dlhs = dlhs,
+                 .dout = dout,
+                 .rhs = weight,
+                 .group_sizes = group_sizes,
+                 .rows = rows_of(dlhs_rows, dout_rows)});
     return;
   }
   Tensor transposed = ctx.work({weight.dim(0), weight.dim(2), weight.dim(1)});
-  be.transpose_groups(transposed, weight);
-  be.gmm(dlhs, dout, transposed, group_sizes, rows_of(dout_rows, dlhs_rows));
+  be.transpose_groups({.out = transposed, .in = weight});
+  be.gmm({.out = dlhs,
+          .lhs = dout,
+          .rhs = transposed,
+          .group_sizes = group_sizes,
+          .rows = rows_of(dout_rows, dlhs_rows)});
 }
 
 }  // namespace
@@ -68,18 +76,32 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   }
   if (!m.logits.defined()) {
     m.logits = ctx.act_tensor({d.T, d.E}, Matmul);
-    be.matmul(m.logits, a.router_in, false, w.router_proj, true, false);
+    be.matmul({.c = m.logits,
+               .a = a.router_in,
+               .trans_a = false,
+               .b = w.router_proj,
+               .trans_b = true,
+               .accumulate = false});
   }
   if (!a.probs.defined()) {
     a.probs = ctx.stat_tensor({d.T, d.E}, Other);
     a.idx = ctx.int_tensor({d.T, d.K}, Other);
     a.weights = ctx.stat_tensor({d.T, d.K}, Other);
-    be.router_forward(a.probs, a.idx, a.weights, m.logits, w.router_expert_scale, c.norm_topk_prob);
+    be.router_forward({.probs = a.probs,
+                       .idx = a.idx,
+                       .weights = a.weights,
+                       .logits = m.logits,
+                       .per_expert_scale = w.router_expert_scale,
+                       .renormalize = c.norm_topk_prob});
   }
   if (!a.density.defined()) {
     a.density = ctx.stat_tensor({ctx.in.batch, d.E}, Other);
-    be.load_balance_forward(a.density, ctx.lb_loss, a.probs, a.idx, ctx.in.seq,
-                            ctx.aux_weight * double(d.E) * double(d.E));
+    be.load_balance_forward({.density = a.density,
+                             .loss = ctx.lb_loss,
+                             .probs = a.probs,
+                             .idx = a.idx,
+                             .seq = ctx.in.seq,
+                             .coefficient = ctx.aux_weight * double(d.E) * double(d.E)});
   }
 
   // Experts: sort token copies by expert, grouped matmuls, weighted combine.
@@ -94,37 +116,53 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
     r.inverse = ctx.int_tensor({d.T * d.K}, Other);
     r.token = ctx.int_tensor({d.T * d.K}, Other);
     r.group_sizes = ctx.int_tensor({d.E}, Other);
-    be.route_sort(r, a.idx, d.E);
+    be.route_sort({.routing = r, .idx = a.idx, .num_experts = d.E});
   }
   if (!fuse && !a.xs.defined()) {
     a.xs = ctx.act_tensor({d.T * d.K, d.D}, Other);
-    be.permute(a.xs, a.normed, r.order, d.K);
+    be.permute({.xs = a.xs, .x = a.normed, .order = r.order, .k = d.K});
   }
   const Tensor& lhs = fuse ? a.normed : a.xs;
   const Tensor lhs_rows = fuse ? r.token : Tensor();
   if (!m.gate_up.defined()) {
     if (ctx.opt.moe_fused_gate_up) {
       m.gate_up = ctx.act_tensor({d.T * d.K, 2 * d.F}, Matmul);
-      be.gmm(m.gate_up, lhs, w.experts_gate_up, r.group_sizes, rows_of(lhs_rows, Tensor()));
+      be.gmm({.out = m.gate_up,
+              .lhs = lhs,
+              .rhs = w.experts_gate_up,
+              .group_sizes = r.group_sizes,
+              .rows = rows_of(lhs_rows, Tensor())});
     } else {
       m.gate_up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
       m.up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
-      be.gmm(m.gate_up, lhs, w.experts_gate_up, r.group_sizes,
-             half(lhs_rows, Tensor(), d.F, false));
-      be.gmm(m.up, lhs, w.experts_gate_up, r.group_sizes, half(lhs_rows, Tensor(), d.F, true));
+      be.gmm({.out = m.gate_up,
+              .lhs = lhs,
+              .rhs = w.experts_gate_up,
+              .group_sizes = r.group_sizes,
+              .rows = half(lhs_rows, Tensor(), d.F, false)});
+      be.gmm({.out = m.up,
+              .lhs = lhs,
+              .rhs = w.experts_gate_up,
+              .group_sizes = r.group_sizes,
+              .rows = half(lhs_rows, Tensor(), d.F, true)});
     }
   }
   if (!a.act.defined()) {
     a.act = ctx.act_tensor({d.T * d.K, d.F}, Other);
-    be.geglu_forward(a.act, m.gate_up, m.up);
+    be.geglu_forward({.a = a.act, .h = m.gate_up, .up = m.up});
   }
   if (!m.y.defined()) {
     m.y = ctx.act_tensor({d.T * d.K, d.D}, Matmul);
-    be.gmm(m.y, a.act, w.experts_down, r.group_sizes, rows_of(Tensor(), fuse ? r.order : Tensor()));
+    be.gmm({.out = m.y,
+            .lhs = a.act,
+            .rhs = w.experts_down,
+            .group_sizes = r.group_sizes,
+            .rows = rows_of(Tensor(), fuse ? r.order : Tensor())});
   }
   if (!a.combined.defined()) {
     a.combined = ctx.act_tensor({d.T, d.D}, Other);
-    be.combine_forward(a.combined, m.y, fuse ? Tensor() : r.inverse, a.weights);
+    be.combine_forward(
+        {.m = a.combined, .y = m.y, .inverse = fuse ? Tensor() : r.inverse, .weights = a.weights});
   }
   if (!a.out.defined()) {
     a.out = ctx.act_tensor({d.T, d.D}, Other);
@@ -142,11 +180,19 @@ void expert_gate_up_backward_split(Backend& be, const Tensor& dlhs, const Tensor
   for (const bool up : {false, true}) {
     const Tensor& d = up ? dup : dgate;
     if (!d.defined()) continue;
-    be.gmm_dlhs(dlhs, d, gate_up, group_sizes, half(dlhs_rows, Tensor(), F, up, written));
-    be.gmm_drhs(g_gate_up, lhs, d, group_sizes, half(lhs_rows, Tensor(), F, up));
+    be.gmm_dlhs({.dlhs = dlhs,
+                 .dout = d,
+                 .rhs = gate_up,
+                 .group_sizes = group_sizes,
+                 .rows = half(dlhs_rows, Tensor(), F, up, written)});
+    be.gmm_drhs({.drhs = g_gate_up,
+                 .lhs = lhs,
+                 .dout = d,
+                 .group_sizes = group_sizes,
+                 .rows = half(lhs_rows, Tensor(), F, up)});
     written = true;
   }
-  if (!written) be.fill(dlhs, 0.0);
+  if (!written) be.fill({.x = dlhs, .value = 0.0});
 }
 
 void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,
@@ -164,52 +210,105 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
 
   // Experts, in reverse.
   Tensor dcombined = ctx.work({d.T, d.D});
-  be.rmsnorm_backward(dcombined, g.post_moe_norm, dout, a.combined, w.post_moe_norm, a.rstd_post,
-                      1.0, false);
+  be.rmsnorm_backward({.dx = dcombined,
+                       .dw = g.post_moe_norm,
+                       .dy = dout,
+                       .x = a.combined,
+                       .w = w.post_moe_norm,
+                       .rstd = a.rstd_post,
+                       .out_scale = 1.0,
+                       .accumulate_dx = false});
   Tensor dy = ctx.work({d.T * d.K, d.D});
   Tensor dweights = ctx.work_stat({d.T, d.K});
-  be.combine_backward(dy, dweights, dcombined, m.y, fuse ? Tensor() : r.order, a.weights);
+  be.combine_backward({.dy = dy,
+                       .dweights = dweights,
+                       .dm = dcombined,
+                       .y = m.y,
+                       .order = fuse ? Tensor() : r.order,
+                       .weights = a.weights});
   dcombined = Tensor();
   Tensor dact = ctx.work({d.T * d.K, d.F});
   expert_dlhs(ctx, dact, dy, w.experts_down, r.group_sizes, copy_rows, Tensor());
-  be.gmm_drhs(g.experts_down, a.act, dy, r.group_sizes, rows_of(Tensor(), copy_rows));
+  be.gmm_drhs({.drhs = g.experts_down,
+               .lhs = a.act,
+               .dout = dy,
+               .group_sizes = r.group_sizes,
+               .rows = rows_of(Tensor(), copy_rows)});
   dy = Tensor();
   Tensor dxs = ctx.work({d.T * d.K, d.D});  // in expert order, or token-copy order when fused
   if (ctx.opt.moe_fused_gate_up) {
     Tensor dgate_up = ctx.work({d.T * d.K, 2 * d.F});
-    be.geglu_backward(dgate_up, Tensor(), dact, m.gate_up, Tensor());
+    be.geglu_backward({.dh = dgate_up, .da = dact, .h = m.gate_up});
     dact = Tensor();
     expert_dlhs(ctx, dxs, dgate_up, w.experts_gate_up, r.group_sizes, Tensor(), copy_rows);
-    be.gmm_drhs(g.experts_gate_up, lhs, dgate_up, r.group_sizes, rows_of(lhs_rows, Tensor()));
+    be.gmm_drhs({.drhs = g.experts_gate_up,
+                 .lhs = lhs,
+                 .dout = dgate_up,
+                 .group_sizes = r.group_sizes,
+                 .rows = rows_of(lhs_rows, Tensor())});
   } else {
     Tensor dgate = ctx.work({d.T * d.K, d.F}), dup = ctx.work({d.T * d.K, d.F});
-    be.geglu_backward(dgate, dup, dact, m.gate_up, m.up);
+    be.geglu_backward({.dh = dgate, .dup = dup, .da = dact, .h = m.gate_up, .up = m.up});
     dact = Tensor();
     expert_gate_up_backward_split(be, dxs, g.experts_gate_up, dgate, dup, lhs, w.experts_gate_up,
                                   r.group_sizes, lhs_rows, copy_rows);
   }
   Tensor dnormed = ctx.work({d.T, d.D});
-  be.permute_backward(dnormed, dxs, fuse ? Tensor() : r.inverse, d.K, false);
+  be.permute_backward({.dx = dnormed,
+                       .dxs = dxs,
+                       .inverse = fuse ? Tensor() : r.inverse,
+                       .k = d.K,
+                       .accumulate = false});
   dxs = Tensor();
-  be.rmsnorm_backward(dh, g.pre_moe_norm, dnormed, h, w.pre_moe_norm, a.rstd_in, 1.0, true);
+  be.rmsnorm_backward({.dx = dh,
+                       .dw = g.pre_moe_norm,
+                       .dy = dnormed,
+                       .x = h,
+                       .w = w.pre_moe_norm,
+                       .rstd = a.rstd_in,
+                       .out_scale = 1.0,
+                       .accumulate_dx = true});
   dnormed = Tensor();
 
   // Router. The layer's load-balance loss w E^2 mean_{b,e}(density * mean_s p) has, for every
   // token s of sequence b, dL/dp[e] = w E density[b, e] / (B S); times this layer's share.
   Tensor lb_dprobs = ctx.work_stat({ctx.in.batch, d.E});
-  be.copy(lb_dprobs, a.density);
-  be.scale(lb_dprobs, ctx.aux_weight * double(d.E) / double(d.T));
+  be.copy({.dst = lb_dprobs, .src = a.density});
+  be.scale({.x = lb_dprobs, .alpha = ctx.aux_weight * double(d.E) / double(d.T)});
   Tensor dlogits = ctx.work({d.T, d.E});
-  be.router_backward(dlogits, g.router_expert_scale, dweights, a.probs, a.idx,
-                     w.router_expert_scale, c.norm_topk_prob, lb_dprobs, ctx.in.seq);
+  be.router_backward({.dlogits = dlogits,
+                      .dper_expert_scale = g.router_expert_scale,
+                      .dweights = dweights,
+                      .probs = a.probs,
+                      .idx = a.idx,
+                      .per_expert_scale = w.router_expert_scale,
+                      .renormalize = c.norm_topk_prob,
+                      .lb_dprobs = lb_dprobs,
+                      .seq = ctx.in.seq});
   dweights = Tensor();
   lb_dprobs = Tensor();
-  be.matmul(g.router_proj, dlogits, true, a.router_in, false, true);
+  be.matmul({.c = g.router_proj,
+             .a = dlogits,
+             .trans_a = true,
+             .b = a.router_in,
+             .trans_b = false,
+             .accumulate = true});
   Tensor drouter_in = ctx.work({d.T, d.D});
-  be.matmul(drouter_in, dlogits, false, w.router_proj, false, false);
+  be.matmul({.c = drouter_in,
+             .a = dlogits,
+             .trans_a = false,
+             .b = w.router_proj,
+             .trans_b = false,
+             .accumulate = false});
   dlogits = Tensor();
-  be.rmsnorm_backward(dh, g.router_scale, drouter_in, h, w.router_scale, a.rstd_router,
-                      1.0 / std::sqrt(double(d.D)), true);
+  be.rmsnorm_backward({.dx = dh,
+                       .dw = g.router_scale,
+                       .dy = drouter_in,
+                       .x = h,
+                       .w = w.router_scale,
+                       .rstd = a.rstd_router,
+                       .out_scale = 1.0 / std::sqrt(double(d.D)),
+                       .accumulate_dx = true});
 }
 
 }  // namespace gemmax

@@ -18,7 +18,8 @@ WholeParams::WholeParams(Backend& be, const ParamTable& table, const ModelOption
 Tensor WholeParams::embed(const StepInputs& in) {
   const int64_t D = table_.config().d_model;
   Tensor x = be_.alloc({in.tokens_count(), D}, opt_.act, MemKind::Activations);
-  be_.embedding_forward(x, in.tokens, weights_.embed, std::sqrt(double(D)));
+  be_.embedding_forward(
+      {.x = x, .tokens = in.tokens, .table = weights_.embed, .scale = std::sqrt(double(D))});
   return x;
 }
 
@@ -51,7 +52,10 @@ PerLayerInputWeights WholeParams::per_layer_weights() {
 }
 
 void WholeParams::embed_backward(const StepInputs& in, const Tensor& dx) {
-  be_.embedding_backward(grads_.embed, dx, in.tokens, std::sqrt(double(table_.config().d_model)));
+  be_.embedding_backward({.dtable = grads_.embed,
+                          .dx = dx,
+                          .tokens = in.tokens,
+                          .scale = std::sqrt(double(table_.config().d_model))});
 }
 
 }  // namespace gemmax

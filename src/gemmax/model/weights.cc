@@ -71,7 +71,7 @@ ModelWeights bind_model(const ParamTable& table, const Tensor& flat) {
 Tensor compute_copy(Backend& be, const Tensor& master, DType act) {
   if (!master.defined() || master.dtype() == act) return master;
   Tensor c = be.alloc(master.shape(), act, MemKind::Workspace);
-  be.copy(c, master);
+  be.copy({.dst = c, .src = master});
   return c;
 }
 

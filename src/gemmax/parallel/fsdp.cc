@@ -276,7 +276,7 @@ void FsdpParams::start(size_t s) {
     Tensor send = local_piece(weights_, st.groups[k]);
     if (dt != send.dtype()) {  // cast this rank's piece, then gather the compute-dtype weights
       Tensor cast = be_.alloc({g.piece}, dt, MemKind::Workspace);
-      be_.copy(cast, send);
+      be_.copy({.dst = cast, .src = send});
       send = cast;
     }
     st.requests.push_back(comm_.all_gather(send, full, g.name + " for " + st.what));
@@ -321,7 +321,8 @@ Tensor FsdpParams::embed(const StepInputs& in) {
   const ParamSpec& spec = table_.specs()[layout_.groups[size_t(layout_.embedding)].params[0]];
   if (opt_.embedding == EmbeddingMode::Gather) {
     const Tensor table = locate(spec, st, Tensor()).buffer.flat_slice(0, spec.shape);
-    be_.embedding_forward(x, in.tokens, table, std::sqrt(double(c.d_model)));
+    be_.embedding_forward(
+        {.x = x, .tokens = in.tokens, .table = table, .scale = std::sqrt(double(c.d_model))});
   } else {
     const Tensor piece = local_piece(weights_, layout_.embedding);
     vocab_parallel_embed(be_, comm_, c, model_, in, vocab_,
@@ -430,7 +431,7 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
     if (head_dot_dtype(model_) != master.dtype()) {  // sized by the stored rows: alike on all ranks
       table = be_.alloc({vs.piece * c.d_model}, head_dot_dtype(model_), MemKind::Workspace)
                   .flat_slice(0, {vs.rows, c.d_model});
-      be_.copy(table, master);
+      be_.copy({.dst = table, .src = master});
     }
     const Tensor dtable =
         backward ? local_piece(grads_, layout_.embedding).flat_slice(0, {vs.rows, c.d_model})
@@ -504,8 +505,10 @@ void FsdpParams::embed_backward(const StepInputs& in, const Tensor& dx) {
   // The lookup's full-shape gradient, reduce-scattered into a piece that finish_gradients() adds
   // to the head's (the reduce-scatter writes its output).
   Tensor full = be_.zeros({layout_.ranks * g.piece}, grads_.dtype(), MemKind::Workspace);
-  be_.embedding_backward(full.flat_slice(0, emb.shape), dx, in.tokens,
-                         std::sqrt(double(c.d_model)));
+  be_.embedding_backward({.dtable = full.flat_slice(0, emb.shape),
+                          .dx = dx,
+                          .tokens = in.tokens,
+                          .scale = std::sqrt(double(c.d_model))});
   lookup_grad_ = be_.alloc({g.piece}, grads_.dtype(), MemKind::Workspace);
   std::vector<CommRequest> r;
   r.push_back(comm_.reduce_scatter(full, lookup_grad_, "embedding (gradient of the lookup)"));
@@ -521,7 +524,7 @@ CommRequest FsdpParams::finish_gradients() {
                                   "the replicated small vectors' gradients");
   bound_scatters(0);
   if (lookup_grad_.defined()) {
-    be_.axpy(local_piece(grads_, layout_.embedding), 1.0, lookup_grad_);
+    be_.axpy({.y = local_piece(grads_, layout_.embedding), .alpha = 1.0, .x = lookup_grad_});
     lookup_grad_ = Tensor();
   }
   return replicated;

@@ -40,8 +40,8 @@ void vocab_parallel_embed(Backend& be, Comm& comm, const ModelConfig& cfg, const
   const int64_t D = cfg.d_model, piece = table.dim(0);
   // The rank's rows and a zero row, which the tokens of other ranks' rows look up.
   Tensor rows = be.alloc({piece + 1, D}, table.dtype(), MemKind::Workspace);
-  be.copy(rows.rows(0, piece), table);
-  be.fill(rows.rows(piece, piece + 1), 0.0);
+  be.copy({.dst = rows.rows(0, piece), .src = table});
+  be.fill({.x = rows.rows(piece, piece + 1), .value = 0.0});
   struct Pending {
     CommRequest request;
     Tensor mine;
@@ -51,11 +51,15 @@ void vocab_parallel_embed(Backend& be, Comm& comm, const ModelConfig& cfg, const
   auto finish = [&](Pending& p) {
     p.request.wait();
     for (const TileBlock& b : tile_blocks(in.batch, in.seq, k.count, p.tile))
-      be.copy(x.rows(b.token, b.token + b.count), p.mine.rows(b.row, b.row + b.count));
+      be.copy(
+          {.dst = x.rows(b.token, b.token + b.count), .src = p.mine.rows(b.row, b.row + b.count)});
   };
   for (int64_t t = 0; t < k.count; ++t) {
     Tensor partial = be.alloc({k.ranks * k.C, D}, x.dtype(), MemKind::Workspace);
-    be.embedding_forward(partial, tile_slice(vocab.tokens, k, t), rows, std::sqrt(double(D)));
+    be.embedding_forward({.x = partial,
+                          .tokens = tile_slice(vocab.tokens, k, t),
+                          .table = rows,
+                          .scale = std::sqrt(double(D))});
     Tensor mine = be.alloc({k.C, D}, x.dtype(), MemKind::Workspace);
     CommRequest r = comm.reduce_scatter(partial, mine, str_cat("the embedding lookup, tile ", t));
     partial = Tensor();
@@ -75,7 +79,8 @@ void vocab_parallel_embed_backward(Backend& be, Comm& comm, const ModelConfig& c
   auto gather = [&](int64_t t) {
     Tensor mine = be.alloc({k.C, D}, dx.dtype(), MemKind::Workspace);
     for (const TileBlock& b : tile_blocks(in.batch, in.seq, k.count, t))
-      be.copy(mine.rows(b.row, b.row + b.count), dx.rows(b.token, b.token + b.count));
+      be.copy(
+          {.dst = mine.rows(b.row, b.row + b.count), .src = dx.rows(b.token, b.token + b.count)});
     Tensor all = be.alloc({k.ranks * k.C, D}, dx.dtype(), MemKind::Workspace);
     CommRequest r = comm.all_gather(mine, all, str_cat("the embedding gradient, tile ", t));
     return std::make_pair(std::move(r), all);
@@ -85,9 +90,12 @@ void vocab_parallel_embed_backward(Backend& be, Comm& comm, const ModelConfig& c
     auto cur = std::move(next);
     if (t + 1 < k.count) next = gather(t + 1);  // in flight while this tile is added
     cur.first.wait();
-    be.embedding_backward(grad, cur.second, tile_slice(vocab.tokens, k, t), std::sqrt(double(D)));
+    be.embedding_backward({.dtable = grad,
+                           .dx = cur.second,
+                           .tokens = tile_slice(vocab.tokens, k, t),
+                           .scale = std::sqrt(double(D))});
   }
-  be.axpy(dtable, 1.0, grad.rows(0, piece));
+  be.axpy({.y = dtable, .alpha = 1.0, .x = grad.rows(0, piece)});
 }
 
 void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const ModelOptions& opt,
@@ -125,30 +133,62 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
   for (int64_t t = 0; t < k.count; ++t) {
     const std::vector<TileBlock> blocks = tile_blocks(in.batch, in.seq, k.count, t);
     for (const TileBlock& b : blocks)
-      be.rmsnorm_forward(y.rows(b.row, b.row + b.count), rstd.rows(b.row, b.row + b.count),
-                         x.rows(b.token, b.token + b.count), final_norm, cfg.norm_eps, 1.0,
-                         Tensor(), !opt.norm_scale_in_fp32);
+      be.rmsnorm_forward({.y = y.rows(b.row, b.row + b.count),
+                          .rstd = rstd.rows(b.row, b.row + b.count),
+                          .x = x.rows(b.token, b.token + b.count),
+                          .w = final_norm,
+                          .eps = cfg.norm_eps,
+                          .out_scale = 1.0,
+                          .round_before_scale = !opt.norm_scale_in_fp32});
     comm.all_gather(y, y_all, str_cat("the head's activations, tile ", t)).wait();
     const Tensor targets = tile_slice(vocab.targets, k, t);
-    if (dot != act) be.copy(y_dot, y_all);
-    be.matmul(logits, y_dot, false, table, true, false);
-    be.vocab_ce_max(logits, stats, cap);
+    if (dot != act) be.copy({.dst = y_dot, .src = y_all});
+    be.matmul({.c = logits,
+               .a = y_dot,
+               .trans_a = false,
+               .b = table,
+               .trans_b = true,
+               .accumulate = false});
+    be.vocab_ce_max({.logits = logits, .stats = stats, .cap = cap});
     comm.all_reduce(stats.rows(0, 1), ReduceOp::Max, str_cat("the logits' maxima, tile ", t))
         .wait();
-    be.vocab_ce_sums(logits, stats, targets);
+    be.vocab_ce_sums({.logits = logits, .stats = stats, .targets = targets});
     comm.all_reduce(stats.rows(1, 3), ReduceOp::Sum, str_cat("the softmax sums, tile ", t)).wait();
-    be.vocab_ce_finish(logits, loss, stats, targets, tile_slice(vocab.mask, k, t), cap, grad_scale,
-                       mine, mine + k.C, backward);
+    be.vocab_ce_finish({.logits = logits,
+                        .loss = loss,
+                        .stats = stats,
+                        .targets = targets,
+                        .mask = tile_slice(vocab.mask, k, t),
+                        .cap = cap,
+                        .grad_scale = grad_scale,
+                        .loss_begin = mine,
+                        .loss_end = mine + k.C,
+                        .write_grad = backward});
     if (!backward) continue;
     // logits now holds dz for the tile's rows of every rank, over this rank's columns.
-    be.matmul(dtable, logits, true, y_dot, false, true);
-    be.matmul(dy_all, logits, false, table, false, false);
+    be.matmul({.c = dtable,
+               .a = logits,
+               .trans_a = true,
+               .b = y_dot,
+               .trans_b = false,
+               .accumulate = true});
+    be.matmul({.c = dy_all,
+               .a = logits,
+               .trans_a = false,
+               .b = table,
+               .trans_b = false,
+               .accumulate = false});
     comm.reduce_scatter(dy_all, dy_acc, str_cat("the head's input gradient, tile ", t)).wait();
-    if (dy.dtype() != acc) be.copy(dy, dy_acc);
+    if (dy.dtype() != acc) be.copy({.dst = dy, .src = dy_acc});
     for (const TileBlock& b : blocks)
-      be.rmsnorm_backward(dx.rows(b.token, b.token + b.count), dnorm,
-                          dy.rows(b.row, b.row + b.count), x.rows(b.token, b.token + b.count),
-                          final_norm, rstd.rows(b.row, b.row + b.count), 1.0, false);
+      be.rmsnorm_backward({.dx = dx.rows(b.token, b.token + b.count),
+                           .dw = dnorm,
+                           .dy = dy.rows(b.row, b.row + b.count),
+                           .x = x.rows(b.token, b.token + b.count),
+                           .w = final_norm,
+                           .rstd = rstd.rows(b.row, b.row + b.count),
+                           .out_scale = 1.0,
+                           .accumulate_dx = false});
   }
 }
 

@@ -42,7 +42,8 @@ AdamW::AdamW(Backend& be, const ParamTable& table, const ShardLayout& layout,
 
 void AdamW::sum_squares(const Tensor& grads, const Tensor& sum, bool replicated) const {
   for (const Segment& s : segments_)
-    if (s.replicated == replicated) be_.sum_squares(sum, grads.flat_slice(s.begin, {s.count}));
+    if (s.replicated == replicated)
+      be_.sum_squares({.sum = sum, .x = grads.flat_slice(s.begin, {s.count})});
 }
 
 void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
@@ -50,16 +51,20 @@ void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scal
   const AdamWStep step{
       lr, cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay, cfg_.clip_norm, t};
   for (const Segment& s : segments_)
-    be_.adamw_step(weights.flat_slice(s.begin, {s.count}), grads.flat_slice(s.begin, {s.count}),
-                   m_.flat_slice(s.state_begin, {s.count}), v_.flat_slice(s.state_begin, {s.count}),
-                   step, scalars);
+    be_.adamw_step({.param = weights.flat_slice(s.begin, {s.count}),
+                    .grad = grads.flat_slice(s.begin, {s.count}),
+                    .m = m_.flat_slice(s.state_begin, {s.count}),
+                    .v = v_.flat_slice(s.state_begin, {s.count}),
+                    .step = step,
+                    .scalars = scalars});
 }
 
 void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
                  int64_t t) {
   const Tensor sum_sq = scalars.flat_slice(StepScalars::kGradSumSq, {1});
-  be_.fill(sum_sq, 0.0);
-  for (const Segment& s : segments_) be_.sum_squares(sum_sq, grads.flat_slice(s.begin, {s.count}));
+  be_.fill({.x = sum_sq, .value = 0.0});
+  for (const Segment& s : segments_)
+    be_.sum_squares({.sum = sum_sq, .x = grads.flat_slice(s.begin, {s.count})});
   apply(weights, grads, scalars, lr, t);
 }
 

@@ -20,7 +20,7 @@ TrainState make_train_state(Backend& be, const ParamTable& table,
   s.comm = sharded ? comm : nullptr;
   s.fsdp = fsdp;
   s.weights = be.alloc({s.layout.local_total}, weight_dtype, MemKind::Params);
-  if (sharded) be.fill(s.weights, 0.0);  // the pieces' zero padding
+  if (sharded) be.fill({.x = s.weights, .value = 0.0});  // the pieces' zero padding
   s.grads = be.alloc({s.layout.local_total}, weight_dtype, MemKind::Grads);
   s.optimizer = std::make_unique<AdamW>(be, table, s.layout, trainable, weight_dtype, config);
   s.scalars = be.zeros({StepScalars::kCount}, DType::F64, MemKind::Data);
@@ -55,10 +55,10 @@ void after_backward(Backend& be, const Gemma4Model& model, const TrainState& sta
 void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in, double lr,
                 int64_t t, const VocabInputs& vocab) {
   be.tracker().set_phase("step start");
-  be.fill(state.grads, 0.0);
+  be.fill({.x = state.grads, .value = 0.0});
   if (!state.sharded()) {
     model.forward_backward(in, state.weights, state.grads, state.scalars);
-    be.tracker().set_phase("optimizer");
+    be.tracker().set_phase("optimizer", StepPart::Optimizer);
     after_backward(be, model, state, t, false);
     after_backward(be, model, state, t, true);
     state.optimizer->step(state.weights, state.grads, state.scalars, lr, t);
@@ -68,13 +68,13 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
   FsdpParams params(be, comm, model.params(), state.layout, state.fsdp, model.options(),
                     state.weights, state.grads, vocab);
   model.forward_backward(in, params, state.scalars);
-  be.tracker().set_phase("optimizer");
+  be.tracker().set_phase("optimizer", StepPart::Optimizer);
   comm.set_progress("the optimizer");
   CommRequest replicated = params.finish_gradients();
   // The global gradient norm: the sharded pieces' squares summed over ranks (with the losses),
   // then the replicated parameters', which every rank holds whole and alike.
   const Tensor sum_sq = state.scalars.flat_slice(StepScalars::kGradSumSq, {1});
-  be.fill(sum_sq, 0.0);
+  be.fill({.x = sum_sq, .value = 0.0});
   after_backward(be, model, state, t, false);
   state.optimizer->sum_squares(state.grads, sum_sq, false);
   comm.all_reduce(state.scalars, ReduceOp::Sum, "the step's losses and gradient norm").wait();

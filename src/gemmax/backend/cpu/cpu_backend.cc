@@ -129,11 +129,12 @@ void CpuBackend::upload(const Tensor& dst, const Tensor& host) {
 
 // ---- elementwise --------------------------------------------------------------------------
 
-void CpuBackend::fill(const Tensor& x, double value) {
-  if (is_wide(x)) return reference_.fill(x, value);
+void CpuBackend::do_fill(const FillArgs& args) {
+  const auto& [x, value] = args;
+  if (is_wide(x)) return reference_.do_fill(args);
   const int64_t n = x.numel();
   if (value == 0.0 || x.dtype() == DType::I32 || x.dtype() == DType::U8) {
-    if (value != 0.0) return reference_.fill(x, value);
+    if (value != 0.0) return reference_.do_fill(args);
     char* p = static_cast<char*>(x.raw());
     const size_t bytes = x.nbytes();
 #pragma omp parallel for if (bytes > (size_t(1) << 20))
@@ -149,8 +150,8 @@ void CpuBackend::fill(const Tensor& x, double value) {
   });
 }
 
-void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
-  GEMMAX_CHECK(dst.numel() == src.numel(), "copy: ", src.str(), " into ", dst.str());
+void CpuBackend::do_copy(const CopyArgs& args) {
+  const auto& [dst, src] = args;
   const int64_t n = src.numel();
   if (dst.dtype() == src.dtype()) {
     const char* s = static_cast<const char*>(src.raw());
@@ -161,7 +162,7 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
       std::memcpy(d + c * chunk, s + c * chunk, size_t(std::min(chunk, bytes - c * chunk)));
     return;
   }
-  if (!is_fast(dst) || !is_fast(src)) return reference_.copy(dst, src);
+  if (!is_fast(dst) || !is_fast(src)) return reference_.do_copy(args);
   // fp32 <-> bf16 (a layer's fp32 weights to their bf16 compute copy): one rounding.
   const bool avx512 = wide_vectors(isa_);
   dispatch2(dst, src, [&]<class D, class S>() {
@@ -178,10 +179,9 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   });
 }
 
-void CpuBackend::add(const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (is_wide(out)) return reference_.add(out, a, b);
-  check_same(out, a, "add");
-  check_same(a, b, "add");
+void CpuBackend::do_add(const AddArgs& args) {
+  const auto& [out, a, b] = args;
+  if (is_wide(out)) return reference_.do_add(args);
   dispatch(out, [&]<class T>() {
     T* o = out.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
@@ -191,9 +191,9 @@ void CpuBackend::add(const Tensor& out, const Tensor& a, const Tensor& b) {
   });
 }
 
-void CpuBackend::axpy(const Tensor& y, double alpha, const Tensor& x) {
-  if (is_wide(y)) return reference_.axpy(y, alpha, x);
-  check_same(y, x, "axpy");
+void CpuBackend::do_axpy(const AxpyArgs& args) {
+  const auto& [y, alpha, x] = args;
+  if (is_wide(y)) return reference_.do_axpy(args);
   dispatch(y, [&]<class T>() {
     T* py = y.data<T>();
     const T* px = x.data<T>();
@@ -204,8 +204,9 @@ void CpuBackend::axpy(const Tensor& y, double alpha, const Tensor& x) {
   });
 }
 
-void CpuBackend::scale(const Tensor& x, double alpha) {
-  if (is_wide(x)) return reference_.scale(x, alpha);
+void CpuBackend::do_scale(const ScaleArgs& args) {
+  const auto& [x, alpha] = args;
+  if (is_wide(x)) return reference_.do_scale(args);
   dispatch(x, [&]<class T>() {
     T* p = x.data<T>();
     const float a = float(alpha);
@@ -215,8 +216,9 @@ void CpuBackend::scale(const Tensor& x, double alpha) {
   });
 }
 
-void CpuBackend::sum_squares(const Tensor& sum, const Tensor& x) {
-  if (is_wide(x)) return reference_.sum_squares(sum, x);
+void CpuBackend::do_sum_squares(const SumSquaresArgs& args) {
+  const auto& [sum, x] = args;
+  if (is_wide(x)) return reference_.do_sum_squares(args);
   dispatch(x, [&]<class T>() {
     const T* p = x.data<T>();
     add_to_scalar(sum, ordered_sum(x.numel(), [p](int64_t b, int64_t e) {
@@ -225,11 +227,9 @@ void CpuBackend::sum_squares(const Tensor& sum, const Tensor& x) {
   });
 }
 
-void CpuBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, const Tensor& b,
-                                    const Tensor& s) {
-  if (is_wide(y)) return reference_.scaled_sum_forward(y, a, b, s);
-  check_same(y, a, "scaled_sum_forward");
-  check_same(a, b, "scaled_sum_forward");
+void CpuBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
+  const auto& [y, a, b, s] = args;
+  if (is_wide(y)) return reference_.do_scaled_sum_forward(args);
   const float scale = float(get_as_double(s, 0));
   dispatch(y, [&]<class T>() {
     T* o = y.data<T>();
@@ -243,12 +243,9 @@ void CpuBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, const Tens
   });
 }
 
-void CpuBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, const Tensor& dy,
-                                     const Tensor& a, const Tensor& b, const Tensor& s) {
-  if (is_wide(dy)) return reference_.scaled_sum_backward(dab, ds, dy, a, b, s);
-  check_same(dab, dy, "scaled_sum_backward");
-  check_same(a, dy, "scaled_sum_backward");
-  check_same(b, dy, "scaled_sum_backward");
+void CpuBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args) {
+  const auto& [dab, ds, dy, a, b, s] = args;
+  if (is_wide(dy)) return reference_.do_scaled_sum_backward(args);
   const float scale = float(get_as_double(s, 0));
   dispatch(dy, [&]<class T>() {
     const T *pd = dy.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
@@ -260,8 +257,9 @@ void CpuBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, const 
   });
 }
 
-void CpuBackend::transpose_groups(const Tensor& out, const Tensor& in) {
-  if (is_wide(in)) return reference_.transpose_groups(out, in);
+void CpuBackend::do_transpose_groups(const TransposeGroupsArgs& args) {
+  const auto& [out, in] = args;
+  if (is_wide(in)) return reference_.do_transpose_groups(args);
   GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&
                    out.dim(1) == in.dim(2) && out.dim(2) == in.dim(1) && out.dtype() == in.dtype(),
                "transpose_groups: ", in.str(), " into ", out.str());
@@ -282,9 +280,9 @@ void CpuBackend::transpose_groups(const Tensor& out, const Tensor& in) {
 
 // ---- embedding -----------------------------------------------------------------------------
 
-void CpuBackend::embedding_forward(const Tensor& x, const Tensor& tokens, const Tensor& table,
-                                   double scale) {
-  if (is_wide(x) || is_wide(table)) return reference_.embedding_forward(x, tokens, table, scale);
+void CpuBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
+  const auto& [x, tokens, table, scale] = args;
+  if (is_wide(x) || is_wide(table)) return reference_.do_embedding_forward(args);
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
   GEMMAX_CHECK(x.numel() == n * d, "embedding_forward: x ", x.str(), " for ", n, " tokens");
   const int32_t* tok = tokens.data<int32_t>();
@@ -305,10 +303,9 @@ void CpuBackend::embedding_forward(const Tensor& x, const Tensor& tokens, const 
   });
 }
 
-void CpuBackend::embedding_backward(const Tensor& dtable, const Tensor& dx, const Tensor& tokens,
-                                    double scale) {
-  if (is_wide(dtable) || is_wide(dx))
-    return reference_.embedding_backward(dtable, dx, tokens, scale);
+void CpuBackend::do_embedding_backward(const EmbeddingBackwardArgs& args) {
+  const auto& [dtable, dx, tokens, scale] = args;
+  if (is_wide(dtable) || is_wide(dx)) return reference_.do_embedding_backward(args);
   const int64_t n = tokens.numel(), d = dtable.dim(1);
   const int32_t* tok = tokens.data<int32_t>();
   dispatch2(dtable, dx, [&]<class W, class T>() {
@@ -332,9 +329,9 @@ void CpuBackend::embedding_backward(const Tensor& dtable, const Tensor& dx, cons
 
 // ---- AdamW (optax adamw, decoupled decay scaled by lr) --------------------------------------
 
-void CpuBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                            const Tensor& v, const AdamWStep& s, const Tensor& scalars) {
-  if (is_wide(param)) return reference_.adamw_step(param, grad, m, v, s, scalars);
+void CpuBackend::do_adamw_step(const AdamwStepArgs& args) {
+  const auto& [param, grad, m, v, s, scalars] = args;
+  if (is_wide(param)) return reference_.do_adamw_step(args);
   check_same(param, grad, "adamw_step");
   check_same(param, m, "adamw_step");
   check_same(param, v, "adamw_step");
@@ -367,6 +364,17 @@ void CpuBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
     else
       adamw(p + i, pm + i, pv + i, g + i, len, c);
   }
+}
+
+void CpuBackend::do_attention_decode(const AttentionDecodeArgs& args) {
+  reference_.do_attention_decode(args);
+}
+void CpuBackend::do_vocab_ce_max(const VocabCeMaxArgs& args) { reference_.do_vocab_ce_max(args); }
+void CpuBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args) {
+  reference_.do_vocab_ce_sums(args);
+}
+void CpuBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args) {
+  reference_.do_vocab_ce_finish(args);
 }
 
 }  // namespace gemmax

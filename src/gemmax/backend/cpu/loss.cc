@@ -67,15 +67,10 @@ GEMMAX_AVX512 void grad_row_avx512(T* row, int64_t V, float lse, float g, float 
 
 }  // namespace
 
-void CpuBackend::softcap_cross_entropy(const Tensor& logits, const Tensor& loss,
-                                       const Tensor& targets, const Tensor& mask, double cap,
-                                       double grad_scale, bool write_grad) {
-  if (is_wide(logits))
-    return reference_.softcap_cross_entropy(logits, loss, targets, mask, cap, grad_scale,
-                                            write_grad);
+void CpuBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args) {
+  const auto& [logits, loss, targets, mask, cap, grad_scale, write_grad] = args;
+  if (is_wide(logits)) return reference_.do_softcap_cross_entropy(args);
   const int64_t C = logits.dim(0), V = logits.dim(1);
-  GEMMAX_CHECK(targets.numel() == C && mask.numel() == C, "softcap_cross_entropy: logits ",
-               logits.str(), " targets ", targets.str(), " mask ", mask.str());
   const int32_t* tgt = targets.data<int32_t>();
   const int32_t* msk = mask.data<int32_t>();
   for (int64_t r = 0; r < C; ++r)

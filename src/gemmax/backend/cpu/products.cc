@@ -42,8 +42,6 @@ Rows<T> rows_of(T* base, int64_t ld, const Tensor& map, int64_t first) {
 
 void check_map(const Tensor& map, int64_t m, int64_t limit, const char* what) {
   if (!map.defined()) return;
-  GEMMAX_CHECK(map.dtype() == DType::I32 && map.numel() == m, what, ": a row map must be int32 [",
-               m, "], got ", map.str());
   const int32_t* p = map.data<int32_t>();
   for (int64_t r = 0; r < m; ++r)
     GEMMAX_CHECK(p[r] >= 0 && p[r] < limit, what, " row map entry ", p[r], " at ", r,
@@ -51,11 +49,8 @@ void check_map(const Tensor& map, int64_t m, int64_t limit, const char* what) {
 }
 
 // The weight rows a GmmRows window selects: [begin, begin + rows) of each group's N.
-std::pair<int64_t, int64_t> window(const GmmRows& rows, int64_t N, const char* op) {
-  const int64_t w0 = rows.weight_begin, n = rows.weight_rows < 0 ? N - w0 : rows.weight_rows;
-  GEMMAX_CHECK(w0 >= 0 && n >= 0 && w0 + n <= N, op, ": weight rows [", w0, ", ", w0 + n, ") of ",
-               N);
-  return {w0, n};
+std::pair<int64_t, int64_t> window(const GmmRows& rows, int64_t N) {
+  return {rows.weight_begin, rows.weight_rows < 0 ? N - rows.weight_begin : rows.weight_rows};
 }
 
 // Runs one product per group: with enough groups, whole groups per thread (each on its own
@@ -83,19 +78,13 @@ bool fast_dtypes(std::initializer_list<const Tensor*> ts) {
 
 }  // namespace
 
-void CpuBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
-                        bool trans_b, bool accumulate) {
-  GEMMAX_CHECK(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "matmul needs 2-D tensors, got ",
-               a.str(), " ", b.str(), " ", c.str());
-  if (!fast_dtypes({&a, &b, &c}) || (trans_a && trans_b))
-    return reference_.matmul(c, a, trans_a, b, trans_b, accumulate);
+void CpuBackend::do_matmul(const MatmulArgs& args) {
+  const auto& [c, a, trans_a, b, trans_b, accumulate] = args;
+  if (!fast_dtypes({&a, &b, &c}) || (trans_a && trans_b)) return reference_.do_matmul(args);
   const int64_t M = trans_a ? a.dim(1) : a.dim(0), K = trans_a ? a.dim(0) : a.dim(1);
-  const int64_t Kb = trans_b ? b.dim(1) : b.dim(0), N = trans_b ? b.dim(0) : b.dim(1);
-  GEMMAX_CHECK(K == Kb && c.dim(0) == M && c.dim(1) == N && a.dtype() == b.dtype(),
-               "matmul shapes: op(", a.str(), trans_a ? ")^T" : ")", " . op(", b.str(),
-               trans_b ? ")^T" : ")", " -> ", c.str());
+  const int64_t N = trans_b ? b.dim(0) : b.dim(1);
   if (trans_a && c.dtype() == DType::BF16 && K > 8192)  // long reductions into bf16: rare
-    return reference_.matmul(c, a, trans_a, b, trans_b, accumulate);
+    return reference_.do_matmul(args);
   dispatch2(a, c, [&]<class T, class TC>() {
     if (trans_a) {  // c [M, N] = a^T b: a [K, M], b [K, N] by rows, reduced over K
       gemm_tn<T, TC>(isa_, M, N, K, Rows<const T>{a.data<T>(), M}, Rows<const T>{b.data<T>(), N},
@@ -108,15 +97,11 @@ void CpuBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Te
   });
 }
 
-void CpuBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
-                     const Tensor& group_sizes, const GmmRows& rows) {
-  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.gmm(out, lhs, rhs, group_sizes, rows);
-  const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
-  const auto [w0, n] = window(rows, N, "gmm");
-  GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G && out.dim(1) == n &&
-                   (rows.in.defined() || lhs.dim(0) == m) && out.dtype() == lhs.dtype() &&
-                   rhs.dtype() == lhs.dtype(),
-               "gmm shapes: lhs ", lhs.str(), " rhs ", rhs.str(), " out ", out.str());
+void CpuBackend::do_gmm(const GmmArgs& args) {
+  const auto& [out, lhs, rhs, group_sizes, rows] = args;
+  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.do_gmm(args);
+  const int64_t k = lhs.dim(1), N = rhs.dim(1), m = out.dim(0);
+  const auto [w0, n] = window(rows, N);
   check_map(rows.in, m, lhs.dim(0), "gmm lhs");
   check_map(rows.out, m, m, "gmm out");
   dispatch(out, [&]<class T>() {
@@ -141,16 +126,11 @@ void CpuBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
   });
 }
 
-void CpuBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
-                          const Tensor& group_sizes, const GmmRows& rows) {
-  if (!fast_dtypes({&dlhs, &dout, &rhs}))
-    return reference_.gmm_dlhs(dlhs, dout, rhs, group_sizes, rows);
-  const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
-  const auto [w0, n] = window(rows, N, "gmm_dlhs");
-  GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G && dout.dim(1) == n &&
-                   (rows.out.defined() || dout.dim(0) == m) && dlhs.dtype() == dout.dtype() &&
-                   rhs.dtype() == dout.dtype(),
-               "gmm_dlhs shapes: dout ", dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
+void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
+  const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
+  if (!fast_dtypes({&dlhs, &dout, &rhs})) return reference_.do_gmm_dlhs(args);
+  const int64_t k = rhs.dim(2), N = rhs.dim(1), m = dlhs.dim(0);
+  const auto [w0, n] = window(rows, N);
   check_map(rows.in, m, m, "gmm_dlhs dlhs");
   check_map(rows.out, m, dout.dim(0), "gmm_dlhs dout");
   dispatch(dlhs, [&]<class T>() {
@@ -176,17 +156,16 @@ void CpuBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& 
   });
 }
 
-void CpuBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
-                          const Tensor& group_sizes, const GmmRows& rows) {
-  if (!fast_dtypes({&drhs, &lhs, &dout}))
-    return reference_.gmm_drhs(drhs, lhs, dout, group_sizes, rows);
-  const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
+void CpuBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
+  const auto& [drhs, lhs, dout, group_sizes, rows] = args;
+  if (!fast_dtypes({&drhs, &lhs, &dout})) return reference_.do_gmm_drhs(args);
+  const int64_t k = lhs.dim(1), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
-  const auto [w0, n] = window(rows, N, "gmm_drhs");
-  GEMMAX_CHECK(drhs.dim(2) == k && group_sizes.numel() == G && dout.dim(1) == n &&
-                   (rows.out.defined() || dout.dim(0) == m) && lhs.dtype() == dout.dtype() &&
-                   drhs.dtype() == DType::F32,
-               "gmm_drhs shapes: lhs ", lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
+  const auto [w0, n] = window(rows, N);
+  GEMMAX_CHECK(drhs.dtype() == DType::F32,
+               "cpu backend: gmm_drhs: the fast path writes float32 "
+               "weight gradients, got drhs ",
+               drhs.str());
   check_map(rows.in, m, lhs.dim(0), "gmm_drhs lhs");
   check_map(rows.out, m, dout.dim(0), "gmm_drhs dout");
   dispatch(lhs, [&]<class T>() {

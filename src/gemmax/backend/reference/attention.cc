@@ -13,19 +13,6 @@
 namespace gemmax {
 namespace {
 
-void check_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                  const Tensor& lse, const Tensor& seg, const AttentionShape& s) {
-  const int64_t T = s.batch * s.seq;
-  GEMMAX_CHECK(s.num_heads % s.num_kv_heads == 0, "attention: ", s.num_heads,
-               " query heads are not a multiple of ", s.num_kv_heads, " kv heads");
-  GEMMAX_CHECK(q.numel() == T * s.num_heads * s.head_dim && o.numel() == q.numel() &&
-                   k.numel() == T * s.num_kv_heads * s.head_dim && v.numel() == k.numel() &&
-                   lse.numel() == s.batch * s.num_heads * s.seq && seg.numel() == T,
-               "attention shapes: q ", q.str(), " k ", k.str(), " v ", v.str(), " o ", o.str(),
-               " lse ", lse.str(), " for B=", s.batch, " S=", s.seq, " H=", s.num_heads,
-               " KV=", s.num_kv_heads, " hd=", s.head_dim);
-}
-
 // First key visible from query i (keys first..i, then filtered by segment).
 inline int64_t first_key(int64_t i, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
@@ -33,10 +20,8 @@ inline int64_t first_key(int64_t i, int64_t window) {
 
 }  // namespace
 
-void ReferenceBackend::attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q,
-                                         const Tensor& k, const Tensor& v,
-                                         const Tensor& segment_ids, const AttentionShape& s) {
-  check_shapes(q, k, v, o, lse, segment_ids, s);
+void ReferenceBackend::do_attention_forward(const AttentionForwardArgs& args) {
+  const auto& [o, lse, q, k, v, segment_ids, s] = args;
   const int64_t S = s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   const int64_t group = H / KV;
   const int32_t* seg = segment_ids.data<int32_t>();
@@ -85,11 +70,8 @@ void ReferenceBackend::attention_forward(const Tensor& o, const Tensor& lse, con
   });
 }
 
-void ReferenceBackend::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                                          const Tensor& dout, const Tensor& q, const Tensor& k,
-                                          const Tensor& v, const Tensor& o, const Tensor& lse,
-                                          const Tensor& segment_ids, const AttentionShape& s) {
-  check_shapes(q, k, v, o, lse, segment_ids, s);
+void ReferenceBackend::do_attention_backward(const AttentionBackwardArgs& args) {
+  const auto& [dq, dk, dv, dout, q, k, v, o, lse, segment_ids, s] = args;
   const int64_t S = s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   const int64_t group = H / KV;
   const int32_t* seg = segment_ids.data<int32_t>();

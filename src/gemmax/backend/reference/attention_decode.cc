@@ -19,15 +19,8 @@ inline bool visible(int32_t key_pos, int32_t query_pos, int64_t window) {
 
 }  // namespace
 
-void ReferenceBackend::attention_decode(const Tensor& o, const Tensor& q, const Tensor& q_pos,
-                                        const Tensor& k, const Tensor& v, const Tensor& kv_pos,
-                                        int64_t window) {
-  GEMMAX_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.shape() == k.shape() && o.shape() == q.shape() &&
-                   q.dim(2) == k.dim(2) && k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0 &&
-                   q_pos.numel() == q.dim(0) && kv_pos.numel() == k.dim(0) &&
-                   q.dtype() == k.dtype() && v.dtype() == k.dtype() && o.dtype() == q.dtype(),
-               "attention_decode shapes: q ", q.str(), " o ", o.str(), " k ", k.str(), " v ",
-               v.str(), " q_pos ", q_pos.str(), " kv_pos ", kv_pos.str());
+void ReferenceBackend::do_attention_decode(const AttentionDecodeArgs& args) {
+  const auto& [o, q, q_pos, k, v, kv_pos, window] = args;
   const int64_t n = q.dim(0), H = q.dim(1), hd = q.dim(2), C = k.dim(0), KV = k.dim(1);
   const int64_t group = H / KV;
   const int32_t* qp = q_pos.data<int32_t>();

@@ -21,7 +21,8 @@ void ReferenceBackend::upload(const Tensor& dst, const Tensor& host) {
   std::memcpy(dst.raw(), host.raw(), host.nbytes());
 }
 
-void ReferenceBackend::fill(const Tensor& x, double value) {
+void ReferenceBackend::do_fill(const FillArgs& args) {
+  const auto& [x, value] = args;
   if (value == 0.0) {
     std::memset(x.raw(), 0, x.nbytes());
     return;
@@ -30,8 +31,8 @@ void ReferenceBackend::fill(const Tensor& x, double value) {
   for (int64_t i = 0; i < n; ++i) set_from_double(x, i, value);
 }
 
-void ReferenceBackend::copy(const Tensor& dst, const Tensor& src) {
-  GEMMAX_CHECK(dst.numel() == src.numel(), "copy: ", src.str(), " into ", dst.str());
+void ReferenceBackend::do_copy(const CopyArgs& args) {
+  const auto& [dst, src] = args;
   if (dst.dtype() == src.dtype()) {
     std::memcpy(dst.raw(), src.raw(), src.nbytes());
     return;
@@ -51,9 +52,8 @@ void ReferenceBackend::copy(const Tensor& dst, const Tensor& src) {
   for (int64_t i = 0; i < n; ++i) set_from_double(dst, i, get_as_double(src, i));
 }
 
-void ReferenceBackend::add(const Tensor& out, const Tensor& a, const Tensor& b) {
-  check_same(out, a, "add");
-  check_same(a, b, "add");
+void ReferenceBackend::do_add(const AddArgs& args) {
+  const auto& [out, a, b] = args;
   dispatch_float(out, [&]<class T>() {
     T* o = out.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
@@ -63,8 +63,8 @@ void ReferenceBackend::add(const Tensor& out, const Tensor& a, const Tensor& b) 
   });
 }
 
-void ReferenceBackend::axpy(const Tensor& y, double alpha, const Tensor& x) {
-  check_same(y, x, "axpy");
+void ReferenceBackend::do_axpy(const AxpyArgs& args) {
+  const auto& [y, alpha, x] = args;
   dispatch_float(y, [&]<class T>() {
     T* py = y.data<T>();
     const T* px = x.data<T>();
@@ -75,7 +75,8 @@ void ReferenceBackend::axpy(const Tensor& y, double alpha, const Tensor& x) {
   });
 }
 
-void ReferenceBackend::scale(const Tensor& x, double alpha) {
+void ReferenceBackend::do_scale(const ScaleArgs& args) {
+  const auto& [x, alpha] = args;
   dispatch_float(x, [&]<class T>() {
     T* p = x.data<T>();
     const int64_t n = x.numel();
@@ -85,7 +86,8 @@ void ReferenceBackend::scale(const Tensor& x, double alpha) {
   });
 }
 
-void ReferenceBackend::sum_squares(const Tensor& sum, const Tensor& x) {
+void ReferenceBackend::do_sum_squares(const SumSquaresArgs& args) {
+  const auto& [sum, x] = args;
   dispatch_float(x, [&]<class T>() {
     const T* p = x.data<T>();
     ref::add_to_scalar(
@@ -93,12 +95,8 @@ void ReferenceBackend::sum_squares(const Tensor& sum, const Tensor& x) {
   });
 }
 
-void ReferenceBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, const Tensor& b,
-                                          const Tensor& s) {
-  check_same(y, a, "scaled_sum_forward");
-  check_same(a, b, "scaled_sum_forward");
-  GEMMAX_CHECK(s.numel() == 1, "scaled_sum_forward: the scale must have one element, got ",
-               s.str());
+void ReferenceBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
+  const auto& [y, a, b, s] = args;
   const double scale = get_as_double(s, 0);
   dispatch_float(y, [&]<class T>() {
     T* o = y.data<T>();
@@ -112,13 +110,8 @@ void ReferenceBackend::scaled_sum_forward(const Tensor& y, const Tensor& a, cons
   });
 }
 
-void ReferenceBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, const Tensor& dy,
-                                           const Tensor& a, const Tensor& b, const Tensor& s) {
-  check_same(dab, dy, "scaled_sum_backward");
-  check_same(a, dy, "scaled_sum_backward");
-  check_same(b, dy, "scaled_sum_backward");
-  GEMMAX_CHECK(s.numel() == 1 && ds.numel() == 1, "scaled_sum_backward: scale ", s.str(),
-               " and its gradient ", ds.str(), " must have one element");
+void ReferenceBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args) {
+  const auto& [dab, ds, dy, a, b, s] = args;
   const double scale = get_as_double(s, 0);
   dispatch_float(dy, [&]<class T>() {
     const T *pd = dy.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
@@ -133,10 +126,8 @@ void ReferenceBackend::scaled_sum_backward(const Tensor& dab, const Tensor& ds, 
   });
 }
 
-void ReferenceBackend::transpose_groups(const Tensor& out, const Tensor& in) {
-  GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&
-                   out.dim(1) == in.dim(2) && out.dim(2) == in.dim(1) && out.dtype() == in.dtype(),
-               "transpose_groups: ", in.str(), " into ", out.str());
+void ReferenceBackend::do_transpose_groups(const TransposeGroupsArgs& args) {
+  const auto& [out, in] = args;
   const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2);
   dispatch_float(in, [&]<class T>() {
     const T* pi = in.data<T>();
@@ -150,10 +141,9 @@ void ReferenceBackend::transpose_groups(const Tensor& out, const Tensor& in) {
 
 // ---- embedding -----------------------------------------------------------------------------
 
-void ReferenceBackend::embedding_forward(const Tensor& x, const Tensor& tokens, const Tensor& table,
-                                         double scale) {
+void ReferenceBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
+  const auto& [x, tokens, table, scale] = args;
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
-  GEMMAX_CHECK(x.numel() == n * d, "embedding_forward: x ", x.str(), " for ", n, " tokens");
   const int32_t* tok = tokens.data<int32_t>();
   for (int64_t t = 0; t < n; ++t)  // checked before the parallel loop, which cannot throw
     GEMMAX_CHECK(tok[t] >= 0 && tok[t] < vocab, "token id ", tok[t], " at position ", t,
@@ -169,8 +159,8 @@ void ReferenceBackend::embedding_forward(const Tensor& x, const Tensor& tokens, 
   });
 }
 
-void ReferenceBackend::embedding_backward(const Tensor& dtable, const Tensor& dx,
-                                          const Tensor& tokens, double scale) {
+void ReferenceBackend::do_embedding_backward(const EmbeddingBackwardArgs& args) {
+  const auto& [dtable, dx, tokens, scale] = args;
   const int64_t n = tokens.numel(), d = dtable.dim(1);
   const int32_t* tok = tokens.data<int32_t>();
   dispatch_float2(dtable, dx, [&]<class W, class T>() {
@@ -187,14 +177,11 @@ void ReferenceBackend::embedding_backward(const Tensor& dtable, const Tensor& dx
 
 // ---- AdamW (docs/TRAINING.md §12: optax adamw, decoupled decay scaled by lr) -------------
 
-void ReferenceBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                                  const Tensor& v, const AdamWStep& s, const Tensor& scalars) {
+void ReferenceBackend::do_adamw_step(const AdamwStepArgs& args) {
+  const auto& [param, grad, m, v, s, scalars] = args;
   check_same(param, grad, "adamw_step");
   check_same(param, m, "adamw_step");
   check_same(param, v, "adamw_step");
-  GEMMAX_CHECK(scalars.dtype() == DType::F64 && scalars.numel() == StepScalars::kCount,
-               "adamw_step: the step scalars must be float64 [", int64_t(StepScalars::kCount),
-               "], got ", scalars.str());
   const double* sc = scalars.data<double>();
   for (int64_t i = 0; i < StepScalars::kCount; ++i)
     if (!std::isfinite(sc[i])) return;  // a non-finite step is not applied

@@ -35,7 +35,8 @@ GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const c
 
 }  // namespace
 
-void ReferenceBackend::geglu_forward(const Tensor& a, const Tensor& h, const Tensor& up) {
+void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
+  const auto& [a, h, up] = args;
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
   ref::dispatch_float(a, [&]<class T>() {
     const T* pg = h.data<T>();
@@ -48,15 +49,9 @@ void ReferenceBackend::geglu_forward(const Tensor& a, const Tensor& h, const Ten
   });
 }
 
-void ReferenceBackend::geglu_backward(const Tensor& dh, const Tensor& dup, const Tensor& da,
-                                      const Tensor& h, const Tensor& up) {
+void ReferenceBackend::do_geglu_backward(const GegluBackwardArgs& args) {
+  const auto& [dh, dup, da, h, up] = args;
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
-  GEMMAX_CHECK(g.split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),
-               "geglu_backward: fused rows need dh ", dh.defined() ? dh.str() : "(none)",
-               " shaped like h ", h.str());
-  for (const Tensor* d : {&dh, &dup})
-    GEMMAX_CHECK(!g.split || !d->defined() || d->numel() == da.numel(),
-                 "geglu_backward: a gradient half ", d->str(), " for da ", da.str());
   ref::dispatch_float(da, [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;

@@ -8,12 +8,9 @@
 
 namespace gemmax {
 
-void ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tensor& loss,
-                                             const Tensor& targets, const Tensor& mask, double cap,
-                                             double grad_scale, bool write_grad) {
+void ReferenceBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args) {
+  const auto& [logits, loss, targets, mask, cap, grad_scale, write_grad] = args;
   const int64_t C = logits.dim(0), V = logits.dim(1);
-  GEMMAX_CHECK(targets.numel() == C && mask.numel() == C, "softcap_cross_entropy: logits ",
-               logits.str(), " targets ", targets.str(), " mask ", mask.str());
   const int32_t* tgt = targets.data<int32_t>();
   const int32_t* msk = mask.data<int32_t>();
   for (int64_t r = 0; r < C; ++r)  // checked before the parallel loop, which cannot throw
@@ -50,19 +47,10 @@ void ReferenceBackend::softcap_cross_entropy(const Tensor& logits, const Tensor&
 
 namespace {
 
-void check_vocab_ce(const char* op, const Tensor& logits, const Tensor& stats,
-                    const Tensor& targets) {
-  const int64_t R = logits.dim(0);
-  GEMMAX_CHECK(stats.dtype() == DType::F64 && stats.numel() == 3 * R &&
-                   (!targets.defined() || targets.numel() == R),
-               op, ": logits ", logits.str(), " stats ", stats.str(), " targets ",
-               targets.defined() ? targets.str() : std::string("-"));
-}
-
 }  // namespace
 
-void ReferenceBackend::vocab_ce_max(const Tensor& logits, const Tensor& stats, double cap) {
-  check_vocab_ce("vocab_ce_max", logits, stats, Tensor());
+void ReferenceBackend::do_vocab_ce_max(const VocabCeMaxArgs& args) {
+  const auto& [logits, stats, cap] = args;
   const int64_t R = logits.dim(0), V = logits.dim(1);
   double* mx = stats.data<double>();
   ref::dispatch_float(logits, [&]<class T>() {
@@ -79,9 +67,8 @@ void ReferenceBackend::vocab_ce_max(const Tensor& logits, const Tensor& stats, d
   });
 }
 
-void ReferenceBackend::vocab_ce_sums(const Tensor& logits, const Tensor& stats,
-                                     const Tensor& targets) {
-  check_vocab_ce("vocab_ce_sums", logits, stats, targets);
+void ReferenceBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args) {
+  const auto& [logits, stats, targets] = args;
   const int64_t R = logits.dim(0), V = logits.dim(1);
   double* st = stats.data<double>();
   const int32_t* tgt = targets.data<int32_t>();
@@ -98,15 +85,10 @@ void ReferenceBackend::vocab_ce_sums(const Tensor& logits, const Tensor& stats,
   });
 }
 
-void ReferenceBackend::vocab_ce_finish(const Tensor& logits, const Tensor& loss,
-                                       const Tensor& stats, const Tensor& targets,
-                                       const Tensor& mask, double cap, double grad_scale,
-                                       int64_t loss_begin, int64_t loss_end, bool write_grad) {
-  check_vocab_ce("vocab_ce_finish", logits, stats, targets);
+void ReferenceBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args) {
+  const auto& [logits, loss, stats, targets, mask, cap, grad_scale, loss_begin, loss_end,
+               write_grad] = args;
   const int64_t R = logits.dim(0), V = logits.dim(1);
-  GEMMAX_CHECK(mask.numel() == R && 0 <= loss_begin && loss_begin <= loss_end && loss_end <= R,
-               "vocab_ce_finish: mask ", mask.str(), " loss rows [", loss_begin, ", ", loss_end,
-               ") of ", R);
   const double* st = stats.data<double>();
   const int32_t* tgt = targets.data<int32_t>();
   const int32_t* msk = mask.data<int32_t>();

@@ -77,13 +77,8 @@ struct Dims {
 };
 
 Dims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
-  GEMMAX_CHECK(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "matmul needs 2-D tensors, got ",
-               a.str(), " ", b.str(), " ", c.str());
   const int64_t M = trans_a ? a.dim(1) : a.dim(0), K = trans_a ? a.dim(0) : a.dim(1);
-  const int64_t Kb = trans_b ? b.dim(1) : b.dim(0), N = trans_b ? b.dim(0) : b.dim(1);
-  GEMMAX_CHECK(K == Kb && c.dim(0) == M && c.dim(1) == N, "matmul shapes: op(", a.str(),
-               trans_a ? ")^T" : ")", " . op(", b.str(), trans_b ? ")^T" : ")", " -> ", c.str());
-  GEMMAX_CHECK(a.dtype() == b.dtype(), "matmul input dtypes differ: ", a.str(), " ", b.str());
+  const int64_t N = trans_b ? b.dim(0) : b.dim(1);
   return {M, N, K};
 }
 
@@ -114,17 +109,12 @@ struct GroupedRows {
   int64_t out(int64_t r) const { return out_map ? out_map[r] : r; }
 };
 
-GroupedRows grouped_rows(const GmmRows& rows, int64_t m, int64_t N, const char* op) {
+GroupedRows grouped_rows(const GmmRows& rows, int64_t m, int64_t N) {
   GroupedRows g;
   g.m = m;
   g.N = N;
   g.w0 = rows.weight_begin;
   g.n = rows.weight_rows < 0 ? N - rows.weight_begin : rows.weight_rows;
-  GEMMAX_CHECK(g.w0 >= 0 && g.n >= 0 && g.w0 + g.n <= N, op, ": weight rows [", g.w0, ", ",
-               g.w0 + g.n, ") of ", N);
-  for (const Tensor* map : {&rows.in, &rows.out})
-    GEMMAX_CHECK(!map->defined() || (map->dtype() == DType::I32 && map->numel() == m), op,
-                 ": a row map must be int32 [", m, "], got ", map->str());
   if (rows.in.defined()) g.in_map = rows.in.data<int32_t>();
   if (rows.out.defined()) g.out_map = rows.out.data<int32_t>();
   return g;
@@ -148,8 +138,8 @@ std::vector<int32_t> row_groups(const Tensor& group_sizes, int64_t m) {
 
 }  // namespace
 
-void ReferenceBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
-                              bool trans_b, bool accumulate) {
+void ReferenceBackend::do_matmul(const MatmulArgs& args) {
+  const auto& [c, a, trans_a, b, trans_b, accumulate] = args;
   const Dims d = matmul_dims(c, a, trans_a, b, trans_b);
   ref::dispatch_float2(c, a, [&]<class TC, class T>() {
     matmul_loops(c.data<TC>(), a.data<T>(), trans_a, b.data<T>(), trans_b, d.M, d.N, d.K,
@@ -158,17 +148,12 @@ void ReferenceBackend::matmul(const Tensor& c, const Tensor& a, bool trans_a, co
 }
 
 // out[r] (+)= lhs[r] . rhs[g]^T: per row an "NT" product with its group's weight rows.
-void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& rhs,
-                           const Tensor& group_sizes, const GmmRows& rows) {
-  const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
-  GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G, "gmm shapes: lhs ", lhs.str(), " rhs ",
-               rhs.str(), " out ", out.str());
-  const GroupedRows R = grouped_rows(rows, m, N, "gmm");
-  GEMMAX_CHECK(out.dim(1) == R.n && (R.in_map || lhs.dim(0) == m), "gmm shapes: lhs ", lhs.str(),
-               " rhs ", rhs.str(), " out ", out.str());
+void ReferenceBackend::do_gmm(const GmmArgs& args) {
+  const auto& [out, lhs, rhs, group_sizes, rows] = args;
+  const int64_t k = lhs.dim(1), N = rhs.dim(1), m = out.dim(0);
+  const GroupedRows R = grouped_rows(rows, m, N);
   check_map_range(R.in_map, m, lhs.dim(0), "gmm lhs");
   check_map_range(R.out_map, m, m, "gmm out");
-  ref::check_dtypes(out, lhs, rhs, "gmm");
   const std::vector<int32_t> grp = row_groups(group_sizes, m);
   ref::dispatch_float(out, [&]<class T>() {
     const T *pl = lhs.data<T>(), *pw = rhs.data<T>();
@@ -188,17 +173,12 @@ void ReferenceBackend::gmm(const Tensor& out, const Tensor& lhs, const Tensor& r
 }
 
 // dlhs[r] (+)= dout[r] . rhs[g]: "NN" on rhs as stored ([n, k] per group), no transposed copy.
-void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
-                                const Tensor& group_sizes, const GmmRows& rows) {
-  const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
-  GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G, "gmm_dlhs shapes: dout ", dout.str(),
-               " rhs ", rhs.str(), " dlhs ", dlhs.str());
-  const GroupedRows R = grouped_rows(rows, m, N, "gmm_dlhs");
-  GEMMAX_CHECK(dout.dim(1) == R.n && (R.out_map || dout.dim(0) == m), "gmm_dlhs shapes: dout ",
-               dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
+void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
+  const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
+  const int64_t k = rhs.dim(2), N = rhs.dim(1), m = dlhs.dim(0);
+  const GroupedRows R = grouped_rows(rows, m, N);
   check_map_range(R.in_map, m, m, "gmm_dlhs dlhs");
   check_map_range(R.out_map, m, dout.dim(0), "gmm_dlhs dout");
-  ref::check_dtypes(dlhs, dout, rhs, "gmm_dlhs");
   const std::vector<int32_t> grp = row_groups(group_sizes, m);
   ref::dispatch_float(dlhs, [&]<class T>() {
     const T *pd = dout.data<T>(), *pw = rhs.data<T>();
@@ -224,18 +204,13 @@ void ReferenceBackend::gmm_dlhs(const Tensor& dlhs, const Tensor& dout, const Te
 
 // drhs[g] += dout_g^T . lhs_g : "TN" over the group's rows; empty groups are left untouched.
 // drhs may be wider than lhs and dout (fp32 expert-weight gradients of bf16 activations).
-void ReferenceBackend::gmm_drhs(const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
-                                const Tensor& group_sizes, const GmmRows& rows) {
-  const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
+void ReferenceBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
+  const auto& [drhs, lhs, dout, group_sizes, rows] = args;
+  const int64_t k = lhs.dim(1), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
-  GEMMAX_CHECK(drhs.dim(2) == k && group_sizes.numel() == G, "gmm_drhs shapes: lhs ", lhs.str(),
-               " dout ", dout.str(), " drhs ", drhs.str());
-  const GroupedRows R = grouped_rows(rows, m, N, "gmm_drhs");
-  GEMMAX_CHECK(dout.dim(1) == R.n && (R.out_map || dout.dim(0) == m), "gmm_drhs shapes: lhs ",
-               lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
+  const GroupedRows R = grouped_rows(rows, m, N);
   check_map_range(R.in_map, m, lhs.dim(0), "gmm_drhs lhs");
   check_map_range(R.out_map, m, dout.dim(0), "gmm_drhs dout");
-  GEMMAX_CHECK(lhs.dtype() == dout.dtype(), "gmm_drhs: ", lhs.str(), " and ", dout.str());
   std::vector<std::array<int64_t, 3>> groups;  // (g, first, rows)
   for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t n) {
     groups.push_back({g, first, n});

@@ -12,14 +12,9 @@ namespace gemmax {
 using ref::dispatch_float;
 using ref::stat_t;
 
-void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx, const Tensor& weights,
-                                      const Tensor& logits, const Tensor& per_expert_scale,
-                                      bool renormalize) {
+void ReferenceBackend::do_router_forward(const RouterForwardArgs& args) {
+  const auto& [probs, idx, weights, logits, per_expert_scale, renormalize] = args;
   const int64_t T_ = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
-  GEMMAX_CHECK(probs.numel() == T_ * E && idx.dim(0) == T_ && weights.numel() == T_ * K &&
-                   per_expert_scale.numel() == E,
-               "router_forward shapes: logits ", logits.str(), " probs ", probs.str(), " idx ",
-               idx.str(), " weights ", weights.str());
   int32_t* pidx = idx.data<int32_t>();
   const std::vector<double> pes = ref::read_vector(per_expert_scale);  // fp32 master weights
   dispatch_float(logits, [&]<class T>() {
@@ -57,10 +52,9 @@ void ReferenceBackend::router_forward(const Tensor& probs, const Tensor& idx, co
   });
 }
 
-void ReferenceBackend::router_backward(const Tensor& dlogits, const Tensor& dper_expert_scale,
-                                       const Tensor& dweights, const Tensor& probs,
-                                       const Tensor& idx, const Tensor& per_expert_scale,
-                                       bool renormalize, const Tensor& lb_dprobs, int64_t seq) {
+void ReferenceBackend::do_router_backward(const RouterBackwardArgs& args) {
+  const auto& [dlogits, dper_expert_scale, dweights, probs, idx, per_expert_scale, renormalize,
+               lb_dprobs, seq] = args;
   const int64_t T_ = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
   const int32_t* pidx = idx.data<int32_t>();
   const std::vector<double> pes = ref::read_vector(per_expert_scale);
@@ -115,12 +109,9 @@ void ReferenceBackend::router_backward(const Tensor& dlogits, const Tensor& dper
   });
 }
 
-void ReferenceBackend::load_balance_forward(const Tensor& density, const Tensor& loss,
-                                            const Tensor& probs, const Tensor& idx, int64_t seq,
-                                            double coefficient) {
+void ReferenceBackend::do_load_balance_forward(const LoadBalanceForwardArgs& args) {
+  const auto& [density, loss, probs, idx, seq, coefficient] = args;
   const int64_t T_ = probs.dim(0), E = probs.dim(1), K = idx.dim(1), B = T_ / seq;
-  GEMMAX_CHECK(density.numel() == B * E && T_ % seq == 0, "load_balance_forward: density ",
-               density.str(), " probs ", probs.str(), " seq ", seq);
   const int32_t* pidx = idx.data<int32_t>();
   double total = 0;
   dispatch_float(probs, [&]<class S>() {
@@ -142,13 +133,9 @@ void ReferenceBackend::load_balance_forward(const Tensor& density, const Tensor&
   if (loss.defined()) ref::add_to_scalar(loss, coefficient * total / double(B * E));
 }
 
-void ReferenceBackend::route_sort(const Routing& routing, const Tensor& idx, int64_t num_experts) {
+void ReferenceBackend::do_route_sort(const RouteSortArgs& args) {
+  const auto& [routing, idx, num_experts] = args;
   const int64_t n = idx.numel();
-  GEMMAX_CHECK(routing.order.numel() == n && routing.inverse.numel() == n &&
-                   routing.token.numel() == n && routing.group_sizes.numel() == num_experts,
-               "route_sort: order ", routing.order.str(), " inverse ", routing.inverse.str(),
-               " group_sizes ", routing.group_sizes.str(), " for ", idx.str(), " and ", num_experts,
-               " experts");
   const int32_t* pidx = idx.data<int32_t>();
   int32_t* sizes = routing.group_sizes.data<int32_t>();
   std::fill_n(sizes, num_experts, 0);
@@ -171,9 +158,9 @@ void ReferenceBackend::route_sort(const Routing& routing, const Tensor& idx, int
   }
 }
 
-void ReferenceBackend::permute(const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) {
+void ReferenceBackend::do_permute(const PermuteArgs& args) {
+  const auto& [xs, x, order, k] = args;
   const int64_t rows = order.numel(), d = x.dim(-1);
-  GEMMAX_CHECK(xs.numel() == rows * d, "permute: xs ", xs.str(), " for ", rows, " rows of ", d);
   const int32_t* po = order.data<int32_t>();
   dispatch_float(x, [&]<class T>() {
     const T* px = x.data<T>();
@@ -183,12 +170,9 @@ void ReferenceBackend::permute(const Tensor& xs, const Tensor& x, const Tensor& 
   });
 }
 
-void ReferenceBackend::permute_backward(const Tensor& dx, const Tensor& dxs, const Tensor& inverse,
-                                        int64_t k, bool accumulate) {
+void ReferenceBackend::do_permute_backward(const PermuteBackwardArgs& args) {
+  const auto& [dx, dxs, inverse, k, accumulate] = args;
   const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
-  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T_ * k) && dxs.numel() == T_ * k * d,
-               "permute_backward: dx ", dx.str(), " dxs ", dxs.str(), " inverse ",
-               inverse.defined() ? inverse.str() : "(token order)");
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   dispatch_float(dx, [&]<class T>() {
     const T* g = dxs.data<T>();
@@ -203,11 +187,9 @@ void ReferenceBackend::permute_backward(const Tensor& dx, const Tensor& dxs, con
   });
 }
 
-void ReferenceBackend::combine_forward(const Tensor& m, const Tensor& y, const Tensor& inverse,
-                                       const Tensor& weights) {
+void ReferenceBackend::do_combine_forward(const CombineForwardArgs& args) {
+  const auto& [m, y, inverse, weights] = args;
   const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
-  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T_ * K) && y.numel() == T_ * K * d,
-               "combine_forward: m ", m.str(), " y ", y.str(), " weights ", weights.str());
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   dispatch_float(m, [&]<class T>() {
     const T* py = y.data<T>();
@@ -226,14 +208,9 @@ void ReferenceBackend::combine_forward(const Tensor& m, const Tensor& y, const T
   });
 }
 
-void ReferenceBackend::combine_backward(const Tensor& dy, const Tensor& dweights, const Tensor& dm,
-                                        const Tensor& y, const Tensor& order,
-                                        const Tensor& weights) {
+void ReferenceBackend::do_combine_backward(const CombineBackwardArgs& args) {
+  const auto& [dy, dweights, dm, y, order, weights] = args;
   const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = weights.numel(), K = rows / T_;
-  GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows &&
-                   (!order.defined() || order.numel() == rows),
-               "combine_backward: dy ", dy.str(), " dweights ", dweights.str(), " for ", rows,
-               " rows");
   const int32_t* po = order.defined() ? order.data<int32_t>() : nullptr;
   dispatch_float(dm, [&]<class T>() {
     const T *pdm = dm.data<T>(), *py = y.data<T>();

@@ -6,7 +6,7 @@
 #include "gemmax/backend/cuda/ops/gmm_ops.h"
 #include "gemmax/backend/cuda/ops/loss_ops.h"
 #include "gemmax/backend/cuda/ops/moe_ops.h"
-#include "gemmax/backend/cuda/ops/norm_ops.h"
+#include "gemmax/backend/cuda/ops/norm_rope_ops.h"
 
 namespace gemmax::cuda {
 namespace {

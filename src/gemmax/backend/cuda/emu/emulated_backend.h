@@ -42,7 +42,7 @@ class EmuPlatform {
   bool fast_kernels() const { return fast_kernels_; }
   SlowPathNotes& slow_paths() { return slow_paths_; }
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc) {
-    reference_.matmul(c, a, ta, b, tb, acc);
+    reference_.do_matmul({.c = c, .a = a, .trans_a = ta, .b = b, .trans_b = tb, .accumulate = acc});
   }
 
  private:

@@ -14,15 +14,6 @@ namespace gemmax::cuda::ops {
 inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& o, const Tensor& lse, const Tensor& seg,
                                      const AttentionShape& s) {
-  const int64_t T = s.batch * s.seq;
-  GEMMAX_CHECK(s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0, "attention: ", s.num_heads,
-               " query heads are not a multiple of ", s.num_kv_heads, " kv heads");
-  GEMMAX_CHECK(q.numel() == T * s.num_heads * s.head_dim && o.numel() == q.numel() &&
-                   k.numel() == T * s.num_kv_heads * s.head_dim && v.numel() == k.numel() &&
-                   lse.numel() == s.batch * s.num_heads * s.seq && seg.numel() == T,
-               "attention shapes: q ", q.str(), " k ", k.str(), " v ", v.str(), " o ", o.str(),
-               " lse ", lse.str(), " for B=", s.batch, " S=", s.seq, " H=", s.num_heads,
-               " KV=", s.num_kv_heads, " hd=", s.head_dim);
   GEMMAX_CHECK(s.head_dim <= 32 * kern::kAttnMaxCols, "cuda backend: head_dim ", s.head_dim,
                " is over the attention kernels' limit of ", 32 * kern::kAttnMaxCols);
   GEMMAX_CHECK(s.batch <= 65535 && s.num_heads <= 65535, "attention: batch ", s.batch, " or heads ",
@@ -86,8 +77,8 @@ void attention_forward_mma(P& p, const Tensor& o, const Tensor& lse, const Tenso
 }
 
 template <class P>
-void attention_forward(P& p, const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v, const Tensor& seg, const AttentionShape& s) {
+void attention_forward(P& p, const AttentionForwardArgs& args) {
+  const auto& [o, lse, q, k, v, seg, s] = args;
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
   dispatch_act(q, "attention_forward", [&]<class E>() {
@@ -151,15 +142,9 @@ bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tens
 }
 
 template <class P>
-void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                        const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& o, const Tensor& lse, const Tensor& seg,
-                        const AttentionShape& s) {
+void attention_backward(P& p, const AttentionBackwardArgs& args) {
+  const auto& [dq, dk, dv, dout, q, k, v, o, lse, seg, s] = args;
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
-  GEMMAX_CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
-                   dout.numel() == q.numel(),
-               "attention_backward shapes: dq ", dq.str(), " dk ", dk.str(), " dv ", dv.str(),
-               " dout ", dout.str());
   if (q.numel() == 0) return;
   dispatch_act(q, "attention_backward", [&]<class E>() {
     if (attention_mma_applies<E>(p, "attention_backward", d.hd,
@@ -186,14 +171,8 @@ void attention_backward(P& p, const Tensor& dq, const Tensor& dk, const Tensor& 
 }
 
 template <class P>
-void attention_decode(P& p, const Tensor& o, const Tensor& q, const Tensor& q_pos, const Tensor& k,
-                      const Tensor& v, const Tensor& kv_pos, int64_t window) {
-  GEMMAX_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.shape() == k.shape() && o.shape() == q.shape() &&
-                   q.dim(2) == k.dim(2) && k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0 &&
-                   q_pos.numel() == q.dim(0) && kv_pos.numel() == k.dim(0) &&
-                   q.dtype() == k.dtype() && v.dtype() == k.dtype() && o.dtype() == q.dtype(),
-               "attention_decode shapes: q ", q.str(), " o ", o.str(), " k ", k.str(), " v ",
-               v.str(), " q_pos ", q_pos.str(), " kv_pos ", kv_pos.str());
+void attention_decode(P& p, const AttentionDecodeArgs& args) {
+  const auto& [o, q, q_pos, k, v, kv_pos, window] = args;
   GEMMAX_CHECK(q.dim(2) <= 32 * kern::kAttnMaxCols, "cuda backend: head_dim ", q.dim(2),
                " is over the attention kernels' limit of ", 32 * kern::kAttnMaxCols);
   if (q.numel() == 0) return;

@@ -10,7 +10,8 @@
 namespace gemmax::cuda::ops {
 
 template <class P>
-void fill(P& p, const Tensor& x, double value) {
+void fill(P& p, const FillArgs& args) {
+  const auto& [x, value] = args;
   const int64_t n = x.numel();
   if (n == 0) return;
   if (x.dtype() == DType::I32) {
@@ -24,8 +25,8 @@ void fill(P& p, const Tensor& x, double value) {
 }
 
 template <class P>
-void copy(P& p, const Tensor& dst, const Tensor& src) {
-  GEMMAX_CHECK(dst.numel() == src.numel(), "copy: ", src.str(), " into ", dst.str());
+void copy(P& p, const CopyArgs& args) {
+  const auto& [dst, src] = args;
   if (dst.numel() == 0) return;
   if (dst.dtype() == src.dtype()) {
     p.copy_bytes(dst.raw(), src.raw(), src.nbytes());
@@ -40,9 +41,8 @@ void copy(P& p, const Tensor& dst, const Tensor& src) {
 }
 
 template <class P>
-void add(P& p, const Tensor& out, const Tensor& a, const Tensor& b) {
-  check_same(out, a, "add");
-  check_same(a, b, "add");
+void add(P& p, const AddArgs& args) {
+  const auto& [out, a, b] = args;
   dispatch_any(out, "add", [&]<class E>() {
     p.template launch<kern::AddKernel>(stride_launch(out.numel()), ptr<E>(out),
                                        const_cast<const E*>(ptr<E>(a)),
@@ -51,8 +51,8 @@ void add(P& p, const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 template <class P>
-void axpy(P& p, const Tensor& y, double alpha, const Tensor& x) {
-  check_same(y, x, "axpy");
+void axpy(P& p, const AxpyArgs& args) {
+  const auto& [y, alpha, x] = args;
   dispatch_any(y, "axpy", [&]<class E>() {
     p.template launch<kern::AxpyKernel>(stride_launch(y.numel()), ptr<E>(y), kern::acc_t<E>(alpha),
                                         const_cast<const E*>(ptr<E>(x)), y.numel());
@@ -60,7 +60,8 @@ void axpy(P& p, const Tensor& y, double alpha, const Tensor& x) {
 }
 
 template <class P>
-void scale(P& p, const Tensor& x, double alpha) {
+void scale(P& p, const ScaleArgs& args) {
+  const auto& [x, alpha] = args;
   dispatch_any(x, "scale", [&]<class E>() {
     p.template launch<kern::ScaleKernel>(stride_launch(x.numel()), ptr<E>(x), kern::acc_t<E>(alpha),
                                          x.numel());
@@ -68,7 +69,8 @@ void scale(P& p, const Tensor& x, double alpha) {
 }
 
 template <class P>
-void sum_squares(P& p, const Tensor& sum, const Tensor& x) {
+void sum_squares(P& p, const SumSquaresArgs& args) {
+  const auto& [sum, x] = args;
   check_scalar(sum, "sum_squares");
   Scratch s = p.scratch();
   dispatch_any(x, "sum_squares", [&]<class E>() {
@@ -78,11 +80,8 @@ void sum_squares(P& p, const Tensor& sum, const Tensor& x) {
 }
 
 template <class P>
-void scaled_sum_forward(P& p, const Tensor& y, const Tensor& a, const Tensor& b, const Tensor& s) {
-  check_same(y, a, "scaled_sum_forward");
-  check_same(a, b, "scaled_sum_forward");
-  GEMMAX_CHECK(s.numel() == 1, "scaled_sum_forward: the scale must have one element, got ",
-               s.str());
+void scaled_sum_forward(P& p, const ScaledSumForwardArgs& args) {
+  const auto& [y, a, b, s] = args;
   dispatch_any(y, "scaled_sum_forward", [&]<class E>() {
     dispatch_any(s, "scaled_sum_forward", [&]<class S>() {
       p.template launch<kern::ScaledSumForwardKernel>(
@@ -93,14 +92,8 @@ void scaled_sum_forward(P& p, const Tensor& y, const Tensor& a, const Tensor& b,
 }
 
 template <class P>
-void scaled_sum_backward(P& p, const Tensor& dab, const Tensor& ds, const Tensor& dy,
-                         const Tensor& a, const Tensor& b, const Tensor& s) {
-  check_same(dab, dy, "scaled_sum_backward");
-  check_same(a, dy, "scaled_sum_backward");
-  check_same(b, dy, "scaled_sum_backward");
-  GEMMAX_CHECK(s.numel() == 1 && ds.numel() == 1 && ds.dtype() == s.dtype(),
-               "scaled_sum_backward: scale ", s.str(), " and its gradient ", ds.str(),
-               " must have one element of one dtype");
+void scaled_sum_backward(P& p, const ScaledSumBackwardArgs& args) {
+  const auto& [dab, ds, dy, a, b, s] = args;
   Scratch sc = p.scratch();
   dispatch_any(dy, "scaled_sum_backward", [&]<class E>() {
     dispatch_any(s, "scaled_sum_backward", [&]<class S>() {
@@ -113,10 +106,8 @@ void scaled_sum_backward(P& p, const Tensor& dab, const Tensor& ds, const Tensor
 }
 
 template <class P>
-void transpose_groups(P& p, const Tensor& out, const Tensor& in) {
-  GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&
-                   out.dim(1) == in.dim(2) && out.dim(2) == in.dim(1) && out.dtype() == in.dtype(),
-               "transpose_groups: ", in.str(), " into ", out.str());
+void transpose_groups(P& p, const TransposeGroupsArgs& args) {
+  const auto& [out, in] = args;
   const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2);
   if (in.numel() == 0) return;
   GEMMAX_CHECK(G <= 65535 && (R + 31) / 32 <= 65535, "transpose_groups: ", in.str(),
@@ -133,10 +124,9 @@ void transpose_groups(P& p, const Tensor& out, const Tensor& in) {
 }
 
 template <class P>
-void embedding_forward(P& p, const Tensor& x, const Tensor& tokens, const Tensor& table,
-                       double scale) {
+void embedding_forward(P& p, const EmbeddingForwardArgs& args) {
+  const auto& [x, tokens, table, scale] = args;
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
-  GEMMAX_CHECK(x.numel() == n * d, "embedding_forward: x ", x.str(), " for ", n, " tokens");
   if (n == 0) return;
   dispatch_act(x, "embedding_forward", [&]<class E>() {
     dispatch_any(table, "embedding_forward", [&]<class W>() {
@@ -184,10 +174,9 @@ const int32_t* stable_sort(P& p, Scratch& s, const int32_t* keys, int64_t n, int
 }
 
 template <class P>
-void embedding_backward(P& p, const Tensor& dtable, const Tensor& dx, const Tensor& tokens,
-                        double scale) {
+void embedding_backward(P& p, const EmbeddingBackwardArgs& args) {
+  const auto& [dtable, dx, tokens, scale] = args;
   const int64_t n = tokens.numel(), vocab = dtable.dim(0), d = dtable.dim(1);
-  GEMMAX_CHECK(dx.numel() == n * d, "embedding_backward: dx ", dx.str(), " for ", n, " tokens");
   if (n == 0) return;
   static_assert(kern::kMaxBins == 512, "radix passes of 9 bits");
   int bits = 1;
@@ -206,14 +195,12 @@ void embedding_backward(P& p, const Tensor& dtable, const Tensor& dx, const Tens
 }
 
 template <class P>
-void adamw_step(P& p, const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWStep& st, const Tensor& scalars) {
+void adamw_step(P& p, const AdamwStepArgs& args) {
+  const auto& [param, grad, m, v, st, scalars] = args;
+  // The cuda kernels update param, m and v of one dtype from a gradient of that dtype.
   check_same(param, grad, "adamw_step");
   check_same(param, m, "adamw_step");
   check_same(param, v, "adamw_step");
-  GEMMAX_CHECK(scalars.dtype() == DType::F64 && scalars.numel() == StepScalars::kCount,
-               "adamw_step: the step scalars must be float64 [", int64_t(StepScalars::kCount),
-               "], got ", scalars.str());
   if (param.numel() == 0) return;
   const kern::AdamWArgs a{st.lr,
                           st.b1,

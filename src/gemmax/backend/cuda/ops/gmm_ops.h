@@ -19,11 +19,6 @@ inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, in
   a.N = N;
   a.w0 = rows.weight_begin;
   a.n = rows.weight_rows < 0 ? N - rows.weight_begin : rows.weight_rows;
-  GEMMAX_CHECK(a.w0 >= 0 && a.n >= 0 && a.w0 + a.n <= N, name, ": weight rows [", a.w0, ", ",
-               a.w0 + a.n, ") of ", N);
-  for (const Tensor* map : {&rows.in, &rows.out})
-    GEMMAX_CHECK(!map->defined() || (map->dtype() == DType::I32 && map->numel() == m), name,
-                 ": a row map must be int32 [", m, "], got ", map->str());
   GEMMAX_CHECK(a.G <= 4096, "cuda backend: ", name, " over ", a.G, " groups (at most 4096)");
   a.in_map = ptr<int32_t>(rows.in);
   a.out_map = ptr<int32_t>(rows.out);
@@ -36,17 +31,11 @@ inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, in
 }
 
 template <class P>
-void gmm(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs, const Tensor& group_sizes,
-         const GmmRows& rows) {
+void gmm(P& p, const GmmArgs& args) {
+  const auto& [out, lhs, rhs, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
-  GEMMAX_CHECK(rhs.dim(2) == k && group_sizes.numel() == G, "gmm shapes: lhs ", lhs.str(), " rhs ",
-               rhs.str(), " out ", out.str());
   const kern::GmmArgs a =
       gmm_args(rows, group_sizes, m, k, N, lhs.dim(0), m, p.errors(), kern::kOpGmm, "gmm");
-  GEMMAX_CHECK(out.dim(1) == a.n && (a.in_map || lhs.dim(0) == m), "gmm shapes: lhs ", lhs.str(),
-               " rhs ", rhs.str(), " out ", out.str());
-  GEMMAX_CHECK(out.dtype() == lhs.dtype() && rhs.dtype() == lhs.dtype(),
-               "gmm dtypes differ: ", out.str(), " ", lhs.str(), " ", rhs.str());
   if (m == 0 || a.n == 0) return;
   dispatch_act(out, "gmm", [&]<class E>() {
     if (gmm_fast<E>(p, out, lhs, rhs, a)) return;
@@ -61,17 +50,11 @@ void gmm(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs, const Te
 }
 
 template <class P>
-void gmm_dlhs(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
-              const Tensor& group_sizes, const GmmRows& rows) {
+void gmm_dlhs(P& p, const GmmDlhsArgs& args) {
+  const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
   const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
-  GEMMAX_CHECK(dlhs.dim(1) == k && group_sizes.numel() == G, "gmm_dlhs shapes: dout ", dout.str(),
-               " rhs ", rhs.str(), " dlhs ", dlhs.str());
   const kern::GmmArgs a = gmm_args(rows, group_sizes, m, k, N, m, dout.dim(0), p.errors(),
                                    kern::kOpGmmDlhs, "gmm_dlhs");
-  GEMMAX_CHECK(dout.dim(1) == a.n && (a.out_map || dout.dim(0) == m), "gmm_dlhs shapes: dout ",
-               dout.str(), " rhs ", rhs.str(), " dlhs ", dlhs.str());
-  GEMMAX_CHECK(dlhs.dtype() == dout.dtype() && rhs.dtype() == dout.dtype(),
-               "gmm_dlhs dtypes differ: ", dlhs.str(), " ", dout.str(), " ", rhs.str());
   if (m == 0 || k == 0) return;
   dispatch_act(dlhs, "gmm_dlhs", [&]<class E>() {
     if (gmm_dlhs_fast<E>(p, dlhs, dout, rhs, a)) return;
@@ -86,17 +69,12 @@ void gmm_dlhs(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
 }
 
 template <class P>
-void gmm_drhs(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
-              const Tensor& group_sizes, const GmmRows& rows) {
+void gmm_drhs(P& p, const GmmDrhsArgs& args) {
+  const auto& [drhs, lhs, dout, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
-  GEMMAX_CHECK(drhs.dim(2) == k && group_sizes.numel() == G, "gmm_drhs shapes: lhs ", lhs.str(),
-               " dout ", dout.str(), " drhs ", drhs.str());
   const kern::GmmArgs a = gmm_args(rows, group_sizes, m, k, N, lhs.dim(0), dout.dim(0), p.errors(),
                                    kern::kOpGmmDrhs, "gmm_drhs");
-  GEMMAX_CHECK(dout.dim(1) == a.n && (a.out_map || dout.dim(0) == m), "gmm_drhs shapes: lhs ",
-               lhs.str(), " dout ", dout.str(), " drhs ", drhs.str());
-  GEMMAX_CHECK(lhs.dtype() == dout.dtype(), "gmm_drhs: ", lhs.str(), " and ", dout.str());
   GEMMAX_CHECK(G <= 65535, "gmm_drhs: ", G, " groups");
   if (m == 0 || k == 0 || a.n == 0) return;
   dispatch_act(lhs, "gmm_drhs", [&]<class E>() {

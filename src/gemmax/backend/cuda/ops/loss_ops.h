@@ -7,11 +7,9 @@
 namespace gemmax::cuda::ops {
 
 template <class P>
-void softcap_cross_entropy(P& p, const Tensor& logits, const Tensor& loss, const Tensor& targets,
-                           const Tensor& mask, double cap, double grad_scale, bool write_grad) {
+void softcap_cross_entropy(P& p, const SoftcapCrossEntropyArgs& args) {
+  const auto& [logits, loss, targets, mask, cap, grad_scale, write_grad] = args;
   const int64_t C = logits.dim(0), V = logits.dim(1);
-  GEMMAX_CHECK(targets.numel() == C && mask.numel() == C, "softcap_cross_entropy: logits ",
-               logits.str(), " targets ", targets.str(), " mask ", mask.str());
   check_scalar(loss, "softcap_cross_entropy");
   if (C == 0) return;
   dispatch_act(logits, "softcap_cross_entropy", [&]<class E>() {

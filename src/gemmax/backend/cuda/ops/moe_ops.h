@@ -19,13 +19,9 @@ inline Launch row_blocks(int64_t rows, int threads = 128) {
 }
 
 template <class P>
-void router_forward(P& p, const Tensor& probs, const Tensor& idx, const Tensor& weights,
-                    const Tensor& logits, const Tensor& scale, bool renormalize) {
+void router_forward(P& p, const RouterForwardArgs& args) {
+  const auto& [probs, idx, weights, logits, scale, renormalize] = args;
   const int64_t T = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
-  GEMMAX_CHECK(
-      probs.numel() == T * E && idx.dim(0) == T && weights.numel() == T * K && scale.numel() == E,
-      "router_forward shapes: logits ", logits.str(), " probs ", probs.str(), " idx ", idx.str(),
-      " weights ", weights.str());
   GEMMAX_CHECK(E <= 32 * kern::kMaxExpertsPerLane && K <= 32 && K <= E,
                "cuda backend: router with ", E, " experts top-", K, " (at most ",
                32 * kern::kMaxExpertsPerLane, " experts and top-32)");
@@ -43,16 +39,9 @@ void router_forward(P& p, const Tensor& probs, const Tensor& idx, const Tensor& 
 }
 
 template <class P>
-void router_backward(P& p, const Tensor& dlogits, const Tensor& dscale, const Tensor& dweights,
-                     const Tensor& probs, const Tensor& idx, const Tensor& scale, bool renormalize,
-                     const Tensor& lb_dprobs, int64_t seq) {
+void router_backward(P& p, const RouterBackwardArgs& args) {
+  const auto& [dlogits, dscale, dweights, probs, idx, scale, renormalize, lb_dprobs, seq] = args;
   const int64_t T = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
-  GEMMAX_CHECK(
-      probs.numel() == T * E && dweights.numel() == T * K && scale.numel() == E &&
-          dscale.numel() == E &&
-          (!lb_dprobs.defined() || (seq > 0 && T % seq == 0 && lb_dprobs.numel() == T / seq * E)),
-      "router_backward shapes: dlogits ", dlogits.str(), " dweights ", dweights.str(), " probs ",
-      probs.str(), " lb_dprobs ", lb_dprobs.str());
   check_stat(probs, "router_backward");
   check_stat(dweights, "router_backward");
   check_stat(lb_dprobs, "router_backward");
@@ -83,12 +72,9 @@ void router_backward(P& p, const Tensor& dlogits, const Tensor& dscale, const Te
 }
 
 template <class P>
-void load_balance_forward(P& p, const Tensor& density, const Tensor& loss, const Tensor& probs,
-                          const Tensor& idx, int64_t seq, double coefficient) {
+void load_balance_forward(P& p, const LoadBalanceForwardArgs& args) {
+  const auto& [density, loss, probs, idx, seq, coefficient] = args;
   const int64_t T = probs.dim(0), E = probs.dim(1), K = idx.dim(1);
-  GEMMAX_CHECK(seq > 0 && T % seq == 0 && density.numel() == T / seq * E && idx.dim(0) == T,
-               "load_balance_forward: density ", density.str(), " probs ", probs.str(), " seq ",
-               seq);
   check_stat(probs, "load_balance_forward");
   check_stat(density, "load_balance_forward");
   if (loss.defined()) check_scalar(loss, "load_balance_forward");
@@ -115,16 +101,13 @@ void load_balance_forward(P& p, const Tensor& density, const Tensor& loss, const
 }
 
 template <class P>
-void route_sort(P& p, const Routing& r, const Tensor& idx, int64_t num_experts) {
+void route_sort(P& p, const RouteSortArgs& args) {
+  const auto& [r, idx, num_experts] = args;
   const int64_t n = idx.numel();
-  GEMMAX_CHECK(r.order.numel() == n && r.inverse.numel() == n && r.token.numel() == n &&
-                   r.group_sizes.numel() == num_experts,
-               "route_sort: order ", r.order.str(), " inverse ", r.inverse.str(), " group_sizes ",
-               r.group_sizes.str(), " for ", idx.str(), " and ", num_experts, " experts");
   GEMMAX_CHECK(num_experts <= kern::kMaxBins, "cuda backend: route_sort sorts up to ",
                kern::kMaxBins, " experts, got ", num_experts);
   if (n == 0) {
-    fill(p, r.group_sizes, 0.0);
+    fill(p, FillArgs{.x = r.group_sizes, .value = 0.0});
     return;
   }
   Scratch s = p.scratch();
@@ -136,10 +119,9 @@ void route_sort(P& p, const Routing& r, const Tensor& idx, int64_t num_experts) 
 }
 
 template <class P>
-void permute(P& p, const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) {
+void permute(P& p, const PermuteArgs& args) {
+  const auto& [xs, x, order, k] = args;
   const int64_t rows = order.numel(), d = x.dim(-1);
-  GEMMAX_CHECK(xs.numel() == rows * d && xs.dtype() == x.dtype(), "permute: xs ", xs.str(), " for ",
-               rows, " rows of ", x.str());
   if (rows == 0) return;
   dispatch_act(x, "permute", [&]<class E>() {
     p.template launch<kern::PermuteKernel>(row_blocks(rows), ptr<E>(xs), (const E*)ptr<E>(x),
@@ -149,12 +131,9 @@ void permute(P& p, const Tensor& xs, const Tensor& x, const Tensor& order, int64
 }
 
 template <class P>
-void permute_backward(P& p, const Tensor& dx, const Tensor& dxs, const Tensor& inverse, int64_t k,
-                      bool accumulate) {
+void permute_backward(P& p, const PermuteBackwardArgs& args) {
+  const auto& [dx, dxs, inverse, k, accumulate] = args;
   const int64_t d = dx.dim(-1), T = dx.numel() / d;
-  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T * k) && dxs.numel() == T * k * d,
-               "permute_backward: dx ", dx.str(), " dxs ", dxs.str(), " inverse ",
-               inverse.defined() ? inverse.str() : "(token order)");
   if (T == 0) return;
   dispatch_act(dx, "permute_backward", [&]<class E>() {
     p.template launch<kern::PermuteBackwardKernel>(row_blocks(T), ptr<E>(dx), (const E*)ptr<E>(dxs),
@@ -164,11 +143,9 @@ void permute_backward(P& p, const Tensor& dx, const Tensor& dxs, const Tensor& i
 }
 
 template <class P>
-void combine_forward(P& p, const Tensor& m, const Tensor& y, const Tensor& inverse,
-                     const Tensor& weights) {
+void combine_forward(P& p, const CombineForwardArgs& args) {
+  const auto& [m, y, inverse, weights] = args;
   const int64_t d = m.dim(-1), T = m.numel() / d, K = T ? weights.numel() / T : 0;
-  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T * K) && y.numel() == T * K * d,
-               "combine_forward: m ", m.str(), " y ", y.str(), " weights ", weights.str());
   check_stat(weights, "combine_forward");
   if (T == 0) return;
   dispatch_act(m, "combine_forward", [&]<class E>() {
@@ -180,13 +157,9 @@ void combine_forward(P& p, const Tensor& m, const Tensor& y, const Tensor& inver
 }
 
 template <class P>
-void combine_backward(P& p, const Tensor& dy, const Tensor& dweights, const Tensor& dm,
-                      const Tensor& y, const Tensor& order, const Tensor& weights) {
+void combine_backward(P& p, const CombineBackwardArgs& args) {
+  const auto& [dy, dweights, dm, y, order, weights] = args;
   const int64_t d = dm.dim(-1), T = dm.numel() / d, rows = weights.numel(), K = T ? rows / T : 0;
-  GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows &&
-                   (!order.defined() || order.numel() == rows),
-               "combine_backward: dy ", dy.str(), " dweights ", dweights.str(), " for ", rows,
-               " rows");
   check_stat(weights, "combine_backward");
   check_stat(dweights, "combine_backward");
   if (rows == 0) return;

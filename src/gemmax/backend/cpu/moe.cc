@@ -67,8 +67,9 @@ GEMMAX_AVX512 void geglu_grad_row_avx512(T* dgate, T* dup, const T* da, const T*
 
 // ---- GeGLU ------------------------------------------------------------------------------------
 
-void CpuBackend::geglu_forward(const Tensor& a, const Tensor& h, const Tensor& up) {
-  if (is_wide(a)) return reference_.geglu_forward(a, h, up);
+void CpuBackend::do_geglu_forward(const GegluForwardArgs& args) {
+  const auto& [a, h, up] = args;
+  if (is_wide(a)) return reference_.do_geglu_forward(args);
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
   const bool avx512 = wide_vectors(isa_);
   dispatch(a, [&]<class T>() {
@@ -86,12 +87,10 @@ void CpuBackend::geglu_forward(const Tensor& a, const Tensor& h, const Tensor& u
   });
 }
 
-void CpuBackend::geglu_backward(const Tensor& dh, const Tensor& dup, const Tensor& da,
-                                const Tensor& h, const Tensor& up) {
-  if (is_wide(da)) return reference_.geglu_backward(dh, dup, da, h, up);
+void CpuBackend::do_geglu_backward(const GegluBackwardArgs& args) {
+  const auto& [dh, dup, da, h, up] = args;
+  if (is_wide(da)) return reference_.do_geglu_backward(args);
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
-  GEMMAX_CHECK(g.split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),
-               "geglu_backward: fused rows need dh shaped like h ", h.str());
   const bool avx512 = wide_vectors(isa_);
   dispatch(da, [&]<class T>() {
     const T* pg = h.data<T>();
@@ -114,11 +113,9 @@ void CpuBackend::geglu_backward(const Tensor& dh, const Tensor& dup, const Tenso
 
 // ---- router ----------------------------------------------------------------------------------
 
-void CpuBackend::router_forward(const Tensor& probs, const Tensor& idx, const Tensor& weights,
-                                const Tensor& logits, const Tensor& per_expert_scale,
-                                bool renormalize) {
-  if (is_wide(logits))
-    return reference_.router_forward(probs, idx, weights, logits, per_expert_scale, renormalize);
+void CpuBackend::do_router_forward(const RouterForwardArgs& args) {
+  const auto& [probs, idx, weights, logits, per_expert_scale, renormalize] = args;
+  if (is_wide(logits)) return reference_.do_router_forward(args);
   const int64_t T_ = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
   GEMMAX_CHECK(probs.numel() == T_ * E && idx.dim(0) == T_ && weights.numel() == T_ * K &&
                    per_expert_scale.numel() == E && K <= E,
@@ -170,13 +167,10 @@ void CpuBackend::router_forward(const Tensor& probs, const Tensor& idx, const Te
   });
 }
 
-void CpuBackend::router_backward(const Tensor& dlogits, const Tensor& dper_expert_scale,
-                                 const Tensor& dweights, const Tensor& probs, const Tensor& idx,
-                                 const Tensor& per_expert_scale, bool renormalize,
-                                 const Tensor& lb_dprobs, int64_t seq) {
-  if (is_wide(dlogits))
-    return reference_.router_backward(dlogits, dper_expert_scale, dweights, probs, idx,
-                                      per_expert_scale, renormalize, lb_dprobs, seq);
+void CpuBackend::do_router_backward(const RouterBackwardArgs& args) {
+  const auto& [dlogits, dper_expert_scale, dweights, probs, idx, per_expert_scale, renormalize,
+               lb_dprobs, seq] = args;
+  if (is_wide(dlogits)) return reference_.do_router_backward(args);
   const int64_t T_ = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
   const int32_t* pidx = idx.data<int32_t>();
   const float* pp = probs.data<float>();
@@ -234,14 +228,10 @@ void CpuBackend::router_backward(const Tensor& dlogits, const Tensor& dper_exper
   });
 }
 
-void CpuBackend::load_balance_forward(const Tensor& density, const Tensor& loss,
-                                      const Tensor& probs, const Tensor& idx, int64_t seq,
-                                      double coefficient) {
-  if (is_wide(probs))
-    return reference_.load_balance_forward(density, loss, probs, idx, seq, coefficient);
+void CpuBackend::do_load_balance_forward(const LoadBalanceForwardArgs& args) {
+  const auto& [density, loss, probs, idx, seq, coefficient] = args;
+  if (is_wide(probs)) return reference_.do_load_balance_forward(args);
   const int64_t T_ = probs.dim(0), E = probs.dim(1), K = idx.dim(1), B = T_ / seq;
-  GEMMAX_CHECK(density.numel() == B * E && T_ % seq == 0, "load_balance_forward: density ",
-               density.str(), " probs ", probs.str(), " seq ", seq);
   const int32_t* pidx = idx.data<int32_t>();
   const float* pp = probs.data<float>();
   float* pd = density.data<float>();
@@ -269,15 +259,14 @@ void CpuBackend::load_balance_forward(const Tensor& density, const Tensor& loss,
 
 // ---- dispatch --------------------------------------------------------------------------------
 
-void CpuBackend::route_sort(const Routing& routing, const Tensor& idx, int64_t num_experts) {
-  reference_.route_sort(routing, idx, num_experts);  // a serial counting sort: stable
+void CpuBackend::do_route_sort(const RouteSortArgs& args) {
+  reference_.do_route_sort(args);  // a serial counting sort: stable
 }
 
-void CpuBackend::permute(const Tensor& xs, const Tensor& x, const Tensor& order, int64_t k) {
-  if (is_wide(x)) return reference_.permute(xs, x, order, k);
+void CpuBackend::do_permute(const PermuteArgs& args) {
+  const auto& [xs, x, order, k] = args;
+  if (is_wide(x)) return reference_.do_permute(args);
   const int64_t rows = order.numel(), d = x.dim(-1);
-  GEMMAX_CHECK(xs.numel() == rows * d && xs.dtype() == x.dtype(), "permute: xs ", xs.str(), " for ",
-               rows, " rows of ", x.str());
   const int32_t* po = order.data<int32_t>();
   const size_t row_bytes = size_t(d) * dtype_size(x.dtype());
   const char* px = static_cast<const char*>(x.raw());
@@ -287,12 +276,10 @@ void CpuBackend::permute(const Tensor& xs, const Tensor& x, const Tensor& order,
     std::memcpy(pxs + size_t(r) * row_bytes, px + size_t(po[r] / k) * row_bytes, row_bytes);
 }
 
-void CpuBackend::permute_backward(const Tensor& dx, const Tensor& dxs, const Tensor& inverse,
-                                  int64_t k, bool accumulate) {
-  if (is_wide(dx)) return reference_.permute_backward(dx, dxs, inverse, k, accumulate);
+void CpuBackend::do_permute_backward(const PermuteBackwardArgs& args) {
+  const auto& [dx, dxs, inverse, k, accumulate] = args;
+  if (is_wide(dx)) return reference_.do_permute_backward(args);
   const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
-  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T_ * k) && dxs.numel() == T_ * k * d,
-               "permute_backward: dx ", dx.str(), " dxs ", dxs.str());
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   dispatch(dx, [&]<class T>() {
     const T* g = dxs.data<T>();
@@ -317,12 +304,10 @@ void CpuBackend::permute_backward(const Tensor& dx, const Tensor& dxs, const Ten
   });
 }
 
-void CpuBackend::combine_forward(const Tensor& m, const Tensor& y, const Tensor& inverse,
-                                 const Tensor& weights) {
-  if (is_wide(m)) return reference_.combine_forward(m, y, inverse, weights);
+void CpuBackend::do_combine_forward(const CombineForwardArgs& args) {
+  const auto& [m, y, inverse, weights] = args;
+  if (is_wide(m)) return reference_.do_combine_forward(args);
   const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
-  GEMMAX_CHECK((!inverse.defined() || inverse.numel() == T_ * K) && y.numel() == T_ * K * d,
-               "combine_forward: m ", m.str(), " y ", y.str(), " weights ", weights.str());
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   const float* pw = weights.data<float>();
   dispatch(m, [&]<class T>() {
@@ -348,13 +333,10 @@ void CpuBackend::combine_forward(const Tensor& m, const Tensor& y, const Tensor&
   });
 }
 
-void CpuBackend::combine_backward(const Tensor& dy, const Tensor& dweights, const Tensor& dm,
-                                  const Tensor& y, const Tensor& order, const Tensor& weights) {
-  if (is_wide(dm)) return reference_.combine_backward(dy, dweights, dm, y, order, weights);
+void CpuBackend::do_combine_backward(const CombineBackwardArgs& args) {
+  const auto& [dy, dweights, dm, y, order, weights] = args;
+  if (is_wide(dm)) return reference_.do_combine_backward(args);
   const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = weights.numel(), K = rows / T_;
-  GEMMAX_CHECK(dy.numel() == rows * d && dweights.numel() == rows &&
-                   (!order.defined() || order.numel() == rows),
-               "combine_backward: dy ", dy.str(), " dweights ", dweights.str());
   const int32_t* po = order.defined() ? order.data<int32_t>() : nullptr;
   const float* pw = weights.data<float>();
   float* pdw = dweights.data<float>();

@@ -18,16 +18,9 @@ inline Launch rows_launch(int64_t rows, int width) {
 }
 
 template <class P>
-void rmsnorm_forward(P& p, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                     double eps, double out_scale, const Tensor& residual,
-                     bool round_before_scale) {
+void rmsnorm_forward(P& p, const RmsnormForwardArgs& args) {
+  const auto& [y, rstd, x, w, eps, out_scale, residual, round_before_scale] = args;
   const int64_t n = x.dim(-1), rows = x.numel() / n;
-  GEMMAX_CHECK(y.numel() == x.numel() && rstd.numel() == rows && (!w.defined() || w.numel() == n),
-               "rmsnorm_forward shapes: x ", x.str(), " y ", y.str(), " rstd ", rstd.str(), " w ",
-               w.defined() ? w.str() : "none");
-  GEMMAX_CHECK(y.dtype() == x.dtype() && (!residual.defined() || (residual.dtype() == y.dtype() &&
-                                                                  residual.numel() == y.numel())),
-               "rmsnorm_forward: y ", y.str(), " x ", x.str(), " residual ", residual.str());
   check_stat(rstd, "rmsnorm_forward");
   if (rows == 0) return;
   const kern::RmsNormForwardArgs a{rows, n, eps, out_scale, row_width(n), round_before_scale};
@@ -45,15 +38,9 @@ void rmsnorm_forward(P& p, const Tensor& y, const Tensor& rstd, const Tensor& x,
 }
 
 template <class P>
-void rmsnorm_backward(P& p, const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, double out_scale, bool accumulate_dx) {
+void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args) {
+  const auto& [dx, dw, dy, x, w, rstd, out_scale, accumulate_dx] = args;
   const int64_t n = x.dim(-1), rows = x.numel() / n;
-  GEMMAX_CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && rstd.numel() == rows,
-               "rmsnorm_backward shapes: x ", x.str(), " dx ", dx.str(), " dy ", dy.str());
-  GEMMAX_CHECK(dx.dtype() == x.dtype() && dy.dtype() == x.dtype(), "rmsnorm_backward: x ", x.str(),
-               " dx ", dx.str(), " dy ", dy.str());
-  GEMMAX_CHECK(!dw.defined() || dw.numel() == n, "rmsnorm_backward: dw ", dw.str(), " for rows of ",
-               n);
   check_stat(rstd, "rmsnorm_backward");
   if (rows == 0) return;
   const kern::RmsNormBackwardArgs a{rows, n, out_scale, row_width(n), accumulate_dx};
@@ -88,10 +75,9 @@ void rmsnorm_backward(P& p, const Tensor& dx, const Tensor& dw, const Tensor& dy
 }
 
 template <class P>
-void rope_table(P& p, const Tensor& table, const Tensor& positions, const Tensor& inv_freq) {
+void rope_table(P& p, const RopeTableArgs& args) {
+  const auto& [table, positions, inv_freq] = args;
   const int64_t T = positions.numel(), half = inv_freq.numel();
-  GEMMAX_CHECK(table.numel() == T * half * 2, "rope_table: table ", table.str(), " for ", T,
-               " positions and ", half, " frequencies");
   check_stat(table, "rope_table");
   if (table.numel() == 0) return;
   p.template launch<kern::RopeTableKernel>(stride_launch(T * half), ptr<float>(table),
@@ -100,9 +86,8 @@ void rope_table(P& p, const Tensor& table, const Tensor& positions, const Tensor
 }
 
 template <class P>
-void rope(P& p, const Tensor& x, const Tensor& table, bool inverse) {
-  GEMMAX_CHECK(x.ndim() == 3 && table.numel() == x.dim(0) * x.dim(2), "rope shapes: x ", x.str(),
-               " table ", table.str());
+void rope(P& p, const RopeArgs& args) {
+  const auto& [x, table, inverse] = args;
   check_stat(table, "rope");
   const int64_t T = x.dim(0), heads = x.dim(1), half = x.dim(2) / 2;
   if (x.numel() == 0) return;
@@ -126,7 +111,8 @@ inline GegluLayout geglu_layout(const Tensor& a, const Tensor& h, const Tensor& 
 }
 
 template <class P>
-void geglu_forward(P& p, const Tensor& a, const Tensor& h, const Tensor& up) {
+void geglu_forward(P& p, const GegluForwardArgs& args) {
+  const auto& [a, h, up] = args;
   const GegluLayout g = geglu_layout(a, h, up, "geglu_forward");
   if (a.numel() == 0) return;
   dispatch_act(a, "geglu_forward", [&]<class E>() {
@@ -139,15 +125,9 @@ void geglu_forward(P& p, const Tensor& a, const Tensor& h, const Tensor& up) {
 }
 
 template <class P>
-void geglu_backward(P& p, const Tensor& dh, const Tensor& dup, const Tensor& da, const Tensor& h,
-                    const Tensor& up) {
+void geglu_backward(P& p, const GegluBackwardArgs& args) {
+  const auto& [dh, dup, da, h, up] = args;
   const GegluLayout g = geglu_layout(da, h, up, "geglu_backward");
-  GEMMAX_CHECK(g.split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),
-               "geglu_backward: fused rows need dh ", dh.defined() ? dh.str() : "(none)",
-               " shaped like h ", h.str());
-  for (const Tensor* d : {&dh, &dup})
-    GEMMAX_CHECK(!g.split || !d->defined() || d->numel() == da.numel(),
-                 "geglu_backward: a gradient half ", d->str(), " for da ", da.str());
   if (da.numel() == 0) return;
   dispatch_act(da, "geglu_backward", [&]<class E>() {
     const E* gate = ptr<E>(h);

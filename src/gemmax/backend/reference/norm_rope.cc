@@ -10,17 +10,9 @@ using ref::calc_t;
 using ref::dispatch_float;
 using ref::stat_t;
 
-void ReferenceBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x,
-                                       const Tensor& w, double eps, double out_scale,
-                                       const Tensor& residual, bool round_before_scale) {
+void ReferenceBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args) {
+  const auto& [y, rstd, x, w, eps, out_scale, residual, round_before_scale] = args;
   const int64_t n = x.dim(-1), rows = x.numel() / n;
-  GEMMAX_CHECK(y.numel() == x.numel() && rstd.numel() == rows && (!w.defined() || w.numel() == n),
-               "rmsnorm_forward shapes: x ", x.str(), " y ", y.str(), " rstd ", rstd.str(), " w ",
-               w.defined() ? w.str() : "none");
-  GEMMAX_CHECK(y.dtype() == x.dtype(), "rmsnorm_forward: y ", y.str(), " for x ", x.str());
-  GEMMAX_CHECK(
-      !residual.defined() || (residual.dtype() == y.dtype() && residual.numel() == y.numel()),
-      "rmsnorm_forward: residual ", residual.str(), " for y ", y.str());
   // The scale may be wider than x (fp32 master weights, bf16 activations): it is read into fp64
   // and multiplied before the one rounding of y (seed change 2).
   const std::vector<double> wv = ref::read_vector(w);
@@ -49,14 +41,9 @@ void ReferenceBackend::rmsnorm_forward(const Tensor& y, const Tensor& rstd, cons
   });
 }
 
-void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy,
-                                        const Tensor& x, const Tensor& w, const Tensor& rstd,
-                                        double out_scale, bool accumulate_dx) {
+void ReferenceBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args) {
+  const auto& [dx, dw, dy, x, w, rstd, out_scale, accumulate_dx] = args;
   const int64_t n = x.dim(-1), rows = x.numel() / n;
-  GEMMAX_CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && rstd.numel() == rows,
-               "rmsnorm_backward shapes: x ", x.str(), " dx ", dx.str(), " dy ", dy.str());
-  GEMMAX_CHECK(dx.dtype() == x.dtype() && dy.dtype() == x.dtype(), "rmsnorm_backward: x ", x.str(),
-               " dx ", dx.str(), " dy ", dy.str());
   const std::vector<double> wv = ref::read_vector(w);
   const double* pw = w.defined() ? wv.data() : nullptr;
   dispatch_float(x, [&]<class T>() {
@@ -80,7 +67,6 @@ void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, cons
       }
     }
     if (!dw.defined()) return;
-    GEMMAX_CHECK(dw.numel() == n, "rmsnorm_backward: dw ", dw.str(), " for rows of ", n);
     // dw is in the weights' dtype (fp32 gradients of bf16 activations).
     std::vector<double> sums(n);
 #pragma omp parallel for
@@ -94,11 +80,9 @@ void ReferenceBackend::rmsnorm_backward(const Tensor& dx, const Tensor& dw, cons
   });
 }
 
-void ReferenceBackend::rope_table(const Tensor& table, const Tensor& positions,
-                                  const Tensor& inv_freq) {
+void ReferenceBackend::do_rope_table(const RopeTableArgs& args) {
+  const auto& [table, positions, inv_freq] = args;
   const int64_t T_ = positions.numel(), half = inv_freq.numel();
-  GEMMAX_CHECK(table.numel() == T_ * half * 2, "rope_table: table ", table.str(), " for ", T_,
-               " positions and ", half, " frequencies");
   const int32_t* pos = positions.data<int32_t>();
   const double* freq = inv_freq.data<double>();
   dispatch_float(table, [&]<class S>() {
@@ -113,9 +97,8 @@ void ReferenceBackend::rope_table(const Tensor& table, const Tensor& positions,
   });
 }
 
-void ReferenceBackend::rope(const Tensor& x, const Tensor& table, bool inverse) {
-  GEMMAX_CHECK(x.ndim() == 3 && table.numel() == x.dim(0) * x.dim(2), "rope shapes: x ", x.str(),
-               " table ", table.str());
+void ReferenceBackend::do_rope(const RopeArgs& args) {
+  const auto& [x, table, inverse] = args;
   const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
   const double sign = inverse ? -1.0 : 1.0;
   dispatch_float(x, [&]<class T>() {

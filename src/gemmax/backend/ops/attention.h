@@ -1,0 +1,64 @@
+// Attention: causal, GQA, optional sliding window, segment mask, scale 1.0; and the attention of
+// new tokens over a KV cache.
+#pragma once
+
+#include "gemmax/backend/ops/op_args.h"
+
+namespace gemmax {
+
+struct AttentionShape {
+  int64_t batch = 0, seq = 0;
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t window = 0;  // sliding window: key j is visible from query i iff j > i - window; 0: none
+};
+
+// q, o [B*S, H, hd]; k, v [B*S, KV, hd]; lse [B, H, S] (stat dtype); segment_ids int32 [B*S].
+struct AttentionForwardArgs {
+  const Tensor& o;
+  const Tensor& lse;
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+  const Tensor& segment_ids;
+  AttentionShape shape;
+};
+// Writes dq, dk, dv (no accumulation).
+struct AttentionBackwardArgs {
+  const Tensor& dq;
+  const Tensor& dk;
+  const Tensor& dv;
+  const Tensor& dout;
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+  const Tensor& o;
+  const Tensor& lse;
+  const Tensor& segment_ids;
+  AttentionShape shape;
+};
+// Attention of new tokens over a KV cache (incremental decoding; model/decode.h). q, o [n, H, hd]
+// are the new tokens at positions q_pos (int32 [n]). k, v [C, KV, hd] are cache slots in any
+// order; slot c holds position kv_pos[c] (int32 [C]; -1: empty). Query i sees slot c iff
+// 0 <= kv_pos[c] <= q_pos[i] and (window == 0 or kv_pos[c] > q_pos[i] - window): the same mask as
+// attention_forward on one segment, so the two agree to rounding. Every query must see at least
+// one slot (its own key, written before the call).
+struct AttentionDecodeArgs {
+  const Tensor& o;
+  const Tensor& q;
+  const Tensor& q_pos;
+  const Tensor& k;
+  const Tensor& v;
+  const Tensor& kv_pos;
+  int64_t window = 0;
+};
+
+void validate(const AttentionForwardArgs& args);
+void validate(const AttentionBackwardArgs& args);
+void validate(const AttentionDecodeArgs& args);
+
+#define GEMMAX_ATTENTION_OPS(X)                           \
+  X(attention_forward, AttentionForwardArgs, Attention)   \
+  X(attention_backward, AttentionBackwardArgs, Attention) \
+  X(attention_decode, AttentionDecodeArgs, Attention)
+
+}  // namespace gemmax

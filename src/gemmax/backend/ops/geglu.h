@@ -1,0 +1,32 @@
+// GeGLU: a = gelu_tanh(gate) * up [m, F].
+#pragma once
+
+#include "gemmax/backend/ops/op_args.h"
+
+namespace gemmax {
+
+// Fused rows: h = [gate | up] [m, 2F] (up undefined), or the two halves in separate tensors
+// h = gate [m, F] and up [m, F].
+struct GegluForwardArgs {
+  const Tensor& a;
+  const Tensor& h;
+  const Tensor& up = kNoTensor;
+};
+// Gradients into dh (fused [m, 2F], dup undefined) or into the halves dh = dgate and dup; either
+// half may be undefined (not needed), and is then not written.
+struct GegluBackwardArgs {
+  const Tensor& dh = kNoTensor;
+  const Tensor& dup = kNoTensor;
+  const Tensor& da;
+  const Tensor& h;
+  const Tensor& up = kNoTensor;
+};
+
+void validate(const GegluForwardArgs& args);
+void validate(const GegluBackwardArgs& args);
+
+#define GEMMAX_GEGLU_OPS(X)                            \
+  X(geglu_forward, GegluForwardArgs, NormsElementwise) \
+  X(geglu_backward, GegluBackwardArgs, NormsElementwise)
+
+}  // namespace gemmax

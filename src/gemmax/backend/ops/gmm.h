@@ -1,0 +1,62 @@
+// Grouped matmuls over contiguous row groups (docs/TRAINING.md §4, §5): the experts' products.
+// rhs [G, n, k] is in the Hugging Face [out, in] layout of each expert; m = sum of group_sizes
+// (int32 [G]); `rows` places the sorted rows (GmmRows). Operands share one dtype, except gmm_drhs's
+// drhs, which may be wider (fp32 weight gradients of bf16 activations).
+#pragma once
+
+#include "gemmax/backend/ops/op_args.h"
+
+namespace gemmax {
+
+// Where the sorted rows of a grouped matmul live (all optional). A grouped matmul works on rows
+// sorted by expert; with these maps its operands stay in token order and the permute and un-permute
+// around it fold into its row loads and stores (seed Part 2):
+// - `in`: int32 [m]: sorted row r of the forward's input side (gmm's lhs, gmm_dlhs's output,
+//   gmm_drhs's lhs) is row in[r] of that tensor;
+// - `out`: int32 [m]: sorted row r of the forward's output side (gmm's out, gmm_dlhs's and
+//   gmm_drhs's dout) is row out[r] of that tensor. An undefined map is the identity. `in` may
+//   repeat rows (a gather from the [T, D] tokens); a map that writes (gmm's `out`, gmm_dlhs's `in`)
+//   must be a permutation. `weight_begin`, `weight_rows` select rows [begin, begin + rows) of each
+//   group's [n, k] weight (the gate or the up half of a fused gate_up weight; -1: all rows).
+struct GmmRows {
+  Tensor in, out;
+  int64_t weight_begin = 0, weight_rows = -1;
+  bool accumulate = false;  // gmm and gmm_dlhs: add into the output
+};
+inline const GmmRows kAllRows{};
+
+// out[r] (+)= lhs[r] . rhs[g(r)]^T (lhs [m, k], out [m, n])
+struct GmmArgs {
+  const Tensor& out;
+  const Tensor& lhs;
+  const Tensor& rhs;
+  const Tensor& group_sizes;
+  const GmmRows& rows = kAllRows;
+};
+// dlhs[r] (+)= dout[r] . rhs[g(r)] (reads rhs in place; no transposed copy)
+struct GmmDlhsArgs {
+  const Tensor& dlhs;
+  const Tensor& dout;
+  const Tensor& rhs;
+  const Tensor& group_sizes;
+  const GmmRows& rows = kAllRows;
+};
+// drhs[g] += dout[rows of g]^T . lhs[rows of g]; a group with no rows adds nothing
+struct GmmDrhsArgs {
+  const Tensor& drhs;
+  const Tensor& lhs;
+  const Tensor& dout;
+  const Tensor& group_sizes;
+  const GmmRows& rows = kAllRows;
+};
+
+void validate(const GmmArgs& args);
+void validate(const GmmDlhsArgs& args);
+void validate(const GmmDrhsArgs& args);
+
+#define GEMMAX_GMM_OPS(X)                 \
+  X(gmm, GmmArgs, GroupedMatmul)          \
+  X(gmm_dlhs, GmmDlhsArgs, GroupedMatmul) \
+  X(gmm_drhs, GmmDrhsArgs, GroupedMatmul)
+
+}  // namespace gemmax
