@@ -29,14 +29,14 @@ int main(int argc, char** argv) {
   try {
     const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
     std::vector<std::string> args(argv + std::min(argc, 2), argv + argc);
-    const Config config = Config::defaults(args);
+    const TrainConfig config = train_config_from(Config::defaults(args));
     const MemoryPlanInput in = memory_plan_input(config, 1);
     const auto be = make_backend(backend_options(config));
     Gemma4Model model(in.model, *be, in.options);
     const std::vector<bool> all(model.params().specs().size(), true);
     TrainState state =
-        make_train_state(*be, model.params(), all, in.weight, AdamWConfig::from(config));
-    be->fill(state.weights, 0.01);
+        make_train_state(*be, model.params(), all, in.weight, AdamWConfig::from(config.optimizer));
+    be->fill({.x = state.weights, .value = 0.01});
     const Batch batch =
         make_data_loader(run_data_options(config, in.model.vocab_size, 0, 1))->next();
     const StepInputs inputs = upload_batch(*be, batch);
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
       eval_batch(*be, model, state, batch);
       const double a = now() - t0;
       t0 = now();
-      be->fill(state.grads, 0.0);
+      be->fill({.x = state.grads, .value = 0.0});
       model.forward_backward(inputs, state.weights, state.grads, state.scalars);
       be->to_host(state.scalars);
       const double b = now() - t0;

@@ -45,7 +45,7 @@ TEST(Eval, BatchLossEqualsTheTrainingStepsForwardBitForBit) {
     TrainState eval = make_train_state(*be, model.params(), all, wdt, adam);
     be->upload(train.weights, w);
     be->upload(eval.weights, w);
-    be->fill(eval.grads, 0.5);  // evaluation writes no gradient
+    be->fill({.x = eval.grads, .value = 0.5});  // evaluation writes no gradient
     const StepInputs in = upload_batch(*be, batch);
     train_step(*be, model, train, in, 1e-2, 1);
     const LossInfo step = read_step(*be, model, train, in).loss;
@@ -97,8 +97,9 @@ TEST(Eval, ForwardOnlyAllocatesNoGradientsAndKeepsNoActivations) {
   mem.reset_peaks();
   const size_t grads_before = mem.current(MemKind::Grads);
   const std::vector<bool> all(model.params().specs().size(), true);
-  TrainState train = make_train_state(*be, model.params(), all, DType::F32,
-                                      AdamWConfig::from(Config::defaults({})));
+  TrainState train =
+      make_train_state(*be, model.params(), all, DType::F32,
+                       AdamWConfig::from(train_config_from(Config::defaults({})).optimizer));
   upload_weights(*be, model.params(), train, w);
   const StepInputs in = upload_batch(*be, batch);
   train_step(*be, model, train, in, 1e-2, 1);

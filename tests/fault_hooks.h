@@ -15,7 +15,8 @@ namespace gemmax::testing {
 inline void poison_gradient(Backend& be, const TrainState& state, size_t i, bool replicated) {
   const ParamPiece& p = state.layout.pieces[i];
   if (p.count > 0 && p.begin == 0 && p.replicated == replicated)
-    be.fill(state.grads.flat_slice(p.local, {1}), std::numeric_limits<double>::quiet_NaN());
+    be.fill({.x = state.grads.flat_slice(p.local, {1}),
+             .value = std::numeric_limits<double>::quiet_NaN()});
 }
 
 // A NaN in the first element of parameter `name`'s gradient at updates first_t .. first_t +

@@ -137,7 +137,7 @@ TEST(LogitsDotInFp32Model, LogitsAreFp32AndTheLossNoWorse) {
   const StepInputs in = upload_batch(be, testing::make_batch(2, 16, cfg.vocab_size, 3, 5));
   const Tensor w64 = testing::random_weights(table, 9);
   Tensor w32 = Tensor::empty({table.total()}, DType::F32);
-  be.copy(w32, w64);
+  be.copy({.dst = w32, .src = w64});
   Tensor lf64;
   const double want = Gemma4Model(cfg, be, {DType::F64}).forward(in, w64, &lf64).total_loss;
   ModelOptions on{DType::BF16};

@@ -43,6 +43,10 @@ constexpr std::string_view kNoDropout =
     "no effect: there is no dropout (dropout_rate is fixed at 0)";
 constexpr std::string_view kBlock = "decided per layer by the gemma4 block itself";
 constexpr std::string_view kNetwork = "network shaping between TPU slices";
+constexpr std::string_view kChatTemplate =
+    "a training run reads token shards: conversations are rendered when they are tokenized, "
+    "by `gemmax tokenize --chat_template_path FILE` (or --chat_template TEXT, or the model "
+    "folder's template; docs/DATA.md)";
 constexpr std::string_view kOff =
     "settings of a feature gemmax does not have, whose switch is fixed off";
 
@@ -414,8 +418,8 @@ constexpr MaxTextKey kKeys[] = {
     {"tokenizer_path", I},
     {"tokenizer_type", I},
     {"use_chat_template", F, "false"},
-    {"chat_template_path", N, "", kOff},
-    {"chat_template", N, "", kOff},
+    {"chat_template_path", N, "", kChatTemplate},
+    {"chat_template", N, "", kChatTemplate},
     {"tokenize_train_data", F, "true"},
     {"tokenize_eval_data", N, "", kOff},
     {"add_bos", F, "true"},

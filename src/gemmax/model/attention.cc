@@ -196,30 +196,53 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
     for (auto [from, to] : {std::pair{&dk, &ctx.donor_kv->dk[donor]},
                             std::pair{&dv, &ctx.donor_kv->dv[donor]}}) {
       if (to->defined()) {
-        be.axpy(*to, 1.0, *from);
+        be.axpy({.y = *to, .alpha = 1.0, .x = *from});
       } else {
         *to = be.alloc(from->shape(), from->dtype(), MemKind::Workspace);
-        be.copy(*to, *from);
+        be.copy({.dst = *to, .src = *from});
       }
       *from = Tensor();
     }
-    be.rope(dq, rope, true);
+    be.rope({.x = dq, .table = rope, .inverse = true});
     Tensor dq_raw = ctx.work({d.T, d.H * d.hd});
-    be.rmsnorm_backward(dq_raw, g.q_norm, dq, a.q_raw.view(dq.shape()), w.q_norm, a.rstd_q, 1.0,
-                        false);
+    be.rmsnorm_backward({.dx = dq_raw,
+                         .dw = g.q_norm,
+                         .dy = dq,
+                         .x = a.q_raw.view(dq.shape()),
+                         .w = w.q_norm,
+                         .rstd = a.rstd_q,
+                         .out_scale = 1.0,
+                         .accumulate_dx = false});
     dq = Tensor();
-    be.matmul(g.q_proj, dq_raw, true, a.normed, false, true);
+    be.matmul({.c = g.q_proj,
+               .a = dq_raw,
+               .trans_a = true,
+               .b = a.normed,
+               .trans_b = false,
+               .accumulate = true});
     Tensor da = ctx.work({d.T, d.D});
-    be.matmul(da, dq_raw, false, w.q_proj, false, false);
+    be.matmul({.c = da,
+               .a = dq_raw,
+               .trans_a = false,
+               .b = w.q_proj,
+               .trans_b = false,
+               .accumulate = false});
     dq_raw = Tensor();
-    be.rmsnorm_backward(dx, g.input_norm, da, x, w.input_norm, a.rstd_in, 1.0, true);
+    be.rmsnorm_backward({.dx = dx,
+                         .dw = g.input_norm,
+                         .dy = da,
+                         .x = x,
+                         .w = w.input_norm,
+                         .rstd = a.rstd_in,
+                         .out_scale = 1.0,
+                         .accumulate_dx = true});
     return;
   }
   if (ctx.donor_kv && ctx.donor_kv->k[size_t(layer)].defined()) {  // a donor: add the readers'
     DonorKv& kv = *ctx.donor_kv;
     const size_t l = size_t(layer);
-    if (kv.dk[l].defined()) be.axpy(dk, 1.0, kv.dk[l]);
-    if (kv.dv[l].defined()) be.axpy(dv, 1.0, kv.dv[l]);
+    if (kv.dk[l].defined()) be.axpy({.y = dk, .alpha = 1.0, .x = kv.dk[l]});
+    if (kv.dv[l].defined()) be.axpy({.y = dv, .alpha = 1.0, .x = kv.dv[l]});
     kv.k[l] = kv.v[l] = kv.dk[l] = kv.dv[l] = Tensor();  // every reader is done
   }
 

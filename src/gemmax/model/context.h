@@ -101,7 +101,7 @@ struct LayerContext {
   // The small block (gemma4-e2b/e4b): the donors' K/V the sharing layers read (null without
   // sharing), and the per-layer inputs [L, T, P] with their gradient (undefined without them).
   DonorKv* donor_kv = nullptr;
-  Tensor per_layer_inputs, d_per_layer_inputs;
+  Tensor per_layer_inputs = {}, d_per_layer_inputs = {};
   bool recompute = false;  // filling in a layer's activations inside its backward
 
   DType act() const { return opt.act; }

@@ -162,8 +162,8 @@ Tensor Gemma4Model::forward_only(const StepInputs& in, StepParams& P, const Tens
   const int64_t L = c.num_layers, T = in.tokens_count(), D = c.d_model;
   check_scalars(scalars);
   MemoryTracker& mem = be_.tracker();
-  be_.fill(scalars.flat_slice(StepScalars::kCeSum, {1}), 0.0);
-  be_.fill(scalars.flat_slice(StepScalars::kLbSum, {1}), 0.0);
+  be_.fill({.x = scalars.flat_slice(StepScalars::kCeSum, {1}), .value = 0.0});
+  be_.fill({.x = scalars.flat_slice(StepScalars::kLbSum, {1}), .value = 0.0});
   // The training step's own forward (its remat policy, so its buffers: what the memory plan
   // covers); what a layer keeps for a backward is freed as soon as the layer is done.
   LayerContext ctx = context(in, scalars);

@@ -28,19 +28,27 @@ void per_layer_inputs_forward(const LayerContext& ctx, const PerLayerInputWeight
   // The table's rows [T, L*P], transposed twice into [L, T, P]: [L*P, T], then per layer.
   // sqrt(P) and the final 1/sqrt(2) in the one lookup scale.
   Tensor rows = ctx.work({d.T, d.L * d.P});
-  be.embedding_forward(rows, ctx.in.tokens, w.table, std::sqrt(double(d.P) / 2.0));
+  be.embedding_forward({.x = rows,
+                        .tokens = ctx.in.tokens,
+                        .table = w.table,
+                        .scale = std::sqrt(double(d.P) / 2.0)});
   Tensor cols = ctx.work({d.L * d.P, d.T});
-  be.transpose_groups(cols.view({1, d.L * d.P, d.T}), rows.view({1, d.T, d.L * d.P}));
+  be.transpose_groups(
+      {.out = cols.view({1, d.L * d.P, d.T}), .in = rows.view({1, d.T, d.L * d.P})});
   rows = Tensor();
   Tensor ident = ctx.work({d.L, d.T, d.P});
-  be.transpose_groups(ident, cols.view({d.L, d.P, d.T}));
+  be.transpose_groups({.out = ident, .in = cols.view({d.L, d.P, d.T})});
   cols = Tensor();
 
   a.ctx = ctx.alloc({d.L, d.T, d.P});
   for (int64_t l = 0; l < d.L; ++l)
-    be.matmul(a.ctx.flat_slice(l * d.T * d.P, {d.T, d.P}), x0, false,
-              layer_rows(w.model_proj, l, d), true, false);
-  be.scale(a.ctx, 1.0 / std::sqrt(double(d.D)));
+    be.matmul({.c = a.ctx.flat_slice(l * d.T * d.P, {d.T, d.P}),
+               .a = x0,
+               .trans_a = false,
+               .b = layer_rows(w.model_proj, l, d),
+               .trans_b = true,
+               .accumulate = false});
+  be.scale({.x = a.ctx, .alpha = 1.0 / std::sqrt(double(d.D))});
   a.rstd = ctx.alloc_stat({d.L * d.T});
   a.pli = ctx.alloc({d.L, d.T, d.P});
   ctx.rmsnorm(a.pli.view({d.L * d.T, d.P}), a.rstd, a.ctx.view({d.L * d.T, d.P}), w.proj_norm,
@@ -55,23 +63,42 @@ void per_layer_inputs_backward(const LayerContext& ctx, const PerLayerInputWeigh
   const Dims d = dims(ctx);
   // The normed projection: pli = ident + RMSNorm(ctx) / sqrt(2).
   Tensor dctx = ctx.work({d.L, d.T, d.P});
-  be.rmsnorm_backward(dctx.view({d.L * d.T, d.P}), g.proj_norm, dpli.view({d.L * d.T, d.P}),
-                      a.ctx.view({d.L * d.T, d.P}), w.proj_norm, a.rstd, 1.0 / std::sqrt(2.0),
-                      false);
-  be.scale(dctx, 1.0 / std::sqrt(double(d.D)));
+  be.rmsnorm_backward({.dx = dctx.view({d.L * d.T, d.P}),
+                       .dw = g.proj_norm,
+                       .dy = dpli.view({d.L * d.T, d.P}),
+                       .x = a.ctx.view({d.L * d.T, d.P}),
+                       .w = w.proj_norm,
+                       .rstd = a.rstd,
+                       .out_scale = 1.0 / std::sqrt(2.0),
+                       .accumulate_dx = false});
+  be.scale({.x = dctx, .alpha = 1.0 / std::sqrt(double(d.D))});
   for (int64_t l = 0; l < d.L; ++l) {
     const Tensor dl = dctx.flat_slice(l * d.T * d.P, {d.T, d.P});
-    be.matmul(layer_rows(g.model_proj, l, d), dl, true, x0, false, true);
-    be.matmul(dx0, dl, false, layer_rows(w.model_proj, l, d), false, true);
+    be.matmul({.c = layer_rows(g.model_proj, l, d),
+               .a = dl,
+               .trans_a = true,
+               .b = x0,
+               .trans_b = false,
+               .accumulate = true});
+    be.matmul({.c = dx0,
+               .a = dl,
+               .trans_a = false,
+               .b = layer_rows(w.model_proj, l, d),
+               .trans_b = false,
+               .accumulate = true});
   }
   dctx = Tensor();
   // The table's rows: dpli back to [T, L*P].
   Tensor cols = ctx.work({d.L * d.P, d.T});
-  be.transpose_groups(cols.view({d.L, d.P, d.T}), dpli);
+  be.transpose_groups({.out = cols.view({d.L, d.P, d.T}), .in = dpli});
   Tensor rows = ctx.work({d.T, d.L * d.P});
-  be.transpose_groups(rows.view({1, d.T, d.L * d.P}), cols.view({1, d.L * d.P, d.T}));
+  be.transpose_groups(
+      {.out = rows.view({1, d.T, d.L * d.P}), .in = cols.view({1, d.L * d.P, d.T})});
   cols = Tensor();
-  be.embedding_backward(g.table, rows, ctx.in.tokens, std::sqrt(double(d.P) / 2.0));
+  be.embedding_backward({.dtable = g.table,
+                         .dx = rows,
+                         .tokens = ctx.in.tokens,
+                         .scale = std::sqrt(double(d.P) / 2.0)});
 }
 
 void layer_input_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h,
@@ -82,26 +109,36 @@ void layer_input_forward(const LayerContext& ctx, const LayerWeights& w, const T
   using enum ActClass;
   if (!a.r.defined()) {
     a.r = ctx.act_tensor({T, D}, Other);
-    be.add(a.r, h, f);
+    be.add({.out = a.r, .a = h, .b = f});
   }
   if (!a.gate.defined()) {
     a.gate = ctx.act_tensor({T, P}, Matmul);
-    be.matmul(a.gate, a.r, false, w.pli_gate, true, false);
+    be.matmul({.c = a.gate,
+               .a = a.r,
+               .trans_a = false,
+               .b = w.pli_gate,
+               .trans_b = true,
+               .accumulate = false});
   }
   if (!a.act.defined()) {
     a.act = ctx.act_tensor({T, P}, Other);
-    be.geglu_forward(a.act, a.gate, pli_l);
+    be.geglu_forward({.a = a.act, .h = a.gate, .up = pli_l});
   }
   if (!a.proj.defined()) {
     a.proj = ctx.act_tensor({T, D}, Matmul);
-    be.matmul(a.proj, a.act, false, w.pli_proj, true, false);
+    be.matmul({.c = a.proj,
+               .a = a.act,
+               .trans_a = false,
+               .b = w.pli_proj,
+               .trans_b = true,
+               .accumulate = false});
   }
   if (!a.fn.defined()) {
     a.fn = ctx.act_tensor({T, D}, Other);
     a.rstd = ctx.stat_tensor({T}, Other);
     ctx.rmsnorm(a.fn, a.rstd, a.proj, w.pli_post_norm, 1.0, f);
   }
-  if (y.defined()) be.scaled_sum_forward(y, h, a.fn, w.layer_scalar);
+  if (y.defined()) be.scaled_sum_forward({.y = y, .a = h, .b = a.fn, .s = w.layer_scalar});
 }
 
 void layer_input_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,
@@ -110,18 +147,46 @@ void layer_input_backward(const LayerContext& ctx, const LayerWeights& w, const 
   Backend& be = ctx.be;
   const int64_t T = ctx.tokens(), D = ctx.cfg.d_model, P = ctx.cfg.per_layer_input_dim;
   // y = (h + fn) * s, fn = f + RMSNorm(proj): dr = dy * s is d(h + f) so far.
-  be.scaled_sum_backward(dr, g.layer_scalar, dy, h, a.fn, w.layer_scalar);
+  be.scaled_sum_backward(
+      {.dab = dr, .ds = g.layer_scalar, .dy = dy, .a = h, .b = a.fn, .s = w.layer_scalar});
   Tensor dproj = ctx.work({T, D});
-  be.rmsnorm_backward(dproj, g.pli_post_norm, dr, a.proj, w.pli_post_norm, a.rstd, 1.0, false);
-  be.matmul(g.pli_proj, dproj, true, a.act, false, true);
+  be.rmsnorm_backward({.dx = dproj,
+                       .dw = g.pli_post_norm,
+                       .dy = dr,
+                       .x = a.proj,
+                       .w = w.pli_post_norm,
+                       .rstd = a.rstd,
+                       .out_scale = 1.0,
+                       .accumulate_dx = false});
+  be.matmul({.c = g.pli_proj,
+             .a = dproj,
+             .trans_a = true,
+             .b = a.act,
+             .trans_b = false,
+             .accumulate = true});
   Tensor dact = ctx.work({T, P});
-  be.matmul(dact, dproj, false, w.pli_proj, false, false);
+  be.matmul({.c = dact,
+             .a = dproj,
+             .trans_a = false,
+             .b = w.pli_proj,
+             .trans_b = false,
+             .accumulate = false});
   dproj = Tensor();
   Tensor dgate = ctx.work({T, P});
-  be.geglu_backward(dgate, dpli_l, dact, a.gate, pli_l);
+  be.geglu_backward({.dh = dgate, .dup = dpli_l, .da = dact, .h = a.gate, .up = pli_l});
   dact = Tensor();
-  be.matmul(g.pli_gate, dgate, true, a.r, false, true);
-  be.matmul(dr, dgate, false, w.pli_gate, false, true);  // the gate reads r = h + f
+  be.matmul({.c = g.pli_gate,
+             .a = dgate,
+             .trans_a = true,
+             .b = a.r,
+             .trans_b = false,
+             .accumulate = true});
+  be.matmul({.c = dr,
+             .a = dgate,
+             .trans_a = false,
+             .b = w.pli_gate,
+             .trans_b = false,
+             .accumulate = true});  // the gate reads r = h + f
 }
 
 }  // namespace gemmax

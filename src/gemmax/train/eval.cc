@@ -40,7 +40,7 @@ TrainState make_eval_state(Backend& be, const ParamTable& table, DType weight_dt
   s.comm = sharded ? comm : nullptr;
   s.fsdp = fsdp;
   s.weights = be.alloc({s.layout.local_total}, weight_dtype, MemKind::Params);
-  if (sharded) be.fill(s.weights, 0.0);  // the pieces' zero padding
+  if (sharded) be.fill({.x = s.weights, .value = 0.0});  // the pieces' zero padding
   s.scalars = be.zeros({StepScalars::kCount}, DType::F64, MemKind::Data);
   return s;
 }
