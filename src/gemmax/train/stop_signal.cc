@@ -152,8 +152,10 @@ StopSignal::StopSignal() {
 
 StopSignal::~StopSignal() {
   // After a stop request the handlers stay (see stop_signal.h): further signals are repeats.
-  // Installed at start-up, they stay too: the run is finishing.
-  if (g_startup_installed) g_phase = kFinished;
+  // Installed at start-up, they stay too: the run is finishing. Either way the run has ended,
+  // so a signal that reaches the handlers from now on is a repeat, never a request to stop a
+  // run that has not started (which would end the process at once).
+  g_phase = kFinished;
   if (g_received.load() == 0 && !g_startup_installed)
     for (int i = 0; i < 2; ++i)
       if (g_installed[i] && ::sigaction(kSignals[i], &g_previous[i], nullptr) == 0)
