@@ -23,6 +23,56 @@ AttentionShape attention_shape(const LayerContext& ctx, int64_t layer, const Dim
           d.KV,         d.hd,       ctx.cfg.is_global(layer) ? 0 : ctx.cfg.sliding_window};
 }
 
+// dq (released) rotated back and through the per-head q norm: the gradient of the raw q
+// projection [T, H*hd].
+Tensor q_norm_backward(const LayerContext& ctx, const Dims& d, const LayerWeights& w,
+                       const LayerWeights& g, const AttentionActs& a, const Tensor& rope,
+                       Tensor& dq) {
+  ctx.be.rope({.x = dq, .table = rope, .inverse = true});
+  Tensor dq_raw = ctx.work({d.T, d.H * d.hd});
+  ctx.be.rmsnorm_backward({.dx = dq_raw,
+                           .dw = g.q_norm,
+                           .dy = dq,
+                           .x = a.q_raw.view(dq.shape()),
+                           .w = w.q_norm,
+                           .rstd = a.rstd_q,
+                           .out_scale = 1.0,
+                           .accumulate_dx = false});
+  dq = Tensor();
+  return dq_raw;
+}
+
+// The q projection's weight gradient and its part of da (added to the k/v part when da holds
+// one, written otherwise), then the input norm: dx += RMSNorm backward of da.
+void q_proj_and_input_backward(const LayerContext& ctx, const Dims& d, const LayerWeights& w,
+                               const LayerWeights& g, const Tensor& x, const AttentionActs& a,
+                               Tensor& dq_raw, Tensor da, const Tensor& dx) {
+  Backend& be = ctx.be;
+  be.matmul({.c = g.q_proj,
+             .a = dq_raw,
+             .trans_a = true,
+             .b = a.normed,
+             .trans_b = false,
+             .accumulate = true});
+  const bool add_to_kv = da.defined();
+  if (!add_to_kv) da = ctx.work({d.T, d.D});
+  be.matmul({.c = da,
+             .a = dq_raw,
+             .trans_a = false,
+             .b = w.q_proj,
+             .trans_b = false,
+             .accumulate = add_to_kv});
+  dq_raw = Tensor();
+  be.rmsnorm_backward({.dx = dx,
+                       .dw = g.input_norm,
+                       .dy = da,
+                       .x = x,
+                       .w = w.input_norm,
+                       .rstd = a.rstd_in,
+                       .out_scale = 1.0,
+                       .accumulate_dx = true});
+}
+
 }  // namespace
 
 void attention_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
@@ -203,39 +253,8 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
       }
       *from = Tensor();
     }
-    be.rope({.x = dq, .table = rope, .inverse = true});
-    Tensor dq_raw = ctx.work({d.T, d.H * d.hd});
-    be.rmsnorm_backward({.dx = dq_raw,
-                         .dw = g.q_norm,
-                         .dy = dq,
-                         .x = a.q_raw.view(dq.shape()),
-                         .w = w.q_norm,
-                         .rstd = a.rstd_q,
-                         .out_scale = 1.0,
-                         .accumulate_dx = false});
-    dq = Tensor();
-    be.matmul({.c = g.q_proj,
-               .a = dq_raw,
-               .trans_a = true,
-               .b = a.normed,
-               .trans_b = false,
-               .accumulate = true});
-    Tensor da = ctx.work({d.T, d.D});
-    be.matmul({.c = da,
-               .a = dq_raw,
-               .trans_a = false,
-               .b = w.q_proj,
-               .trans_b = false,
-               .accumulate = false});
-    dq_raw = Tensor();
-    be.rmsnorm_backward({.dx = dx,
-                         .dw = g.input_norm,
-                         .dy = da,
-                         .x = x,
-                         .w = w.input_norm,
-                         .rstd = a.rstd_in,
-                         .out_scale = 1.0,
-                         .accumulate_dx = true});
+    Tensor dq_raw = q_norm_backward(ctx, d, w, g, a, rope, dq);
+    q_proj_and_input_backward(ctx, d, w, g, x, a, dq_raw, Tensor(), dx);
     return;
   }
   if (ctx.donor_kv && ctx.donor_kv->k[size_t(layer)].defined()) {  // a donor: add the readers'
@@ -247,18 +266,8 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
   }
 
   // RoPE backward rotates back; then the per-head norms.
-  be.rope({.x = dq, .table = rope, .inverse = true});
+  Tensor dq_raw = q_norm_backward(ctx, d, w, g, a, rope, dq);
   be.rope({.x = dk, .table = rope, .inverse = true});
-  Tensor dq_raw = ctx.work({d.T, d.H * d.hd});
-  be.rmsnorm_backward({.dx = dq_raw,
-                       .dw = g.q_norm,
-                       .dy = dq,
-                       .x = a.q_raw.view(dq.shape()),
-                       .w = w.q_norm,
-                       .rstd = a.rstd_q,
-                       .out_scale = 1.0,
-                       .accumulate_dx = false});
-  dq = Tensor();
   Tensor dk_raw = ctx.work({d.T, d.KV * d.hd});
   be.rmsnorm_backward({.dx = dk_raw,
                        .dw = g.k_norm,
@@ -320,28 +329,7 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
              .trans_b = false,
              .accumulate = true});
   dk_raw = Tensor();
-  be.matmul({.c = g.q_proj,
-             .a = dq_raw,
-             .trans_a = true,
-             .b = a.normed,
-             .trans_b = false,
-             .accumulate = true});
-  be.matmul({.c = da,
-             .a = dq_raw,
-             .trans_a = false,
-             .b = w.q_proj,
-             .trans_b = false,
-             .accumulate = true});
-  dq_raw = Tensor();
-
-  be.rmsnorm_backward({.dx = dx,
-                       .dw = g.input_norm,
-                       .dy = da,
-                       .x = x,
-                       .w = w.input_norm,
-                       .rstd = a.rstd_in,
-                       .out_scale = 1.0,
-                       .accumulate_dx = true});
+  q_proj_and_input_backward(ctx, d, w, g, x, a, dq_raw, da, dx);
 }
 
 }  // namespace gemmax
