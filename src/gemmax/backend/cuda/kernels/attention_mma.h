@@ -108,25 +108,25 @@ struct AttentionForwardMmaKernel {
   using F = FlashForward<HD>;
   static constexpr int kMaxThreads = F::kThreads;
   template <class X>
-  GEMMAX_KFN void operator()(X& x, bf16s* o, float* lse, const bf16s* q, const bf16s* k,
-                             const bf16s* v, const int32_t* seg, AttnDims d, int hb) const {
+  GEMMAX_KFN void operator()(X& x, bf16* o, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                             const int32_t* seg, AttnDims d, int hb) const {
     constexpr int P = F::kParts, Bc = F::Bc, kNt = Bc / 8, kOt = 128 / 8;
     const FlashRows rows = FlashRows::of(x, d, F::R, hb);
     const int warp = x.tid() / kWarp, slice = warp / P, part = warp % P, l = x.lane();
-    bf16s* Qs = x.template smem<bf16s>();
-    bf16s* Ks = Qs + F::R * HD;
-    bf16s* Vs = Ks + Bc * HD;
+    bf16* Qs = x.template smem<bf16>();
+    bf16* Ks = Qs + F::R * HD;
+    bf16* Vs = Ks + Bc * HD;
     float* xs = reinterpret_cast<float*>(Vs + Bc * HD);
     int32_t* segk = reinterpret_cast<int32_t*>(xs + (P > 1 ? F::kWarps * 16 * F::kXs : 0));
     const int64_t b = rows.b, S = d.S;
-    auto q_row = [&](int r) -> const bf16s* {
+    auto q_row = [&](int r) -> const bf16* {
       const int64_t i = rows.pos(r);
       return i < S ? q + ((b * S + i) * d.H + rows.head(r)) * HD : nullptr;
     };
     load_tile_async(x, Qs, F::R, HD, q_row, 0, HD, q);
     x.cp_async_commit();
-    auto kv_row = [&](const bf16s* base, int64_t k0) {
-      return [=](int r) -> const bf16s* {
+    auto kv_row = [&](const bf16* base, int64_t k0) {
+      return [=](int r) -> const bf16* {
         return k0 + r < S ? base + ((b * S + k0 + r) * d.KV + rows.kvh) * HD : nullptr;
       };
     };
@@ -240,13 +240,13 @@ struct AttentionForwardMmaKernel {
     for (int e = 0; e < 2; ++e) {
       if (pos[e] >= S) continue;
       const int64_t h = rows.head(r_lo + 8 * e);
-      bf16s* orow = o + ((b * S + pos[e]) * d.H + h) * HD + part * 128;
+      bf16* orow = o + ((b * S + pos[e]) * d.H + h) * HD + part * 128;
       const float inv = lsum[e] > 0 ? 1.0f / lsum[e] : 0.0f;
       GEMMAX_UNROLL
       for (int nt = 0; nt < kOt; ++nt) {
         const int col = nt * 8 + 2 * (l & 3);
-        orow[col] = from_acc<bf16s>(acc[nt][2 * e] * inv);
-        orow[col + 1] = from_acc<bf16s>(acc[nt][2 * e + 1] * inv);
+        orow[col] = from_acc<bf16>(acc[nt][2 * e] * inv);
+        orow[col + 1] = from_acc<bf16>(acc[nt][2 * e + 1] * inv);
       }
       if (part == 0 && (l & 3) == 0)
         lse[(b * d.H + h) * S + pos[e]] = (m[e] + klog2(lsum[e])) * kLn2;
@@ -268,7 +268,7 @@ namespace gemmax::kern {
 struct AttentionDeltaKernel {
   static constexpr int kMaxThreads = 256;
   template <class X>
-  GEMMAX_KFN void operator()(X& x, float* delta, const bf16s* o, const bf16s* dout,
+  GEMMAX_KFN void operator()(X& x, float* delta, const bf16* o, const bf16* dout,
                              AttnDims d) const {
     const int warps = x.nthreads() / kWarp;
     const int64_t rows = d.B * d.H * d.S;
@@ -299,28 +299,28 @@ struct AttentionDqMmaKernel {
   using F = FlashDq<HD>;
   static constexpr int kMaxThreads = F::kThreads;
   template <class X>
-  GEMMAX_KFN void operator()(X& x, bf16s* dq, const bf16s* q, const bf16s* k, const bf16s* v,
-                             const bf16s* dout, const float* lse, const float* delta,
+  GEMMAX_KFN void operator()(X& x, bf16* dq, const bf16* q, const bf16* k, const bf16* v,
+                             const bf16* dout, const float* lse, const float* delta,
                              const int32_t* seg, AttnDims d, int hb) const {
     constexpr int P = F::kParts, Bc = F::Bc, kNt = Bc / 8, kOt = 128 / 8;
     const FlashRows rows = FlashRows::of(x, d, F::R, hb);
     const int warp = x.tid() / kWarp, slice = warp / P, part = warp % P, l = x.lane();
-    bf16s* Qs = x.template smem<bf16s>();
-    bf16s* Ds = Qs + F::R * HD;
-    bf16s* Ks = Ds + F::R * HD;
-    bf16s* Vs = Ks + Bc * HD;
+    bf16* Qs = x.template smem<bf16>();
+    bf16* Ds = Qs + F::R * HD;
+    bf16* Ks = Ds + F::R * HD;
+    bf16* Vs = Ks + Bc * HD;
     float* xs = reinterpret_cast<float*>(Vs + Bc * HD);  // [2][warps][16][kXs]: s, dp
     float* xp = xs + F::kWarps * 16 * F::kXs;
     int32_t* segk = reinterpret_cast<int32_t*>(xp + F::kWarps * 16 * F::kXs);
     const int64_t b = rows.b, S = d.S;
-    auto q_rows = [&](const bf16s* base) {
-      return [=](int r) -> const bf16s* {
+    auto q_rows = [&](const bf16* base) {
+      return [=](int r) -> const bf16* {
         const int64_t i = rows.pos(r);
         return i < S ? base + ((b * S + i) * d.H + rows.head(r)) * HD : nullptr;
       };
     };
-    auto kv_rows = [&](const bf16s* base, int64_t k0) {
-      return [=](int r) -> const bf16s* {
+    auto kv_rows = [&](const bf16* base, int64_t k0) {
+      return [=](int r) -> const bf16* {
         return k0 + r < S ? base + ((b * S + k0 + r) * d.KV + rows.kvh) * HD : nullptr;
       };
     };
@@ -420,12 +420,12 @@ struct AttentionDqMmaKernel {
     GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) {
       if (pos[e] >= S) continue;
-      bf16s* row = dq + ((b * S + pos[e]) * d.H + rows.head(r_lo + 8 * e)) * HD + part * 128;
+      bf16* row = dq + ((b * S + pos[e]) * d.H + rows.head(r_lo + 8 * e)) * HD + part * 128;
       GEMMAX_UNROLL
       for (int nt = 0; nt < kOt; ++nt) {
         const int col = nt * 8 + 2 * (l & 3);
-        row[col] = from_acc<bf16s>(acc[nt][2 * e]);
-        row[col + 1] = from_acc<bf16s>(acc[nt][2 * e + 1]);
+        row[col] = from_acc<bf16>(acc[nt][2 * e]);
+        row[col + 1] = from_acc<bf16>(acc[nt][2 * e + 1]);
       }
     }
   }
@@ -448,23 +448,23 @@ struct AttentionDkvMmaKernel {
   static constexpr int kMaxThreads = F::kThreads;
   // Grid (key tiles, KV, B).
   template <class X>
-  GEMMAX_KFN void operator()(X& x, bf16s* dk, bf16s* dv, const bf16s* q, const bf16s* k,
-                             const bf16s* v, const bf16s* dout, const float* lse,
-                             const float* delta, const int32_t* seg, AttnDims d) const {
+  GEMMAX_KFN void operator()(X& x, bf16* dk, bf16* dv, const bf16* q, const bf16* k, const bf16* v,
+                             const bf16* dout, const float* lse, const float* delta,
+                             const int32_t* seg, AttnDims d) const {
     constexpr int P = F::kParts, Rq = F::Rq, kNt = Rq / 8, kOt = 64 / 8;
     const int warp = x.tid() / kWarp, kslice = warp / P, part = warp % P, l = x.lane();
     const int64_t b = x.bz(), kvh = x.by(), k0 = int64_t(x.bx()) * F::Bk, S = d.S;
-    bf16s* Ks = x.template smem<bf16s>();
-    bf16s* Vs = Ks + F::Bk * HD;
-    bf16s* Qs = Vs + F::Bk * HD;
-    bf16s* Ds = Qs + Rq * HD;
+    bf16* Ks = x.template smem<bf16>();
+    bf16* Vs = Ks + F::Bk * HD;
+    bf16* Qs = Vs + F::Bk * HD;
+    bf16* Ds = Qs + Rq * HD;
     float* xs = reinterpret_cast<float*>(Ds + Rq * HD);
     float* xp = xs + F::kWarps * 16 * F::kXs;
     float* lse_q = xp + F::kWarps * 16 * F::kXs;  // per query row of the tile, base 2
     float* delta_q = lse_q + Rq;
     int32_t* seg_q = reinterpret_cast<int32_t*>(delta_q + Rq);
-    auto kv_rows = [&](const bf16s* base) {
-      return [=](int r) -> const bf16s* {
+    auto kv_rows = [&](const bf16* base) {
+      return [=](int r) -> const bf16* {
         return k0 + r < S ? base + ((b * S + k0 + r) * d.KV + kvh) * HD : nullptr;
       };
     };
@@ -483,8 +483,8 @@ struct AttentionDkvMmaKernel {
     const int64_t q_last = last_visible_query(kmin(S, k0 + F::Bk) - 1, S, d.window);
     for (int64_t h = kvh * d.group(); h < (kvh + 1) * d.group(); ++h)
       for (int64_t q0 = k0 / Rq * Rq; q0 <= q_last; q0 += Rq) {
-        auto q_rows = [&](const bf16s* base) {
-          return [=](int r) -> const bf16s* {
+        auto q_rows = [&](const bf16* base) {
+          return [=](int r) -> const bf16* {
             return q0 + r < S ? base + ((b * S + q0 + r) * d.H + h) * HD : nullptr;
           };
         };
@@ -564,10 +564,10 @@ struct AttentionDkvMmaKernel {
       GEMMAX_UNROLL
       for (int nt = 0; nt < kOt; ++nt) {
         const int col = nt * 8 + 2 * (l & 3);
-        dk[at + col] = from_acc<bf16s>(acc_k[nt][2 * e]);
-        dk[at + col + 1] = from_acc<bf16s>(acc_k[nt][2 * e + 1]);
-        dv[at + col] = from_acc<bf16s>(acc_v[nt][2 * e]);
-        dv[at + col + 1] = from_acc<bf16s>(acc_v[nt][2 * e + 1]);
+        dk[at + col] = from_acc<bf16>(acc_k[nt][2 * e]);
+        dk[at + col + 1] = from_acc<bf16>(acc_k[nt][2 * e + 1]);
+        dv[at + col] = from_acc<bf16>(acc_v[nt][2 * e]);
+        dv[at + col + 1] = from_acc<bf16>(acc_v[nt][2 * e + 1]);
       }
     }
   }

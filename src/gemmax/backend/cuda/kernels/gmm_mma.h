@@ -24,17 +24,17 @@ struct GmmMma {
 };
 
 struct GmmMmaSmem {
-  bf16s* tiles;  // stage s: A at tiles + 2 s kTileElems, B after it
+  bf16* tiles;  // stage s: A at tiles + 2 s kTileElems, B after it
   int32_t* rows_a;
   int32_t* rows_b;
   template <class X>
   GEMMAX_KFN static GmmMmaSmem of(X& x) {
-    bf16s* t = x.template smem<bf16s>();
+    bf16* t = x.template smem<bf16>();
     int32_t* r = reinterpret_cast<int32_t*>(t + GmmMma::kStages * 2 * GmmMma::kTileElems);
     return {t, r, r + GmmMma::BM};
   }
-  GEMMAX_HD bf16s* a(int stage) const { return tiles + 2 * stage * GmmMma::kTileElems; }
-  GEMMAX_HD bf16s* b(int stage) const { return a(stage) + GmmMma::kTileElems; }
+  GEMMAX_HD bf16* a(int stage) const { return tiles + 2 * stage * GmmMma::kTileElems; }
+  GEMMAX_HD bf16* b(int stage) const { return a(stage) + GmmMma::kTileElems; }
 };
 
 // The pipelined main loop over `slices` reduction slices: load(stage, slice) issues the copies
@@ -56,8 +56,8 @@ GEMMAX_KFN void gmm_mma_mainloop(X& x, const GmmMmaSmem& s, int64_t slices, Load
     const int64_t next = kt + M::kStages - 1;
     if (next < slices) load(int(next % M::kStages), next);
     x.cp_async_commit();
-    const bf16s* As = s.a(int(kt % M::kStages));
-    const bf16s* Bs = s.b(int(kt % M::kStages));
+    const bf16* As = s.a(int(kt % M::kStages));
+    const bf16* Bs = s.b(int(kt % M::kStages));
     GEMMAX_UNROLL
     for (int kk = 0; kk < M::BK; kk += 16) {
       uint32_t af[M::kMt][4], bf[M::kNt][2];
@@ -97,7 +97,7 @@ GEMMAX_KFN void gmm_mma_epilogue(X& x, float (&acc)[GmmMma::kMt][GmmMma::kNt][4]
 
 // Both bfloat16 of a pair in one 32-bit access (the pair is 4-byte aligned: even columns, row
 // lengths multiples of 8).
-GEMMAX_HD void store_pair(bf16s* p, float v0, float v1, bool accumulate) {
+GEMMAX_HD void store_pair(bf16* p, float v0, float v1, bool accumulate) {
 #ifdef __CUDA_ARCH__
   uint32_t* w = reinterpret_cast<uint32_t*>(p);
   const uint32_t old = accumulate ? *w : 0u;
@@ -137,7 +137,7 @@ GEMMAX_KFN void gmm_block_rows(X& x, const GmmMmaSmem& s, const GmmArgs& a, int6
 struct GmmForwardMmaKernel {
   static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
   template <class X>
-  GEMMAX_KFN void operator()(X& x, bf16s* out, const bf16s* lhs, const bf16s* w, GmmArgs a) const {
+  GEMMAX_KFN void operator()(X& x, bf16* out, const bf16* lhs, const bf16* w, GmmArgs a) const {
     using M = GmmMma;
     const GmmMmaSmem s = GmmMmaSmem::of(x);
     const GroupTiles gt = device_group_tiles(a);
@@ -146,7 +146,7 @@ struct GmmForwardMmaKernel {
     gmm_block_rows(x, s, a, row0, rows, a.in_map, a.in_rows, a.out_map, a.out_rows);
     x.sync();
     const int64_t j0 = int64_t(x.bx()) * M::BN;
-    const bf16s* wg = w + (g * a.N + a.w0) * a.k;
+    const bf16* wg = w + (g * a.N + a.w0) * a.k;
     float acc[M::kMt][M::kNt][4] = {};
     gmm_mma_mainloop<false, false>(
         x, s, ceil_div(a.k, M::BK),
@@ -154,13 +154,13 @@ struct GmmForwardMmaKernel {
           const int64_t k0 = kt * M::BK;
           load_tile_async(
               x, s.a(st), M::BM, M::BK,
-              [&](int r) -> const bf16s* {
+              [&](int r) -> const bf16* {
                 return s.rows_a[r] >= 0 ? lhs + int64_t(s.rows_a[r]) * a.k : nullptr;
               },
               k0, a.k, lhs);
           load_tile_async(
               x, s.b(st), M::BN, M::BK,
-              [&](int r) -> const bf16s* { return j0 + r < a.n ? wg + (j0 + r) * a.k : nullptr; },
+              [&](int r) -> const bf16* { return j0 + r < a.n ? wg + (j0 + r) * a.k : nullptr; },
               k0, a.k, lhs);
         },
         acc);
@@ -176,8 +176,7 @@ struct GmmForwardMmaKernel {
 struct GmmDlhsMmaKernel {
   static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
   template <class X>
-  GEMMAX_KFN void operator()(X& x, bf16s* dlhs, const bf16s* dout, const bf16s* w,
-                             GmmArgs a) const {
+  GEMMAX_KFN void operator()(X& x, bf16* dlhs, const bf16* dout, const bf16* w, GmmArgs a) const {
     using M = GmmMma;
     const GmmMmaSmem s = GmmMmaSmem::of(x);
     const GroupTiles gt = device_group_tiles(a);
@@ -186,7 +185,7 @@ struct GmmDlhsMmaKernel {
     gmm_block_rows(x, s, a, row0, rows, a.out_map, a.out_rows, a.in_map, a.in_rows);
     x.sync();
     const int64_t c0 = int64_t(x.bx()) * M::BN;
-    const bf16s* wg = w + (g * a.N + a.w0) * a.k;
+    const bf16* wg = w + (g * a.N + a.w0) * a.k;
     float acc[M::kMt][M::kNt][4] = {};
     gmm_mma_mainloop<false, true>(
         x, s, ceil_div(a.n, M::BK),
@@ -194,13 +193,13 @@ struct GmmDlhsMmaKernel {
           const int64_t j0 = kt * M::BK;
           load_tile_async(
               x, s.a(st), M::BM, M::BK,
-              [&](int r) -> const bf16s* {
+              [&](int r) -> const bf16* {
                 return s.rows_a[r] >= 0 ? dout + int64_t(s.rows_a[r]) * a.n : nullptr;
               },
               j0, a.n, dout);
           load_tile_async(
               x, s.b(st), M::BK, M::BN,
-              [&](int r) -> const bf16s* { return j0 + r < a.n ? wg + (j0 + r) * a.k : nullptr; },
+              [&](int r) -> const bf16* { return j0 + r < a.n ? wg + (j0 + r) * a.k : nullptr; },
               c0, a.k, dout);
         },
         acc);
@@ -217,7 +216,7 @@ struct GmmDlhsMmaKernel {
 struct GmmDrhsMmaKernel {
   static constexpr int kMaxThreads = GmmMma::kThreads, kMinBlocks = 2;
   template <class X, class TC>
-  GEMMAX_KFN void operator()(X& x, TC* drhs, const bf16s* lhs, const bf16s* dout, GmmArgs a) const {
+  GEMMAX_KFN void operator()(X& x, TC* drhs, const bf16* lhs, const bf16* dout, GmmArgs a) const {
     using M = GmmMma;
     const GmmMmaSmem s = GmmMmaSmem::of(x);
     const GroupTiles gt = device_group_tiles(a);
@@ -232,7 +231,7 @@ struct GmmDrhsMmaKernel {
           const int64_t rb = r0 + kt * M::BK;
           load_tile_async(
               x, s.a(st), M::BK, M::BM,
-              [&](int r) -> const bf16s* {
+              [&](int r) -> const bf16* {
                 if (rb + r >= r1) return nullptr;
                 const int64_t row = mapped_row(x, a.out_map, rb + r, a.out_rows, a);
                 return row >= 0 ? dout + row * a.n : nullptr;
@@ -240,7 +239,7 @@ struct GmmDrhsMmaKernel {
               j0, a.n, dout);
           load_tile_async(
               x, s.b(st), M::BK, M::BN,
-              [&](int r) -> const bf16s* {
+              [&](int r) -> const bf16* {
                 if (rb + r >= r1) return nullptr;
                 const int64_t row = mapped_row(x, a.in_map, rb + r, a.in_rows, a);
                 return row >= 0 ? lhs + row * a.k : nullptr;

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "gemmax/base/dtype.h"
+
 #ifdef __CUDACC__
 #define GEMMAX_HD __host__ __device__ __forceinline__
 #define GEMMAX_KFN __device__ __forceinline__
@@ -39,39 +41,6 @@ namespace gemmax::kern {
 
 constexpr int kWarp = 32;
 
-// bfloat16 storage inside kernels: the bits of gemmax::bf16 (base/dtype.h), whose host-only
-// conversions kernels cannot call.
-struct bf16s {
-  uint16_t bits;
-};
-
-GEMMAX_HD float f32_from_bits(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
-GEMMAX_HD uint32_t bits_from_f32(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-
-// Round to nearest even, NaN kept quiet: the same rounding as gemmax::bf16(float).
-GEMMAX_HD uint16_t bf16_bits(float f) {
-  uint32_t u = bits_from_f32(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
 // Element access: every float type reads as its accumulation type (acc_t) and is written back
 // with one rounding.
 template <class E>
@@ -87,7 +56,7 @@ using acc_t = typename AccOf<E>::type;
 
 GEMMAX_HD float to_acc(float v) { return v; }
 GEMMAX_HD double to_acc(double v) { return v; }
-GEMMAX_HD float to_acc(bf16s v) { return f32_from_bits(uint32_t(v.bits) << 16); }
+GEMMAX_HD float to_acc(bf16 v) { return float(v); }
 
 template <class E>
 GEMMAX_HD E from_acc(float v);
@@ -100,26 +69,13 @@ GEMMAX_HD double from_acc<double>(float v) {
   return double(v);
 }
 template <>
-GEMMAX_HD bf16s from_acc<bf16s>(float v) {
-  return bf16s{bf16_bits(v)};
+GEMMAX_HD bf16 from_acc<bf16>(float v) {
+  return bf16(v);
 }
-// One rounding from fp64, also to bf16: the float in between is rounded to odd, which keeps what
-// the second rounding needs (as gemmax::bf16(double) does).
-GEMMAX_HD uint16_t bf16_bits(double d) {
-  const float f = float(d);
-  const uint32_t u = bits_from_f32(f);
-  const uint32_t fix = uint32_t(double(f) != d) & ~u & 1u;
-  const uint32_t up = uint32_t((d < 0 ? -d : d) > (f < 0 ? -double(f) : double(f)));
-  return bf16_bits(f32_from_bits(u + fix * (2 * up - 1)));
-}
+// One rounding from fp64, also to bf16 (bf16(double)).
 template <class E>
 GEMMAX_HD E from_double(double v) {
-  if constexpr (sizeof(E) == 8)
-    return E(v);
-  else if constexpr (sizeof(E) == 4)
-    return E(v);
-  else
-    return bf16s{bf16_bits(v)};
+  return E(v);
 }
 // Rounds v to E's precision and back: what a value is once stored in a tensor of E.
 template <class E>
@@ -129,10 +85,10 @@ GEMMAX_HD float round_to(float v) {
 
 // Two bf16 in one 32-bit register, the low half first (tensor-core operand order).
 GEMMAX_HD uint32_t pack_bf16(float lo, float hi) {
-  return uint32_t(bf16_bits(lo)) | (uint32_t(bf16_bits(hi)) << 16);
+  return uint32_t(bf16::round_bits(lo)) | (uint32_t(bf16::round_bits(hi)) << 16);
 }
-GEMMAX_HD float unpack_lo(uint32_t p) { return f32_from_bits(p << 16); }
-GEMMAX_HD float unpack_hi(uint32_t p) { return f32_from_bits(p & 0xffff0000u); }
+GEMMAX_HD float unpack_lo(uint32_t p) { return bf16::as_float(p << 16); }
+GEMMAX_HD float unpack_hi(uint32_t p) { return bf16::as_float(p & 0xffff0000u); }
 
 // ---- math: accurate versions on both sides (the fast approximations are chosen explicitly) ----
 #ifdef __CUDA_ARCH__

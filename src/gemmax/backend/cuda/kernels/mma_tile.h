@@ -22,7 +22,7 @@ GEMMAX_HD int swizzled(int row, int col, int cols) {
 // The A fragment of the 16 x 16 block at (m0, k0) of a tile stored [m][k] (k contiguous), or,
 // with trans, [k][m] (m contiguous).
 template <class X>
-GEMMAX_KFN void load_a_frag(X& x, const bf16s* tile, int cols, bool trans, int m0, int k0,
+GEMMAX_KFN void load_a_frag(X& x, const bf16* tile, int cols, bool trans, int m0, int k0,
                             uint32_t (&a)[4]) {
   const int l = x.lane();
   if (!trans) {
@@ -36,7 +36,7 @@ GEMMAX_KFN void load_a_frag(X& x, const bf16s* tile, int cols, bool trans, int m
 // The B fragments of two 8-column tiles, columns n0.. and n0 + 8.., rows k0..k0 + 15, of a tile
 // stored [n][k] (k contiguous), or, with trans, [k][n] (n contiguous).
 template <class X>
-GEMMAX_KFN void load_b_frags(X& x, const bf16s* tile, int cols, bool trans, int n0, int k0,
+GEMMAX_KFN void load_b_frags(X& x, const bf16* tile, int cols, bool trans, int n0, int k0,
                              uint32_t (&b0)[2], uint32_t (&b1)[2]) {
   const int l = x.lane();
   uint32_t r[4];
@@ -61,12 +61,12 @@ GEMMAX_HD int acc_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
 // gives the first element of row r's source (columns col0..), or null for a row of zeros;
 // columns at or past col_limit (a multiple of 8) are zeros too.
 template <class X, class RowSrc>
-GEMMAX_KFN void load_tile_async(X& x, bf16s* tile, int rows, int cols, RowSrc&& row_src,
-                                int64_t col0, int64_t col_limit, const bf16s* any_valid) {
+GEMMAX_KFN void load_tile_async(X& x, bf16* tile, int rows, int cols, RowSrc&& row_src,
+                                int64_t col0, int64_t col_limit, const bf16* any_valid) {
   const int chunks = cols / 8;
   for (int e = x.tid(); e < rows * chunks; e += x.nthreads()) {
     const int r = e / chunks, c = e % chunks;
-    const bf16s* src = row_src(r);
+    const bf16* src = row_src(r);
     const bool valid = src != nullptr && col0 + c * 8 < col_limit;
     x.cp_async16(tile + swizzled(r, c * 8, cols), valid ? src + col0 + c * 8 : any_valid, valid);
   }

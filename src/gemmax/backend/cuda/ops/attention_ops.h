@@ -27,7 +27,7 @@ inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Ten
 template <class E, class P>
 bool attention_mma_applies(P& p, const char* op, int64_t hd,
                            std::initializer_list<const Tensor*> operands) {
-  if constexpr (!std::is_same_v<E, bf16s>) {
+  if constexpr (!std::is_same_v<E, bf16>) {
     return false;
   } else {
     if (!p.fast_kernels()) {
@@ -71,8 +71,8 @@ void attention_forward_mma(P& p, const Tensor& o, const Tensor& lse, const Tenso
     l.threads = F::kThreads;
     l.smem = F::smem_bytes();
     p.template launch<kern::AttentionForwardMmaKernel<HD>>(
-        l, ptr<bf16s>(o), ptr<float>(lse), (const bf16s*)ptr<bf16s>(q), (const bf16s*)ptr<bf16s>(k),
-        (const bf16s*)ptr<bf16s>(v), (const int32_t*)ptr<int32_t>(seg), d, hb);
+        l, ptr<bf16>(o), ptr<float>(lse), (const bf16*)ptr<bf16>(q), (const bf16*)ptr<bf16>(k),
+        (const bf16*)ptr<bf16>(v), (const int32_t*)ptr<int32_t>(seg), d, hb);
   });
 }
 
@@ -113,8 +113,8 @@ bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tens
     return false;
   }
   float* delta = s.take<float>(d.B * d.H * d.S, "attention_backward's row dots");
-  const bf16s *pq = ptr<bf16s>(q), *pk = ptr<bf16s>(k), *pv = ptr<bf16s>(v);
-  const bf16s *po = ptr<bf16s>(o), *pdo = ptr<bf16s>(dout);
+  const bf16 *pq = ptr<bf16>(q), *pk = ptr<bf16>(k), *pv = ptr<bf16>(v);
+  const bf16 *po = ptr<bf16>(o), *pdo = ptr<bf16>(dout);
   const float* plse = ptr<float>(lse);
   const int32_t* pseg = ptr<int32_t>(seg);
   p.template launch<kern::AttentionDeltaKernel>(stride_launch(d.B * d.H * d.S * 32, 256, 16384),
@@ -128,15 +128,15 @@ bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tens
     l.gz = uint32_t(d.B);
     l.threads = Fq::kThreads;
     l.smem = Fq::smem_bytes();
-    p.template launch<kern::AttentionDqMmaKernel<HD>>(l, ptr<bf16s>(dq), pq, pk, pv, pdo, plse,
+    p.template launch<kern::AttentionDqMmaKernel<HD>>(l, ptr<bf16>(dq), pq, pk, pv, pdo, plse,
                                                       (const float*)delta, pseg, d, hb);
     using Fk = kern::FlashDkv<HD>;
     l.gx = uint32_t(kern::ceil_div(d.S, Fk::Bk));
     l.gy = uint32_t(d.KV);
     l.threads = Fk::kThreads;
     l.smem = Fk::smem_bytes();
-    p.template launch<kern::AttentionDkvMmaKernel<HD>>(l, ptr<bf16s>(dk), ptr<bf16s>(dv), pq, pk,
-                                                       pv, pdo, plse, (const float*)delta, pseg, d);
+    p.template launch<kern::AttentionDkvMmaKernel<HD>>(l, ptr<bf16>(dk), ptr<bf16>(dv), pq, pk, pv,
+                                                       pdo, plse, (const float*)delta, pseg, d);
   });
   return true;
 }

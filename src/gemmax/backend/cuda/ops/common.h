@@ -28,8 +28,6 @@
 
 namespace gemmax::cuda {
 
-using kern::bf16s;
-
 struct Launch {
   uint32_t gx = 1, gy = 1, gz = 1;
   int threads = 256;
@@ -93,7 +91,7 @@ template <class E>
 constexpr DType dtype_of_elem() {
   if constexpr (std::is_same_v<E, float>) return DType::F32;
   if constexpr (std::is_same_v<E, double>) return DType::F64;
-  if constexpr (std::is_same_v<E, bf16s>) return DType::BF16;
+  if constexpr (std::is_same_v<E, bf16>) return DType::BF16;
   if constexpr (std::is_same_v<E, int32_t>) return DType::I32;
 }
 
@@ -114,7 +112,7 @@ void dispatch_act(const Tensor& t, const char* op, F&& f) {
       f.template operator()<float>();
       return;
     case DType::BF16:
-      f.template operator()<bf16s>();
+      f.template operator()<bf16>();
       return;
     default:
       fail("cuda backend: ", op, " on ", t.str(),
@@ -129,7 +127,7 @@ void dispatch_any(const Tensor& t, const char* op, F&& f) {
       f.template operator()<float>();
       return;
     case DType::BF16:
-      f.template operator()<bf16s>();
+      f.template operator()<bf16>();
       return;
     case DType::F64:
       f.template operator()<double>();

@@ -68,7 +68,7 @@ kern::GmmArgs with_group_table(P& p, kern::GmmArgs a) {
 template <class E, class P>
 bool gmm_fast(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
               const kern::GmmArgs& a) {
-  if constexpr (!std::is_same_v<E, bf16s>) {
+  if constexpr (!std::is_same_v<E, bf16>) {
     return false;
   } else {
     if (!gmm_mma_applies(p, "gmm", a, {{"out", &out}, {"lhs", &lhs}, {"rhs", &rhs}}))
@@ -76,8 +76,8 @@ bool gmm_fast(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
     using M = kern::GmmMma;
     const Launch l = gmm_mma_launch(kern::ceil_div(a.n, M::BN),
                                     kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
-    p.template launch<kern::GmmForwardMmaKernel>(l, ptr<bf16s>(out), (const bf16s*)ptr<bf16s>(lhs),
-                                                 (const bf16s*)ptr<bf16s>(rhs),
+    p.template launch<kern::GmmForwardMmaKernel>(l, ptr<bf16>(out), (const bf16*)ptr<bf16>(lhs),
+                                                 (const bf16*)ptr<bf16>(rhs),
                                                  with_group_table(p, a));
     return true;
   }
@@ -86,7 +86,7 @@ bool gmm_fast(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
 template <class E, class P>
 bool gmm_dlhs_fast(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
                    const kern::GmmArgs& a) {
-  if constexpr (!std::is_same_v<E, bf16s>) {
+  if constexpr (!std::is_same_v<E, bf16>) {
     return false;
   } else {
     if (!gmm_mma_applies(p, "gmm_dlhs", a, {{"dlhs", &dlhs}, {"dout", &dout}, {"rhs", &rhs}}))
@@ -94,9 +94,8 @@ bool gmm_dlhs_fast(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& r
     using M = kern::GmmMma;
     const Launch l = gmm_mma_launch(kern::ceil_div(a.k, M::BN),
                                     kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
-    p.template launch<kern::GmmDlhsMmaKernel>(l, ptr<bf16s>(dlhs), (const bf16s*)ptr<bf16s>(dout),
-                                              (const bf16s*)ptr<bf16s>(rhs),
-                                              with_group_table(p, a));
+    p.template launch<kern::GmmDlhsMmaKernel>(l, ptr<bf16>(dlhs), (const bf16*)ptr<bf16>(dout),
+                                              (const bf16*)ptr<bf16>(rhs), with_group_table(p, a));
     return true;
   }
 }
@@ -104,16 +103,15 @@ bool gmm_dlhs_fast(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& r
 template <class E, class TC, class P>
 bool gmm_drhs_fast(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
                    const kern::GmmArgs& a) {
-  if constexpr (!std::is_same_v<E, bf16s> || std::is_same_v<TC, double>) {
+  if constexpr (!std::is_same_v<E, bf16> || std::is_same_v<TC, double>) {
     return false;
   } else {
     if (!gmm_mma_applies(p, "gmm_drhs", a, {{"lhs", &lhs}, {"dout", &dout}})) return false;
     using M = kern::GmmMma;
     const Launch l =
         gmm_mma_launch(kern::ceil_div(a.k, M::BN), kern::ceil_div(a.n, M::BM), a.G);
-    p.template launch<kern::GmmDrhsMmaKernel>(l, ptr<TC>(drhs), (const bf16s*)ptr<bf16s>(lhs),
-                                              (const bf16s*)ptr<bf16s>(dout),
-                                              with_group_table(p, a));
+    p.template launch<kern::GmmDrhsMmaKernel>(l, ptr<TC>(drhs), (const bf16*)ptr<bf16>(lhs),
+                                              (const bf16*)ptr<bf16>(dout), with_group_table(p, a));
     return true;
   }
 }
