@@ -447,7 +447,7 @@ void CpuBackend::do_attention_forward(const AttentionForwardArgs& args) {
   if (is_wide(q)) return reference_.do_attention_forward(args);
   check(lse);
   const Geometry g(shape);
-  dispatch(q, [&]<class T>() {
+  dispatch<float, bf16>(q, "attention_forward", [&]<class T>() {
     forward<T>(isa_, g, q.data<T>(), k.data<T>(), v.data<T>(), segment_ids.data<int32_t>(),
                o.data<T>(), lse.data<float>(), attention_scratch_, attention_scratch_bytes_);
   });
@@ -458,7 +458,7 @@ void CpuBackend::do_attention_backward(const AttentionBackwardArgs& args) {
   if (is_wide(q)) return reference_.do_attention_backward(args);
   check(lse);
   const Geometry g(shape);
-  dispatch(q, [&]<class T>() {
+  dispatch<float, bf16>(q, "attention_backward", [&]<class T>() {
     backward<T>(isa_, g, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), dout.data<T>(),
                 lse.data<float>(), segment_ids.data<int32_t>(), dq.data<T>(), dk.data<T>(),
                 dv.data<T>(), attention_scratch_, attention_scratch_bytes_);

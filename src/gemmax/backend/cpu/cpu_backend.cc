@@ -142,7 +142,7 @@ void CpuBackend::do_fill(const FillArgs& args) {
       std::memset(p + c * 65536, 0, std::min<size_t>(65536, bytes - size_t(c) * 65536));
     return;
   }
-  dispatch(x, [&]<class T>() {
+  dispatch<float, bf16>(x, "fill", [&]<class T>() {
     T* p = x.data<T>();
     const T v = from_f32<T>(float(value));
 #pragma omp parallel for simd if (n > kParallelMin)
@@ -165,7 +165,7 @@ void CpuBackend::do_copy(const CopyArgs& args) {
   if (!is_fast(dst) || !is_fast(src)) return reference_.do_copy(args);
   // fp32 <-> bf16 (a layer's fp32 weights to their bf16 compute copy): one rounding.
   const bool avx512 = wide_vectors(isa_);
-  dispatch2(dst, src, [&]<class D, class S>() {
+  dispatch2<float, bf16>(dst, src, "copy", [&]<class D, class S>() {
     D* d = dst.data<D>();
     const S* s = src.data<S>();
 #pragma omp parallel for if (n > kParallelMin)
@@ -182,7 +182,7 @@ void CpuBackend::do_copy(const CopyArgs& args) {
 void CpuBackend::do_add(const AddArgs& args) {
   const auto& [out, a, b] = args;
   if (is_wide(out)) return reference_.do_add(args);
-  dispatch(out, [&]<class T>() {
+  dispatch<float, bf16>(out, "add", [&]<class T>() {
     T* o = out.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
     const int64_t n = out.numel();
@@ -194,7 +194,7 @@ void CpuBackend::do_add(const AddArgs& args) {
 void CpuBackend::do_axpy(const AxpyArgs& args) {
   const auto& [y, alpha, x] = args;
   if (is_wide(y)) return reference_.do_axpy(args);
-  dispatch(y, [&]<class T>() {
+  dispatch<float, bf16>(y, "axpy", [&]<class T>() {
     T* py = y.data<T>();
     const T* px = x.data<T>();
     const float a = float(alpha);
@@ -207,7 +207,7 @@ void CpuBackend::do_axpy(const AxpyArgs& args) {
 void CpuBackend::do_scale(const ScaleArgs& args) {
   const auto& [x, alpha] = args;
   if (is_wide(x)) return reference_.do_scale(args);
-  dispatch(x, [&]<class T>() {
+  dispatch<float, bf16>(x, "scale", [&]<class T>() {
     T* p = x.data<T>();
     const float a = float(alpha);
     const int64_t n = x.numel();
@@ -219,7 +219,7 @@ void CpuBackend::do_scale(const ScaleArgs& args) {
 void CpuBackend::do_sum_squares(const SumSquaresArgs& args) {
   const auto& [sum, x] = args;
   if (is_wide(x)) return reference_.do_sum_squares(args);
-  dispatch(x, [&]<class T>() {
+  dispatch<float, bf16>(x, "sum_squares", [&]<class T>() {
     const T* p = x.data<T>();
     add_to_scalar(sum, ordered_sum(x.numel(), [p](int64_t b, int64_t e) {
                     return sum_of_squares(p + b, e - b);
@@ -231,7 +231,7 @@ void CpuBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
   const auto& [y, a, b, s] = args;
   if (is_wide(y)) return reference_.do_scaled_sum_forward(args);
   const float scale = float(get_as_double(s, 0));
-  dispatch(y, [&]<class T>() {
+  dispatch<float, bf16>(y, "scaled_sum_forward", [&]<class T>() {
     T* o = y.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
     const int64_t n = y.numel();
@@ -247,7 +247,7 @@ void CpuBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args) {
   const auto& [dab, ds, dy, a, b, s] = args;
   if (is_wide(dy)) return reference_.do_scaled_sum_backward(args);
   const float scale = float(get_as_double(s, 0));
-  dispatch(dy, [&]<class T>() {
+  dispatch<float, bf16>(dy, "scaled_sum_backward", [&]<class T>() {
     const T *pd = dy.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
     T* o = dab.data<T>();
     const double dsum = ordered_sum(dy.numel(), [=](int64_t lo, int64_t hi) {
@@ -265,7 +265,7 @@ void CpuBackend::do_transpose_groups(const TransposeGroupsArgs& args) {
                "transpose_groups: ", in.str(), " into ", out.str());
   const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2), tile = 32;
   // In 32 x 32 tiles, so that both sides stay in cache (the seed Part 3 "off" path).
-  dispatch(in, [&]<class T>() {
+  dispatch<float, bf16>(in, "transpose_groups", [&]<class T>() {
     const T* pi = in.data<T>();
     T* po = out.data<T>();
 #pragma omp parallel for collapse(2)
@@ -289,7 +289,7 @@ void CpuBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
   for (int64_t t = 0; t < n; ++t)
     GEMMAX_CHECK(tok[t] >= 0 && tok[t] < vocab, "token id ", tok[t], " at position ", t,
                  " is outside the vocabulary [0, ", vocab, ")");
-  dispatch2(x, table, [&]<class T, class W>() {
+  dispatch2<float, bf16>(x, table, "embedding_forward", [&]<class T, class W>() {
     const W* tab = table.data<W>();
     T* out = x.data<T>();
     const float s = float(scale);
@@ -308,7 +308,7 @@ void CpuBackend::do_embedding_backward(const EmbeddingBackwardArgs& args) {
   if (is_wide(dtable) || is_wide(dx)) return reference_.do_embedding_backward(args);
   const int64_t n = tokens.numel(), d = dtable.dim(1);
   const int32_t* tok = tokens.data<int32_t>();
-  dispatch2(dtable, dx, [&]<class W, class T>() {
+  dispatch2<float, bf16>(dtable, dx, "embedding_backward", [&]<class W, class T>() {
     W* dt = dtable.data<W>();
     const T* g = dx.data<T>();
     const float s = float(scale);

@@ -1,9 +1,10 @@
-// Helpers shared by the cpu backend's kernels: dtype dispatch, checks, fixed-order reductions.
+// Helpers shared by the cpu backend's kernels: checks, fixed-order reductions.
 #pragma once
 
 #include <algorithm>
 #include <vector>
 
+#include "gemmax/base/dtype_dispatch.h"
 #include "gemmax/base/error.h"
 #include "gemmax/base/tensor.h"
 
@@ -12,26 +13,6 @@ namespace gemmax::cpu {
 // float64 tensors run on the reference loops; the fast kernels take bf16 and fp32.
 inline bool is_wide(const Tensor& t) { return t.defined() && t.dtype() == DType::F64; }
 inline bool is_fast(const Tensor& t) { return t.dtype() == DType::F32 || t.dtype() == DType::BF16; }
-
-// Calls f.template operator()<T>() with T the element type of a bf16 or fp32 tensor.
-template <class F>
-void dispatch(const Tensor& t, F&& f) {
-  switch (t.dtype()) {
-    case DType::F32:
-      f.template operator()<float>();
-      return;
-    case DType::BF16:
-      f.template operator()<bf16>();
-      return;
-    default:
-      fail("cpu backend: ", t.str(), " is not supported here; use bfloat16 or float32");
-  }
-}
-
-template <class F>
-void dispatch2(const Tensor& a, const Tensor& b, F&& f) {
-  dispatch(a, [&]<class A>() { dispatch(b, [&]<class B>() { f.template operator()<A, B>(); }); });
-}
 
 inline void check_same(const Tensor& a, const Tensor& b, const char* what) {
   GEMMAX_CHECK(a.dtype() == b.dtype() && a.numel() == b.numel(), what, ": ", a.str(), " vs ",

@@ -79,7 +79,7 @@ void CpuBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args) {
   std::vector<double> row_loss(static_cast<size_t>(C), 0.0);
   const float fcap = float(std::max(cap, 0.0)), inv_cap = cap > 0 ? float(1.0 / cap) : 0.0f;
   const bool avx512 = wide_vectors(isa_);
-  dispatch(logits, [&]<class T>() {
+  dispatch<float, bf16>(logits, "softcap_cross_entropy", [&]<class T>() {
     T* pl = logits.data<T>();
 #pragma omp parallel for if (C * V > (1 << 16))
     for (int64_t r = 0; r < C; ++r) {

@@ -72,7 +72,7 @@ void CpuBackend::do_geglu_forward(const GegluForwardArgs& args) {
   if (is_wide(a)) return reference_.do_geglu_forward(args);
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
   const bool avx512 = wide_vectors(isa_);
-  dispatch(a, [&]<class T>() {
+  dispatch<float, bf16>(a, "geglu_forward", [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;
     T* pa = a.data<T>();
@@ -92,7 +92,7 @@ void CpuBackend::do_geglu_backward(const GegluBackwardArgs& args) {
   if (is_wide(da)) return reference_.do_geglu_backward(args);
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
   const bool avx512 = wide_vectors(isa_);
-  dispatch(da, [&]<class T>() {
+  dispatch<float, bf16>(da, "geglu_backward", [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;
     const T* pda = da.data<T>();
@@ -126,7 +126,7 @@ void CpuBackend::do_router_forward(const RouterForwardArgs& args) {
   int32_t* pidx = idx.data<int32_t>();
   float* pp = probs.data<float>();
   float* pw = weights.data<float>();
-  dispatch(logits, [&]<class T>() {
+  dispatch<float, bf16>(logits, "router_forward", [&]<class T>() {
     const T* pl = logits.data<T>();
 #pragma omp parallel
     {
@@ -192,7 +192,7 @@ void CpuBackend::do_router_backward(const RouterBackwardArgs& args) {
   }
   for (int64_t e = 0; e < E; ++e)
     set_from_double(dper_expert_scale, e, get_as_double(dper_expert_scale, e) + des[size_t(e)]);
-  dispatch(dlogits, [&]<class T>() {
+  dispatch<float, bf16>(dlogits, "router_backward", [&]<class T>() {
     T* pdl = dlogits.data<T>();
 #pragma omp parallel
     {
@@ -281,7 +281,7 @@ void CpuBackend::do_permute_backward(const PermuteBackwardArgs& args) {
   if (is_wide(dx)) return reference_.do_permute_backward(args);
   const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
-  dispatch(dx, [&]<class T>() {
+  dispatch<float, bf16>(dx, "permute_backward", [&]<class T>() {
     const T* g = dxs.data<T>();
     T* out = dx.data<T>();
 #pragma omp parallel
@@ -310,7 +310,7 @@ void CpuBackend::do_combine_forward(const CombineForwardArgs& args) {
   const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   const float* pw = weights.data<float>();
-  dispatch(m, [&]<class T>() {
+  dispatch<float, bf16>(m, "combine_forward", [&]<class T>() {
     const T* py = y.data<T>();
     T* pm = m.data<T>();
 #pragma omp parallel
@@ -340,7 +340,7 @@ void CpuBackend::do_combine_backward(const CombineBackwardArgs& args) {
   const int32_t* po = order.defined() ? order.data<int32_t>() : nullptr;
   const float* pw = weights.data<float>();
   float* pdw = dweights.data<float>();
-  dispatch(dm, [&]<class T>() {
+  dispatch<float, bf16>(dm, "combine_backward", [&]<class T>() {
     const T *pdm = dm.data<T>(), *py = y.data<T>();
     T* pdy = dy.data<T>();
 #pragma omp parallel for if (rows > kParallelRows)

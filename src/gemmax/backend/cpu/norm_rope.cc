@@ -110,7 +110,7 @@ void CpuBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args) {
       "rmsnorm_forward: residual ", residual.str(), " for y ", y.str());
   const std::vector<float> ws = scale_row(w, n, out_scale);
   const bool avx512 = wide_vectors(isa_);
-  dispatch(x, [&]<class T>() {
+  dispatch<float, bf16>(x, "rmsnorm_forward", [&]<class T>() {
     const T* px = x.data<T>();
     const T* pres = residual.defined() ? residual.data<T>() : nullptr;
     T* py = y.data<T>();
@@ -140,7 +140,7 @@ void CpuBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args) {
   const bool avx512 = wide_vectors(isa_);
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   std::vector<float> partial(dw.defined() ? size_t(blocks * n) : 0, 0.0f);
-  dispatch(x, [&]<class T>() {
+  dispatch<float, bf16>(x, "rmsnorm_backward", [&]<class T>() {
     const T *px = x.data<T>(), *pdy = dy.data<T>();
     const float* pr = rstd.data<float>();
     T* pdx = dx.data<T>();
@@ -197,7 +197,7 @@ void CpuBackend::do_rope(const RopeArgs& args) {
   const float sign = inverse ? -1.0f : 1.0f;
   const float* tab = table.data<float>();
   const bool avx512 = wide_vectors(isa_);
-  dispatch(x, [&]<class T>() {
+  dispatch<float, bf16>(x, "rope", [&]<class T>() {
     T* px = x.data<T>();
 #pragma omp parallel for if (x.numel() > (1 << 15))
     for (int64_t t = 0; t < T_; ++t)

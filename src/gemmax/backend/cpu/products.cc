@@ -85,7 +85,7 @@ void CpuBackend::do_matmul(const MatmulArgs& args) {
   const int64_t N = trans_b ? b.dim(0) : b.dim(1);
   if (trans_a && c.dtype() == DType::BF16 && K > 8192)  // long reductions into bf16: rare
     return reference_.do_matmul(args);
-  dispatch2(a, c, [&]<class T, class TC>() {
+  dispatch2<float, bf16>(a, c, "matmul", [&]<class T, class TC>() {
     if (trans_a) {  // c [M, N] = a^T b: a [K, M], b [K, N] by rows, reduced over K
       gemm_tn<T, TC>(isa_, M, N, K, Rows<const T>{a.data<T>(), M}, Rows<const T>{b.data<T>(), N},
                      c.data<TC>(), N, accumulate, gemm_);
@@ -104,7 +104,7 @@ void CpuBackend::do_gmm(const GmmArgs& args) {
   const auto [w0, n] = window(rows, N);
   check_map(rows.in, m, lhs.dim(0), "gmm lhs");
   check_map(rows.out, m, m, "gmm out");
-  dispatch(out, [&]<class T>() {
+  dispatch<float, bf16>(out, "gmm", [&]<class T>() {
     const T *pl = lhs.data<T>(), *pr = rhs.data<T>();
     T* po = out.data<T>();
     auto args = [&](const Group& g) {
@@ -133,7 +133,7 @@ void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
   const auto [w0, n] = window(rows, N);
   check_map(rows.in, m, m, "gmm_dlhs dlhs");
   check_map(rows.out, m, dout.dim(0), "gmm_dlhs dout");
-  dispatch(dlhs, [&]<class T>() {
+  dispatch<float, bf16>(dlhs, "gmm_dlhs", [&]<class T>() {
     // dlhs = dout . W_g, W_g [n, k] read in place (its rows are the reduction).
     const T *pd = dout.data<T>(), *pr = rhs.data<T>();
     T* pl = dlhs.data<T>();
@@ -168,7 +168,7 @@ void CpuBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
                drhs.str());
   check_map(rows.in, m, lhs.dim(0), "gmm_drhs lhs");
   check_map(rows.out, m, dout.dim(0), "gmm_drhs dout");
-  dispatch(lhs, [&]<class T>() {
+  dispatch<float, bf16>(lhs, "gmm_drhs", [&]<class T>() {
     // drhs[g][w0 + j][c] += sum over the group's rows of dout[r][j] lhs[r][c]
     const T *pd = dout.data<T>(), *pl = lhs.data<T>();
     float* pw = drhs.data<float>();

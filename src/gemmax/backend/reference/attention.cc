@@ -25,7 +25,7 @@ void ReferenceBackend::do_attention_forward(const AttentionForwardArgs& args) {
   const int64_t S = s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   const int64_t group = H / KV;
   const int32_t* seg = segment_ids.data<int32_t>();
-  ref::dispatch_float(q, [&]<class T>() {
+  dispatch<float, bf16, double>(q, "attention_forward", [&]<class T>() {
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
     T* po = o.data<T>();
     auto* plse = lse.data<ref::stat_t<T>>();
@@ -75,7 +75,7 @@ void ReferenceBackend::do_attention_backward(const AttentionBackwardArgs& args) 
   const int64_t S = s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   const int64_t group = H / KV;
   const int32_t* seg = segment_ids.data<int32_t>();
-  ref::dispatch_float(q, [&]<class T>() {
+  dispatch<float, bf16, double>(q, "attention_backward", [&]<class T>() {
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *po = o.data<T>();
     const T* pdo = dout.data<T>();
     const auto* plse = lse.data<ref::stat_t<T>>();

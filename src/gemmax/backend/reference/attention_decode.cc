@@ -32,7 +32,7 @@ void ReferenceBackend::do_attention_decode(const AttentionDecodeArgs& args) {
     GEMMAX_CHECK(any, "attention_decode: the query at position ", qp[i],
                  " sees no cache slot; write its own key before attending");
   }
-  ref::dispatch_float(q, [&]<class T>() {
+  dispatch<float, bf16, double>(q, "attention_decode", [&]<class T>() {
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
     T* po = o.data<T>();
 #pragma omp parallel

@@ -1,4 +1,4 @@
-// Helpers shared by the reference kernels: dtype dispatch, mixed-dtype access and shape checks.
+// Helpers shared by the reference kernels: mixed-dtype access and shape checks.
 //
 // Element types: float32, float64 and bfloat16. Kernels read every element as double, sum in
 // fp64 and round once to the output's dtype, so a bf16 kernel gives the correctly rounded
@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gemmax/base/dtype_dispatch.h"
 #include "gemmax/base/error.h"
 #include "gemmax/base/tensor.h"
 
@@ -24,32 +25,6 @@ using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <class T>
 using calc_t = std::conditional_t<std::is_same_v<T, bf16>, double, T>;
 
-// Calls f.template operator()<T>() with T the C++ type of a float tensor's elements.
-template <class F>
-void dispatch_float(const Tensor& t, F&& f) {
-  switch (t.dtype()) {
-    case DType::F32:
-      f.template operator()<float>();
-      return;
-    case DType::F64:
-      f.template operator()<double>();
-      return;
-    case DType::BF16:
-      f.template operator()<bf16>();
-      return;
-    default:
-      fail("reference backend: ", t.str(), " is not supported; use float32, bfloat16 or float64");
-  }
-}
-
-// Two float tensors that may differ in dtype (e.g. bf16 inputs, fp32 weight-gradient output):
-// calls f.template operator()<A, B>().
-template <class F>
-void dispatch_float2(const Tensor& a, const Tensor& b, F&& f) {
-  dispatch_float(
-      a, [&]<class A>() { dispatch_float(b, [&]<class B>() { f.template operator()<A, B>(); }); });
-}
-
 // A small weight vector (norm scale, per-expert scale) of any float dtype, read into fp64 once
 // per call: with fp32 master weights and bf16 activations the scale is applied at full
 // precision before the one rounding of the output (seed change 2). Empty if undefined.
@@ -57,7 +32,7 @@ inline std::vector<double> read_vector(const Tensor& t) {
   std::vector<double> v;
   if (!t.defined()) return v;
   v.resize(size_t(t.numel()));
-  dispatch_float(t, [&]<class W>() {
+  dispatch<float, bf16, double>(t, "read_vector", [&]<class W>() {
     const W* p = t.data<W>();
     for (size_t i = 0; i < v.size(); ++i) v[i] = double(p[i]);
   });
@@ -68,7 +43,7 @@ inline std::vector<double> read_vector(const Tensor& t) {
 inline void accumulate_vector(const Tensor& w, const std::vector<double>& add) {
   GEMMAX_CHECK(w.numel() == int64_t(add.size()), "accumulate_vector: ", w.str(), " += ", add.size(),
                " values");
-  dispatch_float(w, [&]<class W>() {
+  dispatch<float, bf16, double>(w, "accumulate_vector", [&]<class W>() {
     W* p = w.data<W>();
     for (size_t i = 0; i < add.size(); ++i) p[i] = W(double(p[i]) + add[i]);
   });

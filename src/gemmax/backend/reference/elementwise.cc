@@ -8,8 +8,6 @@
 namespace gemmax {
 using ref::calc_t;
 using ref::check_same;
-using ref::dispatch_float;
-using ref::dispatch_float2;
 
 Tensor ReferenceBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {
   return Tensor::empty(shape, dtype, kind, tracker());
@@ -41,7 +39,7 @@ void ReferenceBackend::do_copy(const CopyArgs& args) {
   if (is_float(dst.dtype()) && is_float(src.dtype()) && dst.dtype() != DType::F16 &&
       src.dtype() != DType::F16) {
     // Float conversions (e.g. a layer's fp32 weights to their bf16 compute copy): one rounding.
-    dispatch_float2(dst, src, [&]<class D, class S>() {
+    dispatch2<float, bf16, double>(dst, src, "copy", [&]<class D, class S>() {
       D* d = dst.data<D>();
       const S* s = src.data<S>();
 #pragma omp parallel for if (n > (1 << 16))
@@ -54,7 +52,7 @@ void ReferenceBackend::do_copy(const CopyArgs& args) {
 
 void ReferenceBackend::do_add(const AddArgs& args) {
   const auto& [out, a, b] = args;
-  dispatch_float(out, [&]<class T>() {
+  dispatch<float, bf16, double>(out, "add", [&]<class T>() {
     T* o = out.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
     const int64_t n = out.numel();
@@ -65,7 +63,7 @@ void ReferenceBackend::do_add(const AddArgs& args) {
 
 void ReferenceBackend::do_axpy(const AxpyArgs& args) {
   const auto& [y, alpha, x] = args;
-  dispatch_float(y, [&]<class T>() {
+  dispatch<float, bf16, double>(y, "axpy", [&]<class T>() {
     T* py = y.data<T>();
     const T* px = x.data<T>();
     const int64_t n = y.numel();
@@ -77,7 +75,7 @@ void ReferenceBackend::do_axpy(const AxpyArgs& args) {
 
 void ReferenceBackend::do_scale(const ScaleArgs& args) {
   const auto& [x, alpha] = args;
-  dispatch_float(x, [&]<class T>() {
+  dispatch<float, bf16, double>(x, "scale", [&]<class T>() {
     T* p = x.data<T>();
     const int64_t n = x.numel();
     const calc_t<T> a = calc_t<T>(alpha);
@@ -88,7 +86,7 @@ void ReferenceBackend::do_scale(const ScaleArgs& args) {
 
 void ReferenceBackend::do_sum_squares(const SumSquaresArgs& args) {
   const auto& [sum, x] = args;
-  dispatch_float(x, [&]<class T>() {
+  dispatch<float, bf16, double>(x, "sum_squares", [&]<class T>() {
     const T* p = x.data<T>();
     ref::add_to_scalar(
         sum, ref::ordered_sum(x.numel(), [&](int64_t i) { return double(p[i]) * double(p[i]); }));
@@ -98,7 +96,7 @@ void ReferenceBackend::do_sum_squares(const SumSquaresArgs& args) {
 void ReferenceBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
   const auto& [y, a, b, s] = args;
   const double scale = get_as_double(s, 0);
-  dispatch_float(y, [&]<class T>() {
+  dispatch<float, bf16, double>(y, "scaled_sum_forward", [&]<class T>() {
     T* o = y.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
     const int64_t n = y.numel();
@@ -113,7 +111,7 @@ void ReferenceBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
 void ReferenceBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args) {
   const auto& [dab, ds, dy, a, b, s] = args;
   const double scale = get_as_double(s, 0);
-  dispatch_float(dy, [&]<class T>() {
+  dispatch<float, bf16, double>(dy, "scaled_sum_backward", [&]<class T>() {
     const T *pd = dy.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
     T* o = dab.data<T>();
     const int64_t n = dy.numel();
@@ -129,7 +127,7 @@ void ReferenceBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args)
 void ReferenceBackend::do_transpose_groups(const TransposeGroupsArgs& args) {
   const auto& [out, in] = args;
   const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2);
-  dispatch_float(in, [&]<class T>() {
+  dispatch<float, bf16, double>(in, "transpose_groups", [&]<class T>() {
     const T* pi = in.data<T>();
     T* po = out.data<T>();
 #pragma omp parallel for collapse(2)
@@ -149,7 +147,7 @@ void ReferenceBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
     GEMMAX_CHECK(tok[t] >= 0 && tok[t] < vocab, "token id ", tok[t], " at position ", t,
                  " is outside the vocabulary [0, ", vocab, ")");
   // The table may be wider than x (fp32 master table, bf16 activations): one rounding.
-  dispatch_float2(x, table, [&]<class T, class W>() {
+  dispatch2<float, bf16, double>(x, table, "embedding_forward", [&]<class T, class W>() {
     const W* tab = table.data<W>();
     T* out = x.data<T>();
 #pragma omp parallel for
@@ -163,7 +161,7 @@ void ReferenceBackend::do_embedding_backward(const EmbeddingBackwardArgs& args) 
   const auto& [dtable, dx, tokens, scale] = args;
   const int64_t n = tokens.numel(), d = dtable.dim(1);
   const int32_t* tok = tokens.data<int32_t>();
-  dispatch_float2(dtable, dx, [&]<class W, class T>() {
+  dispatch2<float, bf16, double>(dtable, dx, "embedding_backward", [&]<class W, class T>() {
     W* dt = dtable.data<W>();
     const T* g = dx.data<T>();
     // Serial over tokens (repeated tokens add into the same row), vectorised over columns.
@@ -188,7 +186,7 @@ void ReferenceBackend::do_adamw_step(const AdamwStepArgs& args) {
   const double grad_scale = clip_factor(s.clip_norm, std::sqrt(sc[StepScalars::kGradSumSq]));
   const double bc1 = 1.0 - std::pow(s.b1, double(s.t));
   const double bc2 = 1.0 - std::pow(s.b2, double(s.t));
-  dispatch_float(param, [&]<class T>() {
+  dispatch<float, bf16, double>(param, "adamw_step", [&]<class T>() {
     T *p = param.data<T>(), *pm = m.data<T>(), *pv = v.data<T>();
     const T* g = grad.data<T>();
     const int64_t n = param.numel();

@@ -38,7 +38,7 @@ GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const c
 void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
   const auto& [a, h, up] = args;
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
-  ref::dispatch_float(a, [&]<class T>() {
+  dispatch<float, bf16, double>(a, "geglu_forward", [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;
     T* pa = a.data<T>();
@@ -52,7 +52,7 @@ void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
 void ReferenceBackend::do_geglu_backward(const GegluBackwardArgs& args) {
   const auto& [dh, dup, da, h, up] = args;
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
-  ref::dispatch_float(da, [&]<class T>() {
+  dispatch<float, bf16, double>(da, "geglu_backward", [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;
     const T* pda = da.data<T>();

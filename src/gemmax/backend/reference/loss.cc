@@ -17,7 +17,7 @@ void ReferenceBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& a
     GEMMAX_CHECK(msk[r] == 0 || (tgt[r] >= 0 && tgt[r] < V), "target id ", tgt[r],
                  " is outside the vocabulary [0, ", V, ")");
   std::vector<double> row_loss(size_t(C), 0.0);  // summed in row order below
-  ref::dispatch_float(logits, [&]<class T>() {
+  dispatch<float, bf16, double>(logits, "softcap_cross_entropy", [&]<class T>() {
     T* pl = logits.data<T>();
 #pragma omp parallel for
     for (int64_t r = 0; r < C; ++r) {
@@ -53,7 +53,7 @@ void ReferenceBackend::do_vocab_ce_max(const VocabCeMaxArgs& args) {
   const auto& [logits, stats, cap] = args;
   const int64_t R = logits.dim(0), V = logits.dim(1);
   double* mx = stats.data<double>();
-  ref::dispatch_float(logits, [&]<class T>() {
+  dispatch<float, bf16, double>(logits, "vocab_ce_max", [&]<class T>() {
     T* pl = logits.data<T>();
 #pragma omp parallel for
     for (int64_t r = 0; r < R; ++r) {
@@ -72,7 +72,7 @@ void ReferenceBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args) {
   const int64_t R = logits.dim(0), V = logits.dim(1);
   double* st = stats.data<double>();
   const int32_t* tgt = targets.data<int32_t>();
-  ref::dispatch_float(logits, [&]<class T>() {
+  dispatch<float, bf16, double>(logits, "vocab_ce_sums", [&]<class T>() {
     const T* pl = logits.data<T>();
 #pragma omp parallel for
     for (int64_t r = 0; r < R; ++r) {
@@ -97,7 +97,7 @@ void ReferenceBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args) {
     if (msk[r] != 0) total += st[r] + std::log(st[R + r]) - st[2 * R + r];
   ref::add_to_scalar(loss, total);
   if (!write_grad) return;
-  ref::dispatch_float(logits, [&]<class T>() {
+  dispatch<float, bf16, double>(logits, "vocab_ce_finish", [&]<class T>() {
     T* pl = logits.data<T>();
 #pragma omp parallel for
     for (int64_t r = 0; r < R; ++r) {

@@ -141,7 +141,7 @@ std::vector<int32_t> row_groups(const Tensor& group_sizes, int64_t m) {
 void ReferenceBackend::do_matmul(const MatmulArgs& args) {
   const auto& [c, a, trans_a, b, trans_b, accumulate] = args;
   const Dims d = matmul_dims(c, a, trans_a, b, trans_b);
-  ref::dispatch_float2(c, a, [&]<class TC, class T>() {
+  dispatch2<float, bf16, double>(c, a, "matmul", [&]<class TC, class T>() {
     matmul_loops(c.data<TC>(), a.data<T>(), trans_a, b.data<T>(), trans_b, d.M, d.N, d.K,
                  accumulate);
   });
@@ -155,7 +155,7 @@ void ReferenceBackend::do_gmm(const GmmArgs& args) {
   check_map_range(R.in_map, m, lhs.dim(0), "gmm lhs");
   check_map_range(R.out_map, m, m, "gmm out");
   const std::vector<int32_t> grp = row_groups(group_sizes, m);
-  ref::dispatch_float(out, [&]<class T>() {
+  dispatch<float, bf16, double>(out, "gmm", [&]<class T>() {
     const T *pl = lhs.data<T>(), *pw = rhs.data<T>();
     T* po = out.data<T>();
 #pragma omp parallel for
@@ -180,7 +180,7 @@ void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
   check_map_range(R.in_map, m, m, "gmm_dlhs dlhs");
   check_map_range(R.out_map, m, dout.dim(0), "gmm_dlhs dout");
   const std::vector<int32_t> grp = row_groups(group_sizes, m);
-  ref::dispatch_float(dlhs, [&]<class T>() {
+  dispatch<float, bf16, double>(dlhs, "gmm_dlhs", [&]<class T>() {
     const T *pd = dout.data<T>(), *pw = rhs.data<T>();
     T* pl = dlhs.data<T>();
 #pragma omp parallel
@@ -215,7 +215,7 @@ void ReferenceBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
   for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t n) {
     groups.push_back({g, first, n});
   });
-  ref::dispatch_float2(drhs, lhs, [&]<class TC, class T>() {
+  dispatch2<float, bf16, double>(drhs, lhs, "gmm_drhs", [&]<class TC, class T>() {
     const T *pl = lhs.data<T>(), *pd = dout.data<T>();
     TC* pw = drhs.data<TC>();
     const int64_t ng = int64_t(groups.size());

@@ -9,7 +9,6 @@
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {
-using ref::dispatch_float;
 using ref::stat_t;
 
 void ReferenceBackend::do_router_forward(const RouterForwardArgs& args) {
@@ -17,7 +16,7 @@ void ReferenceBackend::do_router_forward(const RouterForwardArgs& args) {
   const int64_t T_ = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
   int32_t* pidx = idx.data<int32_t>();
   const std::vector<double> pes = ref::read_vector(per_expert_scale);  // fp32 master weights
-  dispatch_float(logits, [&]<class T>() {
+  dispatch<float, bf16, double>(logits, "router_forward", [&]<class T>() {
     const T* pl = logits.data<T>();
     stat_t<T>* pp = probs.data<stat_t<T>>();
     stat_t<T>* pw = weights.data<stat_t<T>>();
@@ -58,7 +57,7 @@ void ReferenceBackend::do_router_backward(const RouterBackwardArgs& args) {
   const int64_t T_ = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
   const int32_t* pidx = idx.data<int32_t>();
   const std::vector<double> pes = ref::read_vector(per_expert_scale);
-  dispatch_float(dlogits, [&]<class T>() {
+  dispatch<float, bf16, double>(dlogits, "router_backward", [&]<class T>() {
     const stat_t<T>* pp = probs.data<stat_t<T>>();
     const stat_t<T>* pdw = dweights.data<stat_t<T>>();
     const stat_t<T>* plb = lb_dprobs.defined() ? lb_dprobs.data<stat_t<T>>() : nullptr;
@@ -114,7 +113,7 @@ void ReferenceBackend::do_load_balance_forward(const LoadBalanceForwardArgs& arg
   const int64_t T_ = probs.dim(0), E = probs.dim(1), K = idx.dim(1), B = T_ / seq;
   const int32_t* pidx = idx.data<int32_t>();
   double total = 0;
-  dispatch_float(probs, [&]<class S>() {
+  dispatch<float, bf16, double>(probs, "load_balance_forward", [&]<class S>() {
     const S* pp = probs.data<S>();
     S* pd = density.data<S>();
     for (int64_t b = 0; b < B; ++b) {
@@ -162,7 +161,7 @@ void ReferenceBackend::do_permute(const PermuteArgs& args) {
   const auto& [xs, x, order, k] = args;
   const int64_t rows = order.numel(), d = x.dim(-1);
   const int32_t* po = order.data<int32_t>();
-  dispatch_float(x, [&]<class T>() {
+  dispatch<float, bf16, double>(x, "permute", [&]<class T>() {
     const T* px = x.data<T>();
     T* pxs = xs.data<T>();
 #pragma omp parallel for
@@ -174,7 +173,7 @@ void ReferenceBackend::do_permute_backward(const PermuteBackwardArgs& args) {
   const auto& [dx, dxs, inverse, k, accumulate] = args;
   const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
-  dispatch_float(dx, [&]<class T>() {
+  dispatch<float, bf16, double>(dx, "permute_backward", [&]<class T>() {
     const T* g = dxs.data<T>();
     T* out = dx.data<T>();
 #pragma omp parallel for
@@ -191,7 +190,7 @@ void ReferenceBackend::do_combine_forward(const CombineForwardArgs& args) {
   const auto& [m, y, inverse, weights] = args;
   const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
-  dispatch_float(m, [&]<class T>() {
+  dispatch<float, bf16, double>(m, "combine_forward", [&]<class T>() {
     const T* py = y.data<T>();
     const stat_t<T>* pw = weights.data<stat_t<T>>();
     T* pm = m.data<T>();
@@ -212,7 +211,7 @@ void ReferenceBackend::do_combine_backward(const CombineBackwardArgs& args) {
   const auto& [dy, dweights, dm, y, order, weights] = args;
   const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = weights.numel(), K = rows / T_;
   const int32_t* po = order.defined() ? order.data<int32_t>() : nullptr;
-  dispatch_float(dm, [&]<class T>() {
+  dispatch<float, bf16, double>(dm, "combine_backward", [&]<class T>() {
     const T *pdm = dm.data<T>(), *py = y.data<T>();
     const stat_t<T>* pw = weights.data<stat_t<T>>();
     T* pdy = dy.data<T>();

@@ -7,7 +7,6 @@
 
 namespace gemmax {
 using ref::calc_t;
-using ref::dispatch_float;
 using ref::stat_t;
 
 void ReferenceBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args) {
@@ -17,7 +16,7 @@ void ReferenceBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args) {
   // and multiplied before the one rounding of y (seed change 2).
   const std::vector<double> wv = ref::read_vector(w);
   const double* pw = w.defined() ? wv.data() : nullptr;
-  dispatch_float(x, [&]<class T>() {
+  dispatch<float, bf16, double>(x, "rmsnorm_forward", [&]<class T>() {
     const T* px = x.data<T>();
     const T* pres = residual.defined() ? residual.data<T>() : nullptr;
     T* py = y.data<T>();
@@ -46,7 +45,7 @@ void ReferenceBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args) {
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   const std::vector<double> wv = ref::read_vector(w);
   const double* pw = w.defined() ? wv.data() : nullptr;
-  dispatch_float(x, [&]<class T>() {
+  dispatch<float, bf16, double>(x, "rmsnorm_backward", [&]<class T>() {
     const T *px = x.data<T>(), *pdy = dy.data<T>();
     const stat_t<T>* pr = rstd.data<stat_t<T>>();
     T* pdx = dx.data<T>();
@@ -85,7 +84,7 @@ void ReferenceBackend::do_rope_table(const RopeTableArgs& args) {
   const int64_t T_ = positions.numel(), half = inv_freq.numel();
   const int32_t* pos = positions.data<int32_t>();
   const double* freq = inv_freq.data<double>();
-  dispatch_float(table, [&]<class S>() {
+  dispatch<float, bf16, double>(table, "rope_table", [&]<class S>() {
     S* out = table.data<S>();
 #pragma omp parallel for
     for (int64_t t = 0; t < T_; ++t)
@@ -101,7 +100,7 @@ void ReferenceBackend::do_rope(const RopeArgs& args) {
   const auto& [x, table, inverse] = args;
   const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
   const double sign = inverse ? -1.0 : 1.0;
-  dispatch_float(x, [&]<class T>() {
+  dispatch<float, bf16, double>(x, "rope", [&]<class T>() {
     T* px = x.data<T>();
     const stat_t<T>* tab = table.data<stat_t<T>>();
 #pragma omp parallel for

@@ -81,7 +81,7 @@ void attention_forward(P& p, const AttentionForwardArgs& args) {
   const auto& [o, lse, q, k, v, seg, s] = args;
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
-  dispatch_act(q, "attention_forward", [&]<class E>() {
+  dispatch<float, bf16>(q, "attention_forward", [&]<class E>() {
     if (attention_mma_applies<E>(p, "attention_forward", d.hd, {&o, &q, &k, &v})) {
       attention_forward_mma(p, o, lse, q, k, v, seg, d);
       return;
@@ -146,7 +146,7 @@ void attention_backward(P& p, const AttentionBackwardArgs& args) {
   const auto& [dq, dk, dv, dout, q, k, v, o, lse, seg, s] = args;
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
-  dispatch_act(q, "attention_backward", [&]<class E>() {
+  dispatch<float, bf16>(q, "attention_backward", [&]<class E>() {
     if (attention_mma_applies<E>(p, "attention_backward", d.hd,
                                  {&dq, &dk, &dv, &dout, &q, &k, &v, &o}) &&
         attention_backward_mma(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d))
@@ -177,7 +177,7 @@ void attention_decode(P& p, const AttentionDecodeArgs& args) {
                " is over the attention kernels' limit of ", 32 * kern::kAttnMaxCols);
   if (q.numel() == 0) return;
   const kern::DecodeDims d{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(0), window};
-  dispatch_act(q, "attention_decode", [&]<class E>() {
+  dispatch<float, bf16>(q, "attention_decode", [&]<class E>() {
     using K = kern::AttentionDecodeKernel;
     Launch l;
     l.gx = uint32_t(d.n);

@@ -23,6 +23,7 @@
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/backend/cuda/kernels/elementwise.h"
+#include "gemmax/base/dtype_dispatch.h"
 #include "gemmax/base/error.h"
 #include "gemmax/base/tensor.h"
 
@@ -87,54 +88,13 @@ class Scratch {
   size_t bytes_, used_ = 0;
 };
 
-template <class E>
-constexpr DType dtype_of_elem() {
-  if constexpr (std::is_same_v<E, float>) return DType::F32;
-  if constexpr (std::is_same_v<E, double>) return DType::F64;
-  if constexpr (std::is_same_v<E, bf16>) return DType::BF16;
-  if constexpr (std::is_same_v<E, int32_t>) return DType::I32;
-}
-
 // The element pointer of a tensor, its dtype checked (null for an undefined tensor).
 template <class E>
 E* ptr(const Tensor& t) {
   if (!t.defined()) return nullptr;
-  GEMMAX_CHECK(t.dtype() == dtype_of_elem<E>(), "cuda backend: ", t.str(), " used as ",
-               dtype_name(dtype_of_elem<E>()));
+  GEMMAX_CHECK(t.dtype() == dtype_of<E>(), "cuda backend: ", t.str(), " used as ",
+               dtype_name(dtype_of<E>()));
   return static_cast<E*>(t.raw());
-}
-
-// Calls f.template operator()<E>() for an activation tensor: float32 or bfloat16.
-template <class F>
-void dispatch_act(const Tensor& t, const char* op, F&& f) {
-  switch (t.dtype()) {
-    case DType::F32:
-      f.template operator()<float>();
-      return;
-    case DType::BF16:
-      f.template operator()<bf16>();
-      return;
-    default:
-      fail("cuda backend: ", op, " on ", t.str(),
-           ": activations must be float32 or bfloat16 (float64 runs: backend=reference)");
-  }
-}
-// Any float tensor (weights and scalars too): float32, bfloat16 or float64.
-template <class F>
-void dispatch_any(const Tensor& t, const char* op, F&& f) {
-  switch (t.dtype()) {
-    case DType::F32:
-      f.template operator()<float>();
-      return;
-    case DType::BF16:
-      f.template operator()<bf16>();
-      return;
-    case DType::F64:
-      f.template operator()<double>();
-      return;
-    default:
-      fail("cuda backend: ", op, " on ", t.str(), ": expected float32, bfloat16 or float64");
-  }
 }
 
 // Whether rows of length `row` of these tensors go kern::kVec<E> elements (16 bytes) per access:

@@ -18,7 +18,7 @@ void fill(P& p, const FillArgs& args) {
     p.template launch<kern::FillKernel>(stride_launch(n), ptr<int32_t>(x), n, int32_t(value));
     return;
   }
-  dispatch_any(x, "fill", [&]<class E>() {
+  dispatch<float, bf16, double>(x, "fill", [&]<class E>() {
     p.template launch<kern::FillKernel>(stride_launch(n), ptr<E>(x), n,
                                         kern::from_double<E>(value));
   });
@@ -32,8 +32,8 @@ void copy(P& p, const CopyArgs& args) {
     p.copy_bytes(dst.raw(), src.raw(), src.nbytes());
     return;
   }
-  dispatch_any(dst, "copy", [&]<class D>() {
-    dispatch_any(src, "copy", [&]<class S>() {
+  dispatch<float, bf16, double>(dst, "copy", [&]<class D>() {
+    dispatch<float, bf16, double>(src, "copy", [&]<class S>() {
       p.template launch<kern::ConvertKernel>(stride_launch(src.numel()), ptr<D>(dst),
                                              const_cast<const S*>(ptr<S>(src)), src.numel());
     });
@@ -43,7 +43,7 @@ void copy(P& p, const CopyArgs& args) {
 template <class P>
 void add(P& p, const AddArgs& args) {
   const auto& [out, a, b] = args;
-  dispatch_any(out, "add", [&]<class E>() {
+  dispatch<float, bf16, double>(out, "add", [&]<class E>() {
     p.template launch<kern::AddKernel>(stride_launch(out.numel()), ptr<E>(out),
                                        const_cast<const E*>(ptr<E>(a)),
                                        const_cast<const E*>(ptr<E>(b)), out.numel());
@@ -53,7 +53,7 @@ void add(P& p, const AddArgs& args) {
 template <class P>
 void axpy(P& p, const AxpyArgs& args) {
   const auto& [y, alpha, x] = args;
-  dispatch_any(y, "axpy", [&]<class E>() {
+  dispatch<float, bf16, double>(y, "axpy", [&]<class E>() {
     p.template launch<kern::AxpyKernel>(stride_launch(y.numel()), ptr<E>(y), kern::acc_t<E>(alpha),
                                         const_cast<const E*>(ptr<E>(x)), y.numel());
   });
@@ -62,7 +62,7 @@ void axpy(P& p, const AxpyArgs& args) {
 template <class P>
 void scale(P& p, const ScaleArgs& args) {
   const auto& [x, alpha] = args;
-  dispatch_any(x, "scale", [&]<class E>() {
+  dispatch<float, bf16, double>(x, "scale", [&]<class E>() {
     p.template launch<kern::ScaleKernel>(stride_launch(x.numel()), ptr<E>(x), kern::acc_t<E>(alpha),
                                          x.numel());
   });
@@ -73,7 +73,7 @@ void sum_squares(P& p, const SumSquaresArgs& args) {
   const auto& [sum, x] = args;
   check_scalar(sum, "sum_squares");
   Scratch s = p.scratch();
-  dispatch_any(x, "sum_squares", [&]<class E>() {
+  dispatch<float, bf16, double>(x, "sum_squares", [&]<class E>() {
     ordered_sum_into<P, kern::SumSquaresKernel>(p, s, ptr<double>(sum),
                                                 const_cast<const E*>(ptr<E>(x)), x.numel());
   });
@@ -82,8 +82,8 @@ void sum_squares(P& p, const SumSquaresArgs& args) {
 template <class P>
 void scaled_sum_forward(P& p, const ScaledSumForwardArgs& args) {
   const auto& [y, a, b, s] = args;
-  dispatch_any(y, "scaled_sum_forward", [&]<class E>() {
-    dispatch_any(s, "scaled_sum_forward", [&]<class S>() {
+  dispatch<float, bf16, double>(y, "scaled_sum_forward", [&]<class E>() {
+    dispatch<float, bf16, double>(s, "scaled_sum_forward", [&]<class S>() {
       p.template launch<kern::ScaledSumForwardKernel>(
           stride_launch(y.numel()), ptr<E>(y), const_cast<const E*>(ptr<E>(a)),
           const_cast<const E*>(ptr<E>(b)), const_cast<const S*>(ptr<S>(s)), y.numel());
@@ -95,8 +95,8 @@ template <class P>
 void scaled_sum_backward(P& p, const ScaledSumBackwardArgs& args) {
   const auto& [dab, ds, dy, a, b, s] = args;
   Scratch sc = p.scratch();
-  dispatch_any(dy, "scaled_sum_backward", [&]<class E>() {
-    dispatch_any(s, "scaled_sum_backward", [&]<class S>() {
+  dispatch<float, bf16, double>(dy, "scaled_sum_backward", [&]<class E>() {
+    dispatch<float, bf16, double>(s, "scaled_sum_backward", [&]<class S>() {
       ordered_sum_into<P, kern::ScaledSumBackwardKernel>(
           p, sc, ptr<S>(ds), ptr<E>(dab), const_cast<const E*>(ptr<E>(dy)),
           const_cast<const E*>(ptr<E>(a)), const_cast<const E*>(ptr<E>(b)),
@@ -112,7 +112,7 @@ void transpose_groups(P& p, const TransposeGroupsArgs& args) {
   if (in.numel() == 0) return;
   GEMMAX_CHECK(G <= 65535 && (R + 31) / 32 <= 65535, "transpose_groups: ", in.str(),
                " has too many groups or rows for one launch");
-  dispatch_any(in, "transpose_groups", [&]<class E>() {
+  dispatch<float, bf16, double>(in, "transpose_groups", [&]<class E>() {
     Launch l;
     l.gx = uint32_t((C + 31) / 32);
     l.gy = uint32_t((R + 31) / 32);
@@ -128,8 +128,8 @@ void embedding_forward(P& p, const EmbeddingForwardArgs& args) {
   const auto& [x, tokens, table, scale] = args;
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
   if (n == 0) return;
-  dispatch_act(x, "embedding_forward", [&]<class E>() {
-    dispatch_any(table, "embedding_forward", [&]<class W>() {
+  dispatch<float, bf16>(x, "embedding_forward", [&]<class E>() {
+    dispatch<float, bf16, double>(table, "embedding_forward", [&]<class W>() {
       p.template launch<kern::EmbeddingForwardKernel>(
           stride_launch(n * 256, 256, 65535), ptr<E>(x),
           const_cast<const int32_t*>(ptr<int32_t>(tokens)), const_cast<const W*>(ptr<W>(table)), n,
@@ -185,8 +185,8 @@ void embedding_backward(P& p, const EmbeddingBackwardArgs& args) {
   int32_t* sorted = s.take<int32_t>(n, "the tokens sorted by id");
   const int32_t* perm = stable_sort(p, s, ptr<int32_t>(tokens), n, kern::kMaxBins, true,
                                     (bits + 8) / 9, sorted, nullptr);
-  dispatch_any(dtable, "embedding_backward", [&]<class W>() {
-    dispatch_act(dx, "embedding_backward", [&]<class E>() {
+  dispatch<float, bf16, double>(dtable, "embedding_backward", [&]<class W>() {
+    dispatch<float, bf16>(dx, "embedding_backward", [&]<class E>() {
       p.template launch<kern::EmbeddingBackwardKernel>(
           stride_launch(n * 256, 256, 65535), ptr<W>(dtable), const_cast<const E*>(ptr<E>(dx)),
           const_cast<const int32_t*>(ptr<int32_t>(tokens)), perm, n, d, vocab, scale);
@@ -211,7 +211,7 @@ void adamw_step(P& p, const AdamwStepArgs& args) {
                           st.clip_norm,
                           1.0 - std::pow(st.b1, double(st.t)),
                           1.0 - std::pow(st.b2, double(st.t))};
-  dispatch_any(param, "adamw_step", [&]<class T>() {
+  dispatch<float, bf16, double>(param, "adamw_step", [&]<class T>() {
     const bool vec = vec_ok<T>(kern::kVec<T>, {&param, &grad, &m, &v});
     p.template launch<kern::AdamWKernel>(
         stride_launch(vec ? param.numel() / kern::kVec<T> + 1 : param.numel(), 256, 65536),

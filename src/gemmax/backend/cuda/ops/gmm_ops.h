@@ -37,7 +37,7 @@ void gmm(P& p, const GmmArgs& args) {
   const kern::GmmArgs a =
       gmm_args(rows, group_sizes, m, k, N, lhs.dim(0), m, p.errors(), kern::kOpGmm, "gmm");
   if (m == 0 || a.n == 0) return;
-  dispatch_act(out, "gmm", [&]<class E>() {
+  dispatch<float, bf16>(out, "gmm", [&]<class E>() {
     if (gmm_fast<E>(p, out, lhs, rhs, a)) return;
     using K = kern::GmmForwardSimpleKernel;
     Launch l;
@@ -56,7 +56,7 @@ void gmm_dlhs(P& p, const GmmDlhsArgs& args) {
   const kern::GmmArgs a = gmm_args(rows, group_sizes, m, k, N, m, dout.dim(0), p.errors(),
                                    kern::kOpGmmDlhs, "gmm_dlhs");
   if (m == 0 || k == 0) return;
-  dispatch_act(dlhs, "gmm_dlhs", [&]<class E>() {
+  dispatch<float, bf16>(dlhs, "gmm_dlhs", [&]<class E>() {
     if (gmm_dlhs_fast<E>(p, dlhs, dout, rhs, a)) return;
     using K = kern::GmmDlhsSimpleKernel;
     Launch l;
@@ -77,8 +77,8 @@ void gmm_drhs(P& p, const GmmDrhsArgs& args) {
                                    kern::kOpGmmDrhs, "gmm_drhs");
   GEMMAX_CHECK(G <= 65535, "gmm_drhs: ", G, " groups");
   if (m == 0 || k == 0 || a.n == 0) return;
-  dispatch_act(lhs, "gmm_drhs", [&]<class E>() {
-    dispatch_any(drhs, "gmm_drhs", [&]<class TC>() {
+  dispatch<float, bf16>(lhs, "gmm_drhs", [&]<class E>() {
+    dispatch<float, bf16, double>(drhs, "gmm_drhs", [&]<class TC>() {
       if (gmm_drhs_fast<E, TC>(p, drhs, lhs, dout, a)) return;
       using K = kern::GmmDrhsSimpleKernel;
       Launch l;

@@ -12,7 +12,7 @@ void softcap_cross_entropy(P& p, const SoftcapCrossEntropyArgs& args) {
   const int64_t C = logits.dim(0), V = logits.dim(1);
   check_scalar(loss, "softcap_cross_entropy");
   if (C == 0) return;
-  dispatch_act(logits, "softcap_cross_entropy", [&]<class E>() {
+  dispatch<float, bf16>(logits, "softcap_cross_entropy", [&]<class E>() {
     // Rows in pieces whose per-row losses fit in scratch; each piece adds into the loss.
     Scratch s = p.scratch();
     const int64_t piece = kern::kmin<int64_t>(C, int64_t(s.left() / sizeof(double)) - 64);

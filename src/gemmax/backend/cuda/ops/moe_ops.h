@@ -29,8 +29,8 @@ void router_forward(P& p, const RouterForwardArgs& args) {
   check_stat(weights, "router_forward");
   if (T == 0) return;
   const kern::RouterDims d{T, E, K, renormalize};
-  dispatch_act(logits, "router_forward", [&]<class E_>() {
-    dispatch_any(scale, "router_forward", [&]<class W>() {
+  dispatch<float, bf16>(logits, "router_forward", [&]<class E_>() {
+    dispatch<float, bf16, double>(scale, "router_forward", [&]<class W>() {
       p.template launch<kern::RouterForwardKernel>(
           warps_launch(T), ptr<float>(probs), ptr<int32_t>(idx), ptr<float>(weights),
           (const E_*)ptr<E_>(logits), (const W*)ptr<W>(scale), d);
@@ -57,12 +57,12 @@ void router_backward(P& p, const RouterBackwardArgs& args) {
   p.template launch<kern::RouterScaleGradKernel>(l, partial, (const float*)ptr<float>(dweights),
                                                  (const float*)ptr<float>(probs),
                                                  (const int32_t*)ptr<int32_t>(idx), d, chunk);
-  dispatch_any(dscale, "router_backward", [&]<class W>() {
+  dispatch<float, bf16, double>(dscale, "router_backward", [&]<class W>() {
     p.template launch<kern::AddColumnPartialsKernel>(stride_launch(E), ptr<W>(dscale),
                                                      (const float*)partial, chunks, E, 1.0);
   });
-  dispatch_act(dlogits, "router_backward", [&]<class E_>() {
-    dispatch_any(scale, "router_backward", [&]<class W>() {
+  dispatch<float, bf16>(dlogits, "router_backward", [&]<class E_>() {
+    dispatch<float, bf16, double>(scale, "router_backward", [&]<class W>() {
       p.template launch<kern::RouterBackwardKernel>(
           warps_launch(T), ptr<E_>(dlogits), (const float*)ptr<float>(dweights),
           (const float*)ptr<float>(probs), (const int32_t*)ptr<int32_t>(idx),
@@ -123,7 +123,7 @@ void permute(P& p, const PermuteArgs& args) {
   const auto& [xs, x, order, k] = args;
   const int64_t rows = order.numel(), d = x.dim(-1);
   if (rows == 0) return;
-  dispatch_act(x, "permute", [&]<class E>() {
+  dispatch<float, bf16>(x, "permute", [&]<class E>() {
     p.template launch<kern::PermuteKernel>(row_blocks(rows), ptr<E>(xs), (const E*)ptr<E>(x),
                                            (const int32_t*)ptr<int32_t>(order), rows, k, d,
                                            vec_ok<E>(d, {&xs, &x}));
@@ -135,7 +135,7 @@ void permute_backward(P& p, const PermuteBackwardArgs& args) {
   const auto& [dx, dxs, inverse, k, accumulate] = args;
   const int64_t d = dx.dim(-1), T = dx.numel() / d;
   if (T == 0) return;
-  dispatch_act(dx, "permute_backward", [&]<class E>() {
+  dispatch<float, bf16>(dx, "permute_backward", [&]<class E>() {
     p.template launch<kern::PermuteBackwardKernel>(row_blocks(T), ptr<E>(dx), (const E*)ptr<E>(dxs),
                                                    (const int32_t*)ptr<int32_t>(inverse), T, k, d,
                                                    accumulate, vec_ok<E>(d, {&dx, &dxs}));
@@ -148,7 +148,7 @@ void combine_forward(P& p, const CombineForwardArgs& args) {
   const int64_t d = m.dim(-1), T = m.numel() / d, K = T ? weights.numel() / T : 0;
   check_stat(weights, "combine_forward");
   if (T == 0) return;
-  dispatch_act(m, "combine_forward", [&]<class E>() {
+  dispatch<float, bf16>(m, "combine_forward", [&]<class E>() {
     p.template launch<kern::CombineForwardKernel>(row_blocks(T), ptr<E>(m), (const E*)ptr<E>(y),
                                                   (const int32_t*)ptr<int32_t>(inverse),
                                                   (const float*)ptr<float>(weights), T, K, d,
@@ -163,7 +163,7 @@ void combine_backward(P& p, const CombineBackwardArgs& args) {
   check_stat(weights, "combine_backward");
   check_stat(dweights, "combine_backward");
   if (rows == 0) return;
-  dispatch_act(dm, "combine_backward", [&]<class E>() {
+  dispatch<float, bf16>(dm, "combine_backward", [&]<class E>() {
     p.template launch<kern::CombineBackwardKernel>(
         row_blocks(rows), ptr<E>(dy), ptr<float>(dweights), (const E*)ptr<E>(dm),
         (const E*)ptr<E>(y), (const int32_t*)ptr<int32_t>(order), (const float*)ptr<float>(weights),

@@ -24,7 +24,7 @@ void rmsnorm_forward(P& p, const RmsnormForwardArgs& args) {
   check_stat(rstd, "rmsnorm_forward");
   if (rows == 0) return;
   const kern::RmsNormForwardArgs a{rows, n, eps, out_scale, row_width(n), round_before_scale};
-  dispatch_act(x, "rmsnorm_forward", [&]<class E>() {
+  dispatch<float, bf16>(x, "rmsnorm_forward", [&]<class E>() {
     auto run = [&]<class W>(const W* wp) {
       p.template launch<kern::RmsNormForwardKernel>(rows_launch(rows, a.width), ptr<E>(y),
                                                     ptr<float>(rstd), (const E*)ptr<E>(x), wp,
@@ -33,7 +33,8 @@ void rmsnorm_forward(P& p, const RmsnormForwardArgs& args) {
     if (!w.defined())
       run((const float*)nullptr);
     else
-      dispatch_any(w, "rmsnorm_forward", [&]<class W>() { run((const W*)ptr<W>(w)); });
+      dispatch<float, bf16, double>(w, "rmsnorm_forward",
+                                    [&]<class W>() { run((const W*)ptr<W>(w)); });
   });
 }
 
@@ -44,7 +45,7 @@ void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args) {
   check_stat(rstd, "rmsnorm_backward");
   if (rows == 0) return;
   const kern::RmsNormBackwardArgs a{rows, n, out_scale, row_width(n), accumulate_dx};
-  dispatch_act(x, "rmsnorm_backward", [&]<class E>() {
+  dispatch<float, bf16>(x, "rmsnorm_backward", [&]<class E>() {
     auto run = [&]<class W>(const W* wp) {
       p.template launch<kern::RmsNormBackwardKernel>(rows_launch(rows, a.width), ptr<E>(dx),
                                                      (const E*)ptr<E>(dy), (const E*)ptr<E>(x), wp,
@@ -53,7 +54,8 @@ void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args) {
     if (!w.defined())
       run((const float*)nullptr);
     else
-      dispatch_any(w, "rmsnorm_backward", [&]<class W>() { run((const W*)ptr<W>(w)); });
+      dispatch<float, bf16, double>(w, "rmsnorm_backward",
+                                    [&]<class W>() { run((const W*)ptr<W>(w)); });
     if (!dw.defined()) return;
     // dw: column sums over chunks of rows, then the chunks in order.
     Scratch s = p.scratch();
@@ -67,7 +69,7 @@ void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args) {
     p.template launch<kern::RmsNormDwKernel>(l, partial, (const E*)ptr<E>(dy), (const E*)ptr<E>(x),
                                              (const float*)ptr<float>(rstd), rows, n,
                                              kern::ceil_div(rows, chunks));
-    dispatch_any(dw, "rmsnorm_backward", [&]<class W>() {
+    dispatch<float, bf16, double>(dw, "rmsnorm_backward", [&]<class W>() {
       p.template launch<kern::AddColumnPartialsKernel>(stride_launch(n), ptr<W>(dw),
                                                        (const float*)partial, chunks, n, out_scale);
     });
@@ -91,7 +93,7 @@ void rope(P& p, const RopeArgs& args) {
   check_stat(table, "rope");
   const int64_t T = x.dim(0), heads = x.dim(1), half = x.dim(2) / 2;
   if (x.numel() == 0) return;
-  dispatch_act(x, "rope", [&]<class E>() {
+  dispatch<float, bf16>(x, "rope", [&]<class E>() {
     p.template launch<kern::RopeKernel>(stride_launch(T * heads * 32, 256, 65536), ptr<E>(x),
                                         (const float*)ptr<float>(table), T, heads, half, inverse);
   });
@@ -115,7 +117,7 @@ void geglu_forward(P& p, const GegluForwardArgs& args) {
   const auto& [a, h, up] = args;
   const GegluLayout g = geglu_layout(a, h, up, "geglu_forward");
   if (a.numel() == 0) return;
-  dispatch_act(a, "geglu_forward", [&]<class E>() {
+  dispatch<float, bf16>(a, "geglu_forward", [&]<class E>() {
     const E* gate = ptr<E>(h);
     const E* u = g.split ? (const E*)ptr<E>(up) : gate + g.args.F;
     const bool vec = vec_ok<E>(g.args.F, {&a, &h, &up});  // rows of F, so stride 2F too
@@ -129,7 +131,7 @@ void geglu_backward(P& p, const GegluBackwardArgs& args) {
   const auto& [dh, dup, da, h, up] = args;
   const GegluLayout g = geglu_layout(da, h, up, "geglu_backward");
   if (da.numel() == 0) return;
-  dispatch_act(da, "geglu_backward", [&]<class E>() {
+  dispatch<float, bf16>(da, "geglu_backward", [&]<class E>() {
     const E* gate = ptr<E>(h);
     const E* u = g.split ? (const E*)ptr<E>(up) : gate + g.args.F;
     E* dgate = ptr<E>(dh);
