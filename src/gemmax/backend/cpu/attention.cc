@@ -20,8 +20,8 @@
 #include <cstring>
 #include <vector>
 
+#include "gemmax/backend/cpu/common.h"
 #include "gemmax/backend/cpu/cpu_backend.h"
-#include "gemmax/backend/cpu/dispatch.h"
 #include "gemmax/backend/cpu/gemm_kernels.h"
 #include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
@@ -463,6 +463,10 @@ void CpuBackend::do_attention_backward(const AttentionBackwardArgs& args) {
                 lse.data<float>(), segment_ids.data<int32_t>(), dq.data<T>(), dk.data<T>(),
                 dv.data<T>(), attention_scratch_, attention_scratch_bytes_);
   });
+}
+
+void CpuBackend::do_attention_decode(const AttentionDecodeArgs& args) {
+  reference_.do_attention_decode(args);
 }
 
 }  // namespace gemmax

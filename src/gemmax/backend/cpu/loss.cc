@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "gemmax/backend/cpu/common.h"
 #include "gemmax/backend/cpu/cpu_backend.h"
-#include "gemmax/backend/cpu/dispatch.h"
 #include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
 
@@ -105,6 +105,14 @@ void CpuBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args) {
   double total = 0;
   for (double l : row_loss) total += l;
   add_to_scalar(loss, total);
+}
+
+void CpuBackend::do_vocab_ce_max(const VocabCeMaxArgs& args) { reference_.do_vocab_ce_max(args); }
+void CpuBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args) {
+  reference_.do_vocab_ce_sums(args);
+}
+void CpuBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args) {
+  reference_.do_vocab_ce_finish(args);
 }
 
 }  // namespace gemmax

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "gemmax/backend/cpu/common.h"
 #include "gemmax/backend/cpu/cpu_backend.h"
-#include "gemmax/backend/cpu/dispatch.h"
 #include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
 

@@ -5,6 +5,6 @@
 
 namespace gemmax::cuda::ops {
 
-GEMMAX_CUDA_ELEMENTWISE_OPS(GEMMAX_CUDA_OP_INSTANTIATE)
+GEMMAX_ELEMENTWISE_OPS(GEMMAX_CUDA_OP_INSTANTIATE)
 
 }  // namespace gemmax::cuda::ops

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/common.h"
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {

@@ -1,8 +1,8 @@
-// Memory, elementwise ops, reductions, embedding lookup and the AdamW update.
+// Memory, elementwise ops and reductions.
 #include <cmath>
 #include <cstring>
 
-#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/common.h"
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {
@@ -134,72 +134,6 @@ void ReferenceBackend::do_transpose_groups(const TransposeGroupsArgs& args) {
     for (int64_t g = 0; g < G; ++g)
       for (int64_t c = 0; c < C; ++c)
         for (int64_t r = 0; r < R; ++r) po[(g * C + c) * R + r] = pi[(g * R + r) * C + c];
-  });
-}
-
-// ---- embedding -----------------------------------------------------------------------------
-
-void ReferenceBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
-  const auto& [x, tokens, table, scale] = args;
-  const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
-  const int32_t* tok = tokens.data<int32_t>();
-  for (int64_t t = 0; t < n; ++t)  // checked before the parallel loop, which cannot throw
-    GEMMAX_CHECK(tok[t] >= 0 && tok[t] < vocab, "token id ", tok[t], " at position ", t,
-                 " is outside the vocabulary [0, ", vocab, ")");
-  // The table may be wider than x (fp32 master table, bf16 activations): one rounding.
-  dispatch2<float, bf16, double>(x, table, "embedding_forward", [&]<class T, class W>() {
-    const W* tab = table.data<W>();
-    T* out = x.data<T>();
-#pragma omp parallel for
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t i = 0; i < d; ++i) out[t * d + i] = T(double(tab[tok[t] * d + i]) * scale);
-    }
-  });
-}
-
-void ReferenceBackend::do_embedding_backward(const EmbeddingBackwardArgs& args) {
-  const auto& [dtable, dx, tokens, scale] = args;
-  const int64_t n = tokens.numel(), d = dtable.dim(1);
-  const int32_t* tok = tokens.data<int32_t>();
-  dispatch2<float, bf16, double>(dtable, dx, "embedding_backward", [&]<class W, class T>() {
-    W* dt = dtable.data<W>();
-    const T* g = dx.data<T>();
-    // Serial over tokens (repeated tokens add into the same row), vectorised over columns.
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t i = 0; i < d; ++i) {
-        W& out = dt[tok[t] * d + i];
-        out = W(calc_t<W>(out) + calc_t<W>(W(double(g[t * d + i]) * scale)));
-      }
-  });
-}
-
-// ---- AdamW (docs/TRAINING.md §12: optax adamw, decoupled decay scaled by lr) -------------
-
-void ReferenceBackend::do_adamw_step(const AdamwStepArgs& args) {
-  const auto& [param, grad, m, v, s, scalars] = args;
-  check_same(param, grad, "adamw_step");
-  check_same(param, m, "adamw_step");
-  check_same(param, v, "adamw_step");
-  const double* sc = scalars.data<double>();
-  for (int64_t i = 0; i < StepScalars::kCount; ++i)
-    if (!std::isfinite(sc[i])) return;  // a non-finite step is not applied
-  const double grad_scale = clip_factor(s.clip_norm, std::sqrt(sc[StepScalars::kGradSumSq]));
-  const double bc1 = 1.0 - std::pow(s.b1, double(s.t));
-  const double bc2 = 1.0 - std::pow(s.b2, double(s.t));
-  dispatch<float, bf16, double>(param, "adamw_step", [&]<class T>() {
-    T *p = param.data<T>(), *pm = m.data<T>(), *pv = v.data<T>();
-    const T* g = grad.data<T>();
-    const int64_t n = param.numel();
-#pragma omp parallel for
-    for (int64_t i = 0; i < n; ++i) {
-      const double gi = double(g[i]) * grad_scale;
-      const double mi = s.b1 * double(pm[i]) + (1.0 - s.b1) * gi;
-      const double vi = s.b2 * double(pv[i]) + (1.0 - s.b2) * gi * gi;
-      pm[i] = T(mi);
-      pv[i] = T(vi);
-      const double update = (mi / bc1) / (std::sqrt(vi / bc2 + s.eps_root) + s.eps);
-      p[i] = T(double(p[i]) - s.lr * (update + s.weight_decay * double(p[i])));
-    }
   });
 }
 

@@ -1,7 +1,7 @@
 // GeGLU with tanh-approximate GELU on fused [gate | up] rows.
 #include <cmath>
 
-#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/common.h"
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {

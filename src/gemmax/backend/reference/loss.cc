@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/common.h"
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {

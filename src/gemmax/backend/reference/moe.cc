@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "gemmax/backend/reference/dispatch.h"
+#include "gemmax/backend/reference/common.h"
 #include "gemmax/backend/reference/reference_backend.h"
 
 namespace gemmax {

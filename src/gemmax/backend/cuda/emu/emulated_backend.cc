@@ -3,10 +3,13 @@
 #include "gemmax/backend/cuda/device_error.h"
 #include "gemmax/backend/cuda/ops/attention_ops.h"
 #include "gemmax/backend/cuda/ops/elementwise_ops.h"
+#include "gemmax/backend/cuda/ops/embedding_ops.h"
+#include "gemmax/backend/cuda/ops/geglu_ops.h"
 #include "gemmax/backend/cuda/ops/gmm_ops.h"
 #include "gemmax/backend/cuda/ops/loss_ops.h"
 #include "gemmax/backend/cuda/ops/moe_ops.h"
 #include "gemmax/backend/cuda/ops/norm_rope_ops.h"
+#include "gemmax/backend/cuda/ops/optimizer_ops.h"
 
 namespace gemmax::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// Elementwise ops, ordered sums, transpose, embedding and AdamW.
+// Elementwise ops, ordered sums, transpose and the stable sort (embedding, routing).
 #pragma once
 
 #include <cmath>
@@ -123,21 +123,6 @@ void transpose_groups(P& p, const TransposeGroupsArgs& args) {
   });
 }
 
-template <class P>
-void embedding_forward(P& p, const EmbeddingForwardArgs& args) {
-  const auto& [x, tokens, table, scale] = args;
-  const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
-  if (n == 0) return;
-  dispatch<float, bf16>(x, "embedding_forward", [&]<class E>() {
-    dispatch<float, bf16, double>(table, "embedding_forward", [&]<class W>() {
-      p.template launch<kern::EmbeddingForwardKernel>(
-          stride_launch(n * 256, 256, 65535), ptr<E>(x),
-          const_cast<const int32_t*>(ptr<int32_t>(tokens)), const_cast<const W*>(ptr<W>(table)), n,
-          d, vocab, scale, p.errors());
-    });
-  });
-}
-
 // A stable sort of positions by key: `passes` radix passes of kern::kMaxBins bins, or one pass
 // of `bins` bins on the raw keys (radix = false). Returns the sorted positions (in scratch or in
 // `out`).
@@ -171,55 +156,6 @@ const int32_t* stable_sort(P& p, Scratch& s, const int32_t* keys, int64_t n, int
     shift += 9;
   }
   return perm;
-}
-
-template <class P>
-void embedding_backward(P& p, const EmbeddingBackwardArgs& args) {
-  const auto& [dtable, dx, tokens, scale] = args;
-  const int64_t n = tokens.numel(), vocab = dtable.dim(0), d = dtable.dim(1);
-  if (n == 0) return;
-  static_assert(kern::kMaxBins == 512, "radix passes of 9 bits");
-  int bits = 1;
-  while ((int64_t(1) << bits) < vocab) ++bits;
-  Scratch s = p.scratch();
-  int32_t* sorted = s.take<int32_t>(n, "the tokens sorted by id");
-  const int32_t* perm = stable_sort(p, s, ptr<int32_t>(tokens), n, kern::kMaxBins, true,
-                                    (bits + 8) / 9, sorted, nullptr);
-  dispatch<float, bf16, double>(dtable, "embedding_backward", [&]<class W>() {
-    dispatch<float, bf16>(dx, "embedding_backward", [&]<class E>() {
-      p.template launch<kern::EmbeddingBackwardKernel>(
-          stride_launch(n * 256, 256, 65535), ptr<W>(dtable), const_cast<const E*>(ptr<E>(dx)),
-          const_cast<const int32_t*>(ptr<int32_t>(tokens)), perm, n, d, vocab, scale);
-    });
-  });
-}
-
-template <class P>
-void adamw_step(P& p, const AdamwStepArgs& args) {
-  const auto& [param, grad, m, v, st, scalars] = args;
-  // The cuda kernels update param, m and v of one dtype from a gradient of that dtype.
-  check_same(param, grad, "adamw_step");
-  check_same(param, m, "adamw_step");
-  check_same(param, v, "adamw_step");
-  if (param.numel() == 0) return;
-  const kern::AdamWArgs a{st.lr,
-                          st.b1,
-                          st.b2,
-                          st.eps,
-                          st.eps_root,
-                          st.weight_decay,
-                          st.clip_norm,
-                          1.0 - std::pow(st.b1, double(st.t)),
-                          1.0 - std::pow(st.b2, double(st.t))};
-  dispatch<float, bf16, double>(param, "adamw_step", [&]<class T>() {
-    const bool vec = vec_ok<T>(kern::kVec<T>, {&param, &grad, &m, &v});
-    p.template launch<kern::AdamWKernel>(
-        stride_launch(vec ? param.numel() / kern::kVec<T> + 1 : param.numel(), 256, 65536),
-        ptr<T>(param),
-        const_cast<const T*>(ptr<T>(grad)), ptr<T>(m), ptr<T>(v), param.numel(), a,
-        const_cast<const double*>(ptr<double>(scalars)), int(StepScalars::kCount),
-        int(StepScalars::kGradSumSq), const_cast<const kern::DeviceError*>(p.errors()), vec);
-  });
 }
 
 }  // namespace gemmax::cuda::ops

@@ -1,4 +1,4 @@
-// RMSNorm, RoPE and GeGLU ops.
+// RMSNorm and RoPE ops.
 #pragma once
 
 #include "gemmax/backend/cuda/kernels/norm.h"
@@ -96,49 +96,6 @@ void rope(P& p, const RopeArgs& args) {
   dispatch<float, bf16>(x, "rope", [&]<class E>() {
     p.template launch<kern::RopeKernel>(stride_launch(T * heads * 32, 256, 65536), ptr<E>(x),
                                         (const float*)ptr<float>(table), T, heads, half, inverse);
-  });
-}
-
-struct GegluLayout {
-  kern::GegluArgs args;
-  bool split;
-};
-inline GegluLayout geglu_layout(const Tensor& a, const Tensor& h, const Tensor& up,
-                                const char* op) {
-  const int64_t F = a.dim(-1), m = a.numel() / F;
-  const bool split = up.defined();
-  GEMMAX_CHECK(split ? h.numel() == m * F && up.numel() == m * F : h.numel() == 2 * m * F, op,
-               ": h ", h.str(), split ? " up " + up.str() : std::string(), " for a ", a.str());
-  return {{m, F, split ? F : 2 * F}, split};
-}
-
-template <class P>
-void geglu_forward(P& p, const GegluForwardArgs& args) {
-  const auto& [a, h, up] = args;
-  const GegluLayout g = geglu_layout(a, h, up, "geglu_forward");
-  if (a.numel() == 0) return;
-  dispatch<float, bf16>(a, "geglu_forward", [&]<class E>() {
-    const E* gate = ptr<E>(h);
-    const E* u = g.split ? (const E*)ptr<E>(up) : gate + g.args.F;
-    const bool vec = vec_ok<E>(g.args.F, {&a, &h, &up});  // rows of F, so stride 2F too
-    p.template launch<kern::GegluForwardKernel>(stride_launch(g.args.m * 32, 256, 65536), ptr<E>(a),
-                                                gate, u, g.args, vec);
-  });
-}
-
-template <class P>
-void geglu_backward(P& p, const GegluBackwardArgs& args) {
-  const auto& [dh, dup, da, h, up] = args;
-  const GegluLayout g = geglu_layout(da, h, up, "geglu_backward");
-  if (da.numel() == 0) return;
-  dispatch<float, bf16>(da, "geglu_backward", [&]<class E>() {
-    const E* gate = ptr<E>(h);
-    const E* u = g.split ? (const E*)ptr<E>(up) : gate + g.args.F;
-    E* dgate = ptr<E>(dh);
-    E* du = g.split ? ptr<E>(dup) : dgate + g.args.F;
-    const bool vec = vec_ok<E>(g.args.F, {&dh, &dup, &da, &h, &up});
-    p.template launch<kern::GegluBackwardKernel>(stride_launch(g.args.m * 32, 256, 65536), dgate,
-                                                 du, (const E*)ptr<E>(da), gate, u, g.args, vec);
   });
 }
 

@@ -5,20 +5,16 @@
 
 #include "gemmax/backend/backend.h"
 
-// By definition file: each cuda_*.cu instantiates its lists for the GPU.
-#define GEMMAX_CUDA_ELEMENTWISE_OPS(X) \
-  GEMMAX_ELEMENTWISE_OPS(X)            \
-  GEMMAX_EMBEDDING_OPS(X)              \
-  GEMMAX_OPTIMIZER_OPS(X)
-#define GEMMAX_CUDA_NORM_OPS(X) \
-  GEMMAX_NORM_ROPE_OPS(X)       \
-  GEMMAX_GEGLU_OPS(X)
-#define GEMMAX_CUDA_OPS(X)       \
-  GEMMAX_CUDA_ELEMENTWISE_OPS(X) \
-  GEMMAX_CUDA_NORM_OPS(X)        \
-  GEMMAX_ATTENTION_OPS(X)        \
-  GEMMAX_MOE_OPS(X)              \
-  GEMMAX_GMM_OPS(X)              \
+// One op family per file: cuda_<family>.cu instantiates GEMMAX_<FAMILY>_OPS for the GPU.
+#define GEMMAX_CUDA_OPS(X)  \
+  GEMMAX_ELEMENTWISE_OPS(X) \
+  GEMMAX_EMBEDDING_OPS(X)   \
+  GEMMAX_OPTIMIZER_OPS(X)   \
+  GEMMAX_NORM_ROPE_OPS(X)   \
+  GEMMAX_GEGLU_OPS(X)       \
+  GEMMAX_ATTENTION_OPS(X)   \
+  GEMMAX_MOE_OPS(X)         \
+  GEMMAX_GMM_OPS(X)         \
   GEMMAX_LOSS_OPS(X)
 
 namespace gemmax::cuda::ops {

@@ -1,5 +1,5 @@
-// Matmuls and grouped matmuls on the product engine (gemm.h). A grouped matmul runs one
-// product per expert over that expert's contiguous sorted rows; GmmRows' maps become the row
+// Grouped matmuls on the product engine (gemm.h). A grouped matmul runs one product per
+// expert over that expert's contiguous sorted rows; GmmRows' maps become the row
 // maps of the engine's operands, so the permute and un-permute around the experts cost
 // nothing. An expert with no rows is skipped: its weight gradient stays as it is.
 #include <omp.h>
@@ -7,8 +7,8 @@
 #include <tuple>
 #include <type_traits>
 
+#include "gemmax/backend/cpu/common.h"
 #include "gemmax/backend/cpu/cpu_backend.h"
-#include "gemmax/backend/cpu/dispatch.h"
 
 namespace gemmax {
 using namespace cpu;
@@ -70,32 +70,7 @@ void for_each_group(const std::vector<Group>& groups, const GemmScratch& scratch
   }
 }
 
-bool fast_dtypes(std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (!is_fast(*t)) return false;
-  return true;
-}
-
 }  // namespace
-
-void CpuBackend::do_matmul(const MatmulArgs& args) {
-  const auto& [c, a, trans_a, b, trans_b, accumulate] = args;
-  if (!fast_dtypes({&a, &b, &c}) || (trans_a && trans_b)) return reference_.do_matmul(args);
-  const int64_t M = trans_a ? a.dim(1) : a.dim(0), K = trans_a ? a.dim(0) : a.dim(1);
-  const int64_t N = trans_b ? b.dim(0) : b.dim(1);
-  if (trans_a && c.dtype() == DType::BF16 && K > 8192)  // long reductions into bf16: rare
-    return reference_.do_matmul(args);
-  dispatch2<float, bf16>(a, c, "matmul", [&]<class T, class TC>() {
-    if (trans_a) {  // c [M, N] = a^T b: a [K, M], b [K, N] by rows, reduced over K
-      gemm_tn<T, TC>(isa_, M, N, K, Rows<const T>{a.data<T>(), M}, Rows<const T>{b.data<T>(), N},
-                     c.data<TC>(), N, accumulate, gemm_);
-    } else {
-      gemm<T, TC>(isa_, M, N, K, Rows<const T>{a.data<T>(), K},
-                  BMatrix<T>{b.data<T>(), trans_b ? K : N, trans_b}, Rows<TC>{c.data<TC>(), N},
-                  accumulate, gemm_);
-    }
-  });
-}
 
 void CpuBackend::do_gmm(const GmmArgs& args) {
   const auto& [out, lhs, rhs, group_sizes, rows] = args;

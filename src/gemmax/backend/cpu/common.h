@@ -1,7 +1,8 @@
-// Helpers shared by the cpu backend's kernels: checks, fixed-order reductions.
+// Helpers shared by the cpu backend's kernels: thresholds, checks, fixed-order reductions.
 #pragma once
 
 #include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "gemmax/base/dtype_dispatch.h"
@@ -10,9 +11,19 @@
 
 namespace gemmax::cpu {
 
+constexpr int64_t kParallelMin = 1 << 15;  // elements below which a loop runs on one thread
+constexpr int64_t kChunk = 1 << 14;        // elements per parallel chunk of a flat loop
+constexpr int64_t kParallelRows = 64;      // rows below which a loop runs on one thread
+
 // float64 tensors run on the reference loops; the fast kernels take bf16 and fp32.
 inline bool is_wide(const Tensor& t) { return t.defined() && t.dtype() == DType::F64; }
 inline bool is_fast(const Tensor& t) { return t.dtype() == DType::F32 || t.dtype() == DType::BF16; }
+
+inline bool fast_dtypes(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (!is_fast(*t)) return false;
+  return true;
+}
 
 inline void check_same(const Tensor& a, const Tensor& b, const char* what) {
   GEMMAX_CHECK(a.dtype() == b.dtype() && a.numel() == b.numel(), what, ": ", a.str(), " vs ",
