@@ -7,6 +7,7 @@ namespace gemmax {
 namespace {
 
 using testing::expect_error;
+using testing::FileSizeLimit;
 using testing::read_file;
 using testing::TempDir;
 using testing::write_file;
@@ -40,31 +41,36 @@ TEST(AtomicFile, AbandonedFileIsRemoved) {
   EXPECT_EQ(dir.list(), std::vector<std::string>{"out.bin"});
 }
 
-TEST(AtomicFile, InjectedDiskFullKeepsOldFile) {
+// A write the OS refuses part-way (here a file-size limit: EFBIG, as a full disk gives ENOSPC).
+TEST(AtomicFile, FailedWriteKeepsOldFile) {
   TempDir dir;
   const std::string path = dir / "state.bin";
   write_file(path, "previous");
-  inject_write_failure_after_bytes_for_testing(5);
-  AtomicFile f(path);
-  f.write("abc");  // 3 of the 5 allowed bytes
-  expect_error([&] { f.write("defgh"); }, {path, "No space left on device"});
-  EXPECT_EQ(read_file(path), "previous");
-  EXPECT_EQ(dir.list(), std::vector<std::string>{"state.bin"});
-  // The fault fires once; writing again works.
+  {
+    FileSizeLimit limit(5);
+    AtomicFile f(path);
+    f.write("abc");  // 3 of the 5 bytes the limit allows
+    expect_error([&] { f.write("defgh"); },
+                 {path, "File too large", "after 5 bytes", "was left as it was"});
+    EXPECT_EQ(read_file(path), "previous");
+    EXPECT_EQ(dir.list(), std::vector<std::string>{"state.bin"});
+  }
+  // The failure left nothing behind that stops the next write.
   write_file_atomic(path, "next");
   EXPECT_EQ(read_file(path), "next");
 }
 
-TEST(AtomicFile, InjectionCountsAcrossFilesAndCanBeDisarmed) {
+// A write that fails in one piece (no short write first) is the same clean failure; the file
+// already complete at the limit is kept.
+TEST(AtomicFile, WholeFileRefusedLeavesNoTemporary) {
   TempDir dir;
-  inject_write_failure_after_bytes_for_testing(10);
-  write_file_atomic(dir / "a", "0123456");  // 7 bytes
-  expect_error([&] { write_file_atomic(dir / "b", "0123456"); }, {dir / "b", "No space"});
+  {
+    FileSizeLimit limit(7);
+    write_file_atomic(dir / "a", "0123456");  // exactly the limit
+    expect_error([&] { write_file_atomic(dir / "b", "01234567"); }, {dir / "b", "File too large"});
+  }
   EXPECT_EQ(dir.list(), std::vector<std::string>{"a"});
-  inject_write_failure_after_bytes_for_testing(0);
-  inject_write_failure_after_bytes_for_testing(-1);
-  write_file_atomic(dir / "c", "fine");
-  EXPECT_EQ(read_file(dir / "c"), "fine");
+  EXPECT_EQ(read_file(dir / "a"), "0123456");
 }
 
 TEST(AtomicFile, MissingDirectoryIsAClearError) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -185,22 +186,26 @@ TEST(Checkpoint, ResumingWithAnotherConfigIsRefused) {
 TEST(Checkpoint, FailedSaveKeepsThePreviousCheckpoint) {
   TempDir dir;
   const std::vector<std::string> args = run_args(dir, 4, {"checkpoint_period=2"});
-  auto t = std::make_unique<Trainer>(Config::defaults(args));
-  std::ostringstream log;
-  // The save at step 2 succeeds; make the one at step 4 fail part-way, as on a full disk.
-  struct Disarm {
-    ~Disarm() { inject_write_failure_after_bytes_for_testing(-1); }
-  } disarm;
-  const int64_t one_checkpoint = [&] {
+  // The save at step 2 succeeds; the one at step 4 fails part-way, as on a full disk: from step
+  // 3 on, no file may grow past half the largest file of a checkpoint (EFBIG).
+  const uint64_t largest_file = [&] {
     TempDir probe;
     train(run_args(probe, 1));
-    uint64_t bytes = 0;
+    uintmax_t bytes = 0;
     for (const auto& e : fs::recursive_directory_iterator(probe / "r/checkpoints"))
-      if (e.is_regular_file()) bytes += e.file_size();
-    return int64_t(bytes);
+      if (e.is_regular_file()) bytes = std::max(bytes, e.file_size());
+    return uint64_t(bytes);
   }();
-  inject_write_failure_after_bytes_for_testing(one_checkpoint + one_checkpoint / 2);
-  expect_error([&] { t->run(log); }, {"No space left on device"});
+  std::optional<testing::FileSizeLimit> limit;
+  TrainHooks hooks;
+  hooks.before_step = [&](int64_t step) {
+    if (step == 3) limit.emplace(largest_file / 2);
+  };
+  auto t = std::make_unique<Trainer>(Config::defaults(args), nullptr, hooks);
+  std::ostringstream log;
+  expect_error([&] { t->run(log); }, {"checkpoints", "File too large", "was left as it was"});
+  ASSERT_TRUE(limit.has_value()) << "the run failed before step 3";
+  limit.reset();
   const auto all = list_train_checkpoints(dir / "r/checkpoints");
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].step, 2);

@@ -109,9 +109,19 @@ TEST(HfCheckpoint, DiskFullMidwayLeavesNoCompleteLookingFolder) {
   TempDir dir;
   NamedTensors ts = sample();
   write_hf_checkpoint(dir.str(), ts, 800);
-  inject_write_failure_after_bytes_for_testing(1300);  // shard 1 is ~1010 bytes: dies in shard 2
-  expect_error([&] { write_hf_checkpoint(dir.str(), ts, 800); },
-               {"model-00002-of-00003.safetensors", "No space left on device"});
+  // A file-size limit between the sizes of shards 1-2 and shard 3 fails the write in its last
+  // shard (EFBIG, as a full disk fails it with ENOSPC), after two complete new shards.
+  const auto size = [&](int shard) {
+    return std::filesystem::file_size(
+        dir / ("model-0000" + std::to_string(shard) + "-of-00003.safetensors"));
+  };
+  const uintmax_t largest_first = std::max(size(1), size(2));
+  ASSERT_LT(largest_first, size(3));
+  {
+    testing::FileSizeLimit limit(largest_first);
+    expect_error([&] { write_hf_checkpoint(dir.str(), ts, 800); },
+                 {"model-00003-of-00003.safetensors", "File too large"});
+  }
   for (const std::string& f : dir.list()) EXPECT_EQ(f.find(".tmp."), std::string::npos) << f;
   // No index: the folder is not mistaken for a complete checkpoint.
   expect_error([&] { HfCheckpoint::open(dir.str()); }, {"neither", "model-00001-of-00003"});

@@ -188,22 +188,64 @@ TEST(ModelGradient, RematPoliciesKeepWhatTheyName) {
     EXPECT_EQ(acts.attn.q_raw.defined(), matmuls);
     EXPECT_EQ(acts.attn.proj.defined(), matmuls);
     EXPECT_EQ(acts.mlp.gate_up.defined(), matmuls);
-    EXPECT_EQ(acts.moe.matmul.logits.defined(), matmuls);
-    EXPECT_EQ(acts.moe.matmul.gate_up.defined(), matmuls);
-    EXPECT_EQ(acts.moe.matmul.y.defined(), matmuls);
+    EXPECT_EQ(acts.moe.logits.defined(), matmuls);
+    EXPECT_EQ(acts.moe.gate_up.defined(), matmuls);
+    EXPECT_EQ(acts.moe.y.defined(), matmuls);
     EXPECT_EQ(acts.attn.attn.defined(), all);
-    EXPECT_EQ(acts.moe.other.combined.defined(), all);
+    EXPECT_EQ(acts.moe.combined.defined(), all);
     EXPECT_EQ(acts.h().defined(), all);
-    if (matmuls) EXPECT_EQ(acts.moe.matmul.y.mem_kind(), MemKind::Activations);
+    if (matmuls) EXPECT_EQ(acts.moe.y.mem_kind(), MemKind::Activations);
     // The recompute fills in the rest, as workspace, without touching what was kept.
-    const Tensor kept_y = acts.moe.matmul.y;
+    const Tensor kept_y = acts.moe.y;
     LayerContext re = ctx;
     re.recompute = true;
     layer_forward(re, 0, w, x, Tensor(), acts);
-    EXPECT_TRUE(acts.attn.attn.defined() && acts.moe.other.combined.defined() &&
-                acts.h().defined());
-    if (!all) EXPECT_EQ(acts.moe.other.combined.mem_kind(), MemKind::Workspace);
-    if (matmuls) EXPECT_EQ(acts.moe.matmul.y.raw(), kept_y.raw()) << "a kept tensor was recomputed";
+    EXPECT_TRUE(acts.attn.attn.defined() && acts.moe.combined.defined() && acts.h().defined());
+    if (!all) EXPECT_EQ(acts.moe.combined.mem_kind(), MemKind::Workspace);
+    if (matmuls) EXPECT_EQ(acts.moe.y.raw(), kept_y.raw()) << "a kept tensor was recomputed";
+  }
+}
+
+// Whatever fields the blocks have, a layer's forward leaves alive only what the remat policy
+// keeps: after drop_unsaved() none of the layer's workspace is alive (but the donors' K/V, which
+// the sharing layers read until the step's end) and no activation it kept was released. The
+// tracker counts every live allocation by kind, so a field the policy does not keep that the
+// drop misses shows as live workspace, and one dropped although kept as released activations.
+TEST(ModelGradient, OnlyWhatTheRematPolicyKeepsOutlivesALayer) {
+  for (const ModelConfig& cfg : {test_config(5), test_config(1), small_block_config()}) {
+    Fixture f(cfg);
+    const int64_t T = f.in.tokens_count(), D = cfg.d_model, L = cfg.num_layers;
+    Rng rng(5);
+    Tensor x = random_tensor({T, D}, rng), y = Tensor::zeros({T, D}, DType::F64);
+    const MemoryTracker& mem = f.be.tracker();
+    auto live = [&](MemKind k) { return int64_t(mem.current(k)); };
+    for (RematPolicy p : {RematPolicy::None, RematPolicy::Minimal, RematPolicy::Full}) {
+      LayerContext ctx = f.ctx;
+      ctx.opt.remat = p;
+      DonorKv kv(L);
+      if (cfg.num_kv_shared_layers > 0) ctx.donor_kv = &kv;
+      if (cfg.has_per_layer_inputs())
+        ctx.per_layer_inputs = random_tensor({L, T, cfg.per_layer_input_dim}, rng);
+      std::vector<LayerActs> acts(static_cast<size_t>(L));
+      for (int64_t l = 0; l < L; ++l) {
+        const std::string where = std::string(remat_policy_name(p)) + ", " +
+                                  (cfg.has_per_layer_inputs() ? "small block"
+                                   : cfg.has_moe()            ? "MoE"
+                                                              : "dense") +
+                                  ", layer " + std::to_string(l);
+        const int64_t work0 = live(MemKind::Workspace), kept0 = live(MemKind::Activations);
+        layer_forward(ctx, l, bind_layer(f.table, f.weights, l), x, y, acts[size_t(l)]);
+        const int64_t kept = live(MemKind::Activations);
+        acts[size_t(l)].drop_unsaved(p);
+        int64_t donor = 0;
+        for (const Tensor& t : {kv.k[size_t(l)], kv.v[size_t(l)]})
+          if (t.defined() && t.mem_kind() == MemKind::Workspace) donor += int64_t(t.nbytes());
+        EXPECT_EQ(live(MemKind::Workspace) - work0, donor) << where << ": workspace outlives it";
+        EXPECT_EQ(live(MemKind::Activations), kept) << where << ": a kept activation was released";
+        if (p == RematPolicy::Full) EXPECT_EQ(kept, kept0) << where << ": full keeps nothing";
+        if (p == RematPolicy::None) EXPECT_GT(kept, kept0) << where;
+      }
+    }
   }
 }
 
@@ -240,11 +282,11 @@ TEST(Routing, GroupSizesSumToTokensTimesTopKAndOrderIsStable) {
          y = Tensor::zeros({T, f.cfg.d_model}, DType::F64);
   LayerActs acts;
   layer_forward(f.ctx, 0, bind_layer(f.table, f.weights, 0), x, y, acts);
-  const Routing& r = acts.moe.other.routing;
+  const Routing& r = acts.moe.routing;
   int64_t sum = 0;
   for (int64_t e = 0; e < E; ++e) sum += r.group_sizes.data<int32_t>()[e];
   EXPECT_EQ(sum, T * K);
-  const int32_t* idx = acts.moe.other.idx.data<int32_t>();
+  const int32_t* idx = acts.moe.idx.data<int32_t>();
   const int32_t* order = r.order.data<int32_t>();
   int64_t row = 0;
   for (int64_t e = 0; e < E; ++e) {

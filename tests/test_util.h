@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <initializer_list>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -75,6 +78,36 @@ inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), std::streamsize(bytes.size()));
 }
+
+// A real write failure, as a full disk gives one: while it lives, no file of this process may grow
+// past `bytes` (RLIMIT_FSIZE), and a write that would fails with EFBIG ("File too large") instead
+// of raising SIGXFSZ. The limit is per file and process-wide (every thread's writes).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(uint64_t bytes) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    if (::getrlimit(RLIMIT_FSIZE, &saved_) != 0 ||
+        ::sigaction(SIGXFSZ, &ignore, &saved_action_) != 0)
+      throw std::runtime_error("FileSizeLimit: cannot read RLIMIT_FSIZE or ignore SIGXFSZ");
+    rlimit lower = saved_;
+    lower.rlim_cur = std::min<rlim_t>(rlim_t(bytes), saved_.rlim_max);
+    if (::setrlimit(RLIMIT_FSIZE, &lower) != 0) {
+      ::sigaction(SIGXFSZ, &saved_action_, nullptr);
+      throw std::runtime_error("FileSizeLimit: cannot lower RLIMIT_FSIZE");
+    }
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    ::sigaction(SIGXFSZ, &saved_action_, nullptr);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  struct sigaction saved_action_ {};
+};
 
 // Runs f, expects a gemmax::Error whose message holds every one of `parts`; returns the message.
 template <class F>

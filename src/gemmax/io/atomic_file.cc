@@ -15,7 +15,6 @@
 namespace gemmax {
 namespace {
 
-std::atomic<int64_t> g_fail_after{-1};  // bytes left before the injected ENOSPC; -1: off
 std::atomic<uint64_t> g_temp_counter{0};
 std::atomic<bool> g_interrupted{false};  // set from a signal handler: must be lock-free
 static_assert(std::atomic<bool>::is_always_lock_free);
@@ -25,26 +24,9 @@ std::string parent_dir(const std::string& path) {
   return dir.empty() ? "." : dir;
 }
 
-// How many of the next `want` bytes may be written before the injected failure (want if off).
-// Returns -1 when the failure fires now.
-int64_t injected_allowance(size_t want) {
-  int64_t left = g_fail_after.load();
-  while (left >= 0) {
-    if (left == 0) {
-      if (g_fail_after.compare_exchange_weak(left, -1)) return -1;
-      continue;
-    }
-    const int64_t take = std::min<int64_t>(left, int64_t(want));
-    if (g_fail_after.compare_exchange_weak(left, left - take)) return take;
-  }
-  return int64_t(want);
-}
-
 }  // namespace
 
 void set_writes_interrupted(bool interrupted) { g_interrupted.store(interrupted); }
-
-void inject_write_failure_after_bytes_for_testing(int64_t n) { g_fail_after.store(n < 0 ? -1 : n); }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   GEMMAX_CHECK(!path_.empty(), "AtomicFile: empty path");
@@ -86,10 +68,7 @@ void AtomicFile::write(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     if (g_interrupted.load()) abort_with("interrupted by a forced stop", EINTR);
-    size_t chunk = std::min<size_t>(n, size_t(1) << 30);
-    const int64_t allowed = injected_allowance(chunk);
-    if (allowed < 0) abort_with("write", ENOSPC);
-    chunk = size_t(allowed);
+    const size_t chunk = std::min<size_t>(n, size_t(1) << 30);
     const ssize_t w = ::write(fd_, p, chunk);
     if (w < 0) {
       if (errno == EINTR) continue;

@@ -55,8 +55,4 @@ void fsync_directory(const std::string& dir);
 // call from a signal handler.
 void set_writes_interrupted(bool interrupted);
 
-// Test hook: after `n` more bytes have been written through AtomicFile (counted across files),
-// the next write fails with ENOSPC, as on a full disk. Fires once, then disarms. -1 disarms.
-void inject_write_failure_after_bytes_for_testing(int64_t n);
-
 }  // namespace gemmax

@@ -14,20 +14,19 @@
 
 namespace gemmax {
 
-struct AttentionActs {
-  Tensor normed, rstd_in;      // a and its rstd
+struct AttentionMatmuls {      // ActClass::Matmul
   Tensor q_raw, k_raw, v_raw;  // projections [T, heads*hd]; v_raw is k_raw on K = V layers
-  Tensor q, k, v;              // normed (q, k also rotated) [T, heads, hd]
-  Tensor rstd_q, rstd_k, rstd_v;
-  Tensor attn, lse;        // attention output [T, H, hd] and its log-sum-exp [B, H, S]
-  Tensor proj, rstd_post;  // attn . Wo^T [T, D] and the post-norm's rstd
-  Tensor out;              // h = x + RMSNorm(proj; post_attention_layernorm) [T, D]
-
-  void drop_unsaved() {
-    gemmax::drop_unsaved({&normed, &rstd_in, &q_raw, &k_raw, &v_raw, &q, &k, &v, &rstd_q, &rstd_k,
-                          &rstd_v, &attn, &lse, &proj, &rstd_post, &out});
-  }
+  Tensor proj;                 // attn . Wo^T [T, D]
 };
+struct AttentionOthers {   // ActClass::Other
+  Tensor normed, rstd_in;  // a and its rstd
+  Tensor q, k, v;          // normed (q, k also rotated) [T, heads, hd]
+  Tensor rstd_q, rstd_k, rstd_v;
+  Tensor attn, lse;  // attention output [T, H, hd] and its log-sum-exp [B, H, S]
+  Tensor rstd_post;  // the post-norm's rstd
+  Tensor out;        // h = x + RMSNorm(proj; post_attention_layernorm) [T, D]
+};
+using AttentionActs = RematActs<AttentionMatmuls, AttentionOthers>;
 
 // K/V sharing (gemma4-e2b/e4b): a donor layer leaves its normed, rotated k and v here for the
 // later layers that read them, and those layers' backward adds their gradients for the donor's.

@@ -71,9 +71,4 @@ const char* remat_policy_name(RematPolicy p) {
   return "?";
 }
 
-void drop_unsaved(std::initializer_list<Tensor*> tensors) {
-  for (Tensor* t : tensors)
-    if (t->defined() && t->mem_kind() != MemKind::Activations) *t = Tensor();
-}
-
 }  // namespace gemmax

@@ -1,7 +1,6 @@
 // What every layer of one training step shares: the backend, the model shape, the batch.
 #pragma once
 
-#include <initializer_list>
 #include <string>
 
 #include "gemmax/backend/backend.h"
@@ -54,6 +53,21 @@ enum class ActClass { Matmul, Other };
 inline bool remat_keeps(RematPolicy p, ActClass c) {
   return p == RematPolicy::None || (p == RematPolicy::Minimal && c == ActClass::Matmul);
 }
+
+// One block's forward activations, in two groups by the class they are allocated in: a field is
+// declared in the group of its class (`Matmuls` or `Others`, plain structs of Tensors), and
+// drop_unsaved() resets a group whole when the policy does not keep its class. A block's acts
+// type is an alias of this template, so it has no fields outside the two groups and none can
+// outlive its layer by being left off a list.
+struct NoActs {};  // a block without activations of one class
+template <class Matmuls, class Others>
+struct RematActs : Matmuls, Others {
+  // After the layer's forward: releases the groups the policy does not keep.
+  void drop_unsaved(RematPolicy remat) {
+    if (!remat_keeps(remat, ActClass::Matmul)) static_cast<Matmuls&>(*this) = Matmuls();
+    if (!remat_keeps(remat, ActClass::Other)) static_cast<Others&>(*this) = Others();
+  }
+};
 
 // How the model computes: dtypes, what is kept for the backward, and the switches of the seed's
 // optimizations (each on by default, each off = the plain path it is tested against; docs/SEED.md).
@@ -149,9 +163,5 @@ struct LayerContext {
     return be.alloc(shape, stat_dtype(act()), MemKind::Workspace);
   }
 };
-
-// Releases every tensor that the remat policy does not keep (those not allocated as
-// MemKind::Activations).
-void drop_unsaved(std::initializer_list<Tensor*> tensors);
 
 }  // namespace gemmax

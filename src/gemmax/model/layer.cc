@@ -18,16 +18,16 @@ void layer_forward(const LayerContext& ctx, int64_t layer, const LayerWeights& w
   attention_forward(ctx, layer, w, x, a.attn);
   mlp_forward(ctx, w, a.h(), a.mlp);
   if (ctx.cfg.has_moe()) moe_forward(ctx, w, a.h(), a.mlp.out, a.moe);
-  if (!a.ffn.defined()) {
-    a.ffn = ctx.act_tensor({T, D}, ActClass::Other);
-    a.rstd_ffw = ctx.stat_tensor({T}, ActClass::Other);
-    ctx.rmsnorm(a.ffn, a.rstd_ffw, a.ffn_in(ctx.cfg), w.post_ffw_norm);
+  if (!a.post_ffw.f.defined()) {
+    a.post_ffw.f = ctx.act_tensor({T, D}, ActClass::Other);
+    a.post_ffw.rstd = ctx.stat_tensor({T}, ActClass::Other);
+    ctx.rmsnorm(a.post_ffw.f, a.post_ffw.rstd, a.ffn_in(ctx.cfg), w.post_ffw_norm);
   }
   if (ctx.cfg.has_per_layer_inputs())
-    layer_input_forward(ctx, w, a.h(), a.ffn, layer_slice(ctx, ctx.per_layer_inputs, layer),
+    layer_input_forward(ctx, w, a.h(), a.post_ffw.f, layer_slice(ctx, ctx.per_layer_inputs, layer),
                         a.pli, y);
   else if (y.defined())
-    ctx.be.scaled_sum_forward({.y = y, .a = a.h(), .b = a.ffn, .s = w.layer_scalar});
+    ctx.be.scaled_sum_forward({.y = y, .a = a.h(), .b = a.post_ffw.f, .s = w.layer_scalar});
 }
 
 void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
@@ -49,8 +49,12 @@ void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& 
     layer_input_backward(ctx, w, g, a.h(), layer_slice(ctx, ctx.per_layer_inputs, layer), a.pli,
                          dy, dh, layer_slice(ctx, ctx.d_per_layer_inputs, layer));
   else
-    be.scaled_sum_backward(
-        {.dab = dh, .ds = g.layer_scalar, .dy = dy, .a = a.h(), .b = a.ffn, .s = w.layer_scalar});
+    be.scaled_sum_backward({.dab = dh,
+                            .ds = g.layer_scalar,
+                            .dy = dy,
+                            .a = a.h(),
+                            .b = a.post_ffw.f,
+                            .s = w.layer_scalar});
 
   // f = RMSNorm(mlp + moe): both branches receive the same gradient and add into dh.
   Tensor dsum = ctx.work({T, D});
@@ -59,7 +63,7 @@ void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& 
                        .dy = dh,
                        .x = a.ffn_in(ctx.cfg),
                        .w = w.post_ffw_norm,
-                       .rstd = a.rstd_ffw,
+                       .rstd = a.post_ffw.rstd,
                        .out_scale = 1.0,
                        .accumulate_dx = false});
   mlp_backward(ctx, w, g, a.h(), a.mlp, dsum, dh);

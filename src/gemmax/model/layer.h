@@ -21,24 +21,34 @@
 
 namespace gemmax {
 
+// The layer's own activation: the post-feedforward norm's.
+struct PostFfwNormOthers {  // ActClass::Other
+  Tensor f, rstd;           // f = RMSNorm(ffn_in()) [T, D] and its rstd
+};
+using PostFfwNormActs = RematActs<NoActs, PostFfwNormOthers>;
+
+// The layer's activations: its blocks' and nothing else, so drop_unsaved() reaches them all.
 struct LayerActs {
   AttentionActs attn;  // attn.out is h, the residual after attention [T, D]
   MlpActs mlp;
-  MoeActs moe;           // moe.out() is MLP out + MoE out [T, D]
-  Tensor rstd_ffw, ffn;  // f = RMSNorm(ffn_in())
-  LayerInputActs pli;    // the small block's per-layer input (model/per_layer_inputs.h)
+  MoeActs moe;               // moe.out is MLP out + MoE out [T, D]
+  PostFfwNormActs post_ffw;  // f
+  LayerInputActs pli;        // the small block's per-layer input (model/per_layer_inputs.h)
 
   const Tensor& h() const { return attn.out; }
   // What the post-feedforward norm reads: MLP + MoE, or the dense layer's MLP output.
-  const Tensor& ffn_in(const ModelConfig& c) const { return c.has_moe() ? moe.out() : mlp.out; }
+  const Tensor& ffn_in(const ModelConfig& c) const { return c.has_moe() ? moe.out : mlp.out; }
   void drop_unsaved(RematPolicy remat) {
-    attn.drop_unsaved();
-    mlp.drop_unsaved();
+    attn.drop_unsaved(remat);
+    mlp.drop_unsaved(remat);
     moe.drop_unsaved(remat);
-    pli.drop_unsaved();
-    gemmax::drop_unsaved({&rstd_ffw, &ffn});
+    post_ffw.drop_unsaved(remat);
+    pli.drop_unsaved(remat);
   }
 };
+// A member outside the blocks above would be missed by drop_unsaved(): add a block instead.
+static_assert(sizeof(LayerActs) == sizeof(AttentionActs) + sizeof(MlpActs) + sizeof(MoeActs) +
+                                       sizeof(PostFfwNormActs) + sizeof(LayerInputActs));
 
 // Fills in what `acts` does not hold and writes y (skipped when y is undefined: the backward's
 // recompute does not need the output).

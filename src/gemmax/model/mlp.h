@@ -10,17 +10,17 @@
 
 namespace gemmax {
 
-struct MlpActs {
-  Tensor normed, rstd_in;   // a
-  Tensor gate_up;           // [T, 2*Fs] = a . [Wg; Wu]^T, one matmul
-  Tensor act;               // [T, Fs]
-  Tensor proj, rstd_post;   // act . Wd^T
-  Tensor out;               // [T, D]; the dense layer: proj itself
-
-  void drop_unsaved() {
-    gemmax::drop_unsaved({&normed, &rstd_in, &gate_up, &act, &proj, &rstd_post, &out});
-  }
+struct MlpMatmuls {  // ActClass::Matmul
+  Tensor gate_up;    // [T, 2*Fs] = a . [Wg; Wu]^T, one matmul
+  Tensor proj;       // act . Wd^T [T, D]
 };
+struct MlpOthers {         // ActClass::Other
+  Tensor normed, rstd_in;  // a
+  Tensor act;              // [T, Fs]
+  Tensor rstd_post;        // the post-norm's rstd
+  Tensor out;              // [T, D]; the dense layer: proj itself
+};
+using MlpActs = RematActs<MlpMatmuls, MlpOthers>;
 
 // Fills in the activations `acts` does not hold yet.
 void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h, MlpActs& acts);

@@ -60,8 +60,8 @@ void expert_dlhs(const LayerContext& ctx, const Tensor& dlhs, const Tensor& dout
 
 void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h,
                  const Tensor& residual, MoeActs& acts) {
-  MoeActs::Others& a = acts.other;
-  MoeActs::Matmuls& m = acts.matmul;
+  MoeOthers& a = acts;
+  MoeMatmuls& m = acts;
   Backend& be = ctx.be;
   const ModelConfig& c = ctx.cfg;
   const Dims d = dims(ctx);
@@ -197,8 +197,8 @@ void expert_gate_up_backward_split(Backend& be, const Tensor& dlhs, const Tensor
 
 void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,
                   const Tensor& h, const MoeActs& acts, const Tensor& dout, const Tensor& dh) {
-  const MoeActs::Others& a = acts.other;
-  const MoeActs::Matmuls& m = acts.matmul;
+  const MoeOthers& a = acts;
+  const MoeMatmuls& m = acts;
   Backend& be = ctx.be;
   const ModelConfig& c = ctx.cfg;
   const Dims d = dims(ctx);

@@ -21,40 +21,30 @@
 
 namespace gemmax {
 
-// One layer's MoE activations, grouped by what the remat policy keeps (ActClass): each group is
-// allocated in its class and released whole by drop_unsaved(), so that a field cannot outlive its
-// layer by being left off a list.
-struct MoeActs {
-  struct Matmuls {   // ActClass::Matmul: kept under remat none and minimal
-    Tensor logits;   // [T, E]
-    Tensor gate_up;  // [T*K, 2F]; split layout: the gate half [T*K, F]
-    Tensor up;       // [T*K, F], split layout only
-    Tensor y;        // [T*K, D] expert outputs: in expert order, or in token order with the fused
+// One layer's MoE activations, by the class the remat policy keeps them by (RematActs).
+struct MoeMatmuls {  // ActClass::Matmul: kept under remat none and minimal
+  Tensor logits;     // [T, E]
+  Tensor gate_up;    // [T*K, 2F]; split layout: the gate half [T*K, F]
+  Tensor up;         // [T*K, F], split layout only
+  Tensor y;          // [T*K, D] expert outputs: in expert order, or in token order with the fused
                      // combine
-  } matmul;
-  struct Others {  // ActClass::Other: kept under remat none only
-    // router
-    Tensor router_in, rstd_router;  // z [T, D]
-    Tensor probs;                   // [T, E] softmax over all experts
-    Tensor idx;                     // int32 [T, K] chosen experts
-    Tensor weights;                 // [T, K] combine weights
-    Tensor density;                 // [B, E] fraction of each sequence's tokens per expert
-    // experts
-    Tensor normed, rstd_in;  // e [T, D]
-    Routing routing;
-    Tensor xs;                   // [T*K, D] token copies in expert order (no fused permute)
-    Tensor act;                  // [T*K, F]
-    Tensor combined, rstd_post;  // m [T, D]
-    Tensor out;                  // residual + RMSNorm(m) [T, D]
-  } other;
-
-  const Tensor& out() const { return other.out; }
-  // After the layer's forward: releases the groups the policy does not keep.
-  void drop_unsaved(RematPolicy remat) {
-    if (!remat_keeps(remat, ActClass::Matmul)) matmul = Matmuls();
-    if (!remat_keeps(remat, ActClass::Other)) other = Others();
-  }
 };
+struct MoeOthers {  // ActClass::Other: kept under remat none only
+  // router
+  Tensor router_in, rstd_router;  // z [T, D]
+  Tensor probs;                   // [T, E] softmax over all experts
+  Tensor idx;                     // int32 [T, K] chosen experts
+  Tensor weights;                 // [T, K] combine weights
+  Tensor density;                 // [B, E] fraction of each sequence's tokens per expert
+  // experts
+  Tensor normed, rstd_in;  // e [T, D]
+  Routing routing;
+  Tensor xs;                   // [T*K, D] token copies in expert order (no fused permute)
+  Tensor act;                  // [T*K, F]
+  Tensor combined, rstd_post;  // m [T, D]
+  Tensor out;                  // residual + RMSNorm(m) [T, D]
+};
+using MoeActs = RematActs<MoeMatmuls, MoeOthers>;
 
 // Fills in the activations `acts` does not hold yet; acts.out = residual + the block's output (the
 // layer's dense MLP output: the sum the post-feedforward norm reads). The load-balance loss,

@@ -33,14 +33,17 @@ void per_layer_inputs_backward(const LayerContext& ctx, const PerLayerInputWeigh
 
 // The layer part, from h and f (the post-feedforward norm's output): writes y (if defined) and
 // fills in what acts does not hold.
-struct LayerInputActs {
-  Tensor r;           // h + f [T, D]: what the gate reads
-  Tensor gate, act;   // r . G^T [T, P]; gelu(gate) * pli[l]
-  Tensor proj, rstd;  // act . Pr^T [T, D] and its norm's rstd
-  Tensor fn;          // f + RMSNorm(proj) [T, D]: y = (h + fn) * s
-
-  void drop_unsaved() { gemmax::drop_unsaved({&r, &gate, &act, &proj, &rstd, &fn}); }
+struct LayerInputMatmuls {  // ActClass::Matmul
+  Tensor gate;              // r . G^T [T, P]
+  Tensor proj;              // act . Pr^T [T, D]
 };
+struct LayerInputOthers {  // ActClass::Other
+  Tensor r;                // h + f [T, D]: what the gate reads
+  Tensor act;              // gelu(gate) * pli[l]
+  Tensor rstd;             // proj's norm's rstd
+  Tensor fn;               // f + RMSNorm(proj) [T, D]: y = (h + fn) * s
+};
+using LayerInputActs = RematActs<LayerInputMatmuls, LayerInputOthers>;
 void layer_input_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h,
                          const Tensor& f, const Tensor& pli_l, LayerInputActs& acts,
                          const Tensor& y);
