@@ -6,11 +6,14 @@
 // exactly and the fp64 run sees the very numbers the tested dtype does. Each output is compared
 // with its criterion (Harness::expect_near, expect_exact): float32 results within 1e-5 of the
 // largest true value, bfloat16 results within 2^-7 of it (one or two roundings), unless a case says
-// otherwise.
+// otherwise. Where a bfloat16 op rounds an intermediate by its contract (a + b before the
+// layer_scalar's product, the capped logits, RMSNorm's rounding before the scale), the case widens
+// its bfloat16 criterion by those roundings, and says so.
 //
 // Cases are registered by name (CONFORMANCE_CASE): each is a test per backend (ctest lists
-// Backends/OpConformance.<Case>/<backend>), and OpConformance.EveryOpHasACase runs them all on a
-// recording backend and fails naming any op of backend/ops/op_list.h that no case calls.
+// Backends/OpConformance.<Case>/<backend>), and OpConformanceTable.EveryOpHasACase runs them all
+// on a recording backend and fails naming any op of backend/ops/op_list.h that no case calls.
+// A backend that cannot run here (a kernel family this CPU lacks, no GPU) skips, saying why.
 #pragma once
 
 #include <gtest/gtest.h>
