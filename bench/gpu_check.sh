@@ -150,9 +150,11 @@ wanted 3 && reserve=180  # stages 1 and 2 leave the benchmark at least this
 export GEMMAX_TEST_CUDA_SYNC_CHECK=1
 if wanted 1; then
   if [ $dry -eq 1 ]; then
-    filter_for() { echo "*KernelOps.FillCopyAndElementwise/$1:*KernelOps.SlowFallback*/$1"; }
+    filter_for() {
+      echo "*OpConformance.FillCopyAndElementwise/cuda_$1:*CudaBackend.SlowFallback*/$1"
+    }
   else
-    filter_for() { echo "*/$1"; }
+    filter_for() { echo "*/$1:*/cuda_$1"; }  # the conformance suite names its backends cuda_*
   fi
   for kind in $simple_tests $fast_tests; do
     stage "tests_$kind" "$([ "$kind" = "$simple_tests" ] && echo 70 || echo 100)" "$tests" \
@@ -166,11 +168,11 @@ unset GEMMAX_TEST_CUDA_SYNC_CHECK
 # ---- 2: the sanitizers ---------------------------------------------------------------------------
 if wanted 2; then
   if [ $dry -eq 1 ]; then  # the command, on two short tests
-    sanitized="*KernelOps.GroupSizesThatDoNotAddUpAreReportedByTheTensorCoreKernelsToo/emulated"
-    sanitized="$sanitized:*KernelOps.AttentionDecodeOverARingOfSlots/emulated"
+    sanitized="*OpConformance.GroupSizesThatDoNotAddUpAreReported/cuda_emulated"
+    sanitized="$sanitized:*OpConformance.AttentionDecodeOverARingOfSlots/cuda_emulated"
   else
-    sanitized="*KernelOps.GroupedMatmulsWithMapsAndWindows/gpu"
-    sanitized="$sanitized:*KernelOps.AttentionForwardAndBackward/gpu"
+    sanitized="*OpConformance.GroupedMatmulsWithMapsAndWindows/cuda_gpu"
+    sanitized="$sanitized:*OpConformance.AttentionForwardAndBackward/cuda_gpu"
   fi
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null |
     head -1)
