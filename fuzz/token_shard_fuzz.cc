@@ -1,5 +1,6 @@
 // The token-shard reader: open any bytes as a shard, validate its tokens, and pack a few batches
-// from it through the shards loader, packed and unpacked, with the loss mask, and in one pass.
+// from it through the shards loader, packed and unpacked, with the loss mask, in one pass, and
+// first-fit after grain's window shuffle (with and without truncation).
 #include "fuzz_util.h"
 #include "gemmax/base/error.h"
 #include "gemmax/data/loader.h"
@@ -13,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     shard.validate_tokens(int64_t(shard.header().vocab_size));
   } catch (const Error&) {
   }
-  for (const int mode : {0, 1, 2, 3}) {
+  for (const int mode : {0, 1, 2, 3, 4, 5}) {
     try {
       DataOptions o;
       o.dataset_type = "shards";
@@ -21,6 +22,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       o.packing = mode % 2 == 0;
       o.completion_only = mode >= 2;  // a version-2 shard's loss mask through packing
       o.eval = mode == 3;             // one pass, no wrap (an eval stream)
+      if (mode >= 4) {  // MaxText's grain pipeline; mode 5 with the loss mask, no truncation
+        o.packing = true;
+        o.packing_type = "first_fit";
+        o.shuffle = true;
+        o.shuffle_buffer = 3;
+        o.truncate = mode == 4;
+        o.completion_only = mode == 5;
+      }
       o.batch = 2;
       o.seq = 8;
       o.vocab_size = 259;  // the byte tokenizer's, which the loader pairs with the shard

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "test_util.h"
 #include "gemmax/data/builtin_corpus.h"
+#include "gemmax/data/first_fit.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/data/packing.h"
 #include "gemmax/data/token_shard.h"
@@ -399,6 +402,265 @@ TEST(Loader, BuiltinDefaults) {
   check_resume(o, 2, 3);
   o.vocab_size = 100;  // the text's bytes map to ids up to 129
   expect_error([&] { make_data_loader(o); }, {"built-in corpus", "byte", "vocab_size 100"});
+}
+
+// ---- MaxText's grain pipeline: window shuffle and first-fit packing ----------------------------
+
+// Values printed by grain 0.2 (grain.experimental.index_shuffle / WindowShuffleIterDataset /
+// FirstFitPackIterDataset, the versions MaxText 0.2.5 installs).
+TEST(GrainShuffle, IndexShuffleMatchesGrain) {
+  struct Case {
+    uint32_t seed;
+    uint64_t max_index;
+    std::vector<uint64_t> first;
+  };
+  const Case cases[] = {
+      {0, 99, {49, 83, 10, 87, 39, 69, 95, 9, 62, 20, 54, 7}},
+      {1, 99, {35, 7, 50, 32, 73, 40, 44, 80, 68, 23, 52, 69}},
+      {12345, 9, {0, 4, 7, 8, 3, 6, 9, 5, 1, 2}},
+      {7, 70000, {69573, 40007, 9544, 58333, 3612, 59884, 15894, 54423, 57437, 9897, 32594, 58975}},
+  };
+  for (const Case& c : cases)
+    for (size_t i = 0; i < c.first.size(); ++i)
+      EXPECT_EQ(grain_index_shuffle(i, c.max_index, c.seed), c.first[i])
+          << "seed " << c.seed << " max_index " << c.max_index << " index " << i;
+  // A permutation: every index once.
+  std::set<uint64_t> seen;
+  for (uint64_t i = 0; i <= 1000; ++i) seen.insert(grain_index_shuffle(i, 1000, 42));
+  EXPECT_EQ(seen.size(), 1001u);
+  EXPECT_EQ(*seen.rbegin(), 1000u);
+}
+
+TEST(GrainShuffle, WindowOrderMatchesGrain) {
+  // grain: MapDataset.source(range(7)).repeat(3), WindowShuffleIterDataset(window_size=5, seed=3):
+  // its four whole windows (the fifth holds the stream's one last document there; gemmax's stream
+  // has no end).
+  const std::vector<uint64_t> want = {2, 1, 0, 3, 4, 0, 1, 2, 5, 6, 4, 6, 5, 3, 0, 2, 4, 1, 5, 3};
+  const WindowShuffle order(7, 5, 3);
+  for (uint64_t p = 0; p < want.size(); ++p) EXPECT_EQ(order.document(p), want[p]) << p;
+  // Over whole windows covering whole epochs, every document appears once per epoch.
+  std::map<uint64_t, int> count;
+  for (uint64_t p = 0; p < 35; ++p) ++count[order.document(p)];
+  for (uint64_t d = 0; d < 7; ++d) EXPECT_EQ(count[d], 5) << d;
+  // No shuffle: in order, epoch after epoch.
+  const WindowShuffle plain(7, 0, 3);
+  for (uint64_t p = 0; p < 21; ++p) EXPECT_EQ(plain.document(p), p % 7);
+}
+
+TEST(GrainShuffle, SeedsGiveDifferentOrdersTheSameSeedTheSameOrder) {
+  const WindowShuffle a(1000, 100, 0), b(1000, 100, 1), again(1000, 100, 0);
+  int differ = 0;
+  std::set<uint64_t> epoch;
+  for (uint64_t p = 0; p < 1000; ++p) {
+    differ += a.document(p) != b.document(p);
+    EXPECT_EQ(a.document(p), again.document(p));
+    epoch.insert(a.document(p));
+  }
+  EXPECT_GT(differ, 900);
+  EXPECT_EQ(epoch.size(), 1000u);  // window | documents: each epoch is a permutation
+  // Each window stays within its documents (a window shuffle, not a global one).
+  for (uint64_t p = 0; p < 1000; ++p) EXPECT_EQ(a.document(p) / 100, p / 100);
+}
+
+// Documents of the given lengths, token i of document d = 100 + 10 d + i, the last one eos.
+Documents docs_of_lengths(const std::vector<int>& lengths, std::vector<uint32_t>& storage) {
+  storage.clear();
+  for (size_t d = 0; d < lengths.size(); ++d) {
+    for (int i = 0; i + 1 < lengths[d]; ++i) storage.push_back(uint32_t(100 + 10 * d + i));
+    storage.push_back(kEos);
+  }
+  Documents docs;
+  docs.add(storage, kEos);
+  return docs;
+}
+
+// The row expected from documents placed in order (each whole), padded.
+V row_from(const std::vector<int>& lengths, std::vector<int> placed, int64_t S, V* segments,
+           V* positions) {
+  V row;
+  segments->clear(), positions->clear();
+  int segment = 0;
+  for (int d : placed) {
+    ++segment;
+    for (int i = 0; i < lengths[size_t(d)]; ++i) {
+      row.push_back(i + 1 < lengths[size_t(d)] ? 100 + 10 * d + i : kEos);
+      segments->push_back(segment), positions->push_back(i);
+    }
+  }
+  while (int64_t(row.size()) < S) row.push_back(kPad), segments->push_back(0), positions->push_back(0);
+  return row;
+}
+
+TEST(FirstFit, MatchesGrain) {
+  // grain.experimental.FirstFitPackIterDataset(length_struct={"inputs": 8}, num_packing_bins=3,
+  // shuffle_bins=False) on documents of these lengths packs rows of documents
+  // [0 1] [2 4 5] [3], then [6 7] [8] [9 10] (document 6 fits no row of the first batch).
+  const std::vector<int> lengths = {3, 5, 2, 8, 1, 4, 6, 2, 7, 3, 3};
+  std::vector<uint32_t> storage;
+  const Documents docs = docs_of_lengths(lengths, storage);
+  const WindowShuffle order(docs.size(), 0, 0);
+  const std::vector<std::vector<std::vector<int>>> want = {{{0, 1}, {2, 4, 5}, {3}},
+                                                           {{6, 7}, {8}, {9, 10}}};
+  StreamCursor cur;
+  for (const auto& batch : want) {
+    Batch b = empty_batch(3, 8);
+    pack_first_fit(docs, order, {3, true, kPad}, cur, 0, b);
+    make_targets(b, kPad, kPad);
+    check_invariants(b, kPad);
+    for (int64_t r = 0; r < 3; ++r) {
+      V seg, pos;
+      EXPECT_EQ(row_of(b.inputs, b, r), row_from(lengths, batch[size_t(r)], 8, &seg, &pos)) << r;
+      EXPECT_EQ(row_of(b.segment_ids, b, r), seg) << r;
+      EXPECT_EQ(row_of(b.positions, b, r), pos) << r;
+    }
+  }
+  EXPECT_EQ(cur, (StreamCursor{11, 0}));
+}
+
+TEST(FirstFit, FirstRowWithRoomEveryTokenOnceAndTheNextBatchFitsNoRow) {
+  std::vector<int> lengths;
+  for (int d = 0; d < 97; ++d) lengths.push_back(1 + (d * 37 + 11) % 29);  // 1 .. 29 tokens
+  std::vector<uint32_t> storage;
+  const Documents docs = docs_of_lengths(lengths, storage);
+  for (bool shuffle : {false, true}) {
+    const WindowShuffle order(docs.size(), shuffle ? 10 : 0, 5);
+    const int64_t S = 32, bins = 4;
+    StreamCursor cur;
+    std::map<int32_t, int> emitted;  // token -> times seen
+    for (int step = 0; step < 40; ++step) {
+      Batch b = empty_batch(bins, S);
+      const StreamCursor before = cur;
+      pack_first_fit(docs, order, {bins, true, kPad}, cur, 0, b);
+      make_targets(b, kPad, kPad);
+      check_invariants(b, kPad);
+      // The batch's documents, in stream order: each is in the first row that had room for it
+      // when it came, right after what that row held.
+      std::vector<int64_t> used(size_t(bins), 0);
+      for (uint64_t p = before.position; p < cur.position; ++p) {
+        const uint64_t d = order.document(p);
+        const int64_t len = lengths[size_t(d)];
+        const int64_t row = std::find_if(used.begin(), used.end(),
+                                         [&](int64_t u) { return u + len <= S; }) -
+                            used.begin();
+        ASSERT_LT(row, bins) << step;
+        EXPECT_EQ(b.inputs[size_t(row * S + used[size_t(row)])], int32_t(docs[d][0])) << step;
+        EXPECT_EQ(b.positions[size_t(row * S + used[size_t(row)])], 0) << step;
+        used[size_t(row)] += len;
+      }
+      for (int64_t r = 0; r < bins; ++r) {
+        int64_t filled = 0;
+        for (int64_t c = 0; c < S; ++c) filled += b.segment_ids[size_t(r * S + c)] != 0;
+        EXPECT_EQ(filled, used[size_t(r)]) << step << " " << r;
+      }
+      for (int64_t i = 0; i < b.tokens(); ++i)
+        if (b.segment_ids[size_t(i)] != 0) ++emitted[b.inputs[size_t(i)]];
+      // The document that opens the next batch fits no row of this one.
+      const int64_t next = lengths[size_t(order.document(cur.position))];
+      for (int64_t r = 0; r < bins; ++r) EXPECT_GT(next + used[size_t(r)], S) << step << " " << r;
+    }
+    // Every token of the stream up to the cursor was emitted as often as the stream holds it.
+    std::map<int32_t, int> stream;
+    for (uint64_t p = 0; p < cur.position; ++p) {
+      const uint64_t d = order.document(p);
+      for (uint32_t t : docs[d])
+        if (t != uint32_t(kEos)) ++stream[int32_t(t)];
+    }
+    emitted.erase(kEos);
+    EXPECT_EQ(emitted, stream) << "shuffle " << shuffle;
+  }
+}
+
+TEST(FirstFit, TruncationDropsTheRestPiecesOtherwise) {
+  const std::vector<int> lengths = {12, 3};
+  std::vector<uint32_t> storage;
+  const Documents docs = docs_of_lengths(lengths, storage);
+  const WindowShuffle order(docs.size(), 0, 0);
+  StreamCursor cur;
+  Batch b = empty_batch(2, 8);
+  pack_first_fit(docs, order, {2, true, kPad}, cur, 0, b);
+  // Truncated: document 0 keeps 8 tokens (no eos), document 1 goes to row 1.
+  EXPECT_EQ(row_of(b.inputs, b, 0), (V{100, 101, 102, 103, 104, 105, 106, 107}));
+  EXPECT_EQ(row_of(b.inputs, b, 1), (V{110, 111, kEos, 0, 0, 0, 0, 0}));
+  cur = {};
+  b = empty_batch(2, 8);
+  pack_first_fit(docs, order, {2, false, kPad}, cur, 0, b);
+  // Pieces: document 0's rest (4 tokens, positions from 0) joins row 1; document 1 fits after it.
+  EXPECT_EQ(row_of(b.inputs, b, 1), (V{108, 109, 110, kEos, 110, 111, kEos, 0}));
+  EXPECT_EQ(row_of(b.positions, b, 1), (V{0, 1, 2, 3, 0, 1, 2, 0}));
+  EXPECT_EQ(row_of(b.segment_ids, b, 1), (V{1, 1, 1, 1, 2, 2, 2, 0}));
+  // Sequential packing truncates the same way when asked.
+  PackCursor pc;
+  b = empty_batch(1, 8);
+  pack_row(docs, true, kPad, pc, b, 0, true, true);
+  EXPECT_EQ(pc, (PackCursor{1, 0, 0}));
+}
+
+DataOptions first_fit_options(const std::string& path, int64_t batch, int64_t seq, uint64_t seed) {
+  DataOptions o = shard_options(path, batch, seq);
+  o.packing_type = "first_fit";
+  o.shuffle = true;
+  o.shuffle_buffer = 5;
+  o.truncate = true;
+  o.seed = seed;
+  return o;
+}
+
+TEST(Loader, FirstFitResumeRanksSeedsAndErrors) {
+  TempDir dir;
+  const std::string path = write_shard(dir, "a.bin", numbered_docs(23, 3));
+  for (bool truncate : {true, false}) {
+    DataOptions o = first_fit_options(path, 2, 16, 7);
+    o.truncate = truncate;
+    check_resume(o, 1, 3);   // mid epoch
+    check_resume(o, 4, 12);  // across epochs
+  }
+  // Two ranks read rows 0-1 and 2-3 of what one rank with four rows reads.
+  auto one = make_data_loader(first_fit_options(path, 4, 16, 7));
+  DataOptions r0 = first_fit_options(path, 2, 16, 7), r1 = r0;
+  r0.ranks = r1.ranks = 2;
+  r1.rank = 1;
+  auto a = make_data_loader(r0), b = make_data_loader(r1);
+  for (int step = 0; step < 6; ++step) {
+    const Batch all = one->next(), x = a->next(), y = b->next();
+    V joined = x.inputs;
+    joined.insert(joined.end(), y.inputs.begin(), y.inputs.end());
+    EXPECT_EQ(joined, all.inputs) << step;
+    V seg = x.target_segment_ids;
+    seg.insert(seg.end(), y.target_segment_ids.begin(), y.target_segment_ids.end());
+    EXPECT_EQ(seg, all.target_segment_ids) << step;
+  }
+  EXPECT_EQ(a->state(), one->state());
+  // Seeds: the same seed reads the same batches, another seed others.
+  auto s7 = make_data_loader(first_fit_options(path, 2, 16, 7));
+  auto s7b = make_data_loader(first_fit_options(path, 2, 16, 7));
+  auto s8 = make_data_loader(first_fit_options(path, 2, 16, 8));
+  bool differ = false;
+  for (int step = 0; step < 4; ++step) {
+    const Batch x = s7->next(), y = s8->next();
+    expect_same_batch(x, s7b->next());
+    differ = differ || x.inputs != y.inputs;
+  }
+  EXPECT_TRUE(differ);
+  // A state of the other packing, shuffle window or truncation is refused.
+  auto seq = make_data_loader(shard_options(path, 2, 16));
+  expect_error([&] { seq->restore(s7->state()); }, {"first_fit", "grain_packing_type"});
+  expect_error([&] { s7->restore(seq->state()); }, {"sequential", "grain_packing_type"});
+  DataOptions w = first_fit_options(path, 2, 16, 7);
+  w.shuffle_buffer = 6;
+  expect_error([&] { make_data_loader(w)->restore(s7->state()); },
+               {"shuffle_buffer", "grain_shuffle_buffer_size"});
+  // Options the loader refuses.
+  DataOptions bad = first_fit_options(path, 2, 16, 7);
+  bad.packing_type = "best_fit";
+  expect_error([&] { make_data_loader(bad); }, {"best_fit", "not implemented", "first_fit"});
+  bad = first_fit_options(path, 2, 16, 7);
+  bad.packing_type = "sequential";
+  expect_error([&] { make_data_loader(bad); },
+               {"enable_data_shuffling=true", "grain_packing_type=first_fit"});
+  // The description says how rows are filled.
+  const std::string d = s7->describe();
+  EXPECT_NE(d.find("first-fit"), std::string::npos) << d;
+  EXPECT_NE(d.find("windows of 5"), std::string::npos) << d;
 }
 
 }  // namespace

@@ -86,6 +86,39 @@ TEST(Train, SmallBlockLearnsAndResumesBitForBit) {
   EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
 }
 
+// MaxText's grain pipeline (window shuffle, truncation, first-fit packing): a run split at a
+// checkpoint reads the batches the uninterrupted run reads and ends with its weights bit for bit;
+// resuming with another packing is refused.
+TEST(Train, FirstFitPackingResumesBitForBit) {
+  auto args = [](const TempDir& dir, int64_t steps) {
+    std::vector<std::string> v = small_run(dir, steps);
+    v.insert(v.end(), {"grain_packing_type=first_fit", "enable_data_shuffling=true",
+                       "grain_shuffle_buffer_size=7", "use_truncation=true", "data_shuffle_seed=3",
+                       "eval_interval=-1", "learning_rate_schedule_steps=4"});
+    return v;
+  };
+  TempDir whole, split;
+  std::ostringstream log;
+  Trainer a(Config::defaults(args(whole, 4)));
+  a.run(log);
+  EXPECT_NE(log.str().find("packed first-fit after a shuffle in windows of 7"), std::string::npos)
+      << log.str();
+  Trainer(Config::defaults(args(split, 2))).run(log);
+  {
+    Trainer resumed(Config::defaults(args(split, 4)));
+    EXPECT_EQ(resumed.start_step(), 2);
+    resumed.run(log);
+    EXPECT_EQ(losses_of(whole), losses_of(split));
+    ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
+    EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
+  }
+  std::vector<std::string> other = args(split, 6);
+  other.push_back("grain_packing_type=sequential");
+  other.push_back("enable_data_shuffling=false");
+  testing::expect_error([&] { Trainer(Config::defaults(other)).run(log); },
+                        {"was written with", "but this run has", "resuming needs the same value"});
+}
+
 class TrainThreads : public testing::WithThreads {};
 
 // Remat changes what is kept, never a number: the runs agree bit for bit (bf16, the default).

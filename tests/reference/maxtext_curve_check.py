@@ -4,7 +4,10 @@
   prepare DIR CORPUS VOCAB   DIR/corpus.parquet (MaxText's grain input), DIR/spm.model (a
                              SentencePiece BPE model both systems tokenize with)
   maxtext_config DIR VOCAB   DIR/gemma4_tiny.yml: gemmax's gemma4-tiny as a MaxText model
-  report DIR STEPS SEEDS DTYPES WINDOWS   the table: mean loss per window, gaps
+  report DIR STEPS SEEDS DTYPES WINDOWS [GEMMAX_RUNS]   the table: mean loss per window, gaps
+                             (gemmax's runs: GEMMAX_RUNS_<dtype>_s<seed>, default gemmax)
+  rows DIR SEED BATCHES GEMMAX_BATCHES.jsonl   MaxText's first BATCHES packed batches (its own
+                             grain pipeline functions) against `gemmax info --batches`: equal rows?
 """
 import importlib
 import json
@@ -96,11 +99,11 @@ def read_curve(path, key):
     return curve
 
 
-def report(d, steps, seeds, dtypes, windows):
+def report(d, steps, seeds, dtypes, windows, gemmax_runs="gemmax"):
     wins = [tuple(int(x) for x in w.split(":")) for w in windows.split()]
     seeds, dtypes = seeds.split(), dtypes.split()
     systems = {"maxtext": "maxtext_{dtype}_s{seed}/metrics.txt",
-               "gemmax": "gemmax_{dtype}_s{seed}/metrics.jsonl"}
+               "gemmax": gemmax_runs + "_{dtype}_s{seed}/metrics.jsonl"}
     means = {}  # (system, dtype, window) -> mean over seeds of the window's mean loss
     for system, pattern in systems.items():
         for dtype in dtypes:
@@ -135,8 +138,45 @@ def report(d, steps, seeds, dtypes, windows):
             print(f"{f'[{w[0]},{w[1]})':>10} {row[0]} {row[1]}")
 
 
+def rows(d, seed, batches, gemmax_jsonl):
+    """MaxText's grain pipeline, built by MaxText's own functions with the curve check's settings,
+    beside gemmax's batches. grain shuffles the rows of each packed batch with numpy's generator
+    (shuffle_bins); gemmax keeps them in packing order, so each batch's rows are compared as a set
+    and the order is reported apart."""
+    from types import SimpleNamespace
+    import numpy as np
+    from maxtext.input_pipeline import grain_data_processing as gdp
+
+    config = SimpleNamespace(
+        grain_file_type="parquet", use_truncation=True, max_target_length=256, packing=True,
+        max_segments_per_seq=-1, grain_packing_type="first_fit", grain_use_elastic_iterator=False,
+        add_bos=True, add_eos=True, tokenizer_path=os.path.join(d, "spm.model"),
+        tokenizer_type="sentencepiece", hf_access_token=None, elastic_enabled=False,
+        global_batch_size_to_load=8, expansion_factor_real_data=-1, grain_ram_budget_mb=1024)
+    ds = gdp.get_datasets(os.path.join(d, "corpus.parquet"), "parquet", True, int(seed), 100, 100,
+                          0, 1, 1, 16, 500, 1)
+    ds = gdp.pretrain_preprocessing_pipeline(ds, config, ["text"], True, 0, 1)
+    it = iter(ds)
+    ours = [json.loads(line) for line in open(gemmax_jsonl)]
+    same_sets = same_order = 0
+    for step in range(int(batches)):
+        m = next(it)
+        theirs = [(tuple(m["inputs"][r]), tuple(m["inputs_segmentation"][r]),
+                   tuple(m["inputs_position"][r])) for r in range(m["inputs"].shape[0])]
+        mine = [(tuple(r["inputs"]), tuple(r["segment_ids"]), tuple(r["positions"]))
+                for r in ours[step]["rows"]]
+        same_sets += sorted(theirs) == sorted(mine)
+        same_order += theirs == mine
+        if sorted(theirs) != sorted(mine) and step < 3:
+            print(f"batch {step}: rows differ; MaxText's first row starts {theirs[0][0][:12]}, "
+                  f"gemmax's {mine[0][0][:12]}")
+    print(f"seed {seed}: {same_sets} of {batches} batches hold the same rows in both systems "
+          f"({same_order} also in the same order)")
+    return 0 if same_sets == int(batches) else 1
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"corpus": lambda: corpus(*args), "prepare": lambda: prepare(args[0], args[1], int(args[2])),
      "maxtext_config": lambda: maxtext_config(args[0], int(args[1])),
-     "report": lambda: report(*args)}[cmd]()
+     "report": lambda: report(*args), "rows": lambda: sys.exit(rows(*args))}[cmd]()

@@ -4,12 +4,17 @@
 # SentencePiece pieces, on the same corpus, batch (8 x 256 tokens), schedule (learning rate 3e-3,
 # 10% warm-up, cosine to 10%) and AdamW, from each system's own initialisation, for two seeds in
 # fp32 and in bf16. Prints the mean loss per window of steps for both and the bf16 gaps.
+# gemmax reads the data as MaxText's grain pipeline does (--packing first_fit, the default:
+# documents shuffled in windows of 100 with data_shuffle_seed, truncated to a row, packed first-fit
+# into the 8 rows of a batch), and the script first checks that both systems' first batches hold
+# the same rows; --packing sequential gives gemmax its own in-order packing instead.
 # Not part of CI: it installs MaxText and JAX (CPU) from PyPI into VENV (a few GB), and MaxText
 # runs its steps on the CPU (tens of minutes on 2 cores).
 #
 #   tests/reference/maxtext_curve_check.sh --venv VENV [--gemmax build/bin/gemmax] [--out DIR]
 #       [--steps 300] [--seeds "0 1"] [--dtypes "float32 bfloat16"] [--windows "100:120 280:300"]
 #       [--corpus FILE.jsonl] [--vocab 1024] [--only gemmax|maxtext]
+#       [--packing first_fit|sequential] [--check_batches 20] [--gemmax_args "num_threads=1 ..."]
 #
 # VENV is created with the first python3.12 or newer found (MaxText 0.2.5 requires 3.12) when it
 # does not exist. The corpus defaults to the docstrings of Python's standard library (English
@@ -20,6 +25,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv="" gemmax=build/bin/gemmax out=/tmp/gemmax_maxtext_curves steps=300 seeds="0 1"
 dtypes="float32 bfloat16" windows="100:120 280:300" corpus="" vocab=1024 only=""
+packing=first_fit check_batches=20 gemmax_args=""
 while (($#)); do
   case $1 in
     --venv) venv=$2; shift 2 ;;
@@ -32,10 +38,15 @@ while (($#)); do
     --corpus) corpus=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --packing) packing=$2; shift 2 ;;
+    --check_batches) check_batches=$2; shift 2 ;;
+    --gemmax_args) gemmax_args=$2; shift 2 ;;
     *) echo "maxtext_curve_check.sh: unknown argument '$1' (see the header for usage)" >&2; exit 2 ;;
   esac
 done
 [[ -n $venv ]] || { echo "maxtext_curve_check.sh: --venv VENV is required (created if missing)" >&2; exit 2; }
+[[ $packing == first_fit || $packing == sequential ]] ||
+  { echo "maxtext_curve_check.sh: --packing is first_fit or sequential, got '$packing'" >&2; exit 2; }
 [[ -x $gemmax ]] || { echo "maxtext_curve_check.sh: no gemmax binary at '$gemmax' (--gemmax PATH)" >&2; exit 2; }
 gemmax=$(realpath "$gemmax")
 mkdir -p "$out"
@@ -67,6 +78,13 @@ common_gemmax=(model_name=gemma4-tiny vocab_size="$vocab" dataset_type=shards da
   tokenizer_type=sentencepiece tokenizer_path="$out/spm.model" per_device_batch_size=8
   max_target_length=256 steps="$steps" learning_rate=3e-3 warmup_steps_fraction=0.1
   enable_checkpointing=false sample_max_new_tokens=0 base_output_directory="$out")
+gemmax_runs=gemmax
+if [[ $packing == first_fit ]]; then  # MaxText's grain pipeline, with MaxText's defaults
+  common_gemmax+=(grain_packing_type=first_fit enable_data_shuffling=true
+    grain_shuffle_buffer_size=100 use_truncation=true)
+else
+  gemmax_runs=gemmax_sequential
+fi
 common_maxtext=(hardware=cpu skip_jax_distributed_system=true per_device_batch_size=8
   max_target_length=256 steps="$steps" learning_rate=3e-3 warmup_steps_fraction=0.1
   learning_rate_final_fraction=0.1 dataset_type=grain grain_file_type=parquet
@@ -75,13 +93,23 @@ common_maxtext=(hardware=cpu skip_jax_distributed_system=true per_device_batch_s
   num_epoch=100 weight_dtype=float32 attention=dot_product megablox=false sparse_matmul=true
   base_output_directory="$out/maxtext_out")
 
+# Both pipelines' first batches, row for row (MaxText's side through its own pipeline functions).
+if [[ $packing == first_fit && $check_batches -gt 0 ]]; then
+  for seed in $seeds; do
+    "$gemmax" info --batches "$check_batches" "${common_gemmax[@]}" data_shuffle_seed="$seed" \
+      > "$out/gemmax_batches_s$seed.jsonl" 2> /dev/null
+    "$python" "$here/maxtext_curve_check.py" rows "$out" "$seed" "$check_batches" \
+      "$out/gemmax_batches_s$seed.jsonl" || echo "the pipelines' rows differ (seed $seed)" >&2
+  done
+fi
+
 for dtype in $dtypes; do
   for seed in $seeds; do
-    run=gemmax_${dtype}_s${seed}
+    run=${gemmax_runs}_${dtype}_s${seed}
     if [[ $only != maxtext && ! -s $out/$run/metrics.jsonl ]]; then
       echo "== $run"
       "$gemmax" train "${common_gemmax[@]}" run_name="$run" dtype="$dtype" init_weights_seed="$seed" \
-        data_shuffle_seed="$seed" > "$out/$run.log" 2>&1 || { echo "failed: see $out/$run.log" >&2; exit 1; }
+        data_shuffle_seed="$seed" $gemmax_args > "$out/$run.log" 2>&1 || { echo "failed: see $out/$run.log" >&2; exit 1; }
     fi
     run=maxtext_${dtype}_s${seed}
     done_steps=0
@@ -98,4 +126,5 @@ for dtype in $dtypes; do
 done
 
 echo "== $(date -u '+%F %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
-"$python" "$here/maxtext_curve_check.py" report "$out" "$steps" "$seeds" "$dtypes" "$windows"
+"$python" "$here/maxtext_curve_check.py" report "$out" "$steps" "$seeds" "$dtypes" "$windows" \
+  "$gemmax_runs"

@@ -1,16 +1,46 @@
 // gemmax info [config.yml] [key=value ...]: a model's size and per-step FLOPs, without
 // allocating it (works for the full 26B-A4B on a laptop).
+#include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "gemmax/base/error.h"
 #include "gemmax/config/maxtext_keys.h"
 #include "gemmax/config/train_config.h"
+#include "gemmax/data/loader.h"
 #include "gemmax/model/params.h"
+#include "gemmax/train/eval.h"
 #include "gemmax/train/flops.h"
 
 namespace gemmax {
+namespace {
+
+// The first `n` training batches of the configured data, one JSON line each: per row the inputs,
+// segment ids and positions (what the data pipeline feeds step 0, 1, ...).
+int print_batches(int64_t n, int argc, char** argv) {
+  const TrainConfig tc = train_config_from(config_from_args(argc, argv));
+  auto data = make_data_loader(run_data_options(tc, tc.model.vocab_size, 0, 1));
+  std::cerr << data->describe() << "\n";
+  for (int64_t step = 0; step < n; ++step) {
+    const Batch b = data->next();
+    nlohmann::json rows = nlohmann::json::array();
+    for (int64_t r = 0; r < b.batch; ++r) {
+      const auto row = [&](const std::vector<int32_t>& v) {
+        return std::vector<int32_t>(v.begin() + r * b.seq, v.begin() + (r + 1) * b.seq);
+      };
+      rows.push_back({{"inputs", row(b.inputs)},
+                      {"segment_ids", row(b.segment_ids)},
+                      {"positions", row(b.positions)}});
+    }
+    std::cout << nlohmann::json{{"step", step}, {"rows", rows}}.dump() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
 
 int cmd_info(int argc, char** argv) {
   if (argc > 0 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
@@ -18,8 +48,18 @@ int cmd_info(int argc, char** argv) {
                  "Prints the parameter counts and the training FLOPs per step of a model.\n"
                  "Example: gemmax info model_name=gemma4-26b-a4b per_device_batch_size=1 "
                  "max_target_length=4096\n"
-                 "gemmax info --maxtext-doc prints docs/MAXTEXT.md (MaxText's keys in gemmax).\n";
+                 "gemmax info --maxtext-doc prints docs/MAXTEXT.md (MaxText's keys in gemmax).\n"
+                 "gemmax info --batches N [config.yml] [key=value ...] prints the first N "
+                 "training batches\n(one JSON line each: per row inputs, segment_ids, "
+                 "positions).\n";
     return 0;
+  }
+  if (argc >= 2 && !std::strcmp(argv[0], "--batches")) {
+    char* end = nullptr;
+    const long long n = std::strtoll(argv[1], &end, 10);
+    if (*argv[1] == 0 || *end != 0 || n < 1)
+      fail("gemmax info --batches N: N must be a positive integer, got '", argv[1], "'");
+    return print_batches(n, argc - 2, argv + 2);
   }
   if (argc == 1 && !std::strcmp(argv[0], "--maxtext-doc")) {  // regenerates docs/MAXTEXT.md
     std::cout << maxtext_doc_markdown();

@@ -33,8 +33,8 @@ constexpr std::string_view kDotProduct =
     "switches of MaxText's dot_product attention (gemmax's attention keeps its logits and "
     "softmax in fp32, as MaxText's flash kernels do)";
 constexpr std::string_view kDataPipeline =
-    "options of MaxText's input pipelines; gemmax's (docs/DATA.md) reads its data in order, "
-    "wraps to the start at its end, and splits a long document instead of truncating it";
+    "options of MaxText's input pipelines; gemmax's (docs/DATA.md) packs sequentially or "
+    "first-fit, and wraps to the start at its end";
 constexpr std::string_view kCheckpointOnStart =
     "gemmax saves no checkpoint before the first step (a fresh run restarts from its seeds)";
 constexpr std::string_view kLoadFormat =
@@ -424,7 +424,7 @@ constexpr MaxTextKey kKeys[] = {
     {"tokenize_eval_data", N, "", kOff},
     {"add_bos", F, "true"},
     {"add_eos", F, "true"},
-    {"use_truncation", N, "", kDataPipeline},
+    {"use_truncation", I},
     {"per_device_batch_size", I},
     {"expansion_factor_real_data", N, "", kOff},
     {"eval_per_device_batch_size", I},
@@ -464,7 +464,7 @@ constexpr MaxTextKey kKeys[] = {
     {"grain_eval_files", N, "", kOff},
     {"grain_train_mixture_config_path", N, "", kOff},
     {"grain_file_type", N, "", kOff},
-    {"grain_packing_type", N, "", kOff},
+    {"grain_packing_type", I},
     {"grain_worker_count", N, "", kOff},
     {"grain_per_worker_buffer_size", N, "", kOff},
     {"grain_num_threads", N, "", kOff},
@@ -476,7 +476,7 @@ constexpr MaxTextKey kKeys[] = {
     {"grain_prefetch_buffer_size_eval", N, "", kOff},
     {"grain_data_source_max_workers", N, "", kOff},
     {"grain_index_storage_option", N, "", kOff},
-    {"grain_shuffle_buffer_size", N, "", kOff},
+    {"grain_shuffle_buffer_size", I},
     {"grain_use_elastic_iterator", N, "", kOff},
     {"mmap_eod_id", N, "", kOff},
     {"blend_cache_dir", N, "", kOff},
@@ -545,7 +545,7 @@ constexpr MaxTextKey kKeys[] = {
     {"dump_jaxpr_delete_local_after", N, "", kProfiler},
     {"dump_jaxpr_gcs_dir", N, "", kProfiler},
     {"enable_dropout", N, "", kNoDropout},
-    {"enable_data_shuffling", N, "", kDataPipeline},
+    {"enable_data_shuffling", I},
     {"data_shuffle_seed", I},
     {"init_weights_seed", I},
     {"block_state_before_run_start", N, "", kXla},

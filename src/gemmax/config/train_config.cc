@@ -63,6 +63,10 @@ TrainConfig train_config_from(const Config& c) {
   d.packing = c.get_bool("packing");
   d.sft_train_on_completion_only = c.get_bool("sft_train_on_completion_only");
   d.data_shuffle_seed = c.get_int("data_shuffle_seed");
+  d.grain_packing_type = c.get_string("grain_packing_type");
+  d.enable_data_shuffling = c.get_bool("enable_data_shuffling");
+  d.grain_shuffle_buffer_size = c.get_int("grain_shuffle_buffer_size");
+  d.use_truncation = c.get_bool("use_truncation");
 
   ParallelConfig& p = t.parallel;
   p.ici_fsdp_parallelism = c.get_int("ici_fsdp_parallelism");

@@ -55,6 +55,10 @@ struct DataConfig {
   std::string dataset_type, dataset_path, tokenizer_type, tokenizer_path;
   bool packing = true, sft_train_on_completion_only = false;
   int64_t data_shuffle_seed = 0;
+  // MaxText's grain pipeline (docs/DATA.md): first-fit packing, window shuffle, truncation.
+  std::string grain_packing_type;
+  bool enable_data_shuffling = false, use_truncation = false;
+  int64_t grain_shuffle_buffer_size = 100;
 };
 
 // Several ranks (FSDP) and the seed's sharding switches.

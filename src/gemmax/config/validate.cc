@@ -87,6 +87,7 @@ void check_hyperparameters(const Config& c) {
   int_in(c, "fsdp_prefetch_layers", 0, 1 << 16, "layers gathered ahead");
   int_in(c, "init_weights_seed", 0, kI64, "a seed");
   int_in(c, "data_shuffle_seed", 0, kI64, "a seed");
+  int_in(c, "grain_shuffle_buffer_size", 1, kI64, "the shuffle window, in documents");
   float_in(c, "comm_timeout_seconds", 0, kInf, false, true, "0 waits forever");
   float_in(c, "max_memory_gb", 0, kInf, false, true, "0: no limit");
   float_in(c, "peak_tflops_per_device", 0, kInf, false, true, "0: MFU not printed");

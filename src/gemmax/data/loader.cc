@@ -6,6 +6,7 @@
 #include "gemmax/base/error.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/data/builtin_corpus.h"
+#include "gemmax/data/first_fit.h"
 #include "gemmax/data/packing.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenizer.h"
@@ -38,9 +39,18 @@ void expect_same(const nlohmann::json& s, const char* key, const T& ours, const 
          " in the saved state but ", nlohmann::json(ours).dump(), " now: ", fix);
 }
 
+// Evaluation reads its set once, in order (docs/DATA.md): first-fit and shuffling are training's.
+bool first_fit(const DataOptions& o) {
+  return o.packing && o.packing_type == "first_fit" && !o.eval;
+}
+
 std::string packing_text(const DataOptions& o) {
-  std::string s =
-      str_cat(o.packing ? "packed" : "unpacked", ", ", o.batch, " x ", o.seq, " tokens per batch");
+  std::string s = o.packing ? first_fit(o) ? "packed first-fit" : "packed in order" : "unpacked";
+  if (first_fit(o) && o.shuffle)
+    s += str_cat(" after a shuffle in windows of ", o.shuffle_buffer, " documents (seed ", o.seed,
+                 ")");
+  if (o.truncate) s += ", documents truncated to a row";
+  s += str_cat(", ", o.batch, " x ", o.seq, " tokens per batch");
   if (o.ranks > 1)
     s += str_cat(" (rows ", o.rank * o.batch, "..", (o.rank + 1) * o.batch - 1, " of the global ",
                  o.ranks * o.batch, ")");
@@ -59,6 +69,7 @@ class PackedLoader final : public DataLoader {
         pad_fill_(pad_fill),
         pad_id_(pad_id) {
     if (docs_.size() == 0) fail(what_, " holds no documents");
+    order_ = WindowShuffle(docs_.size(), o_.shuffle ? uint64_t(o_.shuffle_buffer) : 0, o_.seed);
     if (o_.completion_only && !docs_.has_loss_mask())
       fail("sft_train_on_completion_only=true but ", what_,
            " carries no loss mask (token shard version 1, or the built-in corpus): make the data "
@@ -90,11 +101,17 @@ class PackedLoader final : public DataLoader {
     // The global batch's rows are packed in order; the other ranks' rows only move the cursor.
     const int64_t first = o_.rank * o_.batch;
     const bool wrap = !o_.eval;
-    for (int64_t g = 0; g < o_.ranks * o_.batch; ++g) {
-      if (g >= first && g < first + o_.batch)
-        pack_row(docs_, o_.packing, pad_fill_, cur_, b, g - first, wrap);
-      else
-        skip_row(docs_, o_.packing, cur_, o_.seq, wrap);
+    if (first_fit(o_)) {
+      // Every rank packs the global batch's rows together and keeps its own.
+      pack_first_fit(docs_, order_, {o_.ranks * o_.batch, o_.truncate, pad_fill_}, stream_, first,
+                     b);
+    } else {
+      for (int64_t g = 0; g < o_.ranks * o_.batch; ++g) {
+        if (g >= first && g < first + o_.batch)
+          pack_row(docs_, o_.packing, pad_fill_, cur_, b, g - first, wrap, o_.truncate);
+        else
+          skip_row(docs_, o_.packing, cur_, o_.seq, wrap, o_.truncate);
+      }
     }
     make_targets(b, pad_fill_, pad_id_);
     ++batches_;
@@ -102,6 +119,17 @@ class PackedLoader final : public DataLoader {
   }
 
   nlohmann::json state() const override {
+    if (first_fit(o_))
+      return {{"type", o_.dataset_type},
+              {"packing", "first_fit"},
+              {"position", stream_.position},
+              {"offset", stream_.offset},
+              {"epoch", order_.epoch(stream_.position)},
+              {"shuffle_buffer", o_.shuffle ? o_.shuffle_buffer : 0},
+              {"truncate", o_.truncate},
+              {"batches", batches_},
+              {"num_documents", docs_.size()},
+              {"num_tokens", docs_.num_tokens()}};
     return {{"type", o_.dataset_type},
             {"document", cur_.doc},
             {"offset", cur_.offset},
@@ -118,6 +146,28 @@ class PackedLoader final : public DataLoader {
     expect_same(s, "type", o_.dataset_type, fix);
     expect_same(s, "num_documents", docs_.size(), fix);
     expect_same(s, "num_tokens", docs_.num_tokens(), fix);
+    // A state saved before first-fit existed has no "packing": it is the sequential one.
+    const std::string packing = s.is_object() && s.contains("packing")
+                                    ? state_value<std::string>(s, "packing")
+                                    : "sequential";
+    const std::string ours = first_fit(o_) ? "first_fit" : "sequential";
+    if (packing != ours)
+      fail("data loader state: the saved run packed its rows ", packing, " but this run packs ",
+           ours, ": resume with the saved run's grain_packing_type, or start a new run");
+    if (first_fit(o_)) {
+      expect_same(s, "shuffle_buffer", o_.shuffle ? o_.shuffle_buffer : int64_t(0),
+                  "resume with the saved run's enable_data_shuffling and "
+                  "grain_shuffle_buffer_size, or start a new run");
+      expect_same(s, "truncate", o_.truncate,
+                  "resume with the saved run's use_truncation, or start a new run");
+      StreamCursor c{state_value<uint64_t>(s, "position"), state_value<uint64_t>(s, "offset")};
+      if (c.offset >= docs_[order_.document(c.position)].size() || (o_.truncate && c.offset > 0))
+        fail("data loader state: offset ", c.offset, " at stream position ", c.position,
+             " is outside its document of ", what_, ": corrupt state");
+      stream_ = c;
+      batches_ = state_value<uint64_t>(s, "batches");
+      return;
+    }
     PackCursor c{state_value<uint64_t>(s, "document"), state_value<uint64_t>(s, "offset"),
                  state_value<uint64_t>(s, "epoch")};
     if (c.doc >= docs_.size() || c.offset >= docs_[c.doc].size())
@@ -139,7 +189,9 @@ class PackedLoader final : public DataLoader {
   Documents docs_;
   std::string what_, detail_;
   int32_t pad_fill_, pad_id_;
-  PackCursor cur_;
+  PackCursor cur_;                // sequential packing
+  WindowShuffle order_{1, 0, 0};  // first-fit: the documents' order
+  StreamCursor stream_;           // first-fit
   uint64_t batches_ = 0;
 };
 
@@ -317,6 +369,21 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
   if (o.completion_only && o.dataset_type != "shards")
     fail("sft_train_on_completion_only=true needs dataset_type=shards (token shards whose loss "
          "mask `gemmax tokenize` wrote), but dataset_type is '", o.dataset_type, "'");
+  if (o.packing_type != "sequential" && o.packing_type != "first_fit")
+    fail("grain_packing_type '", o.packing_type,
+         "' is not one gemmax packs: expected first_fit (MaxText's grain default) or sequential "
+         "(gemmax's, in order; the default)",
+         o.packing_type == "best_fit" || o.packing_type == "concat_then_split"
+             ? " (MaxText's best_fit and concat_then_split are not implemented)"
+             : "");
+  if (o.shuffle && o.shuffle_buffer < 1)
+    fail("grain_shuffle_buffer_size=", o.shuffle_buffer,
+         " with enable_data_shuffling=true: the shuffle window needs at least 1 document");
+  if (o.shuffle && !first_fit(o) && !o.eval && o.dataset_type != "synthetic")
+    fail("enable_data_shuffling=true shuffles the documents for first-fit packing only (MaxText's "
+         "grain pipeline), but packing=", o.packing ? "true" : "false", " and grain_packing_type=",
+         o.packing_type, " read them in order: set packing=true and grain_packing_type=first_fit, "
+         "or enable_data_shuffling=false");
   if (o.dataset_type == "builtin") return builtin_loader(o);
   if (o.dataset_type == "shards") return shards_loader(o);
   if (o.dataset_type == "synthetic") return std::make_unique<SyntheticLoader>(o);

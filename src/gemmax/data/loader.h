@@ -16,13 +16,20 @@ struct DataOptions {
   std::string tokenizer_type = "byte";   // byte | sentencepiece
   std::string tokenizer_path;
   bool packing = true;
+  // How rows are filled (docs/DATA.md): "sequential" (documents in order, a piece that does not
+  // fit the row starts the next) or "first_fit" (MaxText's grain: the global batch's rows open
+  // together, each piece into the first with room).
+  std::string packing_type = "sequential";  // grain_packing_type
+  bool shuffle = false;                     // enable_data_shuffling: grain's window shuffle
+  int64_t shuffle_buffer = 100;             // grain_shuffle_buffer_size: the window, in documents
+  bool truncate = false;  // use_truncation: keep a document's first seq tokens, drop the rest
   int64_t batch = 1;  // rows per batch (per_device_batch_size)
   // Data parallelism: the global batch has `ranks` x `batch` rows, and this loader returns rows
   // [rank x batch, (rank + 1) x batch) of it; the stream position (state()) is the global one.
   int64_t rank = 0, ranks = 1;
   int64_t seq = 0;         // max_target_length
   int64_t vocab_size = 0;  // the model's; every token must be below it
-  uint64_t seed = 0;       // data_shuffle_seed (synthetic data)
+  uint64_t seed = 0;       // data_shuffle_seed (built-in corpus, shuffle, synthetic data)
   // sft_train_on_completion_only: only the tokens the shards' loss masks mark count as targets.
   bool completion_only = false;
   // The evaluation stream: the built-in corpus's held-out part (shards: dataset_path names the

@@ -53,8 +53,8 @@ namespace {
 // Takes the pieces of the next row from the cursor and advances it, calling place(col, doc,
 // offset, piece, segment) for each piece; returns the columns filled.
 template <class Place>
-int64_t walk_row(const Documents& docs, bool packing, bool wrap, PackCursor& cur, int64_t S,
-                 Place&& place) {
+int64_t walk_row(const Documents& docs, bool packing, bool wrap, bool truncate, PackCursor& cur,
+                 int64_t S, Place&& place) {
   GEMMAX_CHECK(docs.size() > 0, "packing a row: no documents");
   int64_t col = 0;
   int32_t segment = 0;
@@ -65,7 +65,7 @@ int64_t walk_row(const Documents& docs, bool packing, bool wrap, PackCursor& cur
     place(col, doc, cur.offset, piece, ++segment);
     col += piece;
     cur.offset += uint64_t(piece);
-    if (cur.offset == doc.size()) {
+    if (cur.offset == doc.size() || truncate) {
       cur.offset = 0;
       if (++cur.doc == docs.size()) cur.doc = 0, ++cur.epoch;
     }
@@ -76,13 +76,13 @@ int64_t walk_row(const Documents& docs, bool packing, bool wrap, PackCursor& cur
 }  // namespace
 
 void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b,
-              int64_t row, bool wrap) {
+              int64_t row, bool wrap, bool truncate) {
   const int64_t S = b.seq;
   int32_t* in = b.inputs.data() + row * S;
   int32_t* pos = b.positions.data() + row * S;
   int32_t* seg = b.segment_ids.data() + row * S;
   uint8_t* mask = b.loss_mask.empty() ? nullptr : b.loss_mask.data() + row * S;
-  int64_t col = walk_row(docs, packing, wrap, cur, S,
+  int64_t col = walk_row(docs, packing, wrap, truncate, cur, S,
                          [&](int64_t at, std::span<const uint32_t> doc, uint64_t offset,
                              int64_t piece, int32_t segment) {
                            const std::span<const uint8_t> m =
@@ -100,8 +100,9 @@ void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor&
   }
 }
 
-void skip_row(const Documents& docs, bool packing, PackCursor& cur, int64_t seq, bool wrap) {
-  walk_row(docs, packing, wrap, cur, seq,
+void skip_row(const Documents& docs, bool packing, PackCursor& cur, int64_t seq, bool wrap,
+              bool truncate) {
+  walk_row(docs, packing, wrap, truncate, cur, seq,
            [](int64_t, std::span<const uint32_t>, uint64_t, int64_t, int32_t) {});
 }
 

@@ -51,12 +51,14 @@ struct PackCursor {
 // end. A document longer than the row is cut into pieces of at most b.seq tokens, each its own
 // segment; a piece that does not fit the rest of the row starts the next row. packing=false: one
 // piece per row. wrap=false (one pass, evaluation): nothing is placed once the cursor has wrapped,
-// so the rest is padding.
+// so the rest is padding. truncate (use_truncation): a document keeps only its first piece, the
+// rest of it is dropped.
 void pack_row(const Documents& docs, bool packing, int32_t pad_fill, PackCursor& cur, Batch& b,
-              int64_t row, bool wrap = true);
+              int64_t row, bool wrap = true, bool truncate = false);
 
 // Advances the cursor past the row pack_row would fill (another rank's row of the global batch).
-void skip_row(const Documents& docs, bool packing, PackCursor& cur, int64_t seq, bool wrap = true);
+void skip_row(const Documents& docs, bool packing, PackCursor& cur, int64_t seq, bool wrap = true,
+              bool truncate = false);
 
 // targets = inputs shifted left within the row (last column: pad_fill); target_segment_ids the
 // same shift of segment_ids, zeroed where the target is padding or the token pad_id (as MaxText

@@ -52,6 +52,10 @@ DataOptions run_data_options(const TrainConfig& c, int64_t vocab_size, int rank,
   d.tokenizer_type = c.data.tokenizer_type;
   d.tokenizer_path = c.data.tokenizer_path;
   d.packing = c.data.packing;
+  d.packing_type = c.data.grain_packing_type;
+  d.shuffle = c.data.enable_data_shuffling;
+  d.shuffle_buffer = c.data.grain_shuffle_buffer_size;
+  d.truncate = c.data.use_truncation;
   d.batch = c.step.per_device_batch_size;
   d.seq = c.step.max_target_length;
   d.vocab_size = vocab_size;

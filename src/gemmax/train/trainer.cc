@@ -58,7 +58,8 @@ std::unique_ptr<Comm> make_device_comm(Comm& host, Backend& be, int device) {
 bool must_match_on_resume(const std::string& key) {
   static const char* kKeys[] = {
       "dtype",        "weight_dtype",   "freeze",         "max_target_length", "dataset_type",
-      "dataset_path", "tokenizer_type", "tokenizer_path", "packing",           "data_shuffle_seed"};
+      "dataset_path", "tokenizer_type", "tokenizer_path", "packing",           "data_shuffle_seed",
+      "grain_packing_type", "enable_data_shuffling", "grain_shuffle_buffer_size", "use_truncation"};
   for (const char* k : kKeys)
     if (key == k) return true;
   return false;
