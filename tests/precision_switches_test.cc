@@ -277,7 +277,8 @@ class ActivationsInFloat32Kernels : public ::testing::TestWithParam<const char*>
 
 // The cpu and cuda kernels do the reference's roundings: every value within one bf16 step of
 // it (they compute gelu in fp32, the reference in fp64, so a gelu at a rounding boundary can
-// land on the other side) and nearly all equal; and on them, too, the switch changes the result.
+// land on the other side; near zero, where gelu's tanh form cancels, within 1e-5) and nearly
+// all equal; and on them, too, the switch changes the result.
 TEST_P(ActivationsInFloat32Kernels, AgreeWithTheReference) {
   ReferenceBackend ref;
   auto be = make_backend(options_of(GetParam()));
@@ -290,7 +291,7 @@ TEST_P(ActivationsInFloat32Kernels, AgreeWithTheReference) {
       int64_t equal = 0;
       for (int64_t i = 0; i < c.m * c.F; ++i) {
         const double want = get_as_double(r.*o, i), got = get_as_double(k.*o, i);
-        ASSERT_LE(std::abs(got - want), std::ldexp(std::abs(want), -6) + 1e-30)
+        ASSERT_LE(std::abs(got - want), std::ldexp(std::abs(want), -6) + 1e-5)
             << GetParam() << " element " << i;
         equal += got == want;
       }
@@ -310,7 +311,7 @@ struct AttentionRun {
   Tensor o, dq, dk, dv;
 };
 // Causal GQA attention over two sequences of two segments each, one with a sliding window;
-// q and k large enough that the scores' bf16 rounding (steps of 2^-4 at 8 to 16) moves the
+// q and k large enough that the scores' bf16 rounding (steps of 2^-3 at 16 to 32) moves the
 // probabilities by percents.
 struct AttentionCase {
   AttentionShape shape;
@@ -320,7 +321,7 @@ struct AttentionCase {
              .window = window};
     const int64_t T = shape.batch * shape.seq;
     Rng rng(23);
-    const double scale = 6.0 / std::sqrt(double(hd));  // scores of about +-9
+    const double scale = 12.0 / std::sqrt(double(hd));  // scores of about +-18
     q = on_bf16_grid(testing::random_tensor({T, 4, hd}, rng, std::sqrt(scale)), DType::BF16);
     k = on_bf16_grid(testing::random_tensor({T, 2, hd}, rng, std::sqrt(scale)), DType::BF16);
     v = on_bf16_grid(testing::random_tensor({T, 2, hd}, rng), DType::BF16);
@@ -390,9 +391,21 @@ TEST(AttentionBf16Scores, ReferenceRoundsEachScore) {
 
 class AttentionBf16ScoresKernels : public ::testing::TestWithParam<const char*> {};
 
+Tensor difference(const Tensor& a, const Tensor& b) {
+  Tensor d = Tensor::empty(a.shape(), DType::F64);
+  for (int64_t i = 0; i < a.numel(); ++i)
+    set_from_double(d, i, get_as_double(a, i) - get_as_double(b, i));
+  return d;
+}
+
 // The cpu and cuda kernels (the plain kernels at head_dim 16, the tensor-core ones at 128) do
-// the reference's rounding, forward and backward: their distance to the reference's rounded
-// attention is a small part of what the rounding changes.
+// the reference's rounding, forward and backward. The forward's output is as close to the
+// reference's rounded attention as a small part of what the rounding changes. The gradients'
+// change is smaller than the kernels' own bf16 distance to the reference (their probabilities
+// and score gradients are bf16, the reference's fp64), so there the test compares the changes:
+// what the switch changes on the kernels follows what it changes on the reference (a kernel
+// that ignored the switch would be at 1; measured 0.16-0.48 on the flash kernels, 0.005 or
+// less on the plain CUDA kernels, which keep their probabilities in fp32).
 TEST_P(AttentionBf16ScoresKernels, AgreeWithTheReference) {
   ReferenceBackend ref;
   auto be = make_backend(options_of(GetParam()));
@@ -408,7 +421,10 @@ TEST_P(AttentionBf16ScoresKernels, AgreeWithTheReference) {
       const double change = testing::relative_l2(r_off.*x, r_on.*x);
       const double agree = testing::relative_l2(r_on.*x, k_on.*x);
       const double kernel_change = testing::relative_l2(k_off.*x, k_on.*x);
-      EXPECT_LT(agree, 0.25 * change) << GetParam() << " hd " << hd << " " << names[n];
+      const double track =
+          testing::relative_l2(difference(r_on.*x, r_off.*x), difference(k_on.*x, k_off.*x));
+      if (n == 0) EXPECT_LT(agree, 0.25 * change) << GetParam() << " hd " << hd << " o";
+      EXPECT_LT(track, 0.65) << GetParam() << " hd " << hd << " " << names[n];
       EXPECT_GT(kernel_change, 0.5 * change) << GetParam() << " hd " << hd << " " << names[n];
       ::testing::Test::RecordProperty(str_cat(names[n], " hd ", hd, " change"),
                                       std::to_string(change));
