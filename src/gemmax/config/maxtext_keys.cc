@@ -29,9 +29,6 @@ constexpr std::string_view kMultimodal = "the vision and audio towers (use_multi
 constexpr std::string_view kRematCustom = "tensor placements of remat_policy=custom";
 constexpr std::string_view kRope =
     "the RoPE of other decoder blocks (gemma4 uses local_ and global_rope_max_timescale)";
-constexpr std::string_view kDotProduct =
-    "switches of MaxText's dot_product attention (gemmax's attention keeps its logits and "
-    "softmax in fp32, as MaxText's flash kernels do)";
 constexpr std::string_view kDataPipeline =
     "options of MaxText's input pipelines; gemmax's (docs/DATA.md) packs sequentially or "
     "first-fit, and wraps to the start at its end";
@@ -101,7 +98,7 @@ constexpr MaxTextKey kKeys[] = {
     {"quantization", F, "\"\"", "no quantization: products run in dtype with fp32 accumulation"},
     {"constant_bound_config", N, "", kOff},
     {"matmul_precision", F, "\"default\""},
-    {"activations_in_float32", F, "false"},
+    {"activations_in_float32", I},
     {"replicate_quant_scale", N, "", kOff},
     {"quant_cfg_path", N, "", kOff},
     {"quantize_kvcache", N, "", kInference},
@@ -152,12 +149,12 @@ constexpr MaxTextKey kKeys[] = {
      "logits back: the same logits)"},
     {"logits_dot_in_fp32", I},
     {"cast_logits_to_fp32", F, "true", "the loss reads the logits in fp32"},
-    {"float32_qk_product", N, "", kDotProduct},
-    {"float32_logits", N, "", kDotProduct},
+    {"float32_qk_product", I},
+    {"float32_logits", I},
     {"mla_qk_head_chunk_size", N, "", kKernel},
     {"csa_qk_head_chunk_size", N, "", kKernel},
-    {"float32_weight_sum", F, "true", "the experts' outputs are combined in fp32"},
-    {"float32_gate_logits", F, "false", "the router's logits are bf16; their softmax runs in fp32"},
+    {"float32_weight_sum", I},
+    {"float32_gate_logits", I},
     {"mtp_num_layers", F, "0"},
     {"mtp_loss_scaling_factor", N, "", kOff},
     {"mtp_eval_target_module", N, "", kOff},
@@ -303,7 +300,7 @@ constexpr MaxTextKey kKeys[] = {
     {"parameter_memory_host_offload", F, "false"},
     {"scan_layers", N, "", kXla},
     {"param_scan_axis", N, "", kXla},
-    {"attention", N, "", kKernel},
+    {"attention", I},
     {"attention_type", N, "", kBlock},
     {"share_kv_projections", I},
     {"attention_bias", F, "false"},

@@ -22,6 +22,12 @@ TrainConfig train_config_from(const Config& c) {
   s.moe_fuse_permute_combine = c.get_bool("moe_fuse_permute_combine");
   s.moe_fused_gate_up = c.get_bool("moe_fused_gate_up");
   s.moe_dlhs_in_place = c.get_bool("moe_dlhs_in_place");
+  s.activations_in_float32 = c.get_bool("activations_in_float32");
+  s.float32_weight_sum = c.get_bool("float32_weight_sum");
+  s.float32_gate_logits = c.get_bool("float32_gate_logits");
+  s.float32_qk_product = c.get_bool("float32_qk_product");
+  s.float32_logits = c.get_bool("float32_logits");
+  s.attention = c.get_string("attention");
 
   RunConfig& r = t.run;
   r.base_output_directory = c.get_string("base_output_directory");

@@ -23,6 +23,9 @@ struct StepConfig {
   int64_t num_vocab_tiling = 1;
   bool norm_scale_in_fp32 = true, logits_dot_in_fp32 = false, moe_fuse_permute_combine = true, moe_fused_gate_up = true,
        moe_dlhs_in_place = true;
+  bool activations_in_float32 = true, float32_weight_sum = true,  // MaxText's precision keys
+       float32_gate_logits = false, float32_qk_product = false, float32_logits = false;
+  std::string attention;  // autoselected | flash | dot_product
 };
 
 // The training loop: steps, schedule, initialisation, non-finite steps, logging, the sample.

@@ -91,6 +91,19 @@ struct ModelOptions {
   // MaxText's logits_dot_in_fp32: the head's product, its logits and their gradient in fp32 (the
   // normalised input widened, the fp32 master table) instead of the activation dtype.
   bool logits_dot_in_fp32 = false;
+  // MaxText's activations_in_float32: GeGLU's gelu(gate) * up computed wide and rounded once
+  // (false: gelu(gate) rounded to the activation dtype before the product, MaxText's default).
+  bool activations_in_float32 = true;
+  // MaxText's float32_weight_sum: the expert combine's K weights stay fp32 (false: rounded to
+  // the activation dtype, and their gradient too, as MaxText's bf16 routing weights are).
+  bool float32_weight_sum = true;
+  // MaxText's float32_gate_logits: the router's norm, input and logits in fp32 from the layer
+  // input widened and the fp32 master router matrix (false: bf16 router input and logits).
+  bool float32_gate_logits = false;
+  // MaxText's attention=dot_product with float32_qk_product=false, float32_logits=true: the
+  // attention scores rounded to the activation dtype, softmax statistics in fp32 (false: fp32
+  // scores, as MaxText's flash kernels and dot_product with float32_qk_product=true compute).
+  bool attention_bf16_scores = false;
 };
 
 // The dtype of the output head's product: the table it reads and the logits it writes.

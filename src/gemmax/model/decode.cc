@@ -32,7 +32,8 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   head_embed_ = compute_copy(be_, master.embed, head_dot_dtype(model.options()));
   weights_.final_norm = master.final_norm;
   for (const LayerWeights& w : master.layers)
-    weights_.layers.push_back(compute_weights(be_, w, act));
+    weights_.layers.push_back(
+        compute_weights(be_, w, act, model.options().float32_gate_logits));
   rope_local_ = be_.to_device(
       rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_proportion), MemKind::Workspace);
   rope_global_ =

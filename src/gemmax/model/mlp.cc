@@ -22,7 +22,8 @@ void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   }
   if (!a.act.defined()) {
     a.act = ctx.act_tensor({T, F}, Other);
-    be.geglu_forward({.a = a.act, .h = a.gate_up});
+    be.geglu_forward(
+        {.a = a.act, .h = a.gate_up, .round_gelu = !ctx.opt.activations_in_float32});
   }
   if (!a.proj.defined()) {
     a.proj = ctx.act_tensor({T, D}, Matmul);
@@ -75,7 +76,8 @@ void mlp_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
              .accumulate = false});
   dproj = Tensor();
   Tensor dgate_up = ctx.work({T, 2 * F});
-  be.geglu_backward({.dh = dgate_up, .da = dact, .h = a.gate_up});
+  be.geglu_backward(
+      {.dh = dgate_up, .da = dact, .h = a.gate_up, .round_gelu = !ctx.opt.activations_in_float32});
   dact = Tensor();
   be.matmul({.c = g.mlp_gate_up,
              .a = dgate_up,

@@ -56,6 +56,40 @@ void expert_dlhs(const LayerContext& ctx, const Tensor& dlhs, const Tensor& dout
           .rows = rows_of(dout_rows, dlhs_rows)});
 }
 
+// Rounds x to the activation dtype in place (through a workspace copy): float32_weight_sum=false
+// rounds the combine's weights and their gradient, as MaxText's routing weights are bf16.
+void round_to_act(const LayerContext& ctx, const Tensor& x) {
+  Tensor low = ctx.work(x.shape());
+  ctx.be.copy({.dst = low, .src = x});
+  ctx.be.copy({.dst = x, .src = low});
+}
+
+bool round_weight_sum(const LayerContext& ctx, const Tensor& weights) {
+  return !ctx.opt.float32_weight_sum && weights.dtype() != ctx.act();
+}
+
+// The combine's weights: the router's, or a rounded copy of them.
+Tensor combine_weights(const LayerContext& ctx, const Tensor& weights) {
+  if (!round_weight_sum(ctx, weights)) return weights;
+  Tensor rounded = ctx.work_stat(weights.shape());
+  ctx.be.copy({.dst = rounded, .src = weights});
+  round_to_act(ctx, rounded);
+  return rounded;
+}
+
+// float32_gate_logits (MaxText's gate_norm and GateLogit in fp32): the router's norm, input,
+// logits and their gradients in fp32 in a bf16 run; the activation dtype otherwise.
+DType gate_dtype(const LayerContext& ctx) {
+  return ctx.opt.float32_gate_logits && ctx.act() == DType::BF16 ? DType::F32 : ctx.act();
+}
+
+Tensor widened(const LayerContext& ctx, const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor w = ctx.be.alloc(x.shape(), dtype, MemKind::Workspace);
+  ctx.be.copy({.dst = w, .src = x});
+  return w;
+}
+
 }  // namespace
 
 void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h,
@@ -69,13 +103,17 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   using enum ActClass;
 
   // Router.
+  const DType gate = gate_dtype(ctx);
   if (!a.router_in.defined()) {
-    a.router_in = ctx.act_tensor({d.T, d.D}, Other);
+    a.router_in = be.alloc({d.T, d.D}, gate, ctx.act_kind(Other));
     a.rstd_router = ctx.stat_tensor({d.T}, Other);
-    ctx.rmsnorm(a.router_in, a.rstd_router, h, w.router_scale, 1.0 / std::sqrt(double(d.D)));
+    ctx.rmsnorm(a.router_in, a.rstd_router, widened(ctx, h, gate), w.router_scale,
+                1.0 / std::sqrt(double(d.D)));
   }
   if (!m.logits.defined()) {
-    m.logits = ctx.act_tensor({d.T, d.E}, Matmul);
+    GEMMAX_CHECK(w.router_proj.dtype() == gate, "the router's logits run in ", dtype_name(gate),
+                 " but its matrix is ", w.router_proj.str());
+    m.logits = be.alloc({d.T, d.E}, gate, ctx.act_kind(Matmul));
     be.matmul({.c = m.logits,
                .a = a.router_in,
                .trans_a = false,
@@ -149,7 +187,10 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   }
   if (!a.act.defined()) {
     a.act = ctx.act_tensor({d.T * d.K, d.F}, Other);
-    be.geglu_forward({.a = a.act, .h = m.gate_up, .up = m.up});
+    be.geglu_forward({.a = a.act,
+                      .h = m.gate_up,
+                      .up = m.up,
+                      .round_gelu = !ctx.opt.activations_in_float32});
   }
   if (!m.y.defined()) {
     m.y = ctx.act_tensor({d.T * d.K, d.D}, Matmul);
@@ -161,8 +202,10 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   }
   if (!a.combined.defined()) {
     a.combined = ctx.act_tensor({d.T, d.D}, Other);
-    be.combine_forward(
-        {.m = a.combined, .y = m.y, .inverse = fuse ? Tensor() : r.inverse, .weights = a.weights});
+    be.combine_forward({.m = a.combined,
+                        .y = m.y,
+                        .inverse = fuse ? Tensor() : r.inverse,
+                        .weights = combine_weights(ctx, a.weights)});
   }
   if (!a.out.defined()) {
     a.out = ctx.act_tensor({d.T, d.D}, Other);
@@ -225,8 +268,9 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
                        .dm = dcombined,
                        .y = m.y,
                        .order = fuse ? Tensor() : r.order,
-                       .weights = a.weights});
+                       .weights = combine_weights(ctx, a.weights)});
   dcombined = Tensor();
+  if (round_weight_sum(ctx, a.weights)) round_to_act(ctx, dweights);
   Tensor dact = ctx.work({d.T * d.K, d.F});
   expert_dlhs(ctx, dact, dy, w.experts_down, r.group_sizes, copy_rows, Tensor());
   be.gmm_drhs({.drhs = g.experts_down,
@@ -238,7 +282,10 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
   Tensor dxs = ctx.work({d.T * d.K, d.D});  // in expert order, or token-copy order when fused
   if (ctx.opt.moe_fused_gate_up) {
     Tensor dgate_up = ctx.work({d.T * d.K, 2 * d.F});
-    be.geglu_backward({.dh = dgate_up, .da = dact, .h = m.gate_up});
+    be.geglu_backward({.dh = dgate_up,
+                       .da = dact,
+                       .h = m.gate_up,
+                       .round_gelu = !ctx.opt.activations_in_float32});
     dact = Tensor();
     expert_dlhs(ctx, dxs, dgate_up, w.experts_gate_up, r.group_sizes, Tensor(), copy_rows);
     be.gmm_drhs({.drhs = g.experts_gate_up,
@@ -248,7 +295,12 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
                  .rows = rows_of(lhs_rows, Tensor())});
   } else {
     Tensor dgate = ctx.work({d.T * d.K, d.F}), dup = ctx.work({d.T * d.K, d.F});
-    be.geglu_backward({.dh = dgate, .dup = dup, .da = dact, .h = m.gate_up, .up = m.up});
+    be.geglu_backward({.dh = dgate,
+                       .dup = dup,
+                       .da = dact,
+                       .h = m.gate_up,
+                       .up = m.up,
+                       .round_gelu = !ctx.opt.activations_in_float32});
     dact = Tensor();
     expert_gate_up_backward_split(be, dxs, g.experts_gate_up, dgate, dup, lhs, w.experts_gate_up,
                                   r.group_sizes, lhs_rows, copy_rows);
@@ -275,7 +327,8 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
   Tensor lb_dprobs = ctx.work_stat({ctx.in.batch, d.E});
   be.copy({.dst = lb_dprobs, .src = a.density});
   be.scale({.x = lb_dprobs, .alpha = ctx.aux_weight * double(d.E) / double(d.T)});
-  Tensor dlogits = ctx.work({d.T, d.E});
+  const DType gate = gate_dtype(ctx);
+  Tensor dlogits = be.alloc({d.T, d.E}, gate, MemKind::Workspace);
   be.router_backward({.dlogits = dlogits,
                       .dper_expert_scale = g.router_expert_scale,
                       .dweights = dweights,
@@ -293,7 +346,7 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
              .b = a.router_in,
              .trans_b = false,
              .accumulate = true});
-  Tensor drouter_in = ctx.work({d.T, d.D});
+  Tensor drouter_in = be.alloc({d.T, d.D}, gate, MemKind::Workspace);
   be.matmul({.c = drouter_in,
              .a = dlogits,
              .trans_a = false,
@@ -301,14 +354,22 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
              .trans_b = false,
              .accumulate = false});
   dlogits = Tensor();
-  be.rmsnorm_backward({.dx = dh,
+  // In fp32 the norm's dx is rounded once (the gradient of the widening cast) and added to dh.
+  const bool wide = gate != ctx.act();
+  const Tensor dx = wide ? be.alloc({d.T, d.D}, gate, MemKind::Workspace) : dh;
+  be.rmsnorm_backward({.dx = dx,
                        .dw = g.router_scale,
                        .dy = drouter_in,
-                       .x = h,
+                       .x = widened(ctx, h, gate),
                        .w = w.router_scale,
                        .rstd = a.rstd_router,
                        .out_scale = 1.0 / std::sqrt(double(d.D)),
-                       .accumulate_dx = true});
+                       .accumulate_dx = !wide});
+  if (!wide) return;
+  drouter_in = Tensor();
+  const Tensor dx_act = ctx.work({d.T, d.D});
+  be.copy({.dst = dx_act, .src = dx});
+  be.add({.out = dh, .a = dh, .b = dx_act});
 }
 
 }  // namespace gemmax

@@ -24,7 +24,7 @@ Tensor WholeParams::embed(const StepInputs& in) {
 }
 
 LayerWeights WholeParams::layer(int64_t l, Pass) {
-  return compute_weights(be_, weights_.layers[size_t(l)], opt_.act);
+  return compute_weights(be_, weights_.layers[size_t(l)], opt_.act, opt_.float32_gate_logits);
 }
 
 void WholeParams::head(const StepInputs& in, const Tensor& x, double grad_scale, const Tensor& loss,

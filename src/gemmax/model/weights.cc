@@ -75,11 +75,12 @@ Tensor compute_copy(Backend& be, const Tensor& master, DType act) {
   return c;
 }
 
-LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act) {
+LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act,
+                             bool fp32_router) {
   LayerWeights c = master;
   for (Tensor* m : {&c.q_proj, &c.k_proj, &c.v_proj, &c.o_proj, &c.mlp_gate_up, &c.mlp_down,
                     &c.router_proj, &c.experts_gate_up, &c.experts_down, &c.pli_gate, &c.pli_proj})
-    *m = compute_copy(be, *m, act);
+    if (!(fp32_router && m == &c.router_proj)) *m = compute_copy(be, *m, act);
   return c;
 }
 

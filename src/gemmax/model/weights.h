@@ -79,7 +79,9 @@ Tensor compute_copy(Backend& be, const Tensor& master, DType act);
 // layer's fp32 weights to bf16; norm scales, router scales and layer_scalar stay the fp32
 // masters, multiplied in fp32 before the one rounding of their output (seed change 2, norm scales
 // in fp32: docs/SEED.md#each-change). With equal dtypes: the master weights themselves.
-LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act);
+// fp32_router (float32_gate_logits): the router's matrix stays the fp32 master too.
+LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act,
+                             bool fp32_router = false);
 // The elements of one layer's matrices: what compute_weights copies.
 int64_t layer_matrix_params(const ModelConfig& cfg, int64_t layer);
 

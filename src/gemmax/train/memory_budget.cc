@@ -38,6 +38,21 @@ MemoryPlanInput memory_plan_input(const TrainConfig& c, int ranks) {
          in.seq, " (1 turns tiling off)");
   o.norm_scale_in_fp32 = s.norm_scale_in_fp32;
   o.logits_dot_in_fp32 = s.logits_dot_in_fp32;
+  o.activations_in_float32 = s.activations_in_float32;
+  o.float32_weight_sum = s.float32_weight_sum;
+  o.float32_gate_logits = s.float32_gate_logits;
+  if (s.attention != "autoselected" && s.attention != "flash" && s.attention != "dot_product")
+    fail("attention=", s.attention,
+         " is not an attention of gemmax: use autoselected or flash (flash attention, fp32 "
+         "scores) or dot_product (MaxText's plain attention, which float32_qk_product and "
+         "float32_logits switch)");
+  if (s.attention == "dot_product" && !s.float32_qk_product) {
+    if (!s.float32_logits)
+      fail("attention=dot_product with float32_qk_product=false and float32_logits=false (MaxText's "
+           "softmax in bf16) is not built in gemmax yet: set float32_logits=true (bf16 scores, "
+           "softmax in fp32) or float32_qk_product=true (fp32 scores), or attention=flash");
+    o.attention_bf16_scores = true;
+  }
   o.moe_fuse_permute_combine = s.moe_fuse_permute_combine;
   o.moe_fused_gate_up = s.moe_fused_gate_up;
   o.moe_dlhs_in_place = s.moe_dlhs_in_place;
@@ -52,6 +67,10 @@ MemoryPlanInput memory_plan_input(const TrainConfig& c, int ranks) {
     fail("ici_fsdp_parallelism=", fsdp,
          " must be a positive number of ranks, or -1 (the ranks the run was started with)");
   in.fsdp = fsdp == -1 ? ranks : fsdp;
+  if (o.float32_gate_logits && o.act == DType::BF16 && in.fsdp > 1)
+    fail("float32_gate_logits=true is not built under FSDP yet: the router reads its fp32 master "
+         "matrix, which FSDP gathers in bf16 with the layer's other matrices; train on one rank, "
+         "or set float32_gate_logits=false");
   in.fsdp_options = fsdp_options(c.parallel, o.num_vocab_tiling, in.model, in.fsdp, in.batch,
                                  in.seq, o.act, in.weight);
   return in;

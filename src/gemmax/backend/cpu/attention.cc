@@ -54,6 +54,7 @@ struct Arena {
 struct Geometry {
   int64_t B, S, H, KV, hd, G, W;
   int64_t bq;  // query positions per block
+  bool round_scores;
   Geometry(const AttentionShape& s)
       : B(s.batch),
         S(s.seq),
@@ -62,7 +63,8 @@ struct Geometry {
         hd(s.head_dim),
         G(s.num_heads / s.num_kv_heads),
         W(s.window),
-        bq(std::max<int64_t>(1, kQueryRows / (s.num_heads / s.num_kv_heads))) {}
+        bq(std::max<int64_t>(1, kQueryRows / (s.num_heads / s.num_kv_heads))),
+        round_scores(s.round_scores) {}
   // First key visible to any query in [i0, ...): the window's start for i0.
   int64_t first_key(int64_t i0) const { return W > 0 ? std::max<int64_t>(0, i0 - W + 1) : 0; }
   bool visible(int64_t i, int64_t j, const int32_t* seg) const {
@@ -152,6 +154,13 @@ GEMMAX_SIMD_BODY float mask_row(float* s, int64_t nk, int64_t i, int64_t j0, int
     mx = std::max(mx, s[j]);
   }
   return mx;
+}
+
+// round_scores: the rows' scores rounded to T.
+template <class T>
+void round_scores(float* const* srows, int64_t rows, int64_t nk) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < nk; ++j) srows[r][j] = to_f32(from_f32<T>(srows[r][j]));
 }
 
 // p = exp(s - m) in T; returns the sum of the unrounded exponentials.
@@ -268,6 +277,7 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
         const T* kt = packs[0].get(
             kb, [&](T* dst) { pack_keys(K, dst, kt_elems, k, g, b, kvh, j0, jend, true); });
         serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
+        if (g.round_scores) round_scores<T>(srows, rows, nk);
         for (int64_t r = 0; r < rows; ++r) {  // masked online softmax of the row
           const int64_t i = i0 + r / g.G;
           float alpha = 1.0f;
@@ -386,6 +396,7 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
           const T* vt = packs[1].get(
               kb, [&](T* dst) { pack_keys(K, dst, kt_elems, v, g, b, kvh, j0, jend, true); });
           serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
+          if (g.round_scores) round_scores<T>(srows, rows, nk);
           serial_product(K, rows, dorows, P, vt, kt_elems, g.hd, nk, dprows, false);
           for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse), dS = P (dP - delta)
             const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;

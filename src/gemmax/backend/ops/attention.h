@@ -10,6 +10,11 @@ struct AttentionShape {
   int64_t batch = 0, seq = 0;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t window = 0;  // sliding window: key j is visible from query i iff j > i - window; 0: none
+  // MaxText's dot_product attention with float32_qk_product=false, float32_logits=true: each
+  // score q.k is rounded to the activation dtype before the softmax (whose statistics stay
+  // fp32), and in the backward each score's gradient is rounded to it too (the gradient of the
+  // bf16 score). false: fp32 scores, as flash attention computes them.
+  bool round_scores = false;
 };
 
 // q, o [B*S, H, hd]; k, v [B*S, KV, hd]; lse [B, H, S] (stat dtype); segment_ids int32 [B*S].

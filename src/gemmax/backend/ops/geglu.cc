@@ -20,7 +20,7 @@ void validate(const GegluForwardArgs& args) {
 }
 
 void validate(const GegluBackwardArgs& args) {
-  const auto& [dh, dup, da, h, up] = args;
+  const auto& [dh, dup, da, h, up, round_gelu] = args;
   check_rows(da, h, up, "geglu_backward");
   const bool split = up.defined();
   GEMMAX_CHECK(split || (dh.defined() && dh.numel() == h.numel() && !dup.defined()),

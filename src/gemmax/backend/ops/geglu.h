@@ -1,4 +1,8 @@
 // GeGLU: a = gelu_tanh(gate) * up [m, F].
+//
+// round_gelu (MaxText's activations_in_float32=false): gelu(gate) is rounded to the activation
+// dtype before the product, and in the backward the gradient of that rounded value is rounded
+// too (the cotangent of a bf16 value is bf16); false: computed wide, one rounding per output.
 #pragma once
 
 #include "gemmax/backend/ops/op_args.h"
@@ -11,6 +15,7 @@ struct GegluForwardArgs {
   const Tensor& a;
   const Tensor& h;
   const Tensor& up = kNoTensor;
+  bool round_gelu = false;
 };
 // Gradients into dh (fused [m, 2F], dup undefined) or into the halves dh = dgate and dup; either
 // half may be undefined (not needed), and is then not written.
@@ -20,6 +25,7 @@ struct GegluBackwardArgs {
   const Tensor& da;
   const Tensor& h;
   const Tensor& up = kNoTensor;
+  bool round_gelu = false;
 };
 
 void validate(const GegluForwardArgs& args);

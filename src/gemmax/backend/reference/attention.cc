@@ -49,8 +49,8 @@ void ReferenceBackend::do_attention_forward(const AttentionForwardArgs& args) {
               const T* kj = pk + (tj * KV + kvh) * hd;
               double d = 0;
               for (int64_t c = 0; c < hd; ++c) d += double(qi[c]) * double(kj[c]);
-              score[j] = d;
-              mx = std::max(mx, d);
+              score[j] = s.round_scores ? double(T(d)) : d;
+              mx = std::max(mx, score[j]);
             }
             double sum = 0;
             std::fill(acc.begin(), acc.end(), 0.0);
@@ -110,8 +110,10 @@ void ReferenceBackend::do_attention_backward(const AttentionBackwardArgs& args) 
                   sc += double(qi[c]) * double(kj[c]);
                   dp += double(doi[c]) * double(vj[c]);
                 }
+                if (s.round_scores) sc = double(T(sc));
                 const double p = std::exp(sc - l);
-                const double ds = p * (dp - delta);
+                const double ds_wide = p * (dp - delta);
+                const double ds = s.round_scores ? double(T(ds_wide)) : ds_wide;
                 for (int64_t c = 0; c < hd; ++c) {
                   dq_acc[c] += ds * double(kj[c]);
                   dk_acc[j * hd + c] += ds * double(qi[c]);

@@ -36,7 +36,7 @@ GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const c
 }  // namespace
 
 void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
-  const auto& [a, h, up] = args;
+  const auto& [a, h, up, round_gelu] = args;
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
   dispatch<float, bf16, double>(a, "geglu_forward", [&]<class T>() {
     const T* pg = h.data<T>();
@@ -44,13 +44,15 @@ void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
     T* pa = a.data<T>();
 #pragma omp parallel for
     for (int64_t r = 0; r < g.m; ++r)
-      for (int64_t j = 0; j < g.F; ++j)
-        pa[r * g.F + j] = T(gelu_tanh(double(pg[r * g.stride + j])) * double(pu[r * g.stride + j]));
+      for (int64_t j = 0; j < g.F; ++j) {
+        const double gelu = gelu_tanh(double(pg[r * g.stride + j]));
+        pa[r * g.F + j] = T((round_gelu ? double(T(gelu)) : gelu) * double(pu[r * g.stride + j]));
+      }
   });
 }
 
 void ReferenceBackend::do_geglu_backward(const GegluBackwardArgs& args) {
-  const auto& [dh, dup, da, h, up] = args;
+  const auto& [dh, dup, da, h, up, round_gelu] = args;
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
   dispatch<float, bf16, double>(da, "geglu_backward", [&]<class T>() {
     const T* pg = h.data<T>();
@@ -63,6 +65,11 @@ void ReferenceBackend::do_geglu_backward(const GegluBackwardArgs& args) {
       for (int64_t j = 0; j < g.F; ++j) {
         const double gate = double(pg[r * g.stride + j]), upv = double(pu[r * g.stride + j]);
         const double d = double(pda[r * g.F + j]);
+        if (round_gelu) {  // the rounded gelu's value and its gradient, each rounded
+          if (pdg) pdg[r * g.stride + j] = T(double(T(d * upv)) * gelu_tanh_grad(gate));
+          if (pdu) pdu[r * g.stride + j] = T(d * double(T(gelu_tanh(gate))));
+          continue;
+        }
         if (pdg) pdg[r * g.stride + j] = T(d * upv * gelu_tanh_grad(gate));
         if (pdu) pdu[r * g.stride + j] = T(d * gelu_tanh(gate));
       }

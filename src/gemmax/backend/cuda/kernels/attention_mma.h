@@ -45,6 +45,16 @@ struct FlashRows {
   }
 };
 
+// AttnDims::round_scores: a warp's score accumulators rounded to bf16.
+template <int N>
+GEMMAX_HD void round_acc(float (&s)[N][4]) {
+  GEMMAX_UNROLL
+  for (int nt = 0; nt < N; ++nt) {
+    GEMMAX_UNROLL
+    for (int i = 0; i < 4; ++i) s[nt][i] = to_acc(from_acc<bf16>(s[nt][i]));
+  }
+}
+
 template <int HD>
 struct FlashForward {
   static constexpr int kParts = HD / 128, kWarps = 16, kThreads = 32 * kWarps;
@@ -169,6 +179,7 @@ struct AttentionForwardMmaKernel {
       if (kt + 1 < tiles.end) load_tile_async(x, Ks, Bc, HD, kv_row(k, k0 + Bc), 0, HD, k);
       x.cp_async_commit();
       if constexpr (P > 1) sum_partials(x, xs, slice * P, P, F::kXs, s);
+      if (d.round_scores) round_acc(s);
       // Mask (boundary tiles only), then the online softmax in base 2.
       float tmax[2] = {kNegInf, kNegInf};
       if (interior_keys(x, span, k0, Bc, segk, S, d.window)) {
@@ -377,6 +388,7 @@ struct AttentionDqMmaKernel {
         sum_partials(x, xs, slice * P, P, F::kXs, s);
         sum_partials(x, xp, slice * P, P, F::kXs, dp);
       }
+      if (d.round_scores) round_acc(s);
       if (interior_keys(x, span, k0, Bc, segk, S, d.window)) {
         GEMMAX_UNROLL
         for (int nt = 0; nt < kNt; ++nt) {
@@ -523,6 +535,7 @@ struct AttentionDkvMmaKernel {
           sum_partials(x, xs, kslice * P, P, F::kXs, s);
           sum_partials(x, xp, kslice * P, P, F::kXs, dp);
         }
+        if (d.round_scores) round_acc(s);
         // s now holds p^T, dp becomes ds^T; the mask on boundary tiles only.
         const bool interior = interior_queries(x, span, q0, Rq, seg_q, S, d.window);
         GEMMAX_UNROLL

@@ -75,6 +75,7 @@ struct AttentionForwardSimpleKernel {
         if (vis) {
           s = 0;
           for (int c = 0; c < hd; ++c) s += Qs[row * hd + c] * Ks[lane * (hd + 1) + c];
+          if (d.round_scores) s = to_acc(from_acc<E>(s));
         }
         const float f = st[rr].add_tile(warp_max(x, s));
         const float p = st[rr].p(s);
@@ -162,7 +163,9 @@ struct AttentionDqSimpleKernel {
             s += Qs[row * hd + c] * Ks[lane * (hd + 1) + c];
             dp += Ds[row * hd + c] * Vs[lane * (hd + 1) + c];
           }
+          if (d.round_scores) s = to_acc(from_acc<E>(s));
           ds = kexp(s - lse_i[rr]) * (dp - delta[rr]);
+          if (d.round_scores) ds = to_acc(from_acc<E>(ds));
         }
         GEMMAX_UNROLL
         for (int jj = 0; jj < kKeys; ++jj) {
@@ -239,11 +242,13 @@ struct AttentionDkvSimpleKernel {
           }
           s = warp_sum(x, s);
           dp = warp_sum(x, dp);
+          if (d.round_scores) s = to_acc(from_acc<E>(s));
           const bool vis = j < d.S && causal_visible(i, j, d.window) && segk[jj] == seg_i;
           const float p = vis ? kexp(s - l) : 0.0f;
           if (lane == 0) {
             P[jj] = p;
-            DS[jj] = p * (dp - delta);
+            const float ds = p * (dp - delta);
+            DS[jj] = d.round_scores ? to_acc(from_acc<E>(ds)) : ds;
           }
         }
         x.sync();

@@ -9,6 +9,7 @@ namespace gemmax::kern {
 struct AttnDims {
   int64_t B, S, H, KV, hd;
   int64_t window;  // 0: none; else key j is visible from query i iff i - window < j <= i
+  bool round_scores = false;  // each score rounded to the activation dtype (AttentionShape)
   GEMMAX_HD int64_t group() const { return H / KV; }
 };
 

@@ -181,9 +181,15 @@ GEMMAX_HD float gelu_tanh_grad(float v) {
 }
 
 // Rows of gate and up: fused [gate | up] (up = gate + F, stride 2F) or two tensors (stride F).
+// round_gelu: gelu(gate), and in the backward its gradient da up, rounded to E (GegluForwardArgs).
 struct GegluArgs {
   int64_t m, F, stride;
+  bool round_gelu = false;
 };
+template <class E>
+GEMMAX_HD float round_if(bool round, float v) {
+  return round ? to_acc(from_acc<E>(v)) : v;
+}
 
 // One warp per row, W consecutive columns per lane at a time (kVec<E>: 16 bytes per access,
 // when the op layer found rows and addresses allow it; else 1): nothing divided per element.
@@ -212,7 +218,8 @@ struct GegluForwardKernel {
                        u = load_pack<W>(up + r * a.stride + j);
       Pack<E, W> o;
       GEMMAX_UNROLL
-      for (int e = 0; e < W; ++e) o.v[e] = from_acc<E>(gelu_tanh(to_acc(g.v[e])) * to_acc(u.v[e]));
+      for (int e = 0; e < W; ++e)
+        o.v[e] = from_acc<E>(round_if<E>(a.round_gelu, gelu_tanh(to_acc(g.v[e]))) * to_acc(u.v[e]));
       store_pack<W>(act + r * a.F + j, o);
     });
   }
@@ -240,8 +247,8 @@ struct GegluBackwardKernel {
       GEMMAX_UNROLL
       for (int e = 0; e < W; ++e) {
         const float ge = to_acc(g.v[e]), ue = to_acc(u.v[e]), de = to_acc(d.v[e]);
-        dg.v[e] = from_acc<E>(de * ue * gelu_tanh_grad(ge));
-        du.v[e] = from_acc<E>(de * gelu_tanh(ge));
+        dg.v[e] = from_acc<E>(round_if<E>(a.round_gelu, de * ue) * gelu_tanh_grad(ge));
+        du.v[e] = from_acc<E>(de * round_if<E>(a.round_gelu, gelu_tanh(ge)));
       }
       if (dgate) store_pack<W>(dgate + at, dg);
       if (dup) store_pack<W>(dup + at, du);

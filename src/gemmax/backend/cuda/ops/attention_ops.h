@@ -19,7 +19,7 @@ inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Ten
   GEMMAX_CHECK(s.batch <= 65535 && s.num_heads <= 65535, "attention: batch ", s.batch, " or heads ",
                s.num_heads, " too large for one launch");
   check_stat(lse, "attention");
-  return {s.batch, s.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.window};
+  return {s.batch, s.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.window, s.round_scores};
 }
 
 // The tensor-core kernels take bfloat16 with head_dim 128, 256 or 512 (fast kernels on); a

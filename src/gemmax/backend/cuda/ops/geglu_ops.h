@@ -21,8 +21,9 @@ inline GegluLayout geglu_layout(const Tensor& a, const Tensor& h, const Tensor& 
 
 template <class P>
 void geglu_forward(P& p, const GegluForwardArgs& args) {
-  const auto& [a, h, up] = args;
-  const GegluLayout g = geglu_layout(a, h, up, "geglu_forward");
+  const auto& [a, h, up, round_gelu] = args;
+  GegluLayout g = geglu_layout(a, h, up, "geglu_forward");
+  g.args.round_gelu = round_gelu;
   if (a.numel() == 0) return;
   dispatch<float, bf16>(a, "geglu_forward", [&]<class E>() {
     const E* gate = ptr<E>(h);
@@ -35,8 +36,9 @@ void geglu_forward(P& p, const GegluForwardArgs& args) {
 
 template <class P>
 void geglu_backward(P& p, const GegluBackwardArgs& args) {
-  const auto& [dh, dup, da, h, up] = args;
-  const GegluLayout g = geglu_layout(da, h, up, "geglu_backward");
+  const auto& [dh, dup, da, h, up, round_gelu] = args;
+  GegluLayout g = geglu_layout(da, h, up, "geglu_backward");
+  g.args.round_gelu = round_gelu;
   if (da.numel() == 0) return;
   dispatch<float, bf16>(da, "geglu_backward", [&]<class E>() {
     const E* gate = ptr<E>(h);
