@@ -7,7 +7,9 @@
 #                 launch synchronised and checked (cuda_sync_check), naming a faulting kernel
 #   2 sanitizers  compute-sanitizer racecheck, synccheck and memcheck on one grouped-matmul test
 #                 and one attention test
-#   3 bench       gemma4-26b-a4b with 6 layers at the seed's width and batch
+#   3 bench       gemma4-26b-a4b with 6 layers at the seed's width and batch; then the grouped
+#                 matmuls at the expert shapes on both forward paths (cuda_gmm=mma, then sm90),
+#                 each beside cuBLASLt's dense rate, from one step of one layer
 #   4 pytorch     the PyTorch baseline of the same step on the same GPU
 #   5 parity      the float32 parity of the cuda backend with the PyTorch reference
 #   6 fsdp        mpirun -np N gemmax train backend=cuda, on machines with N > 1 GPUs (and an
@@ -172,6 +174,7 @@ if wanted 2; then
     sanitized="$sanitized:*OpConformance.AttentionDecodeOverARingOfSlots/cuda_emulated"
   else
     sanitized="*OpConformance.GroupedMatmulsWithMapsAndWindows/cuda_gpu"
+    sanitized="$sanitized:*GmmSm90.MatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
     sanitized="$sanitized:*OpConformance.AttentionForwardAndBackward/cuda_gpu"
   fi
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null |
@@ -198,6 +201,8 @@ if [ $dry -eq 1 ]; then
   torch_args="--device cpu --model gemma4-tiny --layers 2 --batch 1 --seq 64 --warmup 0 --steps 1"
   torch_args="$torch_args --attention matmul"  # the CPU's torch may predate SDPA
   parity_args="--gemmax-backend cuda_emulated --preset base"
+  gmm_model="model_name=gemma4-tiny base_num_decoder_layers=1 per_device_batch_size=1"
+  gmm_model="$gmm_model max_target_length=64 dtype=bfloat16"
 else
   model="model_name=gemma4-26b-a4b base_num_decoder_layers=6 per_device_batch_size=2"
   model="$model max_target_length=16384 remat_policy=full dtype=bfloat16 num_vocab_tiling=16"
@@ -205,12 +210,20 @@ else
   torch_args="--device cuda --model gemma4-26b-a4b --layers 6 --batch 2 --seq 16384"
   torch_args="$torch_args --warmup 1 --steps 3"
   parity_args="--gemmax-backend cuda"
+  gmm_model="model_name=gemma4-26b-a4b base_num_decoder_layers=1 per_device_batch_size=2"
+  gmm_model="$gmm_model max_target_length=16384 remat_policy=full dtype=bfloat16 num_vocab_tiling=16"
 fi
 reserve=0
 if wanted 3; then
   stage gemmax_bench 240 "$gemmax" bench backend=$backend $model $steps \
     --json "$out/gemmax_bench.json"
   tail -25 "$out/gemmax_bench.log" > "$out/gemmax_bench.tail.txt"
+  for path in mma sm90; do
+    stage "gmm_$path" 90 "$gemmax" bench backend=$backend $gmm_model cuda_gmm=$path \
+      --warmup 0 --steps 1 --json "$out/gmm_$path.json"
+    grep -A5 "^grouped matmul vs dense" "$out/gmm_$path.log" | sed "s/^/cuda_gmm=$path: /" |
+      tee -a "$out/summary.txt"
+  done
 fi
 
 # ---- 4, 5: the PyTorch baseline and the float32 parity ----------------------------------------

@@ -18,6 +18,9 @@ struct BackendOptions {
   // cuda: fast (tensor-core kernels for bfloat16 attention and grouped matmuls) | simple (the
   // plain kernels they are tested against)
   std::string cuda_kernels = "fast";
+  // cuda: the grouped matmul's forward on mma (mma.sync, the default) or sm90 (TMA, mbarrier
+  // and wgmma; sm_90a GPUs)
+  std::string cuda_gmm = "mma";
   // cuda: synchronise and check after every kernel launch, so that a fault names its kernel
   // (slow: for the first run on a new GPU or a new build)
   bool cuda_sync_check = false;

@@ -103,6 +103,7 @@ TrainConfig train_config_from(const Config& c) {
       !old.empty() && !c.set_by_user("cpu_kernels"))
     b.cpu_kernels = old;
   b.cuda_kernels = c.get_string("cuda_kernels");
+  b.cuda_gmm = c.get_string("cuda_gmm");
   b.cuda_sync_check = c.get_bool("cuda_sync_check");
   return t;
 }

@@ -90,6 +90,7 @@ struct BackendConfig {
   int64_t num_threads = 0;
   std::string cpu_kernels;  // or cpu_isa, its former name, where only that was set
   std::string cuda_kernels;
+  std::string cuda_gmm;
   bool cuda_sync_check = false;
 };
 

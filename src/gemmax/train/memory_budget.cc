@@ -89,6 +89,9 @@ BackendOptions backend_options(const TrainConfig& c) {
   b.cuda_kernels = c.backend.cuda_kernels;
   if (b.cuda_kernels != "fast" && b.cuda_kernels != "simple")
     fail("cuda_kernels='", b.cuda_kernels, "': expected fast or simple");
+  b.cuda_gmm = c.backend.cuda_gmm;
+  if (b.cuda_gmm != "mma" && b.cuda_gmm != "sm90")
+    fail("cuda_gmm='", b.cuda_gmm, "': expected mma or sm90");
   b.cuda_sync_check = c.backend.cuda_sync_check;
   return b;
 }

@@ -319,6 +319,10 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
   check_cuda(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming), "event");
   check_cublas(cublasLtCreate(&p_.lt_), "cublasLtCreate");
   p_.fast_kernels_ = options.cuda_kernels != "simple";
+  p_.sm90_gmm_ = options.cuda_gmm == "sm90";
+  GEMMAX_CHECK(!p_.sm90_gmm_ || (prop.major == 9 && prop.minor == 0), "cuda_gmm=sm90: ",
+               prop.name, " is sm_", prop.major, prop.minor,
+               "; the wgmma kernels are built for sm_90a (H100, H200) only: cuda_gmm=mma");
   p_.sync_check_ = sync_check_on = options.cuda_sync_check;
   scratch_ = alloc({int64_t(kErrorBytes + kWorkspaceBytes + kOpScratchBytes)}, DType::U8,
                    MemKind::Workspace);
@@ -333,6 +337,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
                          format_bytes(double(prop.totalGlobalMem)), ", ",
                          p_.fast_kernels_ ? "tensor-core" : "plain",
                          " kernels for bfloat16 attention and grouped matmuls",
+                         p_.sm90_gmm_ ? ", grouped matmul forward on sm90 wgmma/TMA" : "",
                          p_.sync_check_ ? "; cuda_sync_check: every launch checked" : "", ")");
 }
 

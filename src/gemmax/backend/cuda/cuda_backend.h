@@ -17,6 +17,7 @@
 
 #include "gemmax/backend/backend_options.h"
 #include "gemmax/backend/cuda/kernel_backend.h"
+#include "gemmax/backend/cuda/kernels/sm90_types.h"
 #include "gemmax/backend/cuda/ops/common.h"
 
 namespace gemmax::cuda {
@@ -72,6 +73,10 @@ class CudaPlatform {
   kern::DeviceError* errors() { return errors_; }
   bool fast_kernels() const { return fast_kernels_; }
   SlowPathNotes& slow_paths() { return slow_paths_; }
+  bool sm90_gmm() const { return sm90_gmm_; }
+  // Encodes the map's driver bytes with cuTensorMapEncodeTiled (found at run time through the
+  // runtime's driver entry points, so the build needs no libcuda).
+  void encode_tensor_map(kern::TensorMap2d& map);
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc);
 
   cudaStream_t compute_stream() const { return compute_; }
@@ -91,6 +96,8 @@ class CudaPlatform {
   size_t workspace_bytes_ = 0;
   kern::DeviceError* errors_ = nullptr;
   bool fast_kernels_ = true;
+  bool sm90_gmm_ = false;  // cuda_gmm=sm90
+  void* encode_tiled_ = nullptr;  // cuTensorMapEncodeTiled
   bool sync_check_ = false;  // cuda_sync_check: synchronise and check after every launch
   SlowPathNotes slow_paths_;
   std::map<GemmKey, std::unique_ptr<GemmPlan>> plans_;

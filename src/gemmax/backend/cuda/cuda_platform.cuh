@@ -11,7 +11,14 @@ namespace gemmax::cuda {
 
 template <class K, class... A>
 void CudaPlatform::launch(const Launch& l, A... args) {
-  auto* kernel = &run_kernel<K, A...>;
+  auto* kernel = [] {
+    if constexpr (requires { K::kGridConstant; }) {
+      static_assert(sizeof...(A) == 1, "a kGridConstant kernel takes one parameter struct");
+      return &run_kernel_grid_constant<K, A...>;
+    }
+    else
+      return &run_kernel<K, A...>;
+  }();
   // More than 48 KiB of dynamic shared memory must be asked for, once per kernel and size.
   static size_t granted = 48 * 1024;
   if (l.smem > granted) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "gemmax/backend/cuda/kernels/kernel_base.h"
+#include "gemmax/backend/cuda/kernels/sm90_types.h"
 
 namespace gemmax::cuda {
 
@@ -90,6 +91,100 @@ struct DeviceExec {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
   }
 
+  // ---- Hopper (sm_90a): mbarrier, TMA, wgmma; the host twins are in emu/emu_sm90.h ----
+  __device__ __forceinline__ uint32_t shared_addr(const void* p) { return smem_addr(p); }
+  __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+  }
+  __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+  }
+  __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+  }
+  __device__ __forceinline__ bool mbarrier_try_wait(uint64_t* bar, uint32_t parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+  }
+  __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+    while (!mbarrier_try_wait(bar, parity)) {
+    }
+  }
+  // The map must live in kernel parameter space (a __grid_constant__ parameter: K::kGridConstant).
+  __device__ __forceinline__ void tma_load_2d(void* dst, const kern::TensorMap2d& map, int32_t c0,
+                                              int32_t c1, uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+        "{%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+        "l"(reinterpret_cast<uint64_t>(&map.driver)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+        : "memory");
+  }
+  __device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  // wgmma needs sm_90a; the PTX for later GPUs (compute_90) traps if it is ever run.
+  __device__ __forceinline__ void wgmma_fence() {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+  }
+  __device__ __forceinline__ void wgmma_commit() {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+  }
+  template <int N>
+  __device__ __forceinline__ void wgmma_wait() {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+  }
+  // wgmma.mma_async.m64nNk16.f32.bf16.bf16, A and B K-major in shared memory: d (+)= a . b^T.
+  template <int N>
+  __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                             bool accumulate) {
+    static_assert(N == 128, "the GPU side has the n128 shape only");
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+          "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+          "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+          "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+          "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+          "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+          "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(int32_t(accumulate)));
+#else
+    __trap();
+#endif
+  }
+
  private:
   __device__ __forceinline__ static uint32_t smem_addr(const void* p) {
     return uint32_t(__cvta_generic_to_shared(p));
@@ -110,6 +205,15 @@ template <class K, class... A>
 __global__ void __launch_bounds__(K::kMaxThreads, min_blocks<K>()) run_kernel(A... args) {
   DeviceExec x;
   K{}(x, args...);
+}
+
+// The same for kernels whose one argument must stay in kernel parameter space (K::kGridConstant:
+// the tensor maps a TMA copy names by address).
+template <class K, class Params>
+__global__ void __launch_bounds__(K::kMaxThreads, min_blocks<K>())
+    run_kernel_grid_constant(const __grid_constant__ Params params) {
+  DeviceExec x;
+  K{}(x, params);
 }
 
 }  // namespace gemmax::cuda

@@ -98,6 +98,7 @@ void BlockEmulator::run_block(int threads, size_t smem_bytes,
   threads_ = live_ = threads;
   at_block_ = 0;
   error_ = nullptr;
+  async_copies_.clear();
   for (int w = 0; w < (threads + 31) / 32; ++w) {
     warp_live_[w] = std::min(32, threads - 32 * w);
     at_warp_[w] = 0;
@@ -110,12 +111,21 @@ void BlockEmulator::run_block(int threads, size_t smem_bytes,
     fibers_[t].state = State::Runnable;
   }
   while (live_ > 0 && !error_) {
-    bool progressed = false;
+    bool progressed = false, only_spun = true;
+    const uint64_t progress = progress_;
     for (int t = 0; t < threads && !error_; ++t) {
       if (fibers_[t].state != State::Runnable) continue;
       running_ = t;
+      spun_ = false;
       switch_to(&scheduler_, &fibers_[t].context);
       progressed = true;
+      only_spun = only_spun && spun_;
+    }
+    if (progressed && only_spun && progress == progress_ && !error_) {
+      t_current = outer;
+      fail("emulated block deadlocked: every running thread waits on an mbarrier phase that no "
+           "thread or copy can complete any more (a missing arrive, or expect_tx bytes that "
+           "never arrive)");
     }
     if (!progressed && !error_) {
       int block = 0, warp = 0;
@@ -160,6 +170,23 @@ void BlockEmulator::wait(int thread, State at) {
 
 void BlockEmulator::sync_block(int thread) { wait(thread, State::AtBlock); }
 void BlockEmulator::sync_warp(int thread) { wait(thread, State::AtWarp); }
+
+void BlockEmulator::spin(int thread) {
+  spun_ = true;
+  switch_to(&fibers_[thread].context, &scheduler_);
+}
+
+void BlockEmulator::land_async_copies(const void* barrier) {
+  // Landing may not issue copies, so the list is walked by index and compacted after.
+  size_t kept = 0;
+  for (size_t i = 0; i < async_copies_.size(); ++i) {
+    if (async_copies_[i].barrier == barrier)
+      async_copies_[i].land();
+    else
+      async_copies_[kept++] = std::move(async_copies_[i]);
+  }
+  async_copies_.resize(kept);
+}
 
 void BlockEmulator::finish(int thread) {
   fibers_[thread].state = State::Done;

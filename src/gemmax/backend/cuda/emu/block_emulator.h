@@ -38,7 +38,19 @@ class BlockEmulator {
   // Called from inside body. Each returns once every live thread of its scope has called it.
   void sync_block(int thread);
   void sync_warp(int thread);
+  // A thread whose wait on an mbarrier failed lets the others run; a pass in which every thread
+  // that ran only spun like this, while no mbarrier changed (note_progress), is a deadlock.
+  void spin(int thread);
+  void note_progress() { ++progress_; }
+  // Bulk asynchronous copies in flight (TMA): each lands, and completes its bytes on its
+  // mbarrier, when a thread waits on that barrier (land_async_copies), not when it is issued, so
+  // that reading a stage before its barrier's phase completes reads stale bytes, as on the GPU.
+  void issue_async_copy(const void* barrier, std::function<void()> land) {
+    async_copies_.push_back({barrier, std::move(land)});
+  }
+  void land_async_copies(const void* barrier);
   char* smem() { return smem_.data(); }
+  size_t smem_bytes() const { return smem_.size(); }
   // The warp-collective exchange slot of a lane (kSlotBytes).
   void* slot(int thread) { return slots_.data() + size_t(thread) * kSlotBytes; }
   void* lane_slot(int thread, int lane) { return slot(thread / 32 * 32 + lane); }
@@ -70,6 +82,13 @@ class BlockEmulator {
   Context scheduler_;
   const std::function<void(int)>* body_ = nullptr;
   int threads_ = 0, live_ = 0, at_block_ = 0, running_ = -1;
+  bool spun_ = false;  // the running fiber ended its turn in spin
+  uint64_t progress_ = 0;
+  struct AsyncCopy {
+    const void* barrier;
+    std::function<void()> land;
+  };
+  std::vector<AsyncCopy> async_copies_;
   std::vector<int> warp_live_, at_warp_;  // lanes of each warp; lanes waiting at its barrier
   std::exception_ptr error_;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gemmax/backend/cuda/emu/block_emulator.h"
+#include "gemmax/backend/cuda/emu/emu_sm90.h"
 #include "gemmax/backend/cuda/kernels/kernel_base.h"
 
 namespace gemmax::emu {
@@ -138,6 +139,36 @@ class EmuExec {
     }
   }
 
+  // ---- Hopper (sm_90a): mbarrier, TMA, wgmma (emu_sm90.h) ----
+  uint32_t shared_addr(const void* p) { return shared_offset(e_, p); }
+  void mbarrier_init(uint64_t* bar, uint32_t count) { emu::mbarrier_init(e_, bar, count); }
+  void mbarrier_arrive(uint64_t* bar) { mbarrier_change(e_, bar, 1, 0); }
+  void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    mbarrier_change(e_, bar, 0, int32_t(bytes));  // the bytes are expected before the arrival
+    mbarrier_change(e_, bar, 1, 0);
+  }
+  bool mbarrier_try_wait(uint64_t* bar, uint32_t parity) {
+    return emu::mbarrier_try_wait(e_, bar, parity);
+  }
+  void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+    while (!mbarrier_try_wait(bar, parity)) e_.spin(t_);
+  }
+  void tma_load_2d(void* dst, const kern::TensorMap2d& map, int32_t c0, int32_t c1,
+                   uint64_t* bar) {
+    emu::tma_load_2d(e_, dst, map, c0, c1, bar);
+  }
+  void fence_proxy_async() {}  // one memory on the host: the proxies see the same bytes
+  void wgmma_fence() { wgmma_.fence(); }
+  template <int N>
+  void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+    wgmma_.mma<N>(d, desc_a, desc_b, accumulate);
+  }
+  void wgmma_commit() { wgmma_.commit(); }
+  template <int N>
+  void wgmma_wait() {
+    wgmma_.wait(e_, t_, N);
+  }
+
  private:
   struct Copy {
     void* dst;
@@ -186,6 +217,7 @@ class EmuExec {
   Dim3 block_, grid_;
   std::vector<Copy> open_;
   std::vector<std::vector<Copy>> groups_;
+  WgmmaThread wgmma_;
 };
 
 }  // namespace gemmax::emu

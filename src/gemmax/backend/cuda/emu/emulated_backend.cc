@@ -18,7 +18,7 @@ constexpr int64_t kScratchBytes = int64_t(16) << 20;
 
 }  // namespace
 
-EmulatedBackend::EmulatedBackend(bool fast_kernels) {
+EmulatedBackend::EmulatedBackend(bool fast_kernels, bool sm90_gmm) {
   scratch_ = alloc({kScratchBytes}, DType::U8, MemKind::Workspace);
   char* base = static_cast<char*>(scratch_.raw());
   std::memset(base, 0, 256);
@@ -26,11 +26,13 @@ EmulatedBackend::EmulatedBackend(bool fast_kernels) {
   p_.scratch_ = base + 256;
   p_.scratch_bytes_ = size_t(kScratchBytes) - 256;
   p_.fast_kernels_ = fast_kernels;
+  p_.sm90_gmm_ = sm90_gmm;
 }
 
 std::string EmulatedBackend::describe() const {
   return str_cat(name(), " (the cuda kernels on the host, ",
-                 p_.fast_kernels() ? "tensor-core" : "plain", " kernels for bfloat16)");
+                 p_.fast_kernels() ? "tensor-core" : "plain", " kernels for bfloat16",
+                 p_.sm90_gmm() ? ", grouped matmul forward on sm90 wgmma/TMA" : "", ")");
 }
 
 Tensor EmulatedBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {

@@ -41,6 +41,8 @@ class EmuPlatform {
   kern::DeviceError* errors() { return errors_; }
   bool fast_kernels() const { return fast_kernels_; }
   SlowPathNotes& slow_paths() { return slow_paths_; }
+  bool sm90_gmm() const { return sm90_gmm_; }
+  void encode_tensor_map(kern::TensorMap2d&) {}  // the emulator reads the plain fields
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc) {
     reference_.do_matmul({.c = c, .a = a, .trans_a = ta, .b = b, .trans_b = tb, .accumulate = acc});
   }
@@ -51,14 +53,16 @@ class EmuPlatform {
   size_t scratch_bytes_ = 0;
   kern::DeviceError* errors_ = nullptr;
   bool fast_kernels_ = true;
+  bool sm90_gmm_ = false;
   SlowPathNotes slow_paths_;
   ReferenceBackend reference_;
 };
 
 class EmulatedBackend final : public KernelBackend<EmuPlatform> {
  public:
-  // fast_kernels: also run the tensor-core kernels of bfloat16 runs (else the plain ones).
-  explicit EmulatedBackend(bool fast_kernels = true);
+  // fast_kernels: also run the tensor-core kernels of bfloat16 runs (else the plain ones);
+  // sm90_gmm: the grouped matmul's forward on the sm90 kernel (cuda_gmm=sm90).
+  explicit EmulatedBackend(bool fast_kernels = true, bool sm90_gmm = false);
 
   std::string name() const override { return "cuda_emulated"; }
   std::string describe() const override;

@@ -8,6 +8,8 @@
 //   P::matmul(c, a, ta, b, tb, acc) a dense matmul (Backend::matmul)
 //   P::fast_kernels()               whether the tensor-core kernels may be used
 //   P::slow_paths()                 where a slow fallback is announced (SlowPathNotes)
+//   P::sm90_gmm()                   whether the grouped matmul's forward runs the sm90 kernel
+//   P::encode_tensor_map(map)       fills a TensorMap2d's driver bytes (no-op on the host)
 //
 // CudaPlatform (cuda_backend.h) runs them on the GPU; EmuPlatform (emulated_backend.h) runs the
 // same kernels on the host, which is how the CPU test suite checks them.

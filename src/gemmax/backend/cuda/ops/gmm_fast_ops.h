@@ -51,16 +51,16 @@ inline Launch gmm_mma_launch(int64_t gx, int64_t gy, int64_t gz) {
 }
 
 // The group table of the tensor-core kernels, scanned once on the device into the op's scratch
-// (instead of by one thread of every block).
+// (instead of by one thread of every block), in tiles of `tile_rows`.
 template <class P>
-kern::GmmArgs with_group_table(P& p, kern::GmmArgs a) {
+kern::GmmArgs with_group_table(P& p, kern::GmmArgs a, int64_t tile_rows = kern::GmmMma::BM) {
   Scratch s = p.scratch();
   int32_t* table = s.take<int32_t>(2 * (a.G + 1), "the grouped matmul's group table");
   using K = kern::GroupTableKernel;
   Launch l;
   l.threads = K::kMaxThreads;
   l.smem = K::smem_bytes(l.threads);
-  p.template launch<K>(l, table, a.group_sizes, a.G, a.m, int64_t(kern::GmmMma::BM), a.err, a.op);
+  p.template launch<K>(l, table, a.group_sizes, a.G, a.m, tile_rows, a.err, a.op);
   a.table = table;
   return a;
 }

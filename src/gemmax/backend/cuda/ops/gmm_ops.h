@@ -5,6 +5,7 @@
 #include "gemmax/backend/cuda/kernels/gmm_simple.h"
 #include "gemmax/backend/cuda/ops/common.h"
 #include "gemmax/backend/cuda/ops/gmm_fast_ops.h"
+#include "gemmax/backend/cuda/ops/gmm_sm90_ops.h"
 
 namespace gemmax::cuda::ops {
 
@@ -38,7 +39,7 @@ void gmm(P& p, const GmmArgs& args) {
       gmm_args(rows, group_sizes, m, k, N, lhs.dim(0), m, p.errors(), kern::kOpGmm, "gmm");
   if (m == 0 || a.n == 0) return;
   dispatch<float, bf16>(out, "gmm", [&]<class E>() {
-    if (gmm_fast<E>(p, out, lhs, rhs, a)) return;
+    if (gmm_sm90<E>(p, out, lhs, rhs, a) || gmm_fast<E>(p, out, lhs, rhs, a)) return;
     using K = kern::GmmForwardSimpleKernel;
     Launch l;
     l.gx = uint32_t(kern::gmm_max_row_tiles(m, G, kern::GmmSimple::kTile));

@@ -1,0 +1,144 @@
+// The grouped matmul's forward on Hopper's instructions (cuda_gmm=sm90): out[out(r)] (+)=
+// lhs[in(r)] . W_g[w0 : w0 + n]^T, the contract of GmmForwardMmaKernel (gmm_mma.h), which it is
+// tested against.
+//
+// One warpgroup (128 threads) computes a 64 x 128 output tile with wgmma.m64n128k16, both
+// operands in shared memory in the 128-byte-swizzled K-major layout (64 bfloat16 per 128-byte
+// row, 8-row atoms of 1024 bytes). The reduction goes in 64-deep slices through a four-stage
+// pipeline:
+//   - the weight tile (128 rows of one group's window, consecutive in memory) comes by TMA from
+//     a tensor map over all G * N weight rows, completing on the stage's mbarrier; rows and
+//     columns past the tensor read as zeros, columns past the window are dropped at the store;
+//   - the activation rows go through the row map, so they are not a box of a tensor: TMA's
+//     tiled mode cannot gather them (Hopper has no TMA gather), so each thread copies 16-byte
+//     chunks with cp.async into the same swizzled layout, and the copies are made visible to
+//     wgmma (the async proxy) by wait_group, fence.proxy.async and the block barrier.
+// Group sizes and offsets are read on the device (the group table of GroupTableKernel, in tiles
+// of 64 rows); the grid covers the most row tiles any split can have.
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/gmm_mma.h"
+#include "gemmax/backend/cuda/kernels/sm90_types.h"
+
+namespace gemmax::kern {
+
+struct GmmSm90 {
+  static constexpr int kThreads = 128, BM = 64, BN = 128, BK = 64, kStages = 4;
+  static constexpr uint32_t kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
+  static constexpr uint32_t kSwizzleAtom = 1024;  // the 128-byte swizzle repeats every 8 rows
+  static constexpr size_t smem_bytes() {
+    return kSwizzleAtom + size_t(kStages) * (kABytes + kBBytes) + kStages * 8 + 2 * BM * 4;
+  }
+};
+
+// The kernel's arguments, kept in parameter space on the GPU (the TMA copy names the map there).
+struct GmmSm90Params {
+  bf16* out;
+  const bf16* lhs;
+  TensorMap2d weights;  // [G * N rows, k], box 128 rows x 64 columns, 128-byte swizzle
+  GmmArgs a;            // with the group table in tiles of GmmSm90::BM rows
+};
+
+// Shared memory from a 1024-byte-aligned start: the A tiles of every stage, the B tiles, one
+// mbarrier per stage, then the block's mapped input and output rows.
+struct GmmSm90Smem {
+  char* base;
+  template <class X>
+  GEMMAX_KFN static GmmSm90Smem of(X& x) {
+    char* raw = x.template smem<char>();
+    const uint32_t at = x.shared_addr(raw) % GmmSm90::kSwizzleAtom;
+    return {raw + (at ? GmmSm90::kSwizzleAtom - at : 0)};
+  }
+  GEMMAX_HD bf16* a(int stage) const {
+    return reinterpret_cast<bf16*>(base + stage * GmmSm90::kABytes);
+  }
+  GEMMAX_HD bf16* b(int stage) const {
+    return reinterpret_cast<bf16*>(base + GmmSm90::kStages * GmmSm90::kABytes +
+                                    stage * GmmSm90::kBBytes);
+  }
+  GEMMAX_HD uint64_t* full(int stage) const {
+    return reinterpret_cast<uint64_t*>(base +
+                                       GmmSm90::kStages * (GmmSm90::kABytes + GmmSm90::kBBytes)) +
+           stage;
+  }
+  GEMMAX_HD int32_t* rows_in() const { return reinterpret_cast<int32_t*>(full(GmmSm90::kStages)); }
+  GEMMAX_HD int32_t* rows_out() const { return rows_in() + GmmSm90::BM; }
+};
+
+struct GmmForwardSm90Kernel {
+  static constexpr int kMaxThreads = GmmSm90::kThreads;
+  static constexpr bool kGridConstant = true;
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, const GmmSm90Params& p) const {
+    using M = GmmSm90;
+    const GmmArgs& a = p.a;
+    const GroupTiles gt = device_group_tiles(a);
+    int64_t g, row0, rows;
+    if (!gt.locate(x.by(), M::BM, &g, &row0, &rows)) return;
+    const GmmSm90Smem s = GmmSm90Smem::of(x);
+    for (int i = x.tid(); i < M::BM; i += x.nthreads()) {
+      s.rows_in()[i] = i < rows ? int32_t(mapped_row(x, a.in_map, row0 + i, a.in_rows, a)) : -1;
+      s.rows_out()[i] = i < rows ? int32_t(mapped_row(x, a.out_map, row0 + i, a.out_rows, a)) : -1;
+    }
+    if (x.tid() == 0) {
+      for (int st = 0; st < M::kStages; ++st) x.mbarrier_init(s.full(st), 1);
+      x.fence_proxy_async();  // the barriers as the TMA unit (async proxy) sees them
+    }
+    x.sync();
+
+    const int64_t j0 = int64_t(x.bx()) * M::BN;
+    const int32_t weight_row = int32_t(g * a.N + a.w0 + j0);
+    const int64_t slices = ceil_div(a.k, M::BK);
+    auto load = [&](int st, int64_t kt) {
+      const int64_t k0 = kt * M::BK;
+      if (x.tid() == 0) {
+        x.mbarrier_arrive_expect_tx(s.full(st), M::kBBytes);
+        x.tma_load_2d(s.b(st), p.weights, int32_t(k0), weight_row, s.full(st));
+      }
+      for (int e = x.tid(); e < M::BM * (M::BK / 8); e += x.nthreads()) {
+        const int r = e / (M::BK / 8), c = e % (M::BK / 8);
+        const int32_t row = s.rows_in()[r];
+        const bool valid = row >= 0 && k0 + c * 8 < a.k;
+        x.cp_async16(s.a(st) + swizzled(r, c * 8, M::BK),
+                     valid ? p.lhs + int64_t(row) * a.k + k0 + c * 8 : p.lhs, valid);
+      }
+    };
+
+    float acc[M::BN / 2] = {};
+    GEMMAX_UNROLL
+    for (int st = 0; st < M::kStages - 1; ++st) {
+      if (st < slices) load(st, st);
+      x.cp_async_commit();
+    }
+    for (int64_t kt = 0; kt < slices; ++kt) {
+      const int st = int(kt % M::kStages);
+      x.template cp_async_wait<M::kStages - 2>();  // this thread's rows of slice kt
+      x.fence_proxy_async();                       // ... visible to wgmma
+      x.sync();                                    // everyone's rows, and stage kt - 1 is free
+      x.mbarrier_wait(s.full(st), uint32_t((kt / M::kStages) & 1));  // the weight tile
+      x.wgmma_fence();
+      const uint32_t a_at = x.shared_addr(s.a(st)), b_at = x.shared_addr(s.b(st));
+      GEMMAX_UNROLL
+      for (int kk = 0; kk < M::BK; kk += 16)
+        x.template wgmma_bf16<M::BN>(acc, wgmma_desc(a_at + kk * 2, 16, 1024, Swizzle::k128B),
+                                     wgmma_desc(b_at + kk * 2, 16, 1024, Swizzle::k128B),
+                                     kt > 0 || kk > 0);
+      x.wgmma_commit();
+      x.template wgmma_wait<0>();
+      const int64_t next = kt + M::kStages - 1;  // into the stage slice kt - 1 used
+      if (next < slices) load(int(next % M::kStages), next);
+      x.cp_async_commit();
+    }
+    x.template cp_async_wait<0>();
+
+    GEMMAX_UNROLL
+    for (int i = 0; i < M::BN / 2; i += 2) {
+      const int r = wgmma_acc_row(x.tid(), i), c = wgmma_acc_col(x.tid(), i);
+      const int32_t ro = s.rows_out()[r];
+      if (ro >= 0 && j0 + c < a.n)
+        store_pair(p.out + int64_t(ro) * a.n + j0 + c, acc[i], acc[i + 1], a.accumulate);
+    }
+  }
+};
+
+}  // namespace gemmax::kern
