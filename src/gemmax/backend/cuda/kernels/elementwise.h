@@ -19,7 +19,7 @@ GEMMAX_HD Pack<T, W> load_pack(const T* p) {
   return *reinterpret_cast<const Pack<T, W>*>(p);
 #else
   Pack<T, W> r;
-  std::memcpy(&r, p, sizeof r);
+  std::memcpy(static_cast<void*>(&r), p, sizeof r);  // bf16 is not trivial: bytes
   return r;
 #endif
 }
@@ -28,7 +28,7 @@ GEMMAX_HD void store_pack(T* p, const Pack<T, W>& r) {
 #ifdef __CUDA_ARCH__
   *reinterpret_cast<Pack<T, W>*>(p) = r;
 #else
-  std::memcpy(p, &r, sizeof r);
+  std::memcpy(static_cast<void*>(p), &r, sizeof r);
 #endif
 }
 

@@ -113,7 +113,7 @@ GEMMAX_HD void store_pair(bf16* p, float v0, float v1, bool accumulate) {
 #ifdef __CUDA_ARCH__
   *w = packed;
 #else
-  std::memcpy(p, &packed, 4);
+  std::memcpy(static_cast<void*>(p), &packed, 4);
 #endif
 }
 GEMMAX_HD void store_pair(float* p, float v0, float v1, bool accumulate) {
