@@ -28,8 +28,8 @@ void run_block(int threads, size_t smem, F&& body) {
   });
 }
 
-uint16_t bits(float v) { return kern::bf16_bits(v); }
-float value(uint16_t h) { return kern::f32_from_bits(uint32_t(h) << 16); }
+uint16_t bits(float v) { return bf16(v).bits; }
+float value(uint16_t h) { return float(bf16::from_bits(h)); }
 
 TEST(Sm90Emulator, MbarrierPhaseCompletesOnceArrivalsAndBytesAreDone) {
   std::vector<int> seen;  // try_wait results in program order (fibers never overlap)

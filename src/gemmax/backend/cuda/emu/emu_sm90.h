@@ -174,7 +174,7 @@ class WgmmaThread {
                  " is past the block's shared memory");
     uint16_t h;
     std::memcpy(&h, e.smem() + at, 2);
-    return kern::f32_from_bits(uint32_t(h) << 16);
+    return float(bf16::from_bits(h));
   }
   static void run(BlockEmulator& e, int thread, const Op& op) {
     const kern::WgmmaDescFields a = kern::wgmma_desc_fields(op.desc_a),
