@@ -4,15 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <sstream>
 
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/config/train_config.h"
 #include "gemmax/train/step.h"
+#include "gemmax/train/trainer.h"
 #include "test_util.h"
 
 namespace gemmax {
 namespace {
 using testing::expect_error;
+using testing::TempDir;
 
 // AdamW as optax computes it on parameters θ (MaxText's units), after clipping by global norm.
 struct PlainAdamW {
@@ -113,6 +117,32 @@ TEST(EmbeddingTable, SwitchChangesTheEmbeddingsStepOnly) {
     else
       EXPECT_EQ(diff, 0.0) << p.name;
   }
+}
+
+// A run split at a checkpoint ends with the uninterrupted run's weights bit for bit (the moments
+// are in MaxText's units); resuming with the other table is refused.
+TEST(EmbeddingTable, ResumesBitForBitAndRefusesAnotherTable) {
+  auto args = [](const TempDir& dir, int64_t steps, const char* table) {
+    return Config::defaults({"base_output_directory=" + dir.str(), "run_name=t", "base_emb_dim=64",
+                             "max_target_length=64", "per_device_batch_size=4",
+                             "learning_rate=1e-2", "steps=" + std::to_string(steps),
+                             "log_period=1000", "eval_interval=-1",
+                             "learning_rate_schedule_steps=4", std::string("embedding_table=") + table});
+  };
+  TempDir whole, split;
+  std::ostringstream log;
+  Trainer a(args(whole, 4, "maxtext"));
+  a.run(log);
+  Trainer(args(split, 2, "maxtext")).run(log);
+  {
+    Trainer resumed(args(split, 4, "maxtext"));
+    EXPECT_EQ(resumed.start_step(), 2);
+    resumed.run(log);
+    ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
+    EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
+  }
+  expect_error([&] { Trainer(args(split, 6, "hf")).run(log); },
+               {"embedding_table=\"maxtext\"", "but this run has", "resuming needs the same value"});
 }
 
 TEST(EmbeddingTable, KeyDefaultsToHfAndNamesBadValues) {
