@@ -69,7 +69,8 @@ void check_against_plain(bool maxtext_table) {
   for (int64_t t = 1; t <= 2; ++t) {
     const Tensor g = testing::random_weights(table, 10 + uint64_t(t));
     std::vector<double> g_units(units.size());
-    for (size_t i = 0; i < g_units.size(); ++i) g_units[i] = get_as_double(g, int64_t(i)) / units[i];
+    for (size_t i = 0; i < g_units.size(); ++i)
+      g_units[i] = get_as_double(g, int64_t(i)) / units[i];
     const double lr = 3e-3 * double(t);
     const double norm = plain.step(theta, g_units, lr, t);
     ASSERT_GT(norm, cfg.clip_norm);  // clipping active: the norm's units matter
@@ -123,11 +124,11 @@ TEST(EmbeddingTable, SwitchChangesTheEmbeddingsStepOnly) {
 // are in MaxText's units); resuming with the other table is refused.
 TEST(EmbeddingTable, ResumesBitForBitAndRefusesAnotherTable) {
   auto args = [](const TempDir& dir, int64_t steps, const char* table) {
-    return Config::defaults({"base_output_directory=" + dir.str(), "run_name=t", "base_emb_dim=64",
-                             "max_target_length=64", "per_device_batch_size=4",
-                             "learning_rate=1e-2", "steps=" + std::to_string(steps),
-                             "log_period=1000", "eval_interval=-1",
-                             "learning_rate_schedule_steps=4", std::string("embedding_table=") + table});
+    return Config::defaults(
+        {"base_output_directory=" + dir.str(), "run_name=t", "base_emb_dim=64",
+         "max_target_length=64", "per_device_batch_size=4", "learning_rate=1e-2",
+         "steps=" + std::to_string(steps), "log_period=1000", "eval_interval=-1",
+         "learning_rate_schedule_steps=4", std::string("embedding_table=") + table});
   };
   TempDir whole, split;
   std::ostringstream log;
@@ -141,8 +142,9 @@ TEST(EmbeddingTable, ResumesBitForBitAndRefusesAnotherTable) {
     ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
     EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
   }
-  expect_error([&] { Trainer(args(split, 6, "hf")).run(log); },
-               {"embedding_table=\"maxtext\"", "but this run has", "resuming needs the same value"});
+  expect_error(
+      [&] { Trainer(args(split, 6, "hf")).run(log); },
+      {"embedding_table=\"maxtext\"", "but this run has", "resuming needs the same value"});
 }
 
 TEST(EmbeddingTable, KeyDefaultsToHfAndNamesBadValues) {

@@ -27,9 +27,10 @@ AdamW::AdamW(Backend& be, const ParamTable& table, const ShardLayout& layout,
     const ParamPiece& p = layout.pieces[i];
     if (!trainable[i] || p.count == 0) continue;
     state_offset_[i] = state;
-    const double units = cfg_.maxtext_embedding_table && table.specs()[i].name == "embed_tokens.weight"
-                             ? std::sqrt(double(table.config().d_model))
-                             : 1.0;
+    const double units =
+        cfg_.maxtext_embedding_table && table.specs()[i].name == "embed_tokens.weight"
+            ? std::sqrt(double(table.config().d_model))
+            : 1.0;
     Segment* last = segments_.empty() ? nullptr : &segments_.back();
     if (last && last->begin + last->count == p.local && last->replicated == p.replicated &&
         last->units == units)
@@ -60,8 +61,9 @@ void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scal
                   int64_t t) const {
   for (const Segment& s : segments_) {
     // θ_opt = units·θ: θ -= (lr / units)·update + lr·wd·θ, which is lr·(update + wd·θ_opt) / units.
-    const AdamWStep step{lr / s.units,  cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root,
-                         cfg_.weight_decay * s.units, cfg_.clip_norm, t};
+    const AdamWStep step{
+        lr / s.units,   cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay * s.units,
+        cfg_.clip_norm, t};
     be_.adamw_step({.param = weights.flat_slice(s.begin, {s.count}),
                     .grad = grads.flat_slice(s.begin, {s.count}),
                     .m = m_.flat_slice(s.state_begin, {s.count}),

@@ -48,7 +48,8 @@ class AdamW {
             int64_t t);
   // The two halves of step() for a sharded run, which sums the squares of the sharded pieces
   // across ranks before adding those of the replicated parameters (the same on every rank):
-  // sum[0] += the sum of squares of the trainable pieces that are (not) replicated.
+  // sum[0] += the sum of squares of the trainable pieces that are (not) replicated. Both it and
+  // step() first bring the gradients into the optimizer's units, in place (embedding_table).
   void sum_squares(const Tensor& grads, const Tensor& sum, bool replicated) const;
   void apply(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
              int64_t t) const;
