@@ -7,14 +7,18 @@
 # gemmax reads the data as MaxText's grain pipeline does (--packing first_fit, the default:
 # documents shuffled in windows of 100 with data_shuffle_seed, truncated to a row, packed first-fit
 # into the 8 rows of a batch), and the script first checks that both systems' first batches hold
-# the same rows; --packing sequential gives gemmax its own in-order packing instead.
+# the same rows; --packing sequential gives gemmax its own in-order packing instead. gemmax trains
+# the embedding in MaxText's units (embedding_table=maxtext, docs/TRAINING.md §12); --embedding_table
+# hf gives it Hugging Face's table instead. Runs are named gemmax_mtable_* and gemmax_* (HF's table,
+# as before the switch existed) so that a DIR from an earlier version is not mistaken for either.
 # Not part of CI: it installs MaxText and JAX (CPU) from PyPI into VENV (a few GB), and MaxText
 # runs its steps on the CPU (tens of minutes on 2 cores).
 #
 #   tests/reference/maxtext_curve_check.sh --venv VENV [--gemmax build/bin/gemmax] [--out DIR]
 #       [--steps 300] [--seeds "0 1"] [--dtypes "float32 bfloat16"] [--windows "100:120 280:300"]
 #       [--corpus FILE.jsonl] [--vocab 1024] [--only gemmax|maxtext]
-#       [--packing first_fit|sequential] [--check_batches 20] [--gemmax_args "num_threads=1 ..."]
+#       [--packing first_fit|sequential] [--embedding_table maxtext|hf] [--check_batches 20]
+#       [--gemmax_args "num_threads=1 ..."]
 #
 # VENV is created with the first python3.12 or newer found (MaxText 0.2.5 requires 3.12) when it
 # does not exist. The corpus defaults to the docstrings of Python's standard library (English
@@ -25,7 +29,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv="" gemmax=build/bin/gemmax out=/tmp/gemmax_maxtext_curves steps=300 seeds="0 1"
 dtypes="float32 bfloat16" windows="100:120 280:300" corpus="" vocab=1024 only=""
-packing=first_fit check_batches=20 gemmax_args=""
+packing=first_fit check_batches=20 gemmax_args="" embedding_table=maxtext
 while (($#)); do
   case $1 in
     --venv) venv=$2; shift 2 ;;
@@ -39,6 +43,7 @@ while (($#)); do
     --vocab) vocab=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --packing) packing=$2; shift 2 ;;
+    --embedding_table) embedding_table=$2; shift 2 ;;
     --check_batches) check_batches=$2; shift 2 ;;
     --gemmax_args) gemmax_args=$2; shift 2 ;;
     *) echo "maxtext_curve_check.sh: unknown argument '$1' (see the header for usage)" >&2; exit 2 ;;
@@ -47,6 +52,8 @@ done
 [[ -n $venv ]] || { echo "maxtext_curve_check.sh: --venv VENV is required (created if missing)" >&2; exit 2; }
 [[ $packing == first_fit || $packing == sequential ]] ||
   { echo "maxtext_curve_check.sh: --packing is first_fit or sequential, got '$packing'" >&2; exit 2; }
+[[ $embedding_table == maxtext || $embedding_table == hf ]] ||
+  { echo "maxtext_curve_check.sh: --embedding_table is maxtext or hf, got '$embedding_table'" >&2; exit 2; }
 [[ -x $gemmax ]] || { echo "maxtext_curve_check.sh: no gemmax binary at '$gemmax' (--gemmax PATH)" >&2; exit 2; }
 gemmax=$(realpath "$gemmax")
 mkdir -p "$out"
@@ -77,13 +84,15 @@ fi
 common_gemmax=(model_name=gemma4-tiny vocab_size="$vocab" dataset_type=shards dataset_path="$out/corpus.bin"
   tokenizer_type=sentencepiece tokenizer_path="$out/spm.model" per_device_batch_size=8
   max_target_length=256 steps="$steps" learning_rate=3e-3 warmup_steps_fraction=0.1
-  enable_checkpointing=false sample_max_new_tokens=0 base_output_directory="$out")
+  enable_checkpointing=false sample_max_new_tokens=0 base_output_directory="$out"
+  embedding_table="$embedding_table")
 gemmax_runs=gemmax
+[[ $embedding_table == hf ]] || gemmax_runs=gemmax_mtable
 if [[ $packing == first_fit ]]; then  # MaxText's grain pipeline, with MaxText's defaults
   common_gemmax+=(grain_packing_type=first_fit enable_data_shuffling=true
     grain_shuffle_buffer_size=100 use_truncation=true)
 else
-  gemmax_runs=gemmax_sequential
+  gemmax_runs=${gemmax_runs/gemmax/gemmax_sequential}
 fi
 common_maxtext=(hardware=cpu skip_jax_distributed_system=true per_device_batch_size=8
   max_target_length=256 steps="$steps" learning_rate=3e-3 warmup_steps_fraction=0.1

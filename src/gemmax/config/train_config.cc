@@ -1,5 +1,6 @@
 #include "gemmax/config/train_config.h"
 
+#include "gemmax/base/error.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/config/validate.h"
 
@@ -60,6 +61,11 @@ TrainConfig train_config_from(const Config& c) {
   o.adam_eps_root = c.get_double("adam_eps_root");
   o.adam_weight_decay = c.get_double("adam_weight_decay");
   o.gradient_clipping_threshold = c.get_double("gradient_clipping_threshold");
+  const std::string table = c.get_string("embedding_table");
+  if (table != "hf" && table != "maxtext")
+    fail("embedding_table: expected hf (Adam trains Hugging Face's table) or maxtext (Adam trains "
+         "MaxText's table, sqrt(D) times HF's), got '", table, "'");
+  o.maxtext_embedding_table = table == "maxtext";
 
   DataConfig& d = t.data;
   d.dataset_type = c.get_string("dataset_type");

@@ -52,6 +52,7 @@ struct OptimizerConfig {
   std::string opt_type;
   double adam_b1 = 0, adam_b2 = 0, adam_eps = 0, adam_eps_root = 0, adam_weight_decay = 0;
   double gradient_clipping_threshold = 0;
+  bool maxtext_embedding_table = false;  // embedding_table=maxtext: Adam in MaxText's units
 };
 
 struct DataConfig {

@@ -13,6 +13,7 @@ AdamWConfig AdamWConfig::from(const OptimizerConfig& c) {
   a.eps_root = c.adam_eps_root;
   a.weight_decay = c.adam_weight_decay;
   a.clip_norm = c.gradient_clipping_threshold;
+  a.maxtext_embedding_table = c.maxtext_embedding_table;
   return a;
 }
 
@@ -26,11 +27,16 @@ AdamW::AdamW(Backend& be, const ParamTable& table, const ShardLayout& layout,
     const ParamPiece& p = layout.pieces[i];
     if (!trainable[i] || p.count == 0) continue;
     state_offset_[i] = state;
+    const double units =
+        cfg_.maxtext_embedding_table && table.specs()[i].name == "embed_tokens.weight"
+            ? std::sqrt(double(table.config().d_model))
+            : 1.0;
     Segment* last = segments_.empty() ? nullptr : &segments_.back();
-    if (last && last->begin + last->count == p.local && last->replicated == p.replicated)
+    if (last && last->begin + last->count == p.local && last->replicated == p.replicated &&
+        last->units == units)
       last->count += p.count;
     else
-      segments_.push_back({p.local, p.count, state, p.replicated});
+      segments_.push_back({p.local, p.count, state, p.replicated, units});
     state += p.count;
   }
   // Under FSDP every rank allocates the most any rank needs (the last rank's pieces end in
@@ -40,31 +46,38 @@ AdamW::AdamW(Backend& be, const ParamTable& table, const ShardLayout& layout,
   v_ = be.zeros({size}, dtype, MemKind::OptState);
 }
 
+void AdamW::add_squares(const Segment& s, const Tensor& grads, const Tensor& sum) const {
+  const Tensor g = grads.flat_slice(s.begin, {s.count});
+  if (s.units != 1.0) be_.scale({.x = g, .alpha = 1.0 / s.units});
+  be_.sum_squares({.sum = sum, .x = g});
+}
+
 void AdamW::sum_squares(const Tensor& grads, const Tensor& sum, bool replicated) const {
   for (const Segment& s : segments_)
-    if (s.replicated == replicated)
-      be_.sum_squares({.sum = sum, .x = grads.flat_slice(s.begin, {s.count})});
+    if (s.replicated == replicated) add_squares(s, grads, sum);
 }
 
 void AdamW::apply(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
                   int64_t t) const {
-  const AdamWStep step{
-      lr, cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay, cfg_.clip_norm, t};
-  for (const Segment& s : segments_)
+  for (const Segment& s : segments_) {
+    // θ_opt = units·θ: θ -= (lr / units)·update + lr·wd·θ, which is lr·(update + wd·θ_opt) / units.
+    const AdamWStep step{
+        lr / s.units,   cfg_.b1, cfg_.b2, cfg_.eps, cfg_.eps_root, cfg_.weight_decay * s.units,
+        cfg_.clip_norm, t};
     be_.adamw_step({.param = weights.flat_slice(s.begin, {s.count}),
                     .grad = grads.flat_slice(s.begin, {s.count}),
                     .m = m_.flat_slice(s.state_begin, {s.count}),
                     .v = v_.flat_slice(s.state_begin, {s.count}),
                     .step = step,
                     .scalars = scalars});
+  }
 }
 
 void AdamW::step(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
                  int64_t t) {
   const Tensor sum_sq = scalars.flat_slice(StepScalars::kGradSumSq, {1});
   be_.fill({.x = sum_sq, .value = 0.0});
-  for (const Segment& s : segments_)
-    be_.sum_squares({.sum = sum_sq, .x = grads.flat_slice(s.begin, {s.count})});
+  for (const Segment& s : segments_) add_squares(s, grads, sum_sq);
   apply(weights, grads, scalars, lr, t);
 }
 

@@ -21,6 +21,10 @@ struct AdamWConfig {
   double b1 = 0.9, b2 = 0.95, eps = 1e-8, eps_root = 0.0;
   double weight_decay = 0.1;  // decoupled, scaled by the learning rate, on every parameter
   double clip_norm = 1.0;     // gradient_clipping_threshold; 0: no clipping
+  // embedding_table=maxtext: the embedding is trained as MaxText stores it, sqrt(D) times HF's
+  // table (docs/TRAINING.md §12): its gradient is divided by sqrt(D) before the norm and the
+  // moments, its step by sqrt(D), its weight decay unchanged.
+  bool maxtext_embedding_table = false;
   static AdamWConfig from(const OptimizerConfig& config);
 };
 
@@ -44,7 +48,8 @@ class AdamW {
             int64_t t);
   // The two halves of step() for a sharded run, which sums the squares of the sharded pieces
   // across ranks before adding those of the replicated parameters (the same on every rank):
-  // sum[0] += the sum of squares of the trainable pieces that are (not) replicated.
+  // sum[0] += the sum of squares of the trainable pieces that are (not) replicated. Both it and
+  // step() first bring the gradients into the optimizer's units, in place (embedding_table).
   void sum_squares(const Tensor& grads, const Tensor& sum, bool replicated) const;
   void apply(const Tensor& weights, const Tensor& grads, const Tensor& scalars, double lr,
              int64_t t) const;
@@ -65,10 +70,15 @@ class AdamW {
  private:
   // A run of adjacent trainable pieces: [begin, begin + count) of the flat buffers,
   // [state_begin, state_begin + count) of the moments.
+  // `units`: how many times larger the optimizer's parameter is than the stored one (sqrt(D) for
+  // the embedding under embedding_table=maxtext, else 1).
   struct Segment {
     int64_t begin, count, state_begin;
     bool replicated;
+    double units = 1.0;
   };
+  // Brings segment `s`'s gradient into the optimizer's units and adds its squares to `sum`.
+  void add_squares(const Segment& s, const Tensor& grads, const Tensor& sum) const;
 
   Backend& be_;
   const ParamTable& table_;

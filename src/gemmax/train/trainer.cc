@@ -59,7 +59,8 @@ bool must_match_on_resume(const std::string& key) {
   static const char* kKeys[] = {
       "dtype",        "weight_dtype",   "freeze",         "max_target_length", "dataset_type",
       "dataset_path", "tokenizer_type", "tokenizer_path", "packing",           "data_shuffle_seed",
-      "grain_packing_type", "enable_data_shuffling", "grain_shuffle_buffer_size", "use_truncation"};
+      "grain_packing_type", "enable_data_shuffling", "grain_shuffle_buffer_size", "use_truncation",
+      "embedding_table"};
   for (const char* k : kKeys)
     if (key == k) return true;
   return false;
