@@ -1,7 +1,7 @@
 // GeGLU ops.
 #pragma once
 
-#include "gemmax/backend/cuda/kernels/norm.h"
+#include "gemmax/backend/cuda/kernels/geglu.h"
 #include "gemmax/backend/cuda/ops/common.h"
 
 namespace gemmax::cuda::ops {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "gemmax/backend/cuda/kernels/moe.h"
-#include "gemmax/backend/cuda/kernels/norm.h"
+#include "gemmax/backend/cuda/kernels/norm_rope.h"
 #include "gemmax/backend/cuda/kernels/sort.h"
 #include "gemmax/backend/cuda/ops/common.h"
 #include "gemmax/backend/cuda/ops/elementwise_ops.h"

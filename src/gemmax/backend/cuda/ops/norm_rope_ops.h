@@ -1,7 +1,7 @@
 // RMSNorm and RoPE ops.
 #pragma once
 
-#include "gemmax/backend/cuda/kernels/norm.h"
+#include "gemmax/backend/cuda/kernels/norm_rope.h"
 #include "gemmax/backend/cuda/ops/common.h"
 
 namespace gemmax::cuda::ops {
