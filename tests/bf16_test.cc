@@ -377,6 +377,29 @@ TEST_F(Bf16Ops, SoftcapCrossEntropy) {
 
 // ---- the whole model ----------------------------------------------------------------------
 
+// One model's loss and weight gradients in fp32 and bf16 on the reference backend, on the same
+// trained-like weights, and the fp32 gradient's change under 2^-9 weight noise: the scale bf16's
+// gradient error is judged against.
+struct Bf16AgainstFp32 {
+  double fp32_loss, bf16_loss, bf16_err, noise_err;
+};
+Bf16AgainstFp32 bf16_against_fp32(const ModelConfig& cfg) {
+  ReferenceBackend be;
+  const ParamTable table(cfg);
+  const StepInputs in = upload_batch(be, testing::make_batch(2, 16, cfg.vocab_size, 5, 9));
+  auto grads = [&](DType act, const Tensor& w, LossInfo* info) {
+    Tensor g = Tensor::zeros({table.total()}, DType::F32);
+    *info = Gemma4Model(cfg, be, {act, RematPolicy::Full, 2}).forward_backward(in, w, g);
+    return g;
+  };
+  LossInfo lf, lb, ln;
+  const Tensor w = testing::trained_like_weights(table, 0.0, 0);
+  const Tensor gf = grads(DType::F32, w, &lf), gb = grads(DType::BF16, w, &lb);
+  const Tensor gn =
+      grads(DType::F32, testing::trained_like_weights(table, std::ldexp(1.0, -9), 11), &ln);
+  return {lf.total_loss, lb.total_loss, testing::relative_l2(gf, gb), testing::relative_l2(gf, gn)};
+}
+
 // How close bf16 gradients can be to fp32 is set by the model's conditioning, so the test
 // measures it: the fp32 gradient's change when every weight moves by one bf16 rounding
 // (2^-9 relative). On these small random models that is 3-10% (more when a token's top-k
@@ -389,21 +412,8 @@ TEST(Bf16Model, LossAndGradientsCloseToFp32) {
     cfg.d_model = 32;
     cfg.vocab_size = 64;
     cfg.num_experts = experts;
-    ReferenceBackend be;
-    const ParamTable table(cfg);
-    const StepInputs in = upload_batch(be, testing::make_batch(2, 16, cfg.vocab_size, 5, 9));
-    auto grads = [&](DType act, const Tensor& w, LossInfo* info) {
-      Tensor g = Tensor::zeros({table.total()}, DType::F32);
-      *info = Gemma4Model(cfg, be, {act, RematPolicy::Full, 2}).forward_backward(in, w, g);
-      return g;
-    };
-    LossInfo lf, lb, ln;
-    const Tensor w = testing::trained_like_weights(table, 0.0, 0);
-    const Tensor gf = grads(DType::F32, w, &lf), gb = grads(DType::BF16, w, &lb);
-    const Tensor gn =
-        grads(DType::F32, testing::trained_like_weights(table, std::ldexp(1.0, -9), 11), &ln);
-    const double bf16_err = testing::relative_l2(gf, gb), noise_err = testing::relative_l2(gf, gn);
-    EXPECT_NEAR(lb.total_loss, lf.total_loss, 1e-2 * lf.total_loss) << experts << " experts";
+    const auto [lf, lb, bf16_err, noise_err] = bf16_against_fp32(cfg);
+    EXPECT_NEAR(lb, lf, 1e-2 * lf) << experts << " experts";
     EXPECT_LE(bf16_err, 3 * noise_err) << experts << " experts";
     EXPECT_LE(bf16_err, 0.1) << experts << " experts";
     ::testing::Test::RecordProperty("bf16_grad_error_E" + std::to_string(experts),
@@ -427,21 +437,8 @@ TEST(Bf16Model, SmallBlockCloseToFp32) {
   cfg.per_layer_vocab = cfg.vocab_size;
   cfg.num_kv_shared_layers = 2;
   cfg.double_wide_mlp = true;
-  ReferenceBackend be;
-  const ParamTable table(cfg);
-  const StepInputs in = upload_batch(be, testing::make_batch(2, 16, cfg.vocab_size, 5, 9));
-  auto grads = [&](DType act, const Tensor& w, LossInfo* info) {
-    Tensor g = Tensor::zeros({table.total()}, DType::F32);
-    *info = Gemma4Model(cfg, be, {act, RematPolicy::Full, 2}).forward_backward(in, w, g);
-    return g;
-  };
-  LossInfo lf, lb, ln;
-  const Tensor w = testing::trained_like_weights(table, 0.0, 0);
-  const Tensor gf = grads(DType::F32, w, &lf), gb = grads(DType::BF16, w, &lb);
-  const Tensor gn =
-      grads(DType::F32, testing::trained_like_weights(table, std::ldexp(1.0, -9), 11), &ln);
-  const double bf16_err = testing::relative_l2(gf, gb), noise_err = testing::relative_l2(gf, gn);
-  EXPECT_NEAR(lb.total_loss, lf.total_loss, 1e-2 * lf.total_loss);
+  const auto [lf, lb, bf16_err, noise_err] = bf16_against_fp32(cfg);
+  EXPECT_NEAR(lb, lf, 1e-2 * lf);
   // This model is sensitive at this size: the 2^-9 noise moves its fp32 gradient by 0.134, and
   // bf16's error is 0.123 (0.135 against fp32 on the bf16-rounded matrices), so the bound is
   // the noise's multiple alone; a broken bf16 path gives errors of order one.
