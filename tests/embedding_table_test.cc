@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "gemmax/backend/backend_factory.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/config/train_config.h"
 #include "gemmax/train/step.h"
 #include "gemmax/train/trainer.h"
@@ -147,10 +149,33 @@ TEST(EmbeddingTable, ResumesBitForBitAndRefusesAnotherTable) {
       {"embedding_table=\"maxtext\"", "but this run has", "resuming needs the same value"});
 }
 
-TEST(EmbeddingTable, KeyDefaultsToHfAndNamesBadValues) {
-  EXPECT_FALSE(train_config_from(Config::defaults({})).optimizer.maxtext_embedding_table);
-  EXPECT_TRUE(train_config_from(Config::defaults({"embedding_table=maxtext"}))
-                  .optimizer.maxtext_embedding_table);
+// A checkpoint written before the key existed ran with HF's table (the default then), whatever
+// the default is now: its moments are in HF's units.
+TEST(EmbeddingTable, CheckpointsFromBeforeTheKeyResumeWithHfsTableOnly) {
+  TempDir dir;
+  auto args = [&](int64_t steps, std::vector<std::string> more = {}) {
+    std::vector<std::string> a = {"base_output_directory=" + dir.str(), "run_name=t",
+                                  "base_emb_dim=64", "max_target_length=64",
+                                  "per_device_batch_size=4", "steps=" + std::to_string(steps),
+                                  "log_period=1000", "eval_interval=-1"};
+    a.insert(a.end(), more.begin(), more.end());
+    return Config::defaults(a);
+  };
+  std::ostringstream log;
+  Trainer(args(2, {"embedding_table=hf"})).run(log);
+  const std::string state_path = list_train_checkpoints(dir / "t/checkpoints").back().dir + "/state.json";
+  nlohmann::json state = nlohmann::json::parse(testing::read_file(state_path));
+  ASSERT_EQ(state["config"].erase("embedding_table"), 1u);
+  testing::write_file(state_path, state.dump());
+  expect_error([&] { Trainer t(args(4)); },
+               {"embedding_table=\"hf\"", "but this run has", "\"maxtext\""});
+  EXPECT_EQ(Trainer(args(4, {"embedding_table=hf"})).start_step(), 2);
+}
+
+TEST(EmbeddingTable, KeyDefaultsToMaxTextAndNamesBadValues) {
+  EXPECT_TRUE(train_config_from(Config::defaults({})).optimizer.maxtext_embedding_table);
+  EXPECT_FALSE(train_config_from(Config::defaults({"embedding_table=hf"}))
+                   .optimizer.maxtext_embedding_table);
   expect_error([] { train_config_from(Config::defaults({"embedding_table=scaled"})); },
                {"embedding_table", "hf", "maxtext", "'scaled'"});
 }

@@ -511,12 +511,20 @@ std::vector<double> losses(const std::string& dir) {
   return v;
 }
 
+// The losses of every step, or of the first `steps`.
 void expect_close(const std::vector<double>& a, const std::vector<double>& b, double rel,
-                  const std::string& what) {
+                  const std::string& what, size_t steps = SIZE_MAX) {
   ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i)
+  for (size_t i = 0; i < std::min(a.size(), steps); ++i)
     EXPECT_NEAR(a[i], b[i], rel * std::abs(a[i])) << what << ", step " << i;
 }
+
+// How many of a 5-step fp32 run's losses N ranks match one rank's to 1e-5. The runs sum in
+// different orders, and AdamW's first steps move a weight by about lr whatever the size of its
+// gradient, so a gradient at rounding level steps either way: the fp32 runs part after a few
+// steps (by step 4, 1e-3 in the gradient norm with either embedding_table). The fp64 weights
+// after all five steps, to 1e-10, are the exact check.
+constexpr size_t kFp32Steps = 4;
 
 // The final weights of a run, whole, in registry order (any checkpoint form).
 Tensor final_weights(const std::string& dir, DType dt) {
@@ -540,7 +548,7 @@ TEST(FsdpRun, NRanksTrainWhatOneRankTrainsWithTheWholeBatch) {
     TempDir one, many;
     run_ok(0, tiny(one.str(), N, {}));
     run_ok(N, tiny(many.str(), 1, {}));
-    expect_close(losses(one.str()), losses(many.str()), 1e-5, str_cat(N, " ranks"));
+    expect_close(losses(one.str()), losses(many.str()), 1e-5, str_cat(N, " ranks"), kFp32Steps);
     const auto m1 = metrics(one.str()), mn = metrics(many.str());
     EXPECT_NEAR(mn[0]["learning/raw_grad_norm"].get<double>(),
                 m1[0]["learning/raw_grad_norm"].get<double>(),
@@ -573,7 +581,7 @@ TEST(FsdpRun, NRanksTrainWhatOneRankTrainsWithTheWholeBatch) {
 }
 
 // The dense member (gemma4-31b's layer, num_experts=1) under FSDP, with the MoE's tolerances: 2
-// ranks train what one rank trains with both rows (losses to 1e-5, the first gradient norm to
+// ranks train what one rank trains with both rows (the first four losses to 1e-5, the first gradient norm to
 // 1e-6, fp64 weights after five steps to 1e-10), with the embedding gathered or vocabulary-parallel
 // and the small vectors replicated or sharded; and every rank measures its plan.
 TEST(FsdpRun, TheDenseMemberTrainsOnTwoRanks) {
@@ -587,7 +595,7 @@ TEST(FsdpRun, TheDenseMemberTrainsOnTwoRanks) {
                            "fsdp_replicate_small_params=false"}) {
     TempDir dir;
     run_ok(2, tiny(dir.str(), 1, {"num_experts=1", mode}));
-    expect_close(losses(dir.str()), want, 1e-5, mode);
+    expect_close(losses(dir.str()), want, 1e-5, mode, kFp32Steps);
     EXPECT_NEAR(metrics(dir.str())[0]["learning/raw_grad_norm"].get<double>(),
                 m1[0]["learning/raw_grad_norm"].get<double>(),
                 1e-6 * m1[0]["learning/raw_grad_norm"].get<double>())

@@ -146,7 +146,7 @@ constexpr MaxTextKey kKeys[] = {
      "the output head is the embedding table, transposed (tied)"},
     {"normalize_embedding_logits", F, "true",
      "the head is the plain embedding table (MaxText stores it times sqrt(D) and divides the "
-     "logits back: the same logits; embedding_table=maxtext trains it in MaxText's units)"},
+     "logits back: the same logits; embedding_table=maxtext, the default, trains it in MaxText's units)"},
     {"logits_dot_in_fp32", I},
     {"cast_logits_to_fp32", F, "true", "the loss reads the logits in fp32"},
     {"float32_qk_product", I},

@@ -66,6 +66,13 @@ bool must_match_on_resume(const std::string& key) {
   return false;
 }
 
+// What a checkpoint written before `key` existed ran with, where that differs from the key's
+// default now (null: the checkpoint's run had today's default, or the key does not matter).
+nlohmann::json value_before_the_key(const std::string& key) {
+  if (key == "embedding_table") return "hf";  // the default until 2026-12-02
+  return nullptr;
+}
+
 }  // namespace
 
 int Trainer::agreed_stop_signal(const StopSignal& stop, const char* what) const {
@@ -222,13 +229,14 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
          "base_output_directory for a new run");
   std::vector<std::string> changed;
   for (const auto& [key, value] : now.items()) {
-    if (!saved.contains(key) || saved[key] == value) continue;
+    const nlohmann::json was = saved.contains(key) ? saved[key] : value_before_the_key(key);
+    if (was.is_null() || was == value) continue;
     if (must_match_on_resume(key))
-      fail("checkpoint '", ckpt.ref.dir, "' was written with ", key, "=", saved[key].dump(),
+      fail("checkpoint '", ckpt.ref.dir, "' was written with ", key, "=", was.dump(),
            " but this run has ", key, "=", value.dump(),
            "; resuming needs the same value (or use another run_name for a new "
            "run)");
-    if (key != "steps") changed.push_back(key + " " + saved[key].dump() + " -> " + value.dump());
+    if (key != "steps") changed.push_back(key + " " + was.dump() + " -> " + value.dump());
   }
 
   // The global batch must stay (the data stream's position is counted in its rows); how it splits
