@@ -14,6 +14,9 @@
                                                   under the HF names, in HF's units
         DIR/maxtext_loss.json                     its loss, lm loss, load-balance loss, norms
         DIR/maxtext_logits.npy                    its soft-capped logits on those rows
+  init_fp32_head DIR DATA SEED MAXTEXT_ARGS...
+      the same, with MaxText's tied head multiplying by the fp32 table instead of its bf16 copy
+      (MaxText casts the table to bf16 there in every dtype): the attribution of the residual
   compare DIR GEMMAX_JSON GEMMAX_GRADS [LABEL]
       MaxText's loss and gradients (from init) against `gemmax grad`'s on the same rows.
   report DIR STEPS DTYPES
@@ -201,7 +204,11 @@ def model_args(yml, *overrides):
         print(f"{k}={v}")
 
 
-def init(d, data_dir, seed, *maxtext_args):
+def init_fp32_head(d, data_dir, seed, *maxtext_args):
+    init(d, data_dir, seed, *maxtext_args, fp32_head=True)
+
+
+def init(d, data_dir, seed, *maxtext_args, fp32_head=False):
     import jax
     import jax.numpy as jnp
     from flax import nnx
@@ -211,6 +218,15 @@ def init(d, data_dir, seed, *maxtext_args):
     from maxtext.utils import train_utils
 
     flags.FLAGS(["maxtext_same_weights"])  # grain reads absl flags
+    if fp32_head:
+        # MaxText's tied head always multiplies by the table cast to bf16
+        # (layers/embeddings.py, attend_on_embedding), in an fp32 run too. For attribution only:
+        # the same product with the fp32 table, as gemmax computes it.
+        from maxtext.layers import nnx_decoders
+
+        def attend_fp32(query, table, attend_dtype, config, out_sharding=None):
+            return jnp.dot(query, jnp.asarray(table).T, preferred_element_type=attend_dtype)
+        nnx_decoders.attend_on_embedding = attend_fp32
     argv = ["train.py", *maxtext_args]  # init_weights_seed=SEED among them
     config, recorder = train.initialize(argv)
     setup = train_utils.setup_train_loop(config, recorder)
@@ -355,5 +371,6 @@ def report(d, steps, dtypes):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"model_args": lambda: model_args(*args), "init": lambda: init(*args), "compare": lambda: compare(*args),
+    {"model_args": lambda: model_args(*args), "init": lambda: init(*args),
+     "init_fp32_head": lambda: init_fp32_head(*args), "compare": lambda: compare(*args),
      "report": lambda: report(*args)}[cmd]()

@@ -6,7 +6,8 @@
 #      MaxText's by jax.grad of its own loss_fn, gemmax's by `gemmax grad` (reference backend,
 #      fp32 and fp64; the load-balance weight as MaxText's and halved, which undoes MaxText's
 #      division of the expert density by num_experts_per_tok); again with every expert selected
-#      (top-k = 8 of 8: no discrete routing decision left to flip on a near-tie);
+#      (top-k = 8 of 8: no discrete routing decision left to flip on a near-tie), with MaxText's
+#      tied head multiplying by the fp32 table (it uses a bf16 copy in every dtype), and both;
 #   2. STEPS training steps of both from those weights on the same packed rows (MaxText's grain
 #      pipeline, gemmax's first-fit reading of it), per dtype: loss, lm loss, load-balance loss
 #      and raw gradient norm per step, and their relative differences; then the same in fp32
@@ -106,30 +107,36 @@ for run in "float32 0.001" "float32 0.0005" "float64 0.0005"; do
     "gemmax grad ($1, load_balance_loss_weight $2)"
 done
 
-# 1b. The same with every expert selected (num_experts_per_tok = num_experts: the routing has no
-# discrete choice left, so no near-tie can flip between the systems' roundings). The load-balance
-# weight is divided by the 8 that MaxText divides the density by.
+# 1b. Attribution, each in its own folder under DIR: every expert selected (all_experts:
+# num_experts_per_tok = num_experts, so the routing holds no discrete choice and no near-tie can
+# send a token to other experts under the systems' different roundings); MaxText's tied head with
+# the fp32 table where MaxText multiplies by its bf16 copy (fp32_head); both. gemmax's
+# load-balance weight is 0.001 divided by num_experts_per_tok, MaxText's division of the density.
 all_experts=$out/all_experts
-mkdir -p "$all_experts"
-if [[ ! -s $all_experts/maxtext_loss.json ]]; then
-  echo "== MaxText's initial weights, seed $seed, every expert selected"
-  mapfile -t model_args_all < <(py model_args "$out/gemma4_tiny.yml" num_experts_per_tok=8)
-  py init "$all_experts" "$data" "$seed" "$base_yml" "${model_args_all[@]}" \
-    "${common_maxtext[@]:$((1 + ${#model_args[@]}))}" run_name=same_weights_init_all dtype=float32 \
-    > "$all_experts/init.log" 2>&1 || { echo "failed: see $all_experts/init.log" >&2; exit 1; }
-fi
-for dt in float32 float64; do
-  tag=gemmax_grad_$dt
-  if [[ ! -s $all_experts/$tag.safetensors ]]; then
-    "$gemmax" grad --model "$all_experts/hf" --tokens "$all_experts/tokens.bin" --batch 8 \
-      --dtype "$dt" --backend reference --load_balance_loss_weight 0.000125 \
-      --out "$all_experts/$tag.safetensors" --logits "$all_experts/${tag}_logits.safetensors" \
-      > "$all_experts/$tag.json" 2> "$all_experts/$tag.log" \
-      || { echo "failed: see $all_experts/$tag.log" >&2; exit 1; }
+for variant in "all_experts 8 init" "fp32_head 2 init_fp32_head" "all_experts_fp32_head 8 init_fp32_head"; do
+  set -- $variant
+  dir=$out/$1 k=$2
+  w=$("$python" -c "print(0.001 / $k)")
+  mkdir -p "$dir"
+  if [[ ! -s $dir/maxtext_loss.json ]]; then
+    echo "== MaxText's initial weights, seed $seed: $1"
+    mapfile -t variant_args < <(py model_args "$out/gemma4_tiny.yml" num_experts_per_tok="$k")
+    py "$3" "$dir" "$data" "$seed" "$base_yml" "${variant_args[@]}" \
+      "${common_maxtext[@]:$((1 + ${#model_args[@]}))}" run_name="same_weights_$1" dtype=float32 \
+      > "$dir/init.log" 2>&1 || { echo "failed: see $dir/init.log" >&2; exit 1; }
   fi
-  echo
-  py compare "$all_experts" "$all_experts/$tag.json" "$all_experts/$tag.safetensors" \
-    "every expert selected: gemmax grad ($dt, load_balance_loss_weight 0.000125)"
+  for dt in float32 float64; do
+    tag=gemmax_grad_$dt
+    if [[ ! -s $dir/$tag.safetensors ]]; then
+      "$gemmax" grad --model "$dir/hf" --tokens "$dir/tokens.bin" --batch 8 --dtype "$dt" \
+        --backend reference --load_balance_loss_weight "$w" --out "$dir/$tag.safetensors" \
+        --logits "$dir/${tag}_logits.safetensors" > "$dir/$tag.json" 2> "$dir/$tag.log" \
+        || { echo "failed: see $dir/$tag.log" >&2; exit 1; }
+    fi
+    echo
+    py compare "$dir" "$dir/$tag.json" "$dir/$tag.safetensors" \
+      "$1: gemmax grad ($dt, load_balance_loss_weight $w)"
+  done
 done
 
 # 2. STEPS training steps of both from those weights.
