@@ -292,9 +292,9 @@ def kind(name):
     parts = name.split(".")
     if parts[1] != "layers":
         return parts[1]
-    leaf = parts[-2] if parts[-1] == "weight" else parts[-1]
-    return {"proj": "router.proj", "scale": "router.scale"}.get(leaf, leaf) \
-        if parts[-3] == "router" or parts[-2] == "router" else leaf
+    rest = parts[3:-1] if parts[-1] == "weight" else parts[3:]
+    leaf = rest[-1]
+    return f"router.{leaf}" if rest[0] == "router" and leaf in ("proj", "scale") else leaf
 
 
 def compare(d, gemmax_json, gemmax_grads, label="gemmax"):
