@@ -4,8 +4,9 @@
   prepare DIR CORPUS VOCAB   DIR/corpus.parquet (MaxText's grain input), DIR/spm.model (a
                              SentencePiece BPE model both systems tokenize with)
   maxtext_config DIR VOCAB   DIR/gemma4_tiny.yml: gemmax's gemma4-tiny as a MaxText model
-  report DIR STEPS SEEDS DTYPES WINDOWS [GEMMAX_RUNS]   the table: mean loss per window, gaps
-                             (gemmax's runs: GEMMAX_RUNS_<dtype>_s<seed>, default gemmax)
+  report DIR STEPS SEEDS DTYPES WINDOWS [GEMMAX_RUNS [MAXTEXT_RUNS]]   the table: mean loss
+                             per window, gaps (runs GEMMAX_RUNS_<dtype>_s<seed>, default gemmax,
+                             and MAXTEXT_RUNS_<dtype>_s<seed>, default maxtext)
   rows DIR SEED BATCHES GEMMAX_BATCHES.jsonl   MaxText's first BATCHES packed batches (its own
                              grain pipeline functions) against `gemmax info --batches`: equal rows?
 """
@@ -99,10 +100,10 @@ def read_curve(path, key):
     return curve
 
 
-def report(d, steps, seeds, dtypes, windows, gemmax_runs="gemmax"):
+def report(d, steps, seeds, dtypes, windows, gemmax_runs="gemmax", maxtext_runs="maxtext"):
     wins = [tuple(int(x) for x in w.split(":")) for w in windows.split()]
     seeds, dtypes = seeds.split(), dtypes.split()
-    systems = {"maxtext": "maxtext_{dtype}_s{seed}/metrics.txt",
+    systems = {"maxtext": maxtext_runs + "_{dtype}_s{seed}/metrics.txt",
                "gemmax": gemmax_runs + "_{dtype}_s{seed}/metrics.jsonl"}
     means = {}  # (system, dtype, window) -> mean over seeds of the window's mean loss
     for system, pattern in systems.items():

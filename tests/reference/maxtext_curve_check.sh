@@ -11,6 +11,9 @@
 # the embedding in MaxText's units (embedding_table=maxtext, docs/TRAINING.md §12); --embedding_table
 # hf gives it Hugging Face's table instead. Runs are named gemmax_mtable_* and gemmax_* (HF's table,
 # as before the switch existed) so that a DIR from an earlier version is not mistaken for either.
+# MaxText runs Gemma-4's partial RoPE only under a gemma4 model_name: the script passes
+# model_name=gemma4-26b with every model key overridden (runs maxtext_g4rope_*); --maxtext_rope
+# generic gives the generic partial RoPE of model_name=default (runs maxtext_*, as before).
 # Not part of CI: it installs MaxText and JAX (CPU) from PyPI into VENV (a few GB), and MaxText
 # runs its steps on the CPU (tens of minutes on 2 cores).
 #
@@ -18,7 +21,7 @@
 #       [--steps 300] [--seeds "0 1"] [--dtypes "float32 bfloat16"] [--windows "100:120 280:300"]
 #       [--corpus FILE.jsonl] [--vocab 1024] [--only gemmax|maxtext]
 #       [--packing first_fit|sequential] [--embedding_table maxtext|hf] [--check_batches 20]
-#       [--gemmax_args "num_threads=1 ..."]
+#       [--gemmax_args "num_threads=1 ..."] [--maxtext_rope gemma4|generic]
 #
 # VENV is created with the first python3.12 or newer found (MaxText 0.2.5 requires 3.12) when it
 # does not exist. The corpus defaults to the docstrings of Python's standard library (English
@@ -29,7 +32,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv="" gemmax=build/bin/gemmax out=/tmp/gemmax_maxtext_curves steps=300 seeds="0 1"
 dtypes="float32 bfloat16" windows="100:120 280:300" corpus="" vocab=1024 only=""
-packing=first_fit check_batches=20 gemmax_args="" embedding_table=maxtext
+packing=first_fit check_batches=20 gemmax_args="" embedding_table=maxtext maxtext_rope=gemma4
 while (($#)); do
   case $1 in
     --venv) venv=$2; shift 2 ;;
@@ -46,6 +49,7 @@ while (($#)); do
     --embedding_table) embedding_table=$2; shift 2 ;;
     --check_batches) check_batches=$2; shift 2 ;;
     --gemmax_args) gemmax_args=$2; shift 2 ;;
+    --maxtext_rope) maxtext_rope=$2; shift 2 ;;
     *) echo "maxtext_curve_check.sh: unknown argument '$1' (see the header for usage)" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +58,8 @@ done
   { echo "maxtext_curve_check.sh: --packing is first_fit or sequential, got '$packing'" >&2; exit 2; }
 [[ $embedding_table == maxtext || $embedding_table == hf ]] ||
   { echo "maxtext_curve_check.sh: --embedding_table is maxtext or hf, got '$embedding_table'" >&2; exit 2; }
+[[ $maxtext_rope == gemma4 || $maxtext_rope == generic ]] ||
+  { echo "maxtext_curve_check.sh: --maxtext_rope is gemma4 or generic, got '$maxtext_rope'" >&2; exit 2; }
 [[ -x $gemmax ]] || { echo "maxtext_curve_check.sh: no gemmax binary at '$gemmax' (--gemmax PATH)" >&2; exit 2; }
 gemmax=$(realpath "$gemmax")
 mkdir -p "$out"
@@ -94,6 +100,14 @@ if [[ $packing == first_fit ]]; then  # MaxText's grain pipeline, with MaxText's
 else
   gemmax_runs=${gemmax_runs/gemmax/gemmax_sequential}
 fi
+# MaxText builds Gemma-4's partial RoPE only under a model_name starting with gemma4
+# (maxtext_same_weights.py model_args): every model key on the command line under gemma4-26b.
+# --maxtext_rope generic gives the runs before this (model_name=default), named maxtext_*.
+maxtext_model=() maxtext_runs=maxtext
+if [[ $maxtext_rope == gemma4 ]]; then
+  mapfile -t maxtext_model < <("$python" "$here/maxtext_same_weights.py" model_args "$out/gemma4_tiny.yml")
+  maxtext_runs=maxtext_g4rope
+fi
 common_maxtext=(hardware=cpu skip_jax_distributed_system=true per_device_batch_size=8
   max_target_length=256 steps="$steps" learning_rate=3e-3 warmup_steps_fraction=0.1
   learning_rate_final_fraction=0.1 dataset_type=grain grain_file_type=parquet
@@ -120,13 +134,13 @@ for dtype in $dtypes; do
       "$gemmax" train "${common_gemmax[@]}" run_name="$run" dtype="$dtype" init_weights_seed="$seed" \
         data_shuffle_seed="$seed" $gemmax_args > "$out/$run.log" 2>&1 || { echo "failed: see $out/$run.log" >&2; exit 1; }
     fi
-    run=maxtext_${dtype}_s${seed}
+    run=${maxtext_runs}_${dtype}_s${seed}
     done_steps=0
     [[ -f $out/$run/metrics.txt ]] && done_steps=$(wc -l < "$out/$run/metrics.txt")
     if [[ $only != gemmax && $done_steps -lt $steps ]]; then
       echo "== $run"
       mkdir -p "$out/$run"
-      "$python" -m maxtext.trainers.pre_train.train "$out/gemma4_tiny.yml" "${common_maxtext[@]}" \
+      "$python" -m maxtext.trainers.pre_train.train "$out/gemma4_tiny.yml" "${maxtext_model[@]}" "${common_maxtext[@]}" \
         run_name="$run" dtype="$dtype" init_weights_seed="$seed" data_shuffle_seed="$seed" \
         metrics_file="$out/$run/metrics.txt" > "$out/$run.log" 2>&1 \
         || { echo "failed: see $out/$run.log" >&2; exit 1; }
@@ -136,4 +150,4 @@ done
 
 echo "== $(date -u '+%F %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
 "$python" "$here/maxtext_curve_check.py" report "$out" "$steps" "$seeds" "$dtypes" "$windows" \
-  "$gemmax_runs"
+  "$gemmax_runs" "$maxtext_runs"
