@@ -8,8 +8,8 @@
 #   2 sanitizers  compute-sanitizer racecheck, synccheck and memcheck on one grouped-matmul test
 #                 and one attention test
 #   3 bench       gemma4-26b-a4b with 6 layers at the seed's width and batch; then the grouped
-#                 matmuls at the expert shapes on both forward paths (cuda_gmm=mma, then sm90),
-#                 each beside cuBLASLt's dense rate, from one step of one layer
+#                 matmuls at the expert shapes (forward, dlhs, drhs) on both paths (cuda_gmm=mma,
+#                 then sm90), each beside cuBLASLt's dense rate, from one step of one layer
 #   4 pytorch     the PyTorch baseline of the same step on the same GPU
 #   5 parity      the float32 parity of the cuda backend with the PyTorch reference
 #   6 fsdp        mpirun -np N gemmax train backend=cuda, on machines with N > 1 GPUs (and an
@@ -175,6 +175,8 @@ if wanted 2; then
   else
     sanitized="*OpConformance.GroupedMatmulsWithMapsAndWindows/cuda_gpu"
     sanitized="$sanitized:*GmmSm90.MatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
+    sanitized="$sanitized:*GmmSm90.DlhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
+    sanitized="$sanitized:*GmmSm90.DrhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
     sanitized="$sanitized:*OpConformance.AttentionForwardAndBackward/cuda_gpu"
   fi
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null |
@@ -221,7 +223,7 @@ if wanted 3; then
   for path in mma sm90; do
     stage "gmm_$path" 90 "$gemmax" bench backend=$backend $gmm_model cuda_gmm=$path \
       --warmup 0 --steps 1 --json "$out/gmm_$path.json"
-    grep -A5 "^grouped matmul vs dense" "$out/gmm_$path.log" | sed "s/^/cuda_gmm=$path: /" |
+    grep -A6 "^grouped matmul vs dense" "$out/gmm_$path.log" | sed "s/^/cuda_gmm=$path: /" |
       tee -a "$out/summary.txt"
   done
 fi

@@ -255,6 +255,78 @@ TEST(Sm90Emulator, WgmmaReadsTheUnswizzledCoreMatrixLayout) {
   EXPECT_EQ(emu::wgmma_operand_offset(s, 10, 3), 2048u + 1024 + 256 + 6);
 }
 
+// The MN-major layouts (imm-trans 1), by hand. 128-byte swizzle: rows contiguous, 64 per span;
+// each k one span (128 bytes) further; 8-k groups stride_bytes apart, 64-row blocks
+// leading_bytes apart. Plain: 8 x 8 core matrices with the rows contiguous.
+TEST(Sm90Emulator, WgmmaReadsTheMnMajorLayouts) {
+  const kern::WgmmaDescFields s =
+      kern::wgmma_desc_fields(kern::wgmma_desc(2048, 8192, 1024, Swizzle::k128B));
+  // (row 70, k 11): row block 1 (8192), k group 1 (1024), k 3 of the group (3 * 128), row 6 of
+  // the span (12): byte 11660, in 128-byte row 91 = 3 mod 8, so its chunk 0 moves to 0 ^ 3 = 3.
+  EXPECT_EQ(emu::wgmma_operand_offset(s, 70, 11, true), 2048u + 8192 + 1024 + 384 + 48 + 12);
+  EXPECT_EQ(emu::wgmma_operand_offset(s, 0, 0, true), 2048u);
+  // (row 9, k 1): byte 2048 + 128 + 18 in row 1: chunk 1 ^ 1 = 0, byte 2 of it.
+  EXPECT_EQ(emu::wgmma_operand_offset(s, 9, 1, true), 2048u + 128 + 2);
+  const kern::WgmmaDescFields p =
+      kern::wgmma_desc_fields(kern::wgmma_desc(4096, 128, 256, Swizzle::kNone));
+  // (row 11, k 9): row group 1 (256), k group 1 (128), k 1 of the core matrix (16), row 3 (6).
+  EXPECT_EQ(emu::wgmma_operand_offset(p, 11, 9, true), 4096u + 256 + 128 + 16 + 6);
+  // The same element K-major: row 3 of its core matrix (48), k 1 of its row (2).
+  EXPECT_EQ(emu::wgmma_operand_offset(p, 11, 9, false), 4096u + 256 + 128 + 48 + 2);
+}
+
+// Element (row, k) of an MN-major operand in the 128-byte swizzle: 64-row blocks `block_bytes`
+// apart, k rows of 128 bytes (so 8-k groups 1024 bytes apart).
+void put_mn128(uint16_t* tile, int block_bytes, int row, int k, float v) {
+  const uint32_t at = uint32_t(row / 64 * block_bytes + k * 128 + row % 64 * 2);
+  tile[kern::swizzle_address(at, Swizzle::k128B) / 2] = bits(v);
+}
+
+// The backward's use: a 64 x 128 product over k = 64 in four k16 steps with A and B MN-major
+// (the start 16 k rows = 2048 bytes further each step, B's two 64-row blocks 8192 bytes apart),
+// and the same A K-major with B MN-major. Small integers: every sum is exact.
+TEST(Sm90Emulator, WgmmaTransposeBitsReadMnMajorOperands) {
+  auto A = [](int m, int k) { return float((m + 2 * k) % 5 - 2); };
+  auto B = [](int n, int k) { return float((3 * n + k) % 7 - 3); };
+  for (bool a_mn : {true, false}) {
+    std::vector<std::vector<float>> d(128);
+    run_block(128, 8192 + 16384, [&](EmuExec& x) {
+      auto* a = x.smem<uint16_t>();
+      auto* b = reinterpret_cast<uint16_t*>(x.smem() + 8192);
+      if (x.tid() == 0) {
+        for (int m = 0; m < 64; ++m)
+          for (int k = 0; k < 64; ++k)
+            a_mn ? put_mn128(a, 8192, m, k, A(m, k)) : put_sw128(a, m, k, A(m, k));
+        for (int n = 0; n < 128; ++n)
+          for (int k = 0; k < 64; ++k) put_mn128(b, 8192, n, k, B(n, k));
+      }
+      x.sync();
+      float acc[64] = {};
+      x.wgmma_fence();
+      const uint32_t a0 = x.shared_addr(a), b0 = x.shared_addr(b);
+      for (int kk = 0; kk < 64; kk += 16) {
+        const uint64_t db = kern::wgmma_desc(b0 + kk * 128, 8192, 1024, Swizzle::k128B);
+        if (a_mn)
+          x.wgmma_bf16<128, true, true>(
+              acc, kern::wgmma_desc(a0 + kk * 128, 8192, 1024, Swizzle::k128B), db, kk > 0);
+        else
+          x.wgmma_bf16<128, false, true>(
+              acc, kern::wgmma_desc(a0 + kk * 2, 16, 1024, Swizzle::k128B), db, kk > 0);
+      }
+      x.wgmma_commit();
+      x.wgmma_wait<0>();
+      d[x.tid()].assign(acc, acc + 64);
+    });
+    for (int t = 0; t < 128; ++t)
+      for (int i = 0; i < 64; ++i) {
+        const int m = kern::wgmma_acc_row(t, i), n = kern::wgmma_acc_col(t, i);
+        float want = 0;
+        for (int k = 0; k < 64; ++k) want += A(m, k) * B(n, k);
+        ASSERT_EQ(d[t][i], want) << (a_mn ? "A MN-major " : "A K-major ") << m << ", " << n;
+      }
+  }
+}
+
 TEST(Sm90Emulator, WgmmaWithoutFenceIsAnError) {
   testing::expect_error(
       [] {

@@ -1,11 +1,15 @@
-// The grouped matmul's sm90 forward (cuda_gmm=sm90: TMA, mbarrier, wgmma) against the reference
-// backend and against the mma.sync kernel (cuda_gmm=mma): odd shapes (k and n not multiples of
-// the tiles), empty groups, row maps on both sides, weight windows, accumulation, many groups.
-// On the cuda emulator (/emulated) both kernels sum each product in k order, so they agree bit
-// for bit; on a GPU (/gpu, skipped without one; bench/gpu_check.sh runs it) to rounding.
+// The grouped matmul's sm90 kernels (cuda_gmm=sm90: TMA, mbarrier, wgmma), forward, dlhs and
+// drhs, against the reference backend and against the mma.sync kernels (cuda_gmm=mma): odd
+// shapes (partial tiles in every dimension), empty groups, row maps on both sides, weight
+// windows, accumulation, many groups, reductions that go round the pipeline.
+// On the cuda emulator (/emulated) both paths sum each product in reduction order (the same
+// slices, zeros past the end), so they agree bit for bit; on a GPU (/gpu, skipped without one;
+// bench/gpu_check.sh runs it) to rounding.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
@@ -15,6 +19,7 @@
 #include "gemmax/base/convert.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/config/train_config.h"
+#include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_budget.h"
 #include "test_util.h"
 
@@ -50,8 +55,8 @@ class GmmSm90 : public ::testing::TestWithParam<const char*> {
       expect_equal(what, got, want);
   }
 
-  Tensor rand(const Shape& s) {
-    Tensor t = Tensor::empty(s, DType::BF16);
+  Tensor rand(const Shape& s, DType dtype = DType::BF16) {
+    Tensor t = Tensor::empty(s, dtype);
     for (int64_t i = 0; i < t.numel(); ++i) set_from_double(t, i, rng.normal());
     return t;
   }
@@ -65,19 +70,50 @@ class GmmSm90 : public ::testing::TestWithParam<const char*> {
     std::memcpy(c.raw(), t.raw(), t.nbytes());
     return c;
   }
-  // out after be.gmm on copies of the operands (device copies for the emulated backends).
+  // A copy of t for be (a device copy for the emulated backends).
+  static Tensor dev(Backend& be, const Tensor& t) {
+    return !t.defined()               ? t
+           : be.name() == "reference" ? clone(t)
+                                      : be.to_device(t, MemKind::Workspace);
+  }
+  // out after be.gmm on copies of the operands.
   static Tensor gmm(Backend& be, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
                     const Tensor& sizes, GmmRows rows, const Tensor& in, const Tensor& out_map) {
-    auto dev = [&](const Tensor& t) {
-      return !t.defined()               ? t
-             : be.name() == "reference" ? clone(t)
-                                        : be.to_device(t, MemKind::Workspace);
-    };
-    const Tensor o = dev(out);
-    rows.in = dev(in);
-    rows.out = dev(out_map);
-    be.gmm({.out = o, .lhs = dev(lhs), .rhs = dev(rhs), .group_sizes = dev(sizes), .rows = rows});
+    const Tensor o = dev(be, out);
+    rows.in = dev(be, in);
+    rows.out = dev(be, out_map);
+    be.gmm({.out = o,
+            .lhs = dev(be, lhs),
+            .rhs = dev(be, rhs),
+            .group_sizes = dev(be, sizes),
+            .rows = rows});
     return clone(be.to_host(o));
+  }
+  // dlhs after be.gmm_dlhs on copies of the operands.
+  static Tensor dlhs(Backend& be, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
+                     const Tensor& sizes, GmmRows rows, const Tensor& in, const Tensor& out_map) {
+    const Tensor d = dev(be, dlhs);
+    rows.in = dev(be, in);
+    rows.out = dev(be, out_map);
+    be.gmm_dlhs({.dlhs = d,
+                 .dout = dev(be, dout),
+                 .rhs = dev(be, rhs),
+                 .group_sizes = dev(be, sizes),
+                 .rows = rows});
+    return clone(be.to_host(d));
+  }
+  // drhs after be.gmm_drhs on copies of the operands.
+  static Tensor drhs(Backend& be, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
+                     const Tensor& sizes, GmmRows rows, const Tensor& in, const Tensor& out_map) {
+    const Tensor d = dev(be, drhs);
+    rows.in = dev(be, in);
+    rows.out = dev(be, out_map);
+    be.gmm_drhs({.drhs = d,
+                 .lhs = dev(be, lhs),
+                 .dout = dev(be, dout),
+                 .group_sizes = dev(be, sizes),
+                 .rows = rows});
+    return clone(be.to_host(d));
   }
   static void expect_close(const std::string& what, const Tensor& got, const Tensor& want) {
     ASSERT_EQ(got.numel(), want.numel());
@@ -97,6 +133,13 @@ class GmmSm90 : public ::testing::TestWithParam<const char*> {
     ASSERT_EQ(got.numel(), want.numel());
     for (int64_t i = 0; i < want.numel(); ++i)
       ASSERT_EQ(get_as_double(got, i), get_as_double(want, i)) << what << "[" << i << "]";
+  }
+
+  std::vector<int32_t> permutation(int64_t m) {
+    std::vector<int32_t> perm(m);
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int64_t r = m - 1; r > 0; --r) std::swap(perm[r], perm[rng.uniform_int(r + 1)]);
+    return perm;
   }
 
   bool gpu = false;
@@ -155,6 +198,109 @@ TEST_P(GmmSm90, ALongReductionGoesRoundThePipeline) {
   expect_same("sm90 vs mma", got, gmm(*mma, out, lhs, rhs, s, {}, {}, {}));
 }
 
+// gmm_dlhs: the output's k = 136 (a full and a partial tile of 128 columns), the reduction over
+// a window of n = 72 (a full and a partial slice of 64) of either half of a fused gate/up weight,
+// the same groups as above; dout read by TMA (no maps) or gathered through a permutation, dlhs
+// scattered through another; with and without accumulation.
+TEST_P(GmmSm90, DlhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups) {
+  const std::vector<int32_t> sizes = {0, 150, 1, 0, 9, 0};
+  const int64_t G = int64_t(sizes.size()), m = 160, k = 136, F = 72, N = 2 * F;
+  const Tensor dout = rand({m, F}), rhs = rand({G, N, k}), dx = rand({m, k});
+  for (const auto& [maps, up, acc] : {std::tuple{false, false, false}, {false, true, true},
+                                      {true, false, true}, {true, true, false}}) {
+    GmmRows rows;
+    rows.weight_begin = up ? F : 0;
+    rows.weight_rows = F;
+    rows.accumulate = acc;
+    const std::string what = std::string(maps ? "maps, " : "") + (up ? "up" : "gate") +
+                             (acc ? " accumulate" : "");
+    const Tensor s = ints(sizes), in = maps ? ints(permutation(m)) : Tensor(),
+                 o = maps ? ints(permutation(m)) : Tensor();
+    const Tensor want = dlhs(ref, dx, dout, rhs, s, rows, in, o);
+    const Tensor got = dlhs(*sm90, dx, dout, rhs, s, rows, in, o);
+    expect_close("sm90 dlhs vs reference, " + what, got, want);
+    expect_same("sm90 dlhs vs mma, " + what, got, dlhs(*mma, dx, dout, rhs, s, rows, in, o));
+  }
+}
+
+// The weight rows past the window, which the last slice's TMA box brings in, never reach the
+// sum: the other half of the fused weight is infinite.
+TEST_P(GmmSm90, DlhsReadsNothingPastTheWeightWindow) {
+  const std::vector<int32_t> sizes = {40, 30};
+  const int64_t G = 2, m = 70, k = 64, F = 40, N = 2 * F;
+  Tensor rhs = rand({G, N, k});
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t i = F * k; i < N * k; ++i) set_from_double(rhs, g * N * k + i, INFINITY);
+  const Tensor dout = rand({m, F}), dx = rand({m, k}), s = ints(sizes);
+  GmmRows rows;
+  rows.weight_rows = F;
+  const Tensor got = dlhs(*sm90, dx, dout, rhs, s, rows, {}, {});
+  expect_close("sm90 dlhs vs reference", got, dlhs(ref, dx, dout, rhs, s, rows, {}, {}));
+  expect_same("sm90 dlhs vs mma", got, dlhs(*mma, dx, dout, rhs, s, rows, {}, {}));
+}
+
+// gmm_drhs: the reduction over each group's rows (150: two full slices and a partial one; 1; 9)
+// with the row maps of the model's uses (none: both operands by TMA; lhs gathered from tokens,
+// dout contiguous; lhs contiguous, dout gathered through a permutation; both gathered), k = 136
+// and n = 72 (a full and a partial tile each way), either half of a fused weight, float32 and
+// bfloat16 gradients, accumulated into what is there.
+TEST_P(GmmSm90, DrhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups) {
+  const std::vector<int32_t> sizes = {0, 150, 1, 0, 9, 0};
+  const int64_t G = int64_t(sizes.size()), m = 160, k = 136, F = 72, N = 2 * F, T = 97;
+  std::vector<int32_t> token(m);
+  for (int64_t r = 0; r < m; ++r) token[r] = int32_t(rng.uniform_int(T));
+  const Tensor tokens = rand({T, k}), lhs = rand({m, k}), dout = rand({m, F});
+  for (const auto& [in_map, out_map, up, dtype] :
+       {std::tuple{false, false, false, DType::F32}, {true, false, true, DType::BF16},
+        {false, true, false, DType::BF16}, {true, true, true, DType::F32}}) {
+    GmmRows rows;
+    rows.weight_begin = up ? F : 0;
+    rows.weight_rows = F;
+    const std::string what = std::string(in_map ? "in map, " : "") +
+                             (out_map ? "out map, " : "") + (up ? "up, " : "gate, ") +
+                             std::string(dtype_name(dtype));
+    const Tensor s = ints(sizes), in = in_map ? ints(token) : Tensor(),
+                 o = out_map ? ints(permutation(m)) : Tensor(), dw = rand({G, N, k}, dtype);
+    const Tensor& x = in_map ? tokens : lhs;
+    const Tensor want = drhs(ref, dw, x, dout, s, rows, in, o);
+    const Tensor got = drhs(*sm90, dw, x, dout, s, rows, in, o);
+    expect_close("sm90 drhs vs reference, " + what, got, want);
+    expect_same("sm90 drhs vs mma, " + what, got, drhs(*mma, dw, x, dout, s, rows, in, o));
+  }
+}
+
+// Many groups, most of them empty, each with a few rows, for both backward products.
+TEST_P(GmmSm90, BackwardWithManySmallGroups) {
+  const int64_t G = 130, k = 16, N = 24;
+  std::vector<int32_t> sizes(G, 0);
+  for (int64_t g = 0; g < G; g += 3) sizes[g] = int32_t(g % 4 + (g % 31 == 0 ? 70 : 0));
+  const int64_t m = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
+  const Tensor x = rand({m, k}), rhs = rand({G, N, k}), dout = rand({m, N}), s = ints(sizes);
+  const Tensor dx = rand({m, k}), dw = rand({G, N, k}, DType::F32);
+  const Tensor got = dlhs(*sm90, dx, dout, rhs, s, {}, {}, {});
+  expect_close("sm90 dlhs vs reference", got, dlhs(ref, dx, dout, rhs, s, {}, {}, {}));
+  expect_same("sm90 dlhs vs mma", got, dlhs(*mma, dx, dout, rhs, s, {}, {}, {}));
+  const Tensor gw = drhs(*sm90, dw, x, dout, s, {}, {}, {});
+  expect_close("sm90 drhs vs reference", gw, drhs(ref, dw, x, dout, s, {}, {}, {}));
+  expect_same("sm90 drhs vs mma", gw, drhs(*mma, dw, x, dout, s, {}, {}, {}));
+}
+
+// Reductions of six slices through the four stages (every stage reused, barrier phases of both
+// parities, the last slice partial): dlhs over n = 328 weight rows, drhs over a group of 330
+// rows.
+TEST_P(GmmSm90, BackwardLongReductionsGoRoundThePipeline) {
+  const std::vector<int32_t> sizes = {5, 330, 0};
+  const int64_t G = 3, m = 335, k = 24, N = 328;
+  const Tensor x = rand({m, k}), rhs = rand({G, N, k}), dout = rand({m, N}), s = ints(sizes);
+  const Tensor dx = rand({m, k}), dw = rand({G, N, k}, DType::F32);
+  const Tensor got = dlhs(*sm90, dx, dout, rhs, s, {}, {}, {});
+  expect_close("sm90 dlhs vs reference", got, dlhs(ref, dx, dout, rhs, s, {}, {}, {}));
+  expect_same("sm90 dlhs vs mma", got, dlhs(*mma, dx, dout, rhs, s, {}, {}, {}));
+  const Tensor gw = drhs(*sm90, dw, x, dout, s, {}, {}, {});
+  expect_close("sm90 drhs vs reference", gw, drhs(ref, dw, x, dout, s, {}, {}, {}));
+  expect_same("sm90 drhs vs mma", gw, drhs(*mma, dw, x, dout, s, {}, {}, {}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, GmmSm90, ::testing::Values("emulated", "gpu"),
                          [](const auto& info) { return std::string(info.param); });
 
@@ -183,10 +329,51 @@ TEST(GmmSm90Emulated, TheSm90KernelRunsAndReportsBadGroupSizes) {
                                               be.platform().errors(), kern::kOpGmm, "gmm");
   EXPECT_TRUE(cuda::ops::gmm_sm90<gemmax::bf16>(be.platform(), out, lhs, rhs, a));
   testing::expect_error([&] { be.to_host(out); }, {"gmm", "sum to 5", "6 rows"});
+  // The backward products' sm90 kernels, the same way.
+  kern::GmmArgs b = a;
+  b.op = kern::kOpGmmDlhs;
+  EXPECT_TRUE(cuda::ops::gmm_dlhs_sm90<gemmax::bf16>(be.platform(), out, lhs, rhs, b));
+  testing::expect_error([&] { be.to_host(out); }, {"gmm_dlhs", "sum to 5", "6 rows"});
+  Tensor dw = be.alloc({2, 8, 8}, DType::F32, MemKind::Workspace);
+  b.op = kern::kOpGmmDrhs;
+  EXPECT_TRUE((cuda::ops::gmm_drhs_sm90<gemmax::bf16, float>(be.platform(), dw, lhs, lhs, b)));
+  testing::expect_error([&] { be.to_host(dw); }, {"gmm_drhs", "sum to 5", "6 rows"});
   // Float32 runs and cuda_gmm=mma do not take it.
   auto& off = dynamic_cast<cuda::EmulatedBackend&>(*mma);
   EXPECT_FALSE(cuda::ops::gmm_sm90<gemmax::bf16>(off.platform(), out, lhs, rhs, a));
   EXPECT_FALSE(cuda::ops::gmm_sm90<float>(be.platform(), out, lhs, rhs, a));
+  EXPECT_FALSE(cuda::ops::gmm_dlhs_sm90<gemmax::bf16>(off.platform(), out, lhs, rhs, a));
+  EXPECT_FALSE((cuda::ops::gmm_drhs_sm90<gemmax::bf16, float>(off.platform(), dw, lhs, lhs, a)));
+}
+
+// The whole model's bfloat16 forward and backward with every grouped matmul on the sm90 kernels
+// (the model's own row maps, windows and accumulations) equals the mma.sync kernels' bit for bit.
+TEST(GmmSm90Emulated, ModelGradientsEqualTheMmaKernelsBitForBit) {
+  ModelConfig cfg = testing::small_test_config(2);
+  cfg.d_model = 32;  // row lengths that are multiples of 8, so the tensor-core kernels apply
+  cfg.moe_mlp_dim = 24;
+  cfg.vocab_size = 64;
+  const ParamTable table(cfg);
+  const Batch batch = testing::make_batch(2, 16, cfg.vocab_size, 5, 9);
+  const Tensor host_w = testing::trained_like_weights(table, 0.0, 0);
+  std::vector<double> loss;
+  std::vector<Tensor> grads;
+  for (const char* path : {"mma", "sm90"}) {
+    const std::unique_ptr<Backend> be = emulated(path);
+    const Tensor w = be->to_device(host_w, MemKind::Params);
+    const Tensor g = be->zeros({host_w.numel()}, DType::F32, MemKind::Grads);
+    const StepInputs in = upload_batch(*be, batch);
+    loss.push_back(
+        Gemma4Model(cfg, *be, {DType::BF16, RematPolicy::Full, 2}).forward_backward(in, w, g)
+            .total_loss);
+    const Tensor h = be->to_host(g);
+    grads.push_back(Tensor::empty(h.shape(), h.dtype()));
+    std::memcpy(grads.back().raw(), h.raw(), h.nbytes());
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  ASSERT_EQ(grads[0].numel(), grads[1].numel());
+  for (int64_t i = 0; i < grads[0].numel(); ++i)
+    ASSERT_EQ(grads[0].data<float>()[i], grads[1].data<float>()[i]) << "gradient " << i;
 }
 
 TEST(GmmSm90Emulated, UnknownCudaGmmIsAnError) {

@@ -103,6 +103,7 @@ std::vector<GmmFigures> grouped_vs_dense(Backend& be, const ModelConfig& c, int6
   Tensor g_wi = be.zeros({E, 2 * F, D}, DType::F32, MemKind::Workspace);
   Tensor g_wd = be.zeros({E, D, F}, DType::F32, MemKind::Workspace);
   Tensor dg_wi = be.zeros({2 * F, D}, DType::F32, MemKind::Workspace);
+  Tensor dg_wd = be.zeros({D, F}, DType::F32, MemKind::Workspace);
   const double up = 2.0 * double(m) * double(2 * F) * double(D);
   const double down = 2.0 * double(m) * double(D) * double(F);
   auto sync = [&](const std::function<void()>& f) {
@@ -157,6 +158,21 @@ std::vector<GmmFigures> grouped_vs_dense(Backend& be, const ModelConfig& c, int6
                               .accumulate = false});
                  })) /
            1e12});
+  out.push_back({"down drhs",
+                 best_rate(down, sync([&] {
+                             be.gmm_drhs(
+                                 {.drhs = g_wd, .lhs = a, .dout = dy, .group_sizes = group_sizes});
+                           })) /
+                     1e12,
+                 best_rate(down, sync([&] {
+                             be.matmul({.c = dg_wd,
+                                        .a = dy,
+                                        .trans_a = true,
+                                        .b = a,
+                                        .trans_b = false,
+                                        .accumulate = true});
+                           })) /
+                     1e12});
   out.push_back({"gate_up dlhs",
                  best_rate(up, sync([&] {
                              be.gmm_dlhs(

@@ -337,7 +337,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
                          format_bytes(double(prop.totalGlobalMem)), ", ",
                          p_.fast_kernels_ ? "tensor-core" : "plain",
                          " kernels for bfloat16 attention and grouped matmuls",
-                         p_.sm90_gmm_ ? ", grouped matmul forward on sm90 wgmma/TMA" : "",
+                         p_.sm90_gmm_ ? ", grouped matmuls on sm90 wgmma/TMA" : "",
                          p_.sync_check_ ? "; cuda_sync_check: every launch checked" : "", ")");
 }
 

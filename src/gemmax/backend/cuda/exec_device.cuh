@@ -149,8 +149,9 @@ struct DeviceExec {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
   }
-  // wgmma.mma_async.m64nNk16.f32.bf16.bf16, A and B K-major in shared memory: d (+)= a . b^T.
-  template <int N>
+  // wgmma.mma_async.m64nNk16.f32.bf16.bf16, A and B in shared memory: d (+)= a . b^T, each
+  // operand K-major or, with its imm-trans bit (kTransA, kTransB), MN-major.
+  template <int N, bool kTransA = false, bool kTransB = false>
   __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                              bool accumulate) {
     static_assert(N == 128, "the GPU side has the n128 shape only");
@@ -162,7 +163,7 @@ struct DeviceExec {
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
           "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
@@ -179,7 +180,8 @@ struct DeviceExec {
           "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
           "+f"(d[62]), "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b), "r"(int32_t(accumulate)));
+        : "l"(desc_a), "l"(desc_b), "r"(int32_t(accumulate)), "n"(int(kTransA)),
+          "n"(int(kTransB)));
 #else
     __trap();
 #endif

@@ -159,9 +159,9 @@ class EmuExec {
   }
   void fence_proxy_async() {}  // one memory on the host: the proxies see the same bytes
   void wgmma_fence() { wgmma_.fence(); }
-  template <int N>
+  template <int N, bool kTransA = false, bool kTransB = false>
   void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-    wgmma_.mma<N>(d, desc_a, desc_b, accumulate);
+    wgmma_.mma<N, kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   }
   void wgmma_commit() { wgmma_.commit(); }
   template <int N>

@@ -8,10 +8,11 @@
 //   - TMA (cp.async.bulk.tensor.2d ... mbarrier::complete_tx::bytes): a box of a TensorMap2d
 //     into shared memory, swizzled, zeros outside the tensor; it lands, and completes its bytes
 //     on its mbarrier, when a thread waits on that barrier.
-//   - wgmma.mma_async m64nNk16 .f32.bf16.bf16 with both operands in shared memory (K-major,
-//     through matrix descriptors): recorded per thread and carried out, in commit-group order,
-//     when wgmma.wait_group lets the group complete, so that shared memory overwritten before
-//     the wait, or accumulators read before it, give wrong results as they would on the GPU.
+//   - wgmma.mma_async m64nNk16 .f32.bf16.bf16 with both operands in shared memory (through
+//     matrix descriptors, each K-major or, with its imm-trans bit, MN-major): recorded per thread
+//     and carried out, in commit-group order, when wgmma.wait_group lets the group complete, so
+//     that shared memory overwritten before the wait, or accumulators read before it, give wrong
+//     results as they would on the GPU.
 #pragma once
 
 #include <cstdint>
@@ -123,16 +124,33 @@ inline void tma_load_2d(BlockEmulator& e, void* dst, const kern::TensorMap2d& ma
   });
 }
 
-// The byte offset in shared memory of element (row, k) of a K-major bfloat16 operand that a
-// wgmma descriptor describes (rows along M or N, k along the reduction): 8-row groups are
-// stride_bytes apart; within a group, swizzled layouts have rows one swizzle span apart and k
-// contiguous, the plain layout has 8 x 16-byte core matrices, leading_bytes apart along k.
-inline uint32_t wgmma_operand_offset(const kern::WgmmaDescFields& f, int row, int k) {
-  uint32_t a = f.start + uint32_t(row / 8) * f.stride_bytes;
-  if (f.swizzle == kern::Swizzle::kNone)
-    a += uint32_t(row % 8) * 16 + uint32_t(k / 8) * f.leading_bytes + uint32_t(k % 8) * 2;
-  else
-    a += uint32_t(row % 8) * uint32_t(kern::swizzle_bytes(f.swizzle)) + uint32_t(k) * 2;
+// The byte offset in shared memory of element (row, k) of a bfloat16 operand that a wgmma
+// descriptor describes (rows along M or N, k along the reduction), in the PTX ISA's canonical
+// layouts (the 16-byte unit is 8 elements; a swizzle span is 32, 64 or 128 bytes):
+//   - K-major (imm-trans 0): 8-row groups are stride_bytes apart; within a group, swizzled
+//     layouts have rows one span apart and k contiguous, the plain layout has 8 x 16-byte core
+//     matrices (rows of 8 k), leading_bytes apart along k;
+//   - MN-major (imm-trans 1): rows are contiguous. Swizzled: a span of rows holds one k, the next
+//     k one span further, 8 k per atom; 8-k groups are stride_bytes apart and span-wide blocks of
+//     rows leading_bytes apart. Plain: core matrices of 8 k by 8 rows (16 bytes), 8-row groups
+//     stride_bytes apart and 8-k groups leading_bytes apart.
+inline uint32_t wgmma_operand_offset(const kern::WgmmaDescFields& f, int row, int k,
+                                     bool mn_major = false) {
+  const uint32_t r = uint32_t(row), kk = uint32_t(k);
+  uint32_t a = f.start;
+  if (!mn_major) {
+    a += r / 8 * f.stride_bytes;
+    if (f.swizzle == kern::Swizzle::kNone)
+      a += r % 8 * 16 + kk / 8 * f.leading_bytes + kk % 8 * 2;
+    else
+      a += r % 8 * uint32_t(kern::swizzle_bytes(f.swizzle)) + kk * 2;
+  } else if (f.swizzle == kern::Swizzle::kNone) {
+    a += r / 8 * f.stride_bytes + kk / 8 * f.leading_bytes + kk % 8 * 16 + r % 8 * 2;
+  } else {
+    const uint32_t span = uint32_t(kern::swizzle_bytes(f.swizzle)), per_span = span / 2;
+    a += r / per_span * f.leading_bytes + kk / 8 * f.stride_bytes + kk % 8 * span +
+         r % per_span * 2;
+  }
   return kern::swizzle_address(a, f.swizzle);
 }
 
@@ -140,13 +158,13 @@ inline uint32_t wgmma_operand_offset(const kern::WgmmaDescFields& f, int row, in
 class WgmmaThread {
  public:
   void fence() { fenced_ = true; }
-  template <int N>
+  template <int N, bool kTransA = false, bool kTransB = false>
   void mma(float* d, uint64_t desc_a, uint64_t desc_b, bool accumulate) {
     static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma .m64nNk16: N is a multiple of 8 to 256");
     GEMMAX_CHECK(fenced_,
                  "wgmma.mma_async without a wgmma.fence before it (PTX requires one "
                  "before the first wgmma and after touching the accumulators)");
-    open_.push_back({d, N, desc_a, desc_b, accumulate});
+    open_.push_back({d, N, desc_a, desc_b, accumulate, kTransA, kTransB});
   }
   void commit() {
     groups_.push_back(std::move(open_));
@@ -166,10 +184,11 @@ class WgmmaThread {
     float* d;
     int n;
     uint64_t desc_a, desc_b;
-    bool accumulate;
+    bool accumulate, trans_a, trans_b;  // imm-trans-a, imm-trans-b: MN-major operands
   };
-  static float operand(BlockEmulator& e, const kern::WgmmaDescFields& f, int row, int k) {
-    const uint32_t at = wgmma_operand_offset(f, row, k);
+  static float operand(BlockEmulator& e, const kern::WgmmaDescFields& f, int row, int k,
+                       bool mn_major) {
+    const uint32_t at = wgmma_operand_offset(f, row, k, mn_major);
     GEMMAX_CHECK(at + 2 <= e.smem_bytes(), "wgmma operand element at shared offset ", at,
                  " is past the block's shared memory");
     uint16_t h;
@@ -186,7 +205,8 @@ class WgmmaThread {
     for (int i = 0; i < op.n / 2; ++i) {
       const int row = kern::wgmma_acc_row(tig, i), col = kern::wgmma_acc_col(tig, i);
       float s = op.accumulate ? op.d[i] : 0.f;  // in k order, as the mma.sync emulation sums
-      for (int k = 0; k < 16; ++k) s += operand(e, a, row, k) * operand(e, b, col, k);
+      for (int k = 0; k < 16; ++k)
+        s += operand(e, a, row, k, op.trans_a) * operand(e, b, col, k, op.trans_b);
       op.d[i] = s;
     }
   }

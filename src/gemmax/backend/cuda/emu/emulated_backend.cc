@@ -32,7 +32,7 @@ EmulatedBackend::EmulatedBackend(bool fast_kernels, bool sm90_gmm) {
 std::string EmulatedBackend::describe() const {
   return str_cat(name(), " (the cuda kernels on the host, ",
                  p_.fast_kernels() ? "tensor-core" : "plain", " kernels for bfloat16",
-                 p_.sm90_gmm() ? ", grouped matmul forward on sm90 wgmma/TMA" : "", ")");
+                 p_.sm90_gmm() ? ", grouped matmuls on sm90 wgmma/TMA" : "", ")");
 }
 
 Tensor EmulatedBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {

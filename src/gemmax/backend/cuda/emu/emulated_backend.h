@@ -61,7 +61,7 @@ class EmuPlatform {
 class EmulatedBackend final : public KernelBackend<EmuPlatform> {
  public:
   // fast_kernels: also run the tensor-core kernels of bfloat16 runs (else the plain ones);
-  // sm90_gmm: the grouped matmul's forward on the sm90 kernel (cuda_gmm=sm90).
+  // sm90_gmm: the grouped matmuls (forward, dlhs, drhs) on the sm90 kernels (cuda_gmm=sm90).
   explicit EmulatedBackend(bool fast_kernels = true, bool sm90_gmm = false);
 
   std::string name() const override { return "cuda_emulated"; }

@@ -58,7 +58,8 @@ void gmm_dlhs(P& p, const GmmDlhsArgs& args) {
                                    kern::kOpGmmDlhs, "gmm_dlhs");
   if (m == 0 || k == 0) return;
   dispatch<float, bf16>(dlhs, "gmm_dlhs", [&]<class E>() {
-    if (gmm_dlhs_fast<E>(p, dlhs, dout, rhs, a)) return;
+    if (gmm_dlhs_sm90<E>(p, dlhs, dout, rhs, a) || gmm_dlhs_fast<E>(p, dlhs, dout, rhs, a))
+      return;
     using K = kern::GmmDlhsSimpleKernel;
     Launch l;
     l.gx = uint32_t(kern::gmm_max_row_tiles(m, G, kern::GmmSimple::kTile));
@@ -80,7 +81,9 @@ void gmm_drhs(P& p, const GmmDrhsArgs& args) {
   if (m == 0 || k == 0 || a.n == 0) return;
   dispatch<float, bf16>(lhs, "gmm_drhs", [&]<class E>() {
     dispatch<float, bf16, double>(drhs, "gmm_drhs", [&]<class TC>() {
-      if (gmm_drhs_fast<E, TC>(p, drhs, lhs, dout, a)) return;
+      if (gmm_drhs_sm90<E, TC>(p, drhs, lhs, dout, a) ||
+          gmm_drhs_fast<E, TC>(p, drhs, lhs, dout, a))
+        return;
       using K = kern::GmmDrhsSimpleKernel;
       Launch l;
       l.gx = uint32_t(kern::ceil_div(k, kern::GmmSimple::kTile));

@@ -1,11 +1,12 @@
-// The grouped matmul's forward on Hopper's TMA, mbarrier and wgmma (kernels/gmm_sm90.h), taken
-// by bfloat16 runs with cuda_gmm=sm90 where the tensor-core kernels apply; dlhs and drhs keep
-// the mma.sync kernels.
+// The grouped matmuls on Hopper's TMA, mbarrier and wgmma (kernels/gmm_sm90.h, the forward;
+// kernels/gmm_sm90_bwd.h, dlhs and drhs), taken by bfloat16 runs with cuda_gmm=sm90 where the
+// tensor-core kernels apply.
 #pragma once
 
 #include <type_traits>
 
 #include "gemmax/backend/cuda/kernels/gmm_sm90.h"
+#include "gemmax/backend/cuda/kernels/gmm_sm90_bwd.h"
 #include "gemmax/backend/cuda/ops/gmm_fast_ops.h"
 
 namespace gemmax::cuda::ops {
@@ -36,6 +37,67 @@ bool gmm_sm90(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
     l.threads = M::kThreads;
     l.smem = M::smem_bytes();
     p.template launch<kern::GmmForwardSm90Kernel>(l, q);
+    return true;
+  }
+}
+
+// A tensor map over the [rows, cols] bfloat16 `t` in the backward kernels' boxes of 64 x 64.
+template <class P>
+void sm90_box_map(P& p, kern::TensorMap2d& map, const Tensor& t, int64_t cols, int64_t rows,
+                  const char* op) {
+  const char* bad = kern::make_tensor_map_2d(&map, t.raw(), 2, cols, rows, cols * 2, 64,
+                                             kern::GmmSm90::BK, kern::Swizzle::k128B);
+  GEMMAX_CHECK(!bad, op, " with cuda_gmm=sm90: the tensor map of ", t.str(), ": ", bad);
+  GEMMAX_CHECK(rows + 64 < (int64_t(1) << 31), op, " with cuda_gmm=sm90: ", t.str(),
+               " has more rows than a TMA coordinate reaches (2^31): cuda_gmm=mma");
+  p.encode_tensor_map(map);
+}
+
+template <class E, class P>
+bool gmm_dlhs_sm90(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
+                   const kern::GmmArgs& a) {
+  if constexpr (!std::is_same_v<E, bf16>) {
+    return false;
+  } else {
+    if (!p.sm90_gmm() ||
+        !gmm_mma_applies(p, "gmm_dlhs", a, {{"dlhs", &dlhs}, {"dout", &dout}, {"rhs", &rhs}}))
+      return false;
+    using M = kern::GmmSm90;
+    kern::GmmDlhsSm90Params q{};
+    q.dlhs = ptr<bf16>(dlhs);
+    q.dout = ptr<bf16>(dout);
+    sm90_box_map(p, q.weights, rhs, a.k, rhs.dim(0) * rhs.dim(1), "gmm_dlhs");
+    if (!a.out_map) sm90_box_map(p, q.douts, dout, a.n, dout.dim(0), "gmm_dlhs");
+    q.a = with_group_table(p, a, M::BM);
+    Launch l =
+        gmm_mma_launch(kern::ceil_div(a.k, M::BN), kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
+    l.threads = M::kThreads;
+    l.smem = M::smem_bytes();
+    p.template launch<kern::GmmDlhsSm90Kernel>(l, q);
+    return true;
+  }
+}
+
+template <class E, class TC, class P>
+bool gmm_drhs_sm90(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
+                   const kern::GmmArgs& a) {
+  if constexpr (!std::is_same_v<E, bf16> || std::is_same_v<TC, double>) {
+    return false;
+  } else {
+    if (!p.sm90_gmm() || !gmm_mma_applies(p, "gmm_drhs", a, {{"lhs", &lhs}, {"dout", &dout}}))
+      return false;
+    using M = kern::GmmSm90;
+    kern::GmmDrhsSm90Params<TC> q{};
+    q.drhs = ptr<TC>(drhs);
+    q.lhs = ptr<bf16>(lhs);
+    q.dout = ptr<bf16>(dout);
+    if (!a.in_map) sm90_box_map(p, q.lhss, lhs, a.k, lhs.dim(0), "gmm_drhs");
+    if (!a.out_map) sm90_box_map(p, q.douts, dout, a.n, dout.dim(0), "gmm_drhs");
+    q.a = with_group_table(p, a, M::BM);
+    Launch l = gmm_mma_launch(kern::ceil_div(a.k, M::BN), kern::ceil_div(a.n, M::BM), a.G);
+    l.threads = M::kThreads;
+    l.smem = M::smem_bytes();
+    p.template launch<kern::GmmDrhsSm90Kernel>(l, q);
     return true;
   }
 }
