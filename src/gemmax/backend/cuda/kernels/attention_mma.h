@@ -296,13 +296,17 @@ struct AttentionDeltaKernel {
   }
 };
 
+// Key tiles of 64 where shared memory allows (head_dim 128 and 256; 512 would need 266 KB), so
+// that each barrier and partial-sum round covers twice the products.
 template <int HD>
 struct FlashDq {
   static constexpr int kParts = HD / 128, kWarps = 8, kThreads = 32 * kWarps;
-  static constexpr int kSlices = kWarps / kParts, R = 16 * kSlices, Bc = 32, kXs = Bc + 4;
+  static constexpr int kSlices = kWarps / kParts, R = 16 * kSlices, Bc = HD <= 256 ? 64 : 32,
+                       kXs = Bc + 4;
   static constexpr size_t smem_bytes() {
     return size_t(2 * R + 2 * Bc) * HD * 2 + size_t(2 * kWarps) * 16 * kXs * 4 + Bc * 4;
   }
+  static_assert(smem_bytes() <= 227 * 1024, "over Hopper's shared memory per block");
 };
 
 template <int HD>
