@@ -296,7 +296,7 @@ struct AttentionDeltaKernel {
   }
 };
 
-// Key tiles of 64 where shared memory allows (head_dim 128 and 256; 512 would need 266 KB), so
+// Key tiles of 64 where shared memory allows (head_dim 128 and 256; 512 would need 260 KiB), so
 // that each barrier and partial-sum round covers twice the products.
 template <int HD>
 struct FlashDq {
