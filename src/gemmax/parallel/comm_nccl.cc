@@ -41,6 +41,12 @@ ncclDataType_t nccl_type(DType t, const std::string& what) {
   fail("collective ", what, ": no NCCL type for ", dtype_name(t));
 }
 
+// Destructors and the watchdog's thread must not throw: what fails there is said on stderr.
+void warn_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess && e != cudaErrorCudartUnloading)
+    std::fprintf(stderr, "gemmax: nccl comm: %s: %s\n", what, cudaGetErrorString(e));
+}
+
 }  // namespace
 
 // The watchdog's view of the device: each collective's completion event, the communicator's
@@ -50,7 +56,7 @@ struct NcclWatchedDevice final : CollectiveWatchdog::Device {
   int device;
   NcclWatchedDevice(ncclComm_t* c, int d) : comm(c), device(d) {}
   bool done(void* token) override {
-    cudaSetDevice(device);
+    warn_cuda(cudaSetDevice(device), "cudaSetDevice (watchdog)");
     const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(token));
     // Any answer but "not ready" ends the wait: an error is the communicator's (async_error)
     // or the step's own to report.
@@ -71,8 +77,8 @@ struct NcclWatchedDevice final : CollectiveWatchdog::Device {
     *comm = nullptr;  // aborted: not destroyed again
   }
   void release(void* token) override {
-    cudaSetDevice(device);
-    cudaEventDestroy(static_cast<cudaEvent_t>(token));
+    warn_cuda(cudaSetDevice(device), "cudaSetDevice (watchdog)");
+    warn_cuda(cudaEventDestroy(static_cast<cudaEvent_t>(token)), "cudaEventDestroy (watchdog)");
   }
 };
 
@@ -87,16 +93,6 @@ struct NcclComm::Impl {
   std::unique_ptr<NcclWatchedDevice> watched;
   std::unique_ptr<CollectiveWatchdog> watchdog;  // destroyed first (declared last)
 };
-
-namespace {
-
-// Destructors must not throw: what fails there is said on stderr.
-void warn_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess && e != cudaErrorCudartUnloading)
-    std::fprintf(stderr, "gemmax: nccl comm: %s while releasing %s\n", cudaGetErrorString(e), what);
-}
-
-}  // namespace
 
 NcclComm::NcclComm(Comm& bootstrap, int device, void* compute_stream, void* comm_stream)
     : Comm(bootstrap.rank(), bootstrap.size()),
@@ -138,9 +134,9 @@ void NcclComm::abort(int code) { bootstrap_.abort(code); }
 
 NcclComm::~NcclComm() {
   impl_->watchdog.reset();  // stops polling; destroys the events it held
-  if (impl_->ready) warn_cuda(cudaEventDestroy(impl_->ready), "an event");
+  if (impl_->ready) warn_cuda(cudaEventDestroy(impl_->ready), "releasing an event");
   if (impl_->stream && impl_->own_stream)
-    warn_cuda(cudaStreamDestroy(impl_->stream), "the comm stream");
+    warn_cuda(cudaStreamDestroy(impl_->stream), "releasing the comm stream");
   if (impl_->comm) {  // null once the watchdog aborted it
     const ncclResult_t r = ncclCommDestroy(impl_->comm);
     if (r != ncclSuccess)
