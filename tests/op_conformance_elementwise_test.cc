@@ -121,8 +121,10 @@ CONFORMANCE_CASE(EmbeddingLookupAndRepeatedTokenGradients) {
     double scale;
   };
   for (DType dt : h.dtypes())
+    // D = 2056: rows of 16-byte packs, more of them than a block has threads.
     for (const Size& z : {Size{6, 33, {4, 1, 4, 0, 5, 4}, 2.5},
-                          Size{600, 19, {5, 599, 5, 0, 17, 5, 599, 300, 5}, 4.5}}) {
+                          Size{600, 19, {5, 599, 5, 0, 17, 5, 599, 300, 5}, 4.5},
+                          Size{7, 2056, {3, 6, 3, 0, 3}, 1.5}}) {
       const int64_t n = int64_t(z.tokens.size());
       auto [got, truth] = h.run(
           {h.ints(z.tokens), h.rand({z.V, z.D}), h.zeros({n, z.D}, dt), h.rand({n, z.D}, dt),
@@ -161,7 +163,8 @@ CONFORMANCE_CASE(RmsNormAllForms) {
   };
   for (DType dt : h.dtypes())
     for (const Size& z :
-         {Size{150, 70, 3.0}, Size{13, 8, 1.0}, Size{13, 300, 1.0}, Size{13, 1100, 1.0}})
+         {Size{150, 70, 3.0}, Size{13, 8, 1.0}, Size{13, 300, 1.0}, Size{13, 1100, 1.0},
+          Size{5, 4096, 1.0}})  // 4096: each thread takes several 16-byte packs of a row
       for (bool with_w : {true, false})
         for (bool residual : {false, true})
           for (bool round_first : {false, true}) {

@@ -5,7 +5,8 @@
 // stream;
 // wait() makes the compute stream wait for it (a device-side dependency, no host synchronisation),
 // so that the next layer's all-gather overlaps this layer's kernels as on the host. Built wherever
-// CUDA and NCCL are found (GEMMAX_NCCL); needs a GPU per rank to run.
+// CUDA and NCCL are found (GEMMAX_NCCL); needs a GPU per rank to run. A watchdog thread gives
+// each collective comm_timeout_seconds on the device (the MPI comm's deadline).
 #pragma once
 
 #include <memory>
@@ -23,6 +24,12 @@ class NcclComm final : public Comm {
   NcclComm(Comm& bootstrap, int device, void* compute_stream, void* comm_stream = nullptr);
   ~NcclComm() override;
   std::string name() const override { return "nccl"; }
+  // A collective still running on the device after `seconds` (comm_timeout_seconds; 0: no
+  // deadline), or an error NCCL reports, aborts the communicator and every rank, naming the
+  // collective (parallel/collective_watchdog.h).
+  void set_timeout(double seconds) override;
+  void set_progress(const std::string& where) override;
+  void abort(int code) override;
 
  protected:
   uint64_t start(const Collective& c) override;
@@ -30,6 +37,7 @@ class NcclComm final : public Comm {
 
  private:
   struct Impl;
+  Comm& bootstrap_;
   std::unique_ptr<Impl> impl_;
 };
 

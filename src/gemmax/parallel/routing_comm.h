@@ -19,8 +19,14 @@ class DeviceRoutingComm final : public Comm {
   DeviceRoutingComm(Comm& host, std::unique_ptr<Comm> device);
   ~DeviceRoutingComm() override;
   std::string name() const override;
-  void set_progress(const std::string& where) override { host_.set_progress(where); }
-  void set_timeout(double seconds) override { host_.set_timeout(seconds); }
+  void set_progress(const std::string& where) override {
+    host_.set_progress(where);
+    device_->set_progress(where);
+  }
+  void set_timeout(double seconds) override {  // both: the NCCL comm has a deadline of its own
+    host_.set_timeout(seconds);
+    device_->set_timeout(seconds);
+  }
   void abort(int code) override { host_.abort(code); }
 
  protected:

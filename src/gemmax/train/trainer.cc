@@ -120,6 +120,7 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
     routed_comm_ =
         std::make_unique<DeviceRoutingComm>(*comm_, make_device_comm(*comm_, *backend_, device));
     comm_ = routed_comm_.get();
+    comm_->set_timeout(cfg_.parallel.comm_timeout_seconds);
   }
   plan_ = plan_memory(plan_in, *backend_);
   check_memory_limit(cfg_, plan_);

@@ -296,13 +296,17 @@ struct AttentionDeltaKernel {
   }
 };
 
+// Key tiles of 64 where shared memory allows (head_dim 128 and 256; 512 would need 260 KiB), so
+// that each barrier and partial-sum round covers twice the products.
 template <int HD>
 struct FlashDq {
   static constexpr int kParts = HD / 128, kWarps = 8, kThreads = 32 * kWarps;
-  static constexpr int kSlices = kWarps / kParts, R = 16 * kSlices, Bc = 32, kXs = Bc + 4;
+  static constexpr int kSlices = kWarps / kParts, R = 16 * kSlices, Bc = HD <= 256 ? 64 : 32,
+                       kXs = Bc + 4;
   static constexpr size_t smem_bytes() {
     return size_t(2 * R + 2 * Bc) * HD * 2 + size_t(2 * kWarps) * 16 * kXs * 4 + Bc * 4;
   }
+  static_assert(smem_bytes() <= 227 * 1024, "over Hopper's shared memory per block");
 };
 
 template <int HD>
@@ -444,14 +448,27 @@ struct AttentionDqMmaKernel {
 };
 
 // Keys per block Bk = 8192 / HD (16 at 512): warp (key slice, part) owns 16 keys x 64 columns
-// of dk and dv; query rows come 32 positions of one head at a time.
+// of dk and dv; query rows come 32 positions of one head at a time, in two buffers: the next
+// tile's q and dout (cp.async) and its log-sum-exp, delta and segments are loaded while the
+// current one is computed.
 template <int HD>
 struct FlashDkv {
   static constexpr int kWarps = 8, kThreads = 32 * kWarps, kParts = HD / 64;
   static constexpr int kKeySlices = kWarps / kParts, Bk = 16 * kKeySlices, Rq = 32, kXs = Rq + 4;
+  static constexpr int kQueryTile = 2 * Rq * HD;  // bf16: q then dout
   static constexpr size_t smem_bytes() {
-    return size_t(2 * Bk + 2 * Rq) * HD * 2 + size_t(2 * kWarps) * 16 * kXs * 4 + 3 * Rq * 4;
+    return size_t(2 * Bk * HD + 2 * kQueryTile) * 2 + size_t(2 * kWarps) * 16 * kXs * 4 +
+           2 * 3 * Rq * 4;
   }
+  static_assert(smem_bytes() <= 227 * 1024, "over Hopper's shared memory per block");
+};
+
+// The query tiles a dk/dv block visits, heads outer: tile t is head h0 + t / per_head at
+// positions q_begin + (t % per_head) * Rq.
+struct QueryTiles {
+  int64_t h0, q_begin, per_head, count;
+  GEMMAX_HD int64_t head(int64_t t) const { return h0 + t / per_head; }
+  GEMMAX_HD int64_t q0(int64_t t, int rq) const { return q_begin + t % per_head * rq; }
 };
 
 template <int HD>
@@ -468,13 +485,10 @@ struct AttentionDkvMmaKernel {
     const int64_t b = x.bz(), kvh = x.by(), k0 = int64_t(x.bx()) * F::Bk, S = d.S;
     bf16* Ks = x.template smem<bf16>();
     bf16* Vs = Ks + F::Bk * HD;
-    bf16* Qs = Vs + F::Bk * HD;
-    bf16* Ds = Qs + Rq * HD;
-    float* xs = reinterpret_cast<float*>(Ds + Rq * HD);
+    bf16* Qbuf = Vs + F::Bk * HD;  // [2][q, dout]
+    float* xs = reinterpret_cast<float*>(Qbuf + 2 * F::kQueryTile);
     float* xp = xs + F::kWarps * 16 * F::kXs;
-    float* lse_q = xp + F::kWarps * 16 * F::kXs;  // per query row of the tile, base 2
-    float* delta_q = lse_q + Rq;
-    int32_t* seg_q = reinterpret_cast<int32_t*>(delta_q + Rq);
+    float* stats = xp + F::kWarps * 16 * F::kXs;  // [2][lse (base 2), delta, segment] per row
     auto kv_rows = [&](const bf16* base) {
       return [=](int r) -> const bf16* {
         return k0 + r < S ? base + ((b * S + k0 + r) * d.KV + kvh) * HD : nullptr;
@@ -492,84 +506,107 @@ struct AttentionDkvMmaKernel {
     for (int e = 0; e < 2; ++e) seg_k[e] = key[e] < S ? seg[b * S + key[e]] : 0;
     const WarpSpan span = warp_span(x, key, seg_k, S);
     float acc_k[kOt][4] = {}, acc_v[kOt][4] = {};
-    const int64_t q_last = last_visible_query(kmin(S, k0 + F::Bk) - 1, S, d.window);
-    for (int64_t h = kvh * d.group(); h < (kvh + 1) * d.group(); ++h)
-      for (int64_t q0 = k0 / Rq * Rq; q0 <= q_last; q0 += Rq) {
-        auto q_rows = [&](const bf16* base) {
-          return [=](int r) -> const bf16* {
-            return q0 + r < S ? base + ((b * S + q0 + r) * d.H + h) * HD : nullptr;
-          };
+    const int64_t q_begin = k0 / Rq * Rq;
+    const int64_t per_head =
+        ceil_div(last_visible_query(kmin(S, k0 + F::Bk) - 1, S, d.window) + 1 - q_begin, Rq);
+    const QueryTiles tiles{kvh * d.group(), q_begin, per_head, per_head * d.group()};
+    // Starts the loads of query tile t into buffer t % 2: q and dout asynchronously (one commit
+    // group), the per-row statistics with plain loads (read after the barrier that follows the
+    // wait for the group).
+    auto load_query_tile = [&](int64_t t) {
+      const int64_t h = tiles.head(t), q0 = tiles.q0(t, Rq);
+      bf16* Qs = Qbuf + (t & 1) * F::kQueryTile;
+      auto q_rows = [&](const bf16* base) {
+        return [=](int r) -> const bf16* {
+          return q0 + r < S ? base + ((b * S + q0 + r) * d.H + h) * HD : nullptr;
         };
-        load_tile_async(x, Qs, Rq, HD, q_rows(q), 0, HD, q);
-        load_tile_async(x, Ds, Rq, HD, q_rows(dout), 0, HD, q);
-        x.cp_async_commit();
-        if (x.tid() < Rq) {
-          const int64_t i = q0 + x.tid(), at = (b * d.H + h) * S + i;
-          lse_q[x.tid()] = i < S ? lse[at] * kLog2e : 0.0f;
-          delta_q[x.tid()] = i < S ? delta[at] : 0.0f;
-          seg_q[x.tid()] = i < S ? seg[b * S + i] : 0;
-        }
-        x.template cp_async_wait<0>();
-        x.sync();
-        float s[kNt][4] = {}, dp[kNt][4] = {};
-        GEMMAX_UNROLL
-        for (int kk = 0; kk < 64; kk += 16) {
-          uint32_t a[4], av[4];
-          load_a_frag(x, Ks, HD, false, kslice * 16, part * 64 + kk, a);
-          load_a_frag(x, Vs, HD, false, kslice * 16, part * 64 + kk, av);
-          GEMMAX_UNROLL
-          for (int nt = 0; nt < kNt; nt += 2) {
-            uint32_t b0[2], b1[2];
-            load_b_frags(x, Qs, HD, false, nt * 8, part * 64 + kk, b0, b1);
-            x.mma_bf16(s[nt], a, b0);
-            x.mma_bf16(s[nt + 1], a, b1);
-            load_b_frags(x, Ds, HD, false, nt * 8, part * 64 + kk, b0, b1);
-            x.mma_bf16(dp[nt], av, b0);
-            x.mma_bf16(dp[nt + 1], av, b1);
-          }
-        }
-        if constexpr (P > 1) {
-          write_partial(x, xs, warp, F::kXs, s);
-          write_partial(x, xp, warp, F::kXs, dp);
-          x.sync();
-          sum_partials(x, xs, kslice * P, P, F::kXs, s);
-          sum_partials(x, xp, kslice * P, P, F::kXs, dp);
-        }
-        if (d.round_scores) round_acc(s);
-        // s now holds p^T, dp becomes ds^T; the mask on boundary tiles only.
-        const bool interior = interior_queries(x, span, q0, Rq, seg_q, S, d.window);
-        GEMMAX_UNROLL
-        for (int nt = 0; nt < kNt; ++nt) {
-          GEMMAX_UNROLL
-          for (int i = 0; i < 4; ++i) {
-            const int e = i >> 1, col = nt * 8 + acc_col(l, i);
-            const int64_t qi = q0 + col;
-            const bool vis =
-                interior || (key[e] < S && qi < S && causal_visible(qi, key[e], d.window) &&
-                             seg_q[col] == seg_k[e]);
-            const float p = vis ? kexp2(s[nt][i] * kLog2e - lse_q[col]) : 0.0f;
-            s[nt][i] = p;
-            dp[nt][i] = p * (dp[nt][i] - delta_q[col]);
-          }
-        }
-        GEMMAX_UNROLL
-        for (int kk = 0; kk < Rq / 16; ++kk) {
-          uint32_t ap[4], ads[4];
-          acc_to_a(s[2 * kk], s[2 * kk + 1], ap);
-          acc_to_a(dp[2 * kk], dp[2 * kk + 1], ads);
-          GEMMAX_UNROLL
-          for (int nt = 0; nt < kOt; nt += 2) {
-            uint32_t b0[2], b1[2];
-            load_b_frags(x, Ds, HD, true, part * 64 + nt * 8, kk * 16, b0, b1);
-            x.mma_bf16(acc_v[nt], ap, b0);
-            x.mma_bf16(acc_v[nt + 1], ap, b1);
-            load_b_frags(x, Qs, HD, true, part * 64 + nt * 8, kk * 16, b0, b1);
-            x.mma_bf16(acc_k[nt], ads, b0);
-            x.mma_bf16(acc_k[nt + 1], ads, b1);
-          }
-        }
-        x.sync();  // every warp is done with this query tile and the partials
+      };
+      load_tile_async(x, Qs, Rq, HD, q_rows(q), 0, HD, q);
+      load_tile_async(x, Qs + Rq * HD, Rq, HD, q_rows(dout), 0, HD, q);
+      x.cp_async_commit();
+      if (x.tid() < Rq) {
+        float* st = stats + (t & 1) * 3 * Rq;
+        const int64_t i = q0 + x.tid(), at = (b * d.H + h) * S + i;
+        st[x.tid()] = i < S ? lse[at] * kLog2e : 0.0f;
+        st[Rq + x.tid()] = i < S ? delta[at] : 0.0f;
+        reinterpret_cast<int32_t*>(st + 2 * Rq)[x.tid()] = i < S ? seg[b * S + i] : 0;
       }
+    };
+    if (tiles.count > 0) load_query_tile(0);
+    for (int64_t t = 0; t < tiles.count; ++t) {
+      // Buffer (t + 1) % 2 was last read in iteration t - 1, which ended with a barrier.
+      if (t + 1 < tiles.count)
+        load_query_tile(t + 1);
+      else
+        x.cp_async_commit();          // an empty group: the wait below always leaves one in flight
+      x.template cp_async_wait<1>();  // the key and value tiles and query tile t
+      x.sync();
+      const int64_t q0 = tiles.q0(t, Rq);
+      const bf16* Qs = Qbuf + (t & 1) * F::kQueryTile;
+      const bf16* Ds = Qs + Rq * HD;
+      const float* lse_q = stats + (t & 1) * 3 * Rq;
+      const float* delta_q = lse_q + Rq;
+      const int32_t* seg_q = reinterpret_cast<const int32_t*>(delta_q + Rq);
+      float s[kNt][4] = {}, dp[kNt][4] = {};
+      GEMMAX_UNROLL
+      for (int kk = 0; kk < 64; kk += 16) {
+        uint32_t a[4], av[4];
+        load_a_frag(x, Ks, HD, false, kslice * 16, part * 64 + kk, a);
+        load_a_frag(x, Vs, HD, false, kslice * 16, part * 64 + kk, av);
+        GEMMAX_UNROLL
+        for (int nt = 0; nt < kNt; nt += 2) {
+          uint32_t b0[2], b1[2];
+          load_b_frags(x, Qs, HD, false, nt * 8, part * 64 + kk, b0, b1);
+          x.mma_bf16(s[nt], a, b0);
+          x.mma_bf16(s[nt + 1], a, b1);
+          load_b_frags(x, Ds, HD, false, nt * 8, part * 64 + kk, b0, b1);
+          x.mma_bf16(dp[nt], av, b0);
+          x.mma_bf16(dp[nt + 1], av, b1);
+        }
+      }
+      if constexpr (P > 1) {
+        write_partial(x, xs, warp, F::kXs, s);
+        write_partial(x, xp, warp, F::kXs, dp);
+        x.sync();
+        sum_partials(x, xs, kslice * P, P, F::kXs, s);
+        sum_partials(x, xp, kslice * P, P, F::kXs, dp);
+      }
+      if (d.round_scores) round_acc(s);
+      // s now holds p^T, dp becomes ds^T; the mask on boundary tiles only.
+      const bool interior = interior_queries(x, span, q0, Rq, seg_q, S, d.window);
+      GEMMAX_UNROLL
+      for (int nt = 0; nt < kNt; ++nt) {
+        GEMMAX_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int e = i >> 1, col = nt * 8 + acc_col(l, i);
+          const int64_t qi = q0 + col;
+          const bool vis =
+              interior || (key[e] < S && qi < S && causal_visible(qi, key[e], d.window) &&
+                           seg_q[col] == seg_k[e]);
+          const float p = vis ? kexp2(s[nt][i] * kLog2e - lse_q[col]) : 0.0f;
+          s[nt][i] = p;
+          dp[nt][i] = p * (dp[nt][i] - delta_q[col]);
+        }
+      }
+      GEMMAX_UNROLL
+      for (int kk = 0; kk < Rq / 16; ++kk) {
+        uint32_t ap[4], ads[4];
+        acc_to_a(s[2 * kk], s[2 * kk + 1], ap);
+        acc_to_a(dp[2 * kk], dp[2 * kk + 1], ads);
+        GEMMAX_UNROLL
+        for (int nt = 0; nt < kOt; nt += 2) {
+          uint32_t b0[2], b1[2];
+          load_b_frags(x, Ds, HD, true, part * 64 + nt * 8, kk * 16, b0, b1);
+          x.mma_bf16(acc_v[nt], ap, b0);
+          x.mma_bf16(acc_v[nt + 1], ap, b1);
+          load_b_frags(x, Qs, HD, true, part * 64 + nt * 8, kk * 16, b0, b1);
+          x.mma_bf16(acc_k[nt], ads, b0);
+          x.mma_bf16(acc_k[nt + 1], ads, b1);
+        }
+      }
+      x.sync();  // every warp is done with this query tile and the partials
+    }
+    x.template cp_async_wait<0>();
     GEMMAX_UNROLL
     for (int e = 0; e < 2; ++e) {
       if (key[e] >= S) continue;

@@ -32,6 +32,41 @@ GEMMAX_HD void store_pack(T* p, const Pack<T, W>& r) {
 #endif
 }
 
+// N consecutive elements in the widest accesses: one pack when they fit in 16 bytes (p aligned
+// to their size), else 16-byte packs (p 16-byte aligned). Lets operands of different dtypes go
+// the same number of elements per step.
+template <int N, class T>
+GEMMAX_HD Pack<T, N> load_wide(const T* p) {
+  if constexpr (N * sizeof(T) <= 16) {
+    return load_pack<N>(p);
+  } else {
+    constexpr int W = kVec<T>;
+    Pack<T, N> r;
+    GEMMAX_UNROLL
+    for (int h = 0; h < N; h += W) {
+      const Pack<T, W> q = load_pack<W>(p + h);
+      GEMMAX_UNROLL
+      for (int e = 0; e < W; ++e) r.v[h + e] = q.v[e];
+    }
+    return r;
+  }
+}
+template <int N, class T>
+GEMMAX_HD void store_wide(T* p, const Pack<T, N>& r) {
+  if constexpr (N * sizeof(T) <= 16) {
+    store_pack<N>(p, r);
+  } else {
+    constexpr int W = kVec<T>;
+    GEMMAX_UNROLL
+    for (int h = 0; h < N; h += W) {
+      Pack<T, W> q;
+      GEMMAX_UNROLL
+      for (int e = 0; e < W; ++e) q.v[e] = r.v[h + e];
+      store_pack<W>(p + h, q);
+    }
+  }
+}
+
 // Threads of a one-dimensional grid, striding over [0, n).
 #define GEMMAX_GRID_STRIDE(x, i, n)                                         \
   for (int64_t i = int64_t((x).bx()) * (x).nthreads() + (x).tid(); i < (n); \
@@ -45,11 +80,24 @@ struct FillKernel {
   }
 };
 
+// d = s in another dtype, one rounding. `vec`: both 16-byte aligned, so eight elements go per
+// step in 16-byte accesses on either side (the rest one by one).
 struct ConvertKernel {
-  static constexpr int kMaxThreads = 256;
+  static constexpr int kMaxThreads = 256, kChunk = 8;
   template <class X, class D, class S>
-  GEMMAX_KFN void operator()(X& x, D* d, const S* s, int64_t n) const {
-    GEMMAX_GRID_STRIDE(x, i, n) d[i] = from_double<D>(double(to_acc(s[i])));
+  GEMMAX_KFN void operator()(X& x, D* d, const S* s, int64_t n, bool vec) const {
+    const int64_t chunks = vec ? n / kChunk : 0;
+    GEMMAX_GRID_STRIDE(x, i, chunks) {
+      const Pack<S, kChunk> in = load_wide<kChunk>(s + kChunk * i);
+      Pack<D, kChunk> out;
+      GEMMAX_UNROLL
+      for (int e = 0; e < kChunk; ++e) out.v[e] = from_double<D>(double(to_acc(in.v[e])));
+      store_wide<kChunk>(d + kChunk * i, out);
+    }
+    GEMMAX_GRID_STRIDE(x, i, n - kChunk * chunks) {
+      const int64_t j = kChunk * chunks + i;
+      d[j] = from_double<D>(double(to_acc(s[j])));
+    }
   }
 };
 
@@ -185,44 +233,78 @@ GEMMAX_KFN void record_error(X& x, DeviceError* e, int32_t code, int32_t op, int
 // ---- embedding ---------------------------------------------------------------------------
 
 // out[t] = table[tokens[t]] * scale, one rounding; a token outside the vocabulary is recorded and
-// its row zeroed. One block per token (grid-stride).
+// its row zeroed. One block per token (grid-stride); V consecutive columns per thread at a time
+// (kVec<E>, 16 bytes of the output per access, when the op layer found rows and addresses allow
+// it; else 1).
 struct EmbeddingForwardKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class E, class W>
   GEMMAX_KFN void operator()(X& x, E* out, const int32_t* tokens, const W* table, int64_t n,
-                             int64_t d, int64_t vocab, double scale, DeviceError* err) const {
+                             int64_t d, int64_t vocab, double scale, DeviceError* err,
+                             bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, out, tokens, table, n, d, vocab, scale, err);
+    else
+      run<1>(x, out, tokens, table, n, d, vocab, scale, err);
+  }
+  template <int V, class X, class E, class W>
+  GEMMAX_KFN static void run(X& x, E* out, const int32_t* tokens, const W* table, int64_t n,
+                             int64_t d, int64_t vocab, double scale, DeviceError* err) {
     for (int64_t t = x.bx(); t < n; t += x.gx()) {
       const int32_t tok = tokens[t];
       const bool ok = tok >= 0 && tok < vocab;
       if (!ok && x.tid() == 0)
         record_error(x, err, DeviceError::kTokenOutOfRange, kOpEmbedding, tok, t, vocab);
-      for (int64_t i = x.tid(); i < d; i += x.nthreads())
-        out[t * d + i] =
-            ok ? from_double<E>(double(to_acc(table[int64_t(tok) * d + i])) * scale) : E{};
+      for (int64_t i = int64_t(x.tid()) * V; i < d; i += int64_t(x.nthreads()) * V) {
+        Pack<E, V> o;
+        if (ok) {
+          const Pack<W, V> w = load_wide<V>(table + int64_t(tok) * d + i);
+          GEMMAX_UNROLL
+          for (int e = 0; e < V; ++e) o.v[e] = from_double<E>(double(to_acc(w.v[e])) * scale);
+        } else {
+          GEMMAX_UNROLL
+          for (int e = 0; e < V; ++e) o.v[e] = E{};
+        }
+        store_pack<V>(out + t * d + i, o);
+      }
     }
   }
 };
 
 // dtable[token] += dx[t] * scale over the runs of equal tokens in `perm` (positions sorted by
 // token, stably): each run's rows add in position order, each product rounded to the table's
-// dtype first, as the reference's serial loop does. One block per run start (grid-stride).
+// dtype first, as the reference's serial loop does. One block per run start (grid-stride); V
+// consecutive columns per thread (kVec<E> when rows and addresses allow it, else 1).
 struct EmbeddingBackwardKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class W, class E>
   GEMMAX_KFN void operator()(X& x, W* dtable, const E* dx, const int32_t* tokens,
+                             const int32_t* perm, int64_t n, int64_t d, int64_t vocab, double scale,
+                             bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, dtable, dx, tokens, perm, n, d, vocab, scale);
+    else
+      run<1>(x, dtable, dx, tokens, perm, n, d, vocab, scale);
+  }
+  template <int V, class X, class W, class E>
+  GEMMAX_KFN static void run(X& x, W* dtable, const E* dx, const int32_t* tokens,
                              const int32_t* perm, int64_t n, int64_t d, int64_t vocab,
-                             double scale) const {
+                             double scale) {
     for (int64_t i = x.bx(); i < n; i += x.gx()) {
       const int32_t tok = tokens[perm[i]];
       if ((i > 0 && tokens[perm[i - 1]] == tok) || tok < 0 || tok >= vocab) continue;
-      for (int64_t c = x.tid(); c < d; c += x.nthreads()) {
+      for (int64_t c = int64_t(x.tid()) * V; c < d; c += int64_t(x.nthreads()) * V) {
         W* out = dtable + int64_t(tok) * d + c;
-        auto acc = to_acc(*out);
+        Pack<W, V> acc = load_wide<V>(out);
         for (int64_t j = i; j < n && tokens[perm[j]] == tok; ++j) {
-          const W g = from_double<W>(double(to_acc(dx[int64_t(perm[j]) * d + c])) * scale);
-          acc = to_acc(from_acc<W>(acc + to_acc(g)));
+          const Pack<E, V> g = load_pack<V>(dx + int64_t(perm[j]) * d + c);
+          GEMMAX_UNROLL
+          for (int e = 0; e < V; ++e) {
+            const W gw = from_double<W>(double(to_acc(g.v[e])) * scale);
+            acc.v[e] = from_acc<W>(to_acc(acc.v[e]) + to_acc(gw));
+          }
         }
-        *out = from_acc<W>(acc);
+        store_wide<V>(out, acc);
       }
     }
   }

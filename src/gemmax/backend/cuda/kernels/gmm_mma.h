@@ -121,6 +121,46 @@ GEMMAX_HD void store_pair(float* p, float v0, float v1, bool accumulate) {
   p[1] = accumulate ? p[1] + v1 : v1;
 }
 
+// Eight consecutive outputs in 16-byte accesses (bf16: one, fp32: two), added to what is there
+// when accumulating, each rounded once. p is 16-byte aligned.
+template <class T>
+GEMMAX_HD void store_8(T* p, const float (&v)[8], bool accumulate) {
+  Pack<T, 8> r = accumulate ? load_wide<8>(p) : Pack<T, 8>{};
+  GEMMAX_UNROLL
+  for (int e = 0; e < 8; ++e) r.v[e] = from_acc<T>(accumulate ? v[e] + to_acc(r.v[e]) : v[e]);
+  store_wide<8>(p, r);
+}
+
+// Writes the block tile: the warps' accumulators go to shared memory as fp32 rows (over the
+// operand tiles, free once every warp has left the main loop), then each thread writes eight
+// consecutive columns of a row at a time with 16-byte stores instead of 32-bit pairs.
+// out_row(r) is the output of the tile's row r at the tile's first column, or null (no row);
+// columns at or past `cols` (a multiple of 8) are not written.
+template <class X, class OutRow>
+GEMMAX_KFN void gmm_mma_store(X& x, const GmmMmaSmem& s, float (&acc)[GmmMma::kMt][GmmMma::kNt][4],
+                              OutRow&& out_row, int64_t cols, bool accumulate) {
+  using M = GmmMma;
+  // 8 floats of padding per row: the float2 writes of a half-warp (rows g, g + 1, .., columns
+  // 2t) fall in distinct banks.
+  constexpr int kStride = M::BN + 8, kChunks = M::BN / 8;
+  static_assert(size_t(M::BM) * kStride * 4 <= size_t(M::kStages) * 2 * M::kTileElems * 2);
+  float* stage = reinterpret_cast<float*>(s.tiles);
+  x.sync();  // every warp is done with the operand tiles
+  gmm_mma_epilogue(x, acc, [&](int r, int c, float v0, float v1) {
+    store_pack<2>(stage + r * kStride + c, Pack<float, 2>{{v0, v1}});
+  });
+  x.sync();
+  for (int e = x.tid(); e < M::BM * kChunks; e += x.nthreads()) {
+    const int r = e / kChunks, c = e % kChunks * 8;
+    auto* dst = out_row(r);
+    if (dst == nullptr || c >= cols) continue;
+    const Pack<float, 4> lo = load_pack<4>(stage + r * kStride + c),
+                         hi = load_pack<4>(stage + r * kStride + c + 4);
+    const float v[8] = {lo.v[0], lo.v[1], lo.v[2], lo.v[3], hi.v[0], hi.v[1], hi.v[2], hi.v[3]};
+    store_8(dst + c, v, accumulate);
+  }
+}
+
 // Gathers the block's mapped rows into shared memory: rows_a through map_a, rows_b through map_b
 // (-1: no row).
 template <class X>
@@ -164,11 +204,10 @@ struct GmmForwardMmaKernel {
               k0, a.k, lhs);
         },
         acc);
-    gmm_mma_epilogue(x, acc, [&](int r, int c, float v0, float v1) {
-      const int32_t ro = s.rows_b[r];
-      if (ro >= 0 && j0 + c < a.n)
-        store_pair(out + int64_t(ro) * a.n + j0 + c, v0, v1, a.accumulate);
-    });
+    gmm_mma_store(
+        x, s, acc,
+        [&](int r) { return s.rows_b[r] >= 0 ? out + int64_t(s.rows_b[r]) * a.n + j0 : nullptr; },
+        a.n - j0, a.accumulate);
   }
 };
 
@@ -203,11 +242,10 @@ struct GmmDlhsMmaKernel {
               c0, a.k, dout);
         },
         acc);
-    gmm_mma_epilogue(x, acc, [&](int r, int c, float v0, float v1) {
-      const int32_t ro = s.rows_b[r];
-      if (ro >= 0 && c0 + c < a.k)
-        store_pair(dlhs + int64_t(ro) * a.k + c0 + c, v0, v1, a.accumulate);
-    });
+    gmm_mma_store(
+        x, s, acc,
+        [&](int r) { return s.rows_b[r] >= 0 ? dlhs + int64_t(s.rows_b[r]) * a.k + c0 : nullptr; },
+        a.k - c0, a.accumulate);
   }
 };
 
@@ -247,10 +285,10 @@ struct GmmDrhsMmaKernel {
               c0, a.k, lhs);
         },
         acc);
-    gmm_mma_epilogue(x, acc, [&](int r, int c, float v0, float v1) {
-      if (j0 + r < a.n && c0 + c < a.k)
-        store_pair(drhs + (g * a.N + a.w0 + j0 + r) * a.k + c0 + c, v0, v1, true);
-    });
+    gmm_mma_store(
+        x, s, acc,
+        [&](int r) { return j0 + r < a.n ? drhs + (g * a.N + a.w0 + j0 + r) * a.k + c0 : nullptr; },
+        a.k - c0, true);
   }
 };
 

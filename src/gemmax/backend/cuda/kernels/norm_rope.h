@@ -23,35 +23,60 @@ struct RmsNormForwardArgs {
 };
 
 // y = [residual +] x * rstd * w * out_scale (see Backend::rmsnorm_forward); rstd saved per row.
+// V consecutive columns per thread at a time: kVec<E> (16 bytes of the activations per access)
+// when the op layer found rows and addresses allow it, else 1.
 struct RmsNormForwardKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class E, class W>
   GEMMAX_KFN void operator()(X& x, E* y, float* rstd, const E* in, const W* w, const E* residual,
-                             RmsNormForwardArgs a) const {
+                             RmsNormForwardArgs a, bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, y, rstd, in, w, residual, a);
+    else
+      run<1>(x, y, rstd, in, w, residual, a);
+  }
+  template <int V, class X, class E, class W>
+  GEMMAX_KFN static void run(X& x, E* y, float* rstd, const E* in, const W* w, const E* residual,
+                             const RmsNormForwardArgs& a) {
     const RowSlots s = RowSlots::of(x, a.width);
     float* red = x.template smem<float>();
     const int64_t sweeps = ceil_div(a.rows, int64_t(s.per_block) * x.gx());
+    const int64_t first = int64_t(s.col) * V, step = int64_t(s.width) * V;
     for (int64_t sweep = 0; sweep < sweeps; ++sweep) {
       const int64_t r = (sweep * x.gx() + x.bx()) * s.per_block + s.slot;
       const bool live = r < a.rows;
       const E* xr = in + (live ? r : 0) * a.n;
       float ss = 0;
       if (live)
-        for (int64_t i = s.col; i < a.n; i += s.width) {
-          const float v = to_acc(xr[i]);
-          ss += v * v;
+        for (int64_t i = first; i < a.n; i += step) {
+          const Pack<E, V> xv = load_pack<V>(xr + i);
+          GEMMAX_UNROLL
+          for (int e = 0; e < V; ++e) {
+            const float v = to_acc(xv.v[e]);
+            ss += v * v;
+          }
         }
       ss = group_sum(x, ss, s.width, red);
       if (!live) continue;
       const float rs = 1.0f / ksqrt(ss / float(a.n) + float(a.eps));
       if (s.col == 0) rstd[r] = rs;
-      for (int64_t i = s.col; i < a.n; i += s.width) {
-        const float wi = float((w ? double(to_acc(w[i])) : 1.0) * a.out_scale);
-        const float v = to_acc(xr[i]);
-        const float normed =
-            a.round_before_scale ? round_to<E>(round_to<E>(v * rs) * round_to<E>(wi)) : v * rs * wi;
-        y[r * a.n + i] = residual ? from_acc<E>(to_acc(residual[r * a.n + i]) + round_to<E>(normed))
-                                  : from_acc<E>(normed);
+      for (int64_t i = first; i < a.n; i += step) {
+        const Pack<E, V> xv = load_pack<V>(xr + i);
+        Pack<W, V> wv;
+        if (w) wv = load_wide<V>(w + i);
+        Pack<E, V> res, out;
+        if (residual) res = load_pack<V>(residual + r * a.n + i);
+        GEMMAX_UNROLL
+        for (int e = 0; e < V; ++e) {
+          const float wi = float((w ? double(to_acc(wv.v[e])) : 1.0) * a.out_scale);
+          const float v = to_acc(xv.v[e]);
+          const float normed = a.round_before_scale
+                                   ? round_to<E>(round_to<E>(v * rs) * round_to<E>(wi))
+                                   : v * rs * wi;
+          out.v[e] =
+              residual ? from_acc<E>(to_acc(res.v[e]) + round_to<E>(normed)) : from_acc<E>(normed);
+        }
+        store_pack<V>(y + r * a.n + i, out);
       }
     }
   }
@@ -64,15 +89,35 @@ struct RmsNormBackwardArgs {
   bool accumulate;
 };
 
-// dx (+)= rstd * (g - xhat * mean(g * xhat)), g = dy * w * out_scale.
+// dx (+)= rstd * (g - xhat * mean(g * xhat)), g = dy * w * out_scale. V as in the forward.
 struct RmsNormBackwardKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class E, class W>
   GEMMAX_KFN void operator()(X& x, E* dx, const E* dy, const E* in, const W* w, const float* rstd,
-                             RmsNormBackwardArgs a) const {
+                             RmsNormBackwardArgs a, bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, dx, dy, in, w, rstd, a);
+    else
+      run<1>(x, dx, dy, in, w, rstd, a);
+  }
+  template <int V, class X, class E, class W>
+  GEMMAX_KFN static void run(X& x, E* dx, const E* dy, const E* in, const W* w, const float* rstd,
+                             const RmsNormBackwardArgs& a) {
     const RowSlots s = RowSlots::of(x, a.width);
     float* red = x.template smem<float>();
     const int64_t sweeps = ceil_div(a.rows, int64_t(s.per_block) * x.gx());
+    const int64_t first = int64_t(s.col) * V, step = int64_t(s.width) * V;
+    // g = dy * w * out_scale for V columns.
+    auto grads = [&](int64_t at, int64_t i) {
+      const Pack<E, V> dv = load_pack<V>(dy + at + i);
+      Pack<W, V> wv;
+      if (w) wv = load_wide<V>(w + i);
+      Pack<float, V> g;
+      GEMMAX_UNROLL
+      for (int e = 0; e < V; ++e)
+        g.v[e] = to_acc(dv.v[e]) * float((w ? double(to_acc(wv.v[e])) : 1.0) * a.out_scale);
+      return g;
+    };
     for (int64_t sweep = 0; sweep < sweeps; ++sweep) {
       const int64_t r = (sweep * x.gx() + x.bx()) * s.per_block + s.slot;
       const bool live = r < a.rows;
@@ -80,38 +125,60 @@ struct RmsNormBackwardKernel {
       const float rs = live ? rstd[r] : 0.0f;
       float dot = 0;
       if (live)
-        for (int64_t i = s.col; i < a.n; i += s.width) {
-          const float g =
-              to_acc(dy[base + i]) * float((w ? double(to_acc(w[i])) : 1.0) * a.out_scale);
-          dot += g * to_acc(in[base + i]) * rs;
+        for (int64_t i = first; i < a.n; i += step) {
+          const Pack<float, V> g = grads(base, i);
+          const Pack<E, V> xv = load_pack<V>(in + base + i);
+          GEMMAX_UNROLL
+          for (int e = 0; e < V; ++e) dot += g.v[e] * to_acc(xv.v[e]) * rs;
         }
       dot = group_sum(x, dot, s.width, red);
       if (!live) continue;
       const float mean = dot / float(a.n);
-      for (int64_t i = s.col; i < a.n; i += s.width) {
-        const float g =
-            to_acc(dy[base + i]) * float((w ? double(to_acc(w[i])) : 1.0) * a.out_scale);
-        const float d = rs * (g - to_acc(in[base + i]) * rs * mean);
-        dx[base + i] = from_acc<E>(a.accumulate ? to_acc(dx[base + i]) + d : d);
+      for (int64_t i = first; i < a.n; i += step) {
+        const Pack<float, V> g = grads(base, i);
+        const Pack<E, V> xv = load_pack<V>(in + base + i);
+        Pack<E, V> out;
+        if (a.accumulate) out = load_pack<V>(dx + base + i);
+        GEMMAX_UNROLL
+        for (int e = 0; e < V; ++e) {
+          const float d = rs * (g.v[e] - to_acc(xv.v[e]) * rs * mean);
+          out.v[e] = from_acc<E>(a.accumulate ? to_acc(out.v[e]) + d : d);
+        }
+        store_pack<V>(dx + base + i, out);
       }
     }
   }
 };
 
-// partial[chunk][col] = sum over the chunk's rows of dy * x * rstd. Grid (column tiles of the
-// block size, chunks); chunk c covers rows [c * rows_per_chunk, ...).
+// partial[chunk][col] = sum over the chunk's rows of dy * x * rstd, rows in order. Grid (column
+// tiles of V times the block size, chunks); chunk c covers rows [c * rows_per_chunk, ...). V
+// consecutive columns per thread (kVec<E> when rows and addresses allow it, else 1).
 struct RmsNormDwKernel {
   static constexpr int kMaxThreads = 256;
   template <class X, class E>
   GEMMAX_KFN void operator()(X& x, float* partial, const E* dy, const E* in, const float* rstd,
-                             int64_t rows, int64_t n, int64_t rows_per_chunk) const {
-    const int64_t col = int64_t(x.bx()) * x.nthreads() + x.tid();
+                             int64_t rows, int64_t n, int64_t rows_per_chunk, bool vec) const {
+    if (vec)
+      run<kVec<E>>(x, partial, dy, in, rstd, rows, n, rows_per_chunk);
+    else
+      run<1>(x, partial, dy, in, rstd, rows, n, rows_per_chunk);
+  }
+  template <int V, class X, class E>
+  GEMMAX_KFN static void run(X& x, float* partial, const E* dy, const E* in, const float* rstd,
+                             int64_t rows, int64_t n, int64_t rows_per_chunk) {
+    const int64_t col = (int64_t(x.bx()) * x.nthreads() + x.tid()) * V;
     if (col >= n) return;
     const int64_t r0 = int64_t(x.by()) * rows_per_chunk, r1 = kmin(rows, r0 + rows_per_chunk);
-    float s = 0;
-    for (int64_t r = r0; r < r1; ++r)
-      s += to_acc(dy[r * n + col]) * to_acc(in[r * n + col]) * rstd[r];
-    partial[int64_t(x.by()) * n + col] = s;
+    float s[V] = {};
+    for (int64_t r = r0; r < r1; ++r) {
+      const Pack<E, V> dv = load_pack<V>(dy + r * n + col), xv = load_pack<V>(in + r * n + col);
+      GEMMAX_UNROLL
+      for (int e = 0; e < V; ++e) s[e] += to_acc(dv.v[e]) * to_acc(xv.v[e]) * rstd[r];
+    }
+    Pack<float, V> out;
+    GEMMAX_UNROLL
+    for (int e = 0; e < V; ++e) out.v[e] = s[e];
+    store_wide<V>(partial + int64_t(x.by()) * n + col, out);
   }
 };
 

@@ -34,8 +34,10 @@ void copy(P& p, const CopyArgs& args) {
   }
   dispatch<float, bf16, double>(dst, "copy", [&]<class D>() {
     dispatch<float, bf16, double>(src, "copy", [&]<class S>() {
-      p.template launch<kern::ConvertKernel>(stride_launch(src.numel()), ptr<D>(dst),
-                                             const_cast<const S*>(ptr<S>(src)), src.numel());
+      const bool vec = vec_ok<S>(kern::ConvertKernel::kChunk, {&dst, &src});
+      p.template launch<kern::ConvertKernel>(
+          stride_launch(vec ? src.numel() / kern::ConvertKernel::kChunk + 1 : src.numel()),
+          ptr<D>(dst), const_cast<const S*>(ptr<S>(src)), src.numel(), vec);
     });
   });
 }

@@ -15,7 +15,7 @@ void embedding_forward(P& p, const EmbeddingForwardArgs& args) {
       p.template launch<kern::EmbeddingForwardKernel>(
           stride_launch(n * 256, 256, 65535), ptr<E>(x),
           const_cast<const int32_t*>(ptr<int32_t>(tokens)), const_cast<const W*>(ptr<W>(table)), n,
-          d, vocab, scale, p.errors());
+          d, vocab, scale, p.errors(), vec_ok<E>(d, {&x, &table}));
     });
   });
 }
@@ -36,7 +36,8 @@ void embedding_backward(P& p, const EmbeddingBackwardArgs& args) {
     dispatch<float, bf16>(dx, "embedding_backward", [&]<class E>() {
       p.template launch<kern::EmbeddingBackwardKernel>(
           stride_launch(n * 256, 256, 65535), ptr<W>(dtable), const_cast<const E*>(ptr<E>(dx)),
-          const_cast<const int32_t*>(ptr<int32_t>(tokens)), perm, n, d, vocab, scale);
+          const_cast<const int32_t*>(ptr<int32_t>(tokens)), perm, n, d, vocab, scale,
+          vec_ok<E>(d, {&dtable, &dx}));
     });
   });
 }

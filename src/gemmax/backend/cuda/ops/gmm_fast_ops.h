@@ -106,7 +106,8 @@ bool gmm_drhs_fast(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& do
   if constexpr (!std::is_same_v<E, bf16> || std::is_same_v<TC, double>) {
     return false;
   } else {
-    if (!gmm_mma_applies(p, "gmm_drhs", a, {{"lhs", &lhs}, {"dout", &dout}})) return false;
+    if (!gmm_mma_applies(p, "gmm_drhs", a, {{"drhs", &drhs}, {"lhs", &lhs}, {"dout", &dout}}))
+      return false;
     using M = kern::GmmMma;
     const Launch l =
         gmm_mma_launch(kern::ceil_div(a.k, M::BN), kern::ceil_div(a.n, M::BM), a.G);

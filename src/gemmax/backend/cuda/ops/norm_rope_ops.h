@@ -25,10 +25,11 @@ void rmsnorm_forward(P& p, const RmsnormForwardArgs& args) {
   if (rows == 0) return;
   const kern::RmsNormForwardArgs a{rows, n, eps, out_scale, row_width(n), round_before_scale};
   dispatch<float, bf16>(x, "rmsnorm_forward", [&]<class E>() {
+    const bool vec = vec_ok<E>(n, {&y, &x, &w, &residual});
     auto run = [&]<class W>(const W* wp) {
       p.template launch<kern::RmsNormForwardKernel>(rows_launch(rows, a.width), ptr<E>(y),
                                                     ptr<float>(rstd), (const E*)ptr<E>(x), wp,
-                                                    (const E*)ptr<E>(residual), a);
+                                                    (const E*)ptr<E>(residual), a, vec);
     };
     if (!w.defined())
       run((const float*)nullptr);
@@ -46,10 +47,11 @@ void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args) {
   if (rows == 0) return;
   const kern::RmsNormBackwardArgs a{rows, n, out_scale, row_width(n), accumulate_dx};
   dispatch<float, bf16>(x, "rmsnorm_backward", [&]<class E>() {
+    const bool vec = vec_ok<E>(n, {&dx, &dy, &x, &w});
     auto run = [&]<class W>(const W* wp) {
       p.template launch<kern::RmsNormBackwardKernel>(rows_launch(rows, a.width), ptr<E>(dx),
                                                      (const E*)ptr<E>(dy), (const E*)ptr<E>(x), wp,
-                                                     (const float*)ptr<float>(rstd), a);
+                                                     (const float*)ptr<float>(rstd), a, vec);
     };
     if (!w.defined())
       run((const float*)nullptr);
@@ -62,13 +64,14 @@ void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args) {
     int64_t chunks = kern::kmin<int64_t>(128, kern::ceil_div(rows, 64));
     while (chunks > 1 && size_t(chunks * n) * 4 > s.left()) chunks /= 2;
     float* partial = s.take<float>(chunks * n, "the column sums of rmsnorm_backward");
+    const bool vec_dw = vec_ok<E>(n, {&dy, &x});  // the scratch is 16-byte aligned
     Launch l;
-    l.gx = uint32_t(kern::ceil_div(n, 256));
+    l.gx = uint32_t(kern::ceil_div(n, 256 * (vec_dw ? kern::kVec<E> : 1)));
     l.gy = uint32_t(chunks);
     l.threads = 256;
     p.template launch<kern::RmsNormDwKernel>(l, partial, (const E*)ptr<E>(dy), (const E*)ptr<E>(x),
                                              (const float*)ptr<float>(rstd), rows, n,
-                                             kern::ceil_div(rows, chunks));
+                                             kern::ceil_div(rows, chunks), vec_dw);
     dispatch<float, bf16, double>(dw, "rmsnorm_backward", [&]<class W>() {
       p.template launch<kern::AddColumnPartialsKernel>(stride_launch(n), ptr<W>(dw),
                                                        (const float*)partial, chunks, n, out_scale);
