@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
       {"avx512_fp32", Isa::Avx512Fp32, dnnl::cpu_isa::avx512_core, "skx"},
       {"avx2", Isa::Portable, dnnl::cpu_isa::avx2, "hsw"},
   };
+  if (threads < 1) {
+    std::fprintf(stderr, "gemm_choice: threads must be at least 1, got '%s'\n", argv[1]);
+    return 2;
+  }
   const Family* fam = nullptr;
   for (const Family& f : families)
     if (family_name == f.name) fam = &f;
