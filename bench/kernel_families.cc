@@ -68,11 +68,17 @@ int main(int argc, char** argv) {
     best_peak = std::max(best_peak, p.tflops * 1e3);
   }
 
-  std::vector<char> shared(static_cast<size_t>(gemm_shared_bytes()));
-  std::vector<char> per_thread(static_cast<size_t>(gemm_thread_bytes()) * size_t(threads));
-  GemmScratch scratch{shared.data(), gemm_shared_bytes(), {}, gemm_thread_bytes()};
-  for (int t = 0; t < threads; ++t)
-    scratch.thread.push_back(per_thread.data() + t * gemm_thread_bytes());
+  // Room for the family that needs the most (avx512_fp32: fp32 panels); each family is given
+  // its own sizes, as the backend gives them.
+  std::vector<char> shared(static_cast<size_t>(gemm_shared_bytes(Isa::Avx512Fp32)));
+  std::vector<char> per_thread(static_cast<size_t>(gemm_thread_bytes(Isa::Avx512Fp32)) *
+                               size_t(threads));
+  const auto scratch_for = [&](Isa isa) {
+    GemmScratch s{shared.data(), gemm_shared_bytes(isa), {}, gemm_thread_bytes(isa)};
+    for (int t = 0; t < threads; ++t)
+      s.thread.push_back(per_thread.data() + t * gemm_thread_bytes(isa));
+    return s;
+  };
   const Shape shapes[] = {
       {"q/o projection fwd", 4096, 512, 512, 'N'},    {"mlp gate_up fwd", 4096, 768, 512, 'N'},
       {"mlp down dlhs", 4096, 384, 512, 'D'},         {"q projection wgrad", 512, 512, 4096, 'T'},
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r)
       for (size_t f = 0; f < families.size(); ++f) {
         const Isa isa = families[f];
+        const GemmScratch scratch = scratch_for(isa);
         std::function<void()> run;
         if (s.op == 'T')  // C [M, N] = A^T B: A [K, M], B [K, N], fp32 C (a weight gradient)
           run = [&] {

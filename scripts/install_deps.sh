@@ -10,6 +10,9 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PACKAGES="g++ cmake make pkg-config libgtest-dev nlohmann-json3-dev libyaml-cpp-dev \
 libsentencepiece-dev sentencepiece zlib1g-dev libprotobuf-dev protobuf-compiler libopenmpi-dev \
 openmpi-bin python3-torch python3-numpy python3-jinja2 clang libclang-rt-dev"  # clang: the fuzz targets (fuzz/)
+# Optional, for bench/gemm_choice only (oneDNN and libxsmm measured against gemmax's kernels;
+# the build and the tests do not need them): GEMMAX_BENCH_DEPS=1 scripts/install_deps.sh
+if [ "${GEMMAX_BENCH_DEPS:-0}" = 1 ]; then PACKAGES="$PACKAGES libdnnl-dev libxsmm-dev"; fi
 # Skip apt when everything is already there (re-runs, CI caches).
 missing=""
 for p in $PACKAGES; do

@@ -25,14 +25,14 @@ std::vector<Isa> isas() {
 struct Scratch {
   std::vector<char> shared, threads;
   GemmScratch s;
-  Scratch() : shared(size_t(gemm_shared_bytes())) {
+  explicit Scratch(Isa isa) : shared(size_t(gemm_shared_bytes(isa))) {
     const int nt = std::max(4, omp_get_max_threads());
-    threads.resize(size_t(gemm_thread_bytes()) * size_t(nt));
+    const int64_t per_thread = gemm_thread_bytes(isa);
+    threads.resize(size_t(per_thread) * size_t(nt));
     s.shared = shared.data();
-    s.shared_bytes = gemm_shared_bytes();
-    s.thread_bytes = gemm_thread_bytes();
-    for (int t = 0; t < nt; ++t)
-      s.thread.push_back(threads.data() + size_t(t) * gemm_thread_bytes());
+    s.shared_bytes = gemm_shared_bytes(isa);
+    s.thread_bytes = per_thread;
+    for (int t = 0; t < nt; ++t) s.thread.push_back(threads.data() + size_t(t) * per_thread);
   }
 };
 
@@ -57,7 +57,7 @@ template <class T, class TC>
 void check_gemm(Isa isa, int64_t m, int64_t n, int64_t k, bool transposed, bool mapped,
                 bool accumulate) {
   Rng rng(uint64_t(m * 131 + n * 7 + k));
-  Scratch s;
+  Scratch s(isa);
   const int64_t rows_a = mapped ? m + 3 : m;
   std::vector<T> a = random<T>(rows_a * k, rng), w = random<T>(n * k, rng);
   std::vector<TC> c = random<TC>(m * n, rng);
@@ -87,7 +87,7 @@ void check_gemm(Isa isa, int64_t m, int64_t n, int64_t k, bool transposed, bool 
 template <class T, class TC>
 void check_gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, bool mapped, bool accumulate) {
   Rng rng(uint64_t(m * 17 + n * 5 + k));
-  Scratch s;
+  Scratch s(isa);
   const int64_t rows = mapped ? m + 2 : m;
   std::vector<T> a = random<T>(rows * n, rng), b = random<T>(rows * k, rng);
   std::vector<TC> c = random<TC>(n * k, rng);
@@ -143,7 +143,7 @@ TEST(CpuGemm, TransposedProductsMatchTheDirectSum) {
 
 TEST(CpuGemm, EmptyReductionWritesZerosOrKeepsTheOutput) {
   for (Isa isa : isas()) {
-    Scratch s;
+    Scratch s(isa);
     std::vector<float> c(6, 3.0f);
     gemm<float, float>(isa, 2, 3, 0, Rows<const float>{nullptr, 0},
                        BMatrix<float>{nullptr, 0, true}, Rows<float>{c.data(), 3}, true, s.s);
@@ -158,7 +158,7 @@ TEST(CpuGemm, EmptyReductionWritesZerosOrKeepsTheOutput) {
 TEST(CpuGemm, ResultsDoNotDependOnTheThreadCount) {
   for (Isa isa : isas()) {
     Rng rng(9);
-    Scratch s;
+    Scratch s(isa);
     const int64_t m = 100, n = 96, k = 300;
     const std::vector<bf16> a = random<bf16>(m * k, rng), w = random<bf16>(n * k, rng);
     std::vector<float> c1(size_t(m * n)), c2(size_t(m * n)), t1(size_t(n * k)), t2(size_t(n * k));
@@ -176,6 +176,80 @@ TEST(CpuGemm, ResultsDoNotDependOnTheThreadCount) {
     EXPECT_EQ(c1, c2) << isa_name(isa);
     EXPECT_EQ(t1, t2) << isa_name(isa);
   }
+}
+
+// avx512_fp32 widens bf16 exactly and runs one FMA per reduction element, in order: each output
+// is bit for bit the sequential fp32 FMA chain (then + the old C, then rounded once), whatever the
+// packing (B transposed or plain and widened at packing, row maps, A^T blocks, odd reductions,
+// partial panels and tiles, the serial forms) and the thread count.
+TEST(CpuGemm, Avx512Fp32IsTheSequentialFmaChain) {
+  if (!isa_runs_here(Isa::Avx512Fp32)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const Isa isa = Isa::Avx512Fp32;
+  Scratch s(isa);
+  const auto chain = [](int64_t k, auto&& a, auto&& b) {
+    float acc = 0.0f;
+    for (int64_t p = 0; p < k; ++p) acc = std::fma(a(p), b(p), acc);
+    return acc;
+  };
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2})
+    for (auto [m, n, k] :
+         {std::array<int64_t, 3>{1, 1, 1}, {15, 33, 17}, {29, 70, 131}, {3, 40, 301}}) {
+      omp_set_num_threads(threads);
+      Rng rng(uint64_t(m * 7 + n * 3 + k));
+      const int64_t rows_a = m + 3;
+      const std::vector<bf16> a = random<bf16>(rows_a * std::max(k, n), rng);
+      const std::vector<bf16> w = random<bf16>(std::max(n, rows_a) * k, rng);
+      const std::vector<float> c0 = random<float>(std::max(m * n, n * k), rng);
+      std::vector<int32_t> map(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) map[size_t(i)] = int32_t((i * 7 + 2) % rows_a);
+      const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" +
+                               std::to_string(k) + ", " + std::to_string(threads) + " threads";
+      for (bool transposed : {true, false})
+        for (bool serial : {false, true}) {
+          std::vector<float> c = c0;
+          const Rows<const bf16> ar{a.data(), k, map.data()};
+          const BMatrix<bf16> bm{w.data(), transposed ? k : n, transposed};
+          if (serial)
+            gemm_serial<bf16, float>(isa, m, n, k, ar, bm, Rows<float>{c.data(), n}, true,
+                                     s.s.thread[0], s.s.thread_bytes);
+          else
+            gemm<bf16, float>(isa, m, n, k, ar, bm, Rows<float>{c.data(), n}, true, s.s);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              const bf16* arow = a.data() + map[size_t(i)] * k;
+              const float want =
+                  c0[size_t(i * n + j)] +
+                  chain(
+                      k, [&](int64_t p) { return float(arow[p]); },
+                      [&](int64_t p) {
+                        return float(transposed ? w[size_t(j * k + p)] : w[size_t(p * n + j)]);
+                      });
+              ASSERT_EQ(c[size_t(i * n + j)], want)
+                  << (serial ? "gemm_serial " : "gemm ") << (transposed ? "NT " : "NN ") << what
+                  << " at " << i << "," << j;
+            }
+        }
+      // gemm_tn: C [n, k] = A^T B over m mapped rows (A^T packed in pairs, B's panel widened).
+      for (bool serial : {false, true}) {
+        std::vector<float> c = c0;
+        const Rows<const bf16> ar{a.data(), n, map.data()}, br{w.data(), k, map.data()};
+        if (serial)
+          gemm_tn_serial<bf16, float>(isa, n, k, m, ar, br, c.data(), k, false, s.s.thread[0],
+                                      s.s.thread_bytes);
+        else
+          gemm_tn<bf16, float>(isa, n, k, m, ar, br, c.data(), k, false, s.s);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < k; ++j) {
+            const float want = chain(
+                m, [&](int64_t r) { return float(a[size_t(map[size_t(r)] * n + i)]); },
+                [&](int64_t r) { return float(w[size_t(map[size_t(r)] * k + j)]); });
+            ASSERT_EQ(c[size_t(i * k + j)], want)
+                << (serial ? "gemm_tn_serial " : "gemm_tn ") << what << " at " << i << "," << j;
+          }
+      }
+    }
+  omp_set_num_threads(saved);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@ struct BackendOptions {
   std::string name = "cpu";
   int num_threads = 0;       // 0: the cores this process may use
   std::string isa = "auto";  // cpu_kernels: auto | amx | amx_emulated | avx512_fp32 | avx512_bf16 | avx2
-  // cpu: attention's scratch per thread (0: 8 MiB). Tests shrink it to reach the paths that
+  // cpu: attention's scratch per thread (0: 8 MiB; twice that for avx512_fp32, whose packed
+  // panels are fp32). Tests shrink it to reach the paths that
   // long sequences take: key panels repacked per use, the backward's keys in chunks.
   int64_t attention_scratch_bytes = 0;
   // cuda: fast (tensor-core kernels for bfloat16 attention and grouped matmuls) | simple (the

@@ -235,8 +235,8 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
   const bool avx512 = wide_vectors(isa);
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
-  const int64_t kt_elems = round_up(g.hd, P) * kPanelCols;      // one K^T panel: 32 keys
-  const int64_t v_elems = round_up(kKeyBlock, P) * kPanelCols;  // one V panel: 32 columns
+  const int64_t kt_elems = packed_elems(K, g.hd);      // one K^T panel: 32 keys
+  const int64_t v_elems = packed_elems(K, kKeyBlock);  // one V panel: 32 columns
   const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
   // Each (sequence, kv head) in enough parts to keep every thread busy; a part packs the key
   // blocks it needs once.
@@ -313,9 +313,9 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, tasks = g.B * g.KV;
   const int64_t max_rows = g.bq * g.G, rows_pad = round_up(max_rows, P);
-  const int64_t kt_elems = round_up(g.hd, P) * kPanelCols;
-  const int64_t kp_elems = round_up(kKeyBlock, P) * kPanelCols;
-  const int64_t tn_elems = rows_pad * kPanelCols;  // a panel of dO or Q reduced over rows
+  const int64_t kt_elems = packed_elems(K, g.hd);
+  const int64_t kp_elems = packed_elems(K, kKeyBlock);
+  const int64_t tn_elems = packed_elems(K, rows_pad);  // a panel of dO or Q reduced over rows
   const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t task = 0; task < tasks; ++task) {

@@ -23,10 +23,13 @@ CpuBackend::CpuBackend(const BackendOptions& options)
     : isa_(choose_isa(options.isa, &isa_why_)),
       threads_(options.num_threads > 0 ? options.num_threads : default_threads()) {
   omp_set_num_threads(threads_);
-  const int64_t shared = gemm_shared_bytes(), per_thread = gemm_thread_bytes();
-  const int64_t attention = options.attention_scratch_bytes > 0
-                                ? (options.attention_scratch_bytes + 63) / 64 * 64
-                                : kAttentionScratch;
+  const int64_t shared = gemm_shared_bytes(isa_), per_thread = gemm_thread_bytes(isa_);
+  // Attention's scratch, times packed_width (avx512_fp32's key panels are fp32), so that every
+  // family caches the same key blocks.
+  const int64_t attention =
+      (options.attention_scratch_bytes > 0 ? (options.attention_scratch_bytes + 63) / 64 * 64
+                                           : kAttentionScratch) *
+      packed_width(isa_);
   {
     const AllocationScope what(str_cat("the cpu backend's scratch for ", threads_,
                                        " threads (num_threads)"));

@@ -36,8 +36,9 @@ void zero_rows(Rows<TC> c, int64_t m, int64_t n) {
 // gemm_tn reduces its m rows in as few passes as its panels allow: a pass's B panel (mc rows x
 // 32 columns) must fit `budget` bytes. One pass when it can: C is then read and written once.
 template <class T>
-int64_t reduction_chunk(int64_t m, int64_t budget) {
-  const int64_t rows = budget / (kPanelCols * int64_t(sizeof(T))) / kPair<T> * kPair<T>;
+int64_t reduction_chunk(const GemmKernels<T>& K, int64_t m, int64_t budget) {
+  const int64_t row_bytes = kPanelCols * int64_t(sizeof(T)) * K.b_width;
+  const int64_t rows = budget / row_bytes / kPair<T> * kPair<T>;
   return std::max<int64_t>(kPair<T>, std::min(m, rows));
 }
 
@@ -54,8 +55,9 @@ std::pair<int64_t, int64_t> share(int64_t count, int t, int n) {
 
 }  // namespace
 
-int64_t gemm_shared_bytes() { return kSharedBytes; }
-int64_t gemm_thread_bytes() { return kThreadBytes; }
+int64_t packed_width(Isa isa) { return kernels<bf16>(isa).b_width; }
+int64_t gemm_shared_bytes(Isa isa) { return kSharedBytes * packed_width(isa); }
+int64_t gemm_thread_bytes(Isa isa) { return kThreadBytes * packed_width(isa); }
 
 template <class T, class TC>
 void gemm(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b, Rows<TC> c,
@@ -67,7 +69,7 @@ void gemm(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> 
   }
   const GemmKernels<T>& K = kernels<T>(isa);
   const auto tile = tile_fn<TC>(K);
-  const int64_t panel_elems = round_up(k, kPair<T>) * kPanelCols;
+  const int64_t panel_elems = packed_elems(K, k);
   const int64_t panel_bytes = panel_elems * int64_t(sizeof(T));
   GEMMAX_CHECK(panel_bytes <= scratch.shared_bytes, "gemm: a reduction of ", k,
                " does not fit the packing scratch");
@@ -122,9 +124,8 @@ void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<con
   constexpr int64_t P = kPair<T>;
   const int64_t panels = (k + kPanelCols - 1) / kPanelCols;
   // B is packed once per reduction chunk, all its panels side by side in the shared scratch.
-  const int64_t chunk = reduction_chunk<T>(m, scratch.shared_bytes / panels);
-  GEMMAX_CHECK(panels * round_up(chunk, P) * kPanelCols * int64_t(sizeof(T)) <=
-                   scratch.shared_bytes,
+  const int64_t chunk = reduction_chunk<T>(K, m, scratch.shared_bytes / panels);
+  GEMMAX_CHECK(panels * packed_elems(K, chunk) * int64_t(sizeof(T)) <= scratch.shared_bytes,
                "gemm_tn: ", k, " columns of B do not fit the packing scratch");
   check_tn_output<T, TC>(m, chunk);
   GEMMAX_CHECK(int64_t(scratch.thread.size()) >= omp_get_max_threads(), "gemm_tn: scratch for ",
@@ -149,7 +150,7 @@ void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<con
       const auto [q0, q1] = share(panels, t, nt);
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t k0 = q * kPanelCols;
-        pack_rows_panel(K, packed + q * mc_pad * kPanelCols, b, r0, mc, k0,
+        pack_rows_panel(K, packed + q * packed_elems(K, mc_pad), b, r0, mc, k0,
                         std::min<int64_t>(kPanelCols, k - k0));
       }
 #pragma omp barrier
@@ -166,7 +167,7 @@ void gemm_tn(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<con
           K.pack_at(at, a, r0 + s0, sc, g0, nb);  // A^T [sc_pad / P][nb][P]
           for (int64_t q = 0; q < panels; ++q) {
             const int64_t k0 = q * kPanelCols, nj = std::min<int64_t>(kPanelCols, k - k0);
-            const T* panel = packed + q * mc_pad * kPanelCols + s0 * kPanelCols;
+            const T* panel = packed + q * packed_elems(K, mc_pad) + packed_elems(K, s0);
             for (int64_t i0 = 0; i0 < nb; i0 += kTileRows) {
               const int rows = int(std::min<int64_t>(kTileRows, nb - i0));
               for (int r = 0; r < rows; ++r) {
@@ -192,7 +193,7 @@ void gemm_serial(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMat
     return;
   }
   const GemmKernels<T>& K = kernels<T>(isa);
-  const int64_t panel_elems = round_up(k, kPair<T>) * kPanelCols;
+  const int64_t panel_elems = packed_elems(K, k);
   const int64_t panel_bytes = panel_elems * int64_t(sizeof(T));
   GEMMAX_CHECK(panel_bytes <= scratch_bytes, "gemm: a reduction of ", k,
                " does not fit the packing scratch");
@@ -228,13 +229,13 @@ void gemm_tn_serial(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, R
     if (!accumulate) zero_rows(Rows<TC>{c, ldc}, n, k);
     return;
   }
-  const int64_t chunk = reduction_chunk<T>(m, scratch_bytes / 4);  // the rest: A^T blocks
-  check_tn_output<T, TC>(m, chunk);
   const GemmKernels<T>& K = kernels<T>(isa);
+  const int64_t chunk = reduction_chunk<T>(K, m, scratch_bytes / 4);  // the rest: A^T blocks
+  check_tn_output<T, TC>(m, chunk);
   const auto tile = tile_fn<TC>(K);
   constexpr int64_t P = kPair<T>;
   const int64_t panels = (k + kPanelCols - 1) / kPanelCols;
-  const int64_t panel_bytes = round_up(round_up(chunk, P) * kPanelCols * int64_t(sizeof(T)), 64);
+  const int64_t panel_bytes = round_up(packed_elems(K, chunk) * int64_t(sizeof(T)), 64);
   T* panel = static_cast<T*>(scratch);
   T* at = panel + panel_bytes / int64_t(sizeof(T));
   const int64_t at_bytes = scratch_bytes - panel_bytes;

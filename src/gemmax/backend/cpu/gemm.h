@@ -5,7 +5,8 @@
 // tokens of each expert straight from the unsorted activations (a row map) and writes its
 // outputs back to token order, with no permute copies. The products are tiled the way BLIS
 // and oneDNN's brgemm tile them: B is packed per 32 columns into the layout the
-// multiply-accumulate instruction reads (pairs of the reduction index for bf16 vdpbf16ps),
+// multiply-accumulate instruction reads (pairs of the reduction index for bf16 vdpbf16ps;
+// fp32 for the FMAs of avx512_fp32, bf16 widened once while packing),
 // A's rows are read in place, and a tile of up to 14 x 32 outputs lives in registers over the
 // whole reduction.
 //
@@ -75,8 +76,14 @@ template <class T, class TC>
 void gemm_tn_serial(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, Rows<const T> b,
                     TC* c, int64_t ldc, bool accumulate, void* scratch, int64_t scratch_bytes);
 
-// The scratch gemm and gemm_tn need for blockings that work on any size.
-int64_t gemm_shared_bytes();
-int64_t gemm_thread_bytes();
+// Bytes of a packed B panel per byte of bf16 B with the kernels of `isa`: 2 for avx512_fp32,
+// which widens bf16 panels to fp32 when packing them, else 1.
+int64_t packed_width(Isa isa);
+
+// The scratch gemm and gemm_tn need for blockings that work on any size, with the kernels of
+// `isa` (scaled by packed_width, so the blockings and the longest reduction are the same in
+// every family).
+int64_t gemm_shared_bytes(Isa isa);
+int64_t gemm_thread_bytes(Isa isa);
 
 }  // namespace gemmax::cpu

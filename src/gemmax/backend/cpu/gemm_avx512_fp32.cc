@@ -3,10 +3,12 @@
 // the rate of their two FMA units. Uses no BF16 instruction (bf16 results are rounded in
 // integer arithmetic), so it also runs on AVX-512 CPUs without BF16.
 //
-// The packed layouts are the other families' (B panels of bf16 pairs; gemm_kernels.h): a tile
-// widens its rows of A and its panel's pairs a chunk of the reduction at a time, into fp32
-// buffers in L1, then multiplies them with the broadcast-and-FMA loop of the fp32 products.
-// The reduction runs element by element in order, one FMA each.
+// Its packed B panels of bf16 data are fp32, widened once while packing: [kc_pad][32] floats
+// (kc_pad = round_up(kc, 2), a zero row padding an odd reduction), twice the bytes of the
+// other families' pairs, so that no tile widens B again (a panel is read by every row block).
+// A's rows (read in place, or a packed A^T block of pairs) are widened by the tile a chunk of
+// the reduction at a time into an L1 buffer, then broadcast into the FMAs. The reduction runs
+// element by element in order, one FMA each: the result is that of a sequential fp32 FMA chain.
 #include <immintrin.h>
 
 #include <cstring>
@@ -21,7 +23,7 @@
 namespace gemmax::cpu {
 namespace {
 
-constexpr int64_t kChunk = 128;  // reduction elements widened at a time (A: 7 KiB, B: 16 KiB)
+constexpr int64_t kChunk = 128;  // reduction elements of A widened at a time (7-8 KiB)
 
 GEMMAX_AVX512_FMA inline __mmask16 mask16(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
@@ -72,6 +74,22 @@ GEMMAX_AVX512_FMA inline void fma_block(__m512 (&acc)[R][2], const float* const*
   }
 }
 
+// The same over the widened A buffer: element p of row r at a[r * RS + p * ES], strides known
+// at compile time, so the rows are one base register and immediate offsets.
+template <int R, int64_t RS, int64_t ES>
+GEMMAX_AVX512_FMA inline void fma_block_buf(__m512 (&acc)[R][2], const float* a, const float* b,
+                                            int64_t kc) {
+  for (int64_t p = 0; p < kc; ++p, b += kPanelCols, a += ES) {
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * RS]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+}
+
 template <int R, class TC>
 GEMMAX_AVX512_FMA void tile_f32(const float* const* a, int64_t a_step, const float* panel,
                                 int64_t kc, TC* const* c, int64_t nj, bool accumulate) {
@@ -115,35 +133,86 @@ GEMMAX_AVX512_FMA inline int64_t widen_a(float* aw, const bf16* const* a, int64_
   return 1;
 }
 
+// A tile over a widened panel: A's chunks widened (widen_a), then FMAs against the panel's rows.
 template <int R, class TC>
-GEMMAX_AVX512_FMA void tile_bf16(const bf16* const* a, int64_t a_step, const bf16* panel,
+GEMMAX_AVX512_FMA void tile_bf16(const bf16* const* a, int64_t a_step, const bf16* packed,
                                  int64_t kc, TC* const* c, int64_t nj, bool accumulate) {
+  const float* panel = reinterpret_cast<const float*>(packed);  // fp32 panel (pack_b_wide)
   alignas(64) float aw[kChunk * 16 > R * kChunk ? kChunk * 16 : R * kChunk];
-  alignas(64) float bw[kChunk * kPanelCols];
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  const __m512i hi = _mm512_set1_epi32(int(0xffff0000u));
   for (int64_t k0 = 0; k0 < kc; k0 += kChunk) {  // k0 even: chunks start at a pair
     const int64_t kk = kc - k0 < kChunk ? kc - k0 : kChunk;
-    const int64_t es = widen_a<R>(aw, a, a_step, k0, kk);
-    const float* arow[R];
-    for (int r = 0; r < R; ++r) arow[r] = aw + r * (es == 1 ? kChunk : 1);
-    // Panel pair row q (32 columns x 2): the low halves are reduction row 2q, the high 2q + 1.
-    const bf16* b = panel + k0 * kPanelCols;
-    for (int64_t q = 0; q < (kk + 1) / 2; ++q) {
-      const __m512i x0 = _mm512_loadu_si512(b + q * 64), x1 = _mm512_loadu_si512(b + q * 64 + 32);
-      float* even = bw + 2 * q * kPanelCols;
-      _mm512_storeu_ps(even, _mm512_castsi512_ps(_mm512_slli_epi32(x0, 16)));
-      _mm512_storeu_ps(even + 16, _mm512_castsi512_ps(_mm512_slli_epi32(x1, 16)));
-      _mm512_storeu_ps(even + 32, _mm512_castsi512_ps(_mm512_and_si512(x0, hi)));
-      _mm512_storeu_ps(even + 48, _mm512_castsi512_ps(_mm512_and_si512(x1, hi)));
-    }
-    fma_block<R>(acc, arow, es, bw, kk);
+    if (widen_a<R>(aw, a, a_step, k0, kk) == 1)
+      fma_block_buf<R, kChunk, 1>(acc, aw, panel + k0 * kPanelCols, kk);
+    else
+      fma_block_buf<R, 1, 16>(acc, aw, panel + k0 * kPanelCols, kk);
   }
   for (int r = 0; r < R; ++r) {
     store_half(c[r], acc[r][0], nj, accumulate);
     store_half(c[r] + 16, acc[r][1], nj - 16, accumulate);
   }
+}
+
+// Packs columns [j0, j0 + nj) of bf16 B, reduction [p0, p0 + kc), widened: row p of the panel
+// is B[p0 + p][j0 .. j0 + 32) in fp32, zero past nj and in the pad row of an odd kc.
+GEMMAX_AVX512_FMA void pack_b_wide(bf16* packed, const BMatrix<bf16>& b, int64_t p0, int64_t kc,
+                                   int64_t j0, int64_t nj) {
+  float* panel = reinterpret_cast<float*>(packed);
+  const __mmask16 m0 = mask16(nj), m1 = mask16(nj - 16);
+  if (!b.transposed) {  // W [k, n]: row p of the panel is row p0 + p of W
+    for (int64_t p = 0; p < kc; ++p) {
+      const bf16* row = b.w + (p0 + p) * b.ldw + j0;
+      _mm512_storeu_ps(panel + p * kPanelCols, widen(_mm256_maskz_loadu_epi16(m0, row)));
+      _mm512_storeu_ps(panel + p * kPanelCols + 16, widen(_mm256_maskz_loadu_epi16(m1, row + 16)));
+    }
+  } else {
+    // W [n, k]: column j of the panel is row j0 + j of W. Its pairs are 32-bit words, gathered
+    // 16 rows at a time; a word's low half is reduction row 2q, its high half row 2q + 1.
+    const int64_t full = kc / 2;
+    const bf16* base0 = b.w + j0 * b.ldw + p0;
+    if (b.ldw % 2 == 0 && reinterpret_cast<uintptr_t>(base0) % 4 == 0) {
+      const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+      const __m512i offsets = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(int(b.ldw / 2)));
+      const __m512i hi = _mm512_set1_epi32(int(0xffff0000u));
+      const int* w0 = reinterpret_cast<const int*>(base0);
+      const int* w1 = reinterpret_cast<const int*>(base0 + 16 * b.ldw);
+      for (int64_t q = 0; q < full; ++q) {
+        const __m512i x0 =
+            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m0, offsets, w0 + q, 4);
+        const __m512i x1 =
+            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m1, offsets, w1 + q, 4);
+        float* even = panel + 2 * q * kPanelCols;
+        _mm512_storeu_ps(even, _mm512_castsi512_ps(_mm512_slli_epi32(x0, 16)));
+        _mm512_storeu_ps(even + 16, _mm512_castsi512_ps(_mm512_slli_epi32(x1, 16)));
+        _mm512_storeu_ps(even + 32, _mm512_castsi512_ps(_mm512_and_si512(x0, hi)));
+        _mm512_storeu_ps(even + 48, _mm512_castsi512_ps(_mm512_and_si512(x1, hi)));
+      }
+    } else {  // rows not 4-byte aligned: one element at a time
+      for (int64_t p = 0; p < 2 * full; ++p)
+        for (int64_t j = 0; j < kPanelCols; ++j)
+          panel[p * kPanelCols + j] = j < nj ? float(b.w[(j0 + j) * b.ldw + p0 + p]) : 0.0f;
+    }
+    if (kc & 1)
+      for (int64_t j = 0; j < kPanelCols; ++j)
+        panel[(kc - 1) * kPanelCols + j] =
+            j < nj ? float(b.w[(j0 + j) * b.ldw + p0 + kc - 1]) : 0.0f;
+  }
+  if (kc & 1) std::memset(panel + kc * kPanelCols, 0, kPanelCols * sizeof(float));
+}
+
+// The panel of a product reduced over rows (gemm_kernels.h, pack_rows_panel), widened: row r
+// of the panel is row r0 + r of b, columns [k0, k0 + nj), in fp32; an odd mc gets a zero row.
+GEMMAX_AVX512_FMA void pack_rows_wide(bf16* packed, const Rows<const bf16>& b, int64_t r0,
+                                      int64_t mc, int64_t k0, int64_t nj) {
+  float* panel = reinterpret_cast<float*>(packed);
+  const __mmask16 m0 = mask16(nj), m1 = mask16(nj - 16);
+  for (int64_t r = 0; r < mc; ++r) {
+    const bf16* row = b(r0 + r) + k0;
+    _mm512_storeu_ps(panel + r * kPanelCols, widen(_mm256_maskz_loadu_epi16(m0, row)));
+    _mm512_storeu_ps(panel + r * kPanelCols + 16, widen(_mm256_maskz_loadu_epi16(m1, row + 16)));
+  }
+  if (mc & 1) std::memset(panel + mc * kPanelCols, 0, kPanelCols * sizeof(float));
 }
 
 template <class T, class TC>
@@ -178,8 +247,13 @@ GEMMAX_AVX512_FMA void tile_rows(int rows, const T* const* a, int64_t a_step, co
 
 template <>
 const GemmKernels<bf16>& fma_kernels<bf16>() {
-  static const GemmKernels<bf16> k{avx512_kernels<bf16>().pack_b, avx512_kernels<bf16>().pack_at,
-                                   tile_rows<bf16, bf16>, tile_rows<bf16, float>};
+  // A^T blocks stay bf16 pairs (the tile widens A); B panels are widened at packing.
+  static const GemmKernels<bf16> k{pack_b_wide,
+                                   avx512_kernels<bf16>().pack_at,
+                                   tile_rows<bf16, bf16>,
+                                   tile_rows<bf16, float>,
+                                   2,
+                                   pack_rows_wide};
   return k;
 }
 

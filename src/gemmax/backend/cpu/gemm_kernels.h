@@ -6,7 +6,9 @@
 // vdpbf16ps multiplies; 1 for fp32):
 //   B panel: 32 columns x kc (padded to a multiple of kPair) as [kc / kPair][32][kPair];
 //   A^T block (gemm_tn): nb columns of A x mc rows as [mc / kPair][nb][kPair];
-// and a tile multiplies up to kTileRows rows of A by one panel into 32 columns of C.
+// and a tile multiplies up to kTileRows rows of A by one panel into 32 columns of C. A family
+// may pack its B panels wider than its data (b_width: avx512_fp32 widens bf16 to fp32 as
+// [kc_pad][32] floats); panels are then b_width times the elements, still addressed as T.
 #pragma once
 
 #include "gemmax/backend/cpu/gemm.h"
@@ -36,6 +38,11 @@ struct GemmKernels {
                        bf16* const* c, int64_t nj, bool accumulate);
   void (*tile_to_f32)(int rows, const T* const* a, int64_t a_step, const T* panel, int64_t kc,
                       float* const* c, int64_t nj, bool accumulate);
+  // T elements per packed element of B: 2 where bf16 panels are widened to fp32 at packing.
+  int64_t b_width = 1;
+  // Packs a panel reduced over rows (pack_rows_panel) in a wide panel layout; null: the pairs.
+  void (*pack_rows)(T* panel, const Rows<const T>& b, int64_t r0, int64_t mc, int64_t k0,
+                    int64_t nj) = nullptr;
 };
 
 // One family's kernels for element type T (isa.h): vdpbf16ps (fp32 data: FMA), FP32 FMA on
@@ -69,6 +76,13 @@ const GemmKernels<T>& kernels(Isa isa) {
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// Elements of T in a packed B panel over `rows` reduction elements (rows padded to kPair); for
+// rows a multiple of kPair, also the offset of reduction row `rows` inside a panel.
+template <class T>
+int64_t packed_elems(const GemmKernels<T>& K, int64_t rows) {
+  return round_up(rows, kPair<T>) * kPanelCols * K.b_width;
+}
+
 // The panel of a product reduced over rows (gemm_tn's B, attention's dV and dK): rows
 // [r0, r0 + mc) of b (the reduction, padded with zero rows to a multiple of kPair) and columns
 // [k0, k0 + nj) (nj <= 32; the rest zero) as [mc_pad / kPair][32][kPair].
@@ -76,6 +90,7 @@ template <class T>
 void pack_rows_panel(const GemmKernels<T>& K, T* panel, const Rows<const T>& b, int64_t r0,
                      int64_t mc, int64_t k0, int64_t nj) {
   constexpr int64_t P = kPair<T>;
+  if (K.pack_rows) return K.pack_rows(panel, b, r0, mc, k0, nj);
   if (nj == kPanelCols) return K.pack_at(panel, b, r0, mc, k0, kPanelCols);
   const int64_t mc_pad = round_up(mc, P);
   for (int64_t i = 0; i < mc_pad * kPanelCols; ++i) panel[i] = T{};
