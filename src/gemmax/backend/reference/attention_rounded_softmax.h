@@ -36,8 +36,8 @@ namespace gemmax::ref {
 template <class T, class Acc>
 struct RoundedSoftmaxRow {
   using W = stat_t<T>;
-  static double t(double x) { return double(T(x)); }         // rounded to T
-  static double tw(double x) { return double(T(W(x))); }     // an op in W, its result in T
+  static double t(double x) { return double(T(x)); }      // rounded to T
+  static double tw(double x) { return double(T(W(x))); }  // an op in W, its result in T
 
   const AttentionShape& s;
   const int32_t* seg;
@@ -50,8 +50,15 @@ struct RoundedSoftmaxRow {
 
   RoundedSoftmaxRow(const AttentionShape& shape, const int32_t* seg_ids, const T* pq, const T* pk,
                     const T* pv)
-      : s(shape), seg(seg_ids), q(pq), k(pk), v(pv), score(size_t(shape.seq)),
-        e(size_t(shape.seq)), p(size_t(shape.seq)), u(size_t(shape.head_dim)),
+      : s(shape),
+        seg(seg_ids),
+        q(pq),
+        k(pk),
+        v(pv),
+        score(size_t(shape.seq)),
+        e(size_t(shape.seq)),
+        p(size_t(shape.seq)),
+        u(size_t(shape.head_dim)),
         ua(size_t(shape.head_dim)) {}
 
   // Query i of sequence b, head h: scores, max, exponentials, sum, probabilities and u.
@@ -165,8 +172,8 @@ void attention_backward_rounded_softmax(const AttentionBackwardArgs& args) {
             std::fill(dq_acc.begin(), dq_acc.end(), Acc(0));
             for (int64_t j = row.j0; j <= i; ++j) {
               if (row.score[size_t(j)] == -INFINITY) continue;
-              const double ds = row.score[size_t(j)] == row.m ? tw(dx[size_t(j)] + share)
-                                                              : dx[size_t(j)];
+              const double ds =
+                  row.score[size_t(j)] == row.m ? tw(dx[size_t(j)] + share) : dx[size_t(j)];
               const T* kj = pk + ((b * S + j) * KV + kvh) * hd;
               const double pj = row.p[size_t(j)];
               for (int64_t c = 0; c < hd; ++c) {
