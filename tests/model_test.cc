@@ -249,6 +249,42 @@ TEST(ModelGradient, OnlyWhatTheRematPolicyKeepsOutlivesALayer) {
   }
 }
 
+// load_balance_density=per_choice (MaxText 0.2.5's density, divided by num_experts_per_tok):
+// the load-balance term is 1/K of per_token's with the cross-entropy unchanged, and every
+// gradient moves by 1/K of the term's own gradient (per_token's backward is checked against
+// finite differences above). The weight is raised so that the term's share of the gradients is
+// far above rounding.
+TEST(ModelGradient, PerChoiceDensityIsOneKthOfTheTerm) {
+  ModelConfig c = test_config(5);
+  c.load_balance_loss_weight = 0.5;
+  struct Run {
+    LossInfo info;
+    Tensor grads;
+  };
+  auto run = [](const ModelConfig& cfg) {
+    Fixture f(cfg);
+    Gemma4Model model(f.cfg, f.be, {DType::F64, RematPolicy::None, 1});
+    Tensor grads = Tensor::zeros({f.table.total()}, DType::F64);
+    const LossInfo info = model.forward_backward(f.in, f.weights, grads);
+    return Run{info, grads};
+  };
+  ModelConfig no_lb = c, choice = c;
+  no_lb.load_balance_loss_weight = 0;
+  choice.load_balance_density = LoadBalanceDensity::PerChoice;
+  const Run t = run(c), n = run(no_lb), k = run(choice);
+  const double K = double(c.num_experts_per_tok);
+  ASSERT_GT(t.info.lb_loss, 0.0);
+  EXPECT_EQ(k.info.ce_loss, t.info.ce_loss);
+  EXPECT_NEAR(k.info.lb_loss, t.info.lb_loss / K, 1e-15 * t.info.lb_loss);
+  Tensor expected = Tensor::empty(t.grads.shape(), DType::F64);
+  for (int64_t i = 0; i < t.grads.numel(); ++i) {
+    const double ce = get_as_double(n.grads, i);
+    set_from_double(expected, i, ce + (get_as_double(t.grads, i) - ce) / K);
+  }
+  EXPECT_GT(testing::relative_l2(n.grads, t.grads), 1e-3);  // the term's gradient is visible
+  EXPECT_LT(testing::relative_l2(expected, k.grads), 1e-13);
+}
+
 TEST(ModelGradient, ExpertWithNoTokensGetsZeroGradient) {
   Fixture f;
   // router.scale = 0 makes every router logit 0: the tie rule then sends every token of layer 0

@@ -15,6 +15,13 @@ enum class InitScheme {
 // Throws gemmax::Error naming the key, the value and the valid names.
 InitScheme parse_init_scheme(const std::string& name);
 
+// What the load-balance loss's expert density counts (docs/TRAINING.md §7).
+enum class LoadBalanceDensity {
+  PerToken,   // the fraction of a sequence's tokens that chose the expert (sums to K)
+  PerChoice,  // the fraction of its K choices per token (sums to 1): MaxText 0.2.5's, 1/K of it
+};
+LoadBalanceDensity parse_load_balance_density(const std::string& name);
+
 struct ModelConfig {
   std::string name;                     // model_name
   int64_t vocab_size = 0;               // vocab_size / vocab_size
@@ -40,6 +47,7 @@ struct ModelConfig {
   double norm_eps = 1e-6;               // normalization_layer_epsilon / rms_norm_eps
   bool norm_topk_prob = true;           // norm_topk_prob
   double load_balance_loss_weight = 0.001;  // load_balance_loss_weight
+  LoadBalanceDensity load_balance_density = LoadBalanceDensity::PerToken;  // load_balance_density
   double initializer_range = 0.02;      // initializer_range (HF): std of init_scheme=hf's normal
   InitScheme init_scheme = InitScheme::MaxText;  // init_scheme
   double dense_init_scale = 1.0;        // dense_init_scale (MaxText): variance scale of the MoE

@@ -33,6 +33,7 @@ ModelConfig model_config_from(const Config& c) {
   m.norm_eps = c.get_double("normalization_layer_epsilon");
   m.norm_topk_prob = c.get_bool("norm_topk_prob");
   m.load_balance_loss_weight = c.get_double("load_balance_loss_weight");
+  m.load_balance_density = parse_load_balance_density(c.get_string("load_balance_density"));
   m.initializer_range = c.get_double("initializer_range");
   m.init_scheme = parse_init_scheme(c.get_string("init_scheme"));
   m.dense_init_scale = c.get_double("dense_init_scale");

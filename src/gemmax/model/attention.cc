@@ -21,7 +21,8 @@ Dims dims(const LayerContext& ctx, int64_t layer) {
 AttentionShape attention_shape(const LayerContext& ctx, int64_t layer, const Dims& d) {
   return {ctx.in.batch, ctx.in.seq, d.H,
           d.KV,         d.hd,       ctx.cfg.is_global(layer) ? 0 : ctx.cfg.sliding_window,
-          ctx.opt.attention_bf16_scores};
+          ctx.opt.attention_bf16_scores || ctx.opt.attention_bf16_softmax,
+          ctx.opt.attention_bf16_softmax};
 }
 
 // dq (released) rotated back and through the per-head q norm: the gradient of the raw q

@@ -104,6 +104,9 @@ struct ModelOptions {
   // attention scores rounded to the activation dtype, softmax statistics in fp32 (false: fp32
   // scores, as MaxText's flash kernels and dot_product with float32_qk_product=true compute).
   bool attention_bf16_scores = false;
+  // MaxText's attention=dot_product with float32_qk_product=false, float32_logits=false: the
+  // softmax too in the activation dtype (AttentionShape::round_softmax).
+  bool attention_bf16_softmax = false;
 };
 
 // The dtype of the output head's product: the table it reads and the logits it writes.

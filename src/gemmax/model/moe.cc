@@ -14,6 +14,14 @@ Dims dims(const LayerContext& ctx) {
   return {ctx.tokens(), c.d_model, c.num_experts, c.num_experts_per_tok, c.moe_mlp_dim};
 }
 
+// The load-balance density's factor: 1, or 1/K where it counts each of a token's K choices as
+// MaxText 0.2.5 does (load_balance_density=per_choice); the term and its gradient scale alike.
+double density_factor(const ModelConfig& c) {
+  return c.load_balance_density == LoadBalanceDensity::PerChoice
+             ? 1.0 / double(c.num_experts_per_tok)
+             : 1.0;
+}
+
 // Rows [begin, begin + rows) of each expert's gate_up weight: the gate or the up half.
 GmmRows half(const Tensor& in, const Tensor& out, int64_t F, bool up, bool accumulate = false) {
   GmmRows r;
@@ -139,7 +147,8 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
                              .probs = a.probs,
                              .idx = a.idx,
                              .seq = ctx.in.seq,
-                             .coefficient = ctx.aux_weight * double(d.E) * double(d.E)});
+                             .coefficient = ctx.aux_weight * double(d.E) * double(d.E) *
+                                            density_factor(c)});
   }
 
   // Experts: sort token copies by expert, grouped matmuls, weighted combine.
@@ -326,7 +335,8 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
   // token s of sequence b, dL/dp[e] = w E density[b, e] / (B S); times this layer's share.
   Tensor lb_dprobs = ctx.work_stat({ctx.in.batch, d.E});
   be.copy({.dst = lb_dprobs, .src = a.density});
-  be.scale({.x = lb_dprobs, .alpha = ctx.aux_weight * double(d.E) / double(d.T)});
+  be.scale({.x = lb_dprobs,
+            .alpha = ctx.aux_weight * double(d.E) / double(d.T) * density_factor(c)});
   const DType gate = gate_dtype(ctx);
   Tensor dlogits = be.alloc({d.T, d.E}, gate, MemKind::Workspace);
   be.router_backward({.dlogits = dlogits,

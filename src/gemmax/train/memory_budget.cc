@@ -47,11 +47,13 @@ MemoryPlanInput memory_plan_input(const TrainConfig& c, int ranks) {
          "scores) or dot_product (MaxText's plain attention, which float32_qk_product and "
          "float32_logits switch)");
   if (s.attention == "dot_product" && !s.float32_qk_product) {
-    if (!s.float32_logits)
-      fail("attention=dot_product with float32_qk_product=false and float32_logits=false (MaxText's "
-           "softmax in bf16) is not built in gemmax yet: set float32_logits=true (bf16 scores, "
-           "softmax in fp32) or float32_qk_product=true (fp32 scores), or attention=flash");
     o.attention_bf16_scores = true;
+    o.attention_bf16_softmax = !s.float32_logits;  // MaxText's softmax in bf16
+    if (o.attention_bf16_softmax && c.backend.backend == "cuda")
+      fail("attention=dot_product with float32_qk_product=false and float32_logits=false (MaxText's "
+           "softmax in bf16) is built on the reference and cpu backends, not on backend=cuda: set "
+           "float32_logits=true (bf16 scores, softmax in fp32) or float32_qk_product=true (fp32 "
+           "scores), or attention=flash, or train with backend=cpu");
   }
   o.moe_fuse_permute_combine = s.moe_fuse_permute_combine;
   o.moe_fused_gate_up = s.moe_fused_gate_up;

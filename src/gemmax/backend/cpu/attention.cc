@@ -25,6 +25,7 @@
 #include "gemmax/backend/cpu/gemm_kernels.h"
 #include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
+#include "gemmax/backend/reference/attention_rounded_softmax.h"
 
 namespace gemmax {
 using namespace cpu;
@@ -459,6 +460,9 @@ void CpuBackend::do_attention_forward(const AttentionForwardArgs& args) {
   check(lse);
   const Geometry g(shape);
   dispatch<float, bf16>(q, "attention_forward", [&]<class T>() {
+    // MaxText's softmax in bf16 needs each row's max before its first exponential: plain rows,
+    // accumulated in fp32 as XLA does, instead of the blocks' online softmax.
+    if (shape.round_softmax) return ref::attention_forward_rounded_softmax<T, float>(args);
     forward<T>(isa_, g, q.data<T>(), k.data<T>(), v.data<T>(), segment_ids.data<int32_t>(),
                o.data<T>(), lse.data<float>(), attention_scratch_, attention_scratch_bytes_);
   });
@@ -470,6 +474,7 @@ void CpuBackend::do_attention_backward(const AttentionBackwardArgs& args) {
   check(lse);
   const Geometry g(shape);
   dispatch<float, bf16>(q, "attention_backward", [&]<class T>() {
+    if (shape.round_softmax) return ref::attention_backward_rounded_softmax<T, float>(args);
     backward<T>(isa_, g, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), dout.data<T>(),
                 lse.data<float>(), segment_ids.data<int32_t>(), dq.data<T>(), dk.data<T>(),
                 dv.data<T>(), attention_scratch_, attention_scratch_bytes_);

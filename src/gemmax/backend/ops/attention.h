@@ -15,6 +15,11 @@ struct AttentionShape {
   // fp32), and in the backward each score's gradient is rounded to it too (the gradient of the
   // bf16 score). false: fp32 scores, as flash attention computes them.
   bool round_scores = false;
+  // MaxText's dot_product attention with float32_qk_product=false and float32_logits=false: the
+  // softmax itself in the activation dtype, rounded where XLA on the CPU rounds it, forward and
+  // backward (reference/attention_rounded_softmax.h); round_scores is then read as true. The
+  // reference and cpu backends build it; the cuda backend refuses it.
+  bool round_softmax = false;
 };
 
 // q, o [B*S, H, hd]; k, v [B*S, KV, hd]; lse [B, H, S] (stat dtype); segment_ids int32 [B*S].

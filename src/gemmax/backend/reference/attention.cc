@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "gemmax/backend/reference/attention_rounded_softmax.h"
 #include "gemmax/backend/reference/common.h"
 #include "gemmax/backend/reference/reference_backend.h"
 
@@ -26,6 +27,7 @@ void ReferenceBackend::do_attention_forward(const AttentionForwardArgs& args) {
   const int64_t group = H / KV;
   const int32_t* seg = segment_ids.data<int32_t>();
   dispatch<float, bf16, double>(q, "attention_forward", [&]<class T>() {
+    if (s.round_softmax) return ref::attention_forward_rounded_softmax<T, double>(args);
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
     T* po = o.data<T>();
     auto* plse = lse.data<ref::stat_t<T>>();
@@ -76,6 +78,7 @@ void ReferenceBackend::do_attention_backward(const AttentionBackwardArgs& args) 
   const int64_t group = H / KV;
   const int32_t* seg = segment_ids.data<int32_t>();
   dispatch<float, bf16, double>(q, "attention_backward", [&]<class T>() {
+    if (s.round_softmax) return ref::attention_backward_rounded_softmax<T, double>(args);
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *po = o.data<T>();
     const T* pdo = dout.data<T>();
     const auto* plse = lse.data<ref::stat_t<T>>();

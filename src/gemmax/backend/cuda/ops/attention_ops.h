@@ -19,6 +19,11 @@ inline kern::AttnDims attention_dims(const Tensor& q, const Tensor& k, const Ten
   GEMMAX_CHECK(s.batch <= 65535 && s.num_heads <= 65535, "attention: batch ", s.batch, " or heads ",
                s.num_heads, " too large for one launch");
   check_stat(lse, "attention");
+  GEMMAX_CHECK(!s.round_softmax,
+               "cuda backend: MaxText's softmax in bf16 (attention=dot_product with "
+               "float32_qk_product=false and float32_logits=false) is not built on the cuda "
+               "backend: set float32_logits=true or float32_qk_product=true, or attention=flash, "
+               "or use backend=cpu");
   return {s.batch, s.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.window, s.round_scores};
 }
 
