@@ -53,11 +53,13 @@ void expect_close(double got, double exact, double abs_sum, const std::string& w
   EXPECT_LE(std::abs(got - exact), 1e-5 * abs_sum + out_round + 1e-30) << what;
 }
 
+// shared_bytes > 0: the packing scratch is that small (reductions longer than it holds).
 template <class T, class TC>
 void check_gemm(Isa isa, int64_t m, int64_t n, int64_t k, bool transposed, bool mapped,
-                bool accumulate) {
+                bool accumulate, int64_t shared_bytes = 0) {
   Rng rng(uint64_t(m * 131 + n * 7 + k));
   Scratch s(isa);
+  if (shared_bytes > 0) s.s.shared_bytes = shared_bytes;
   const int64_t rows_a = mapped ? m + 3 : m;
   std::vector<T> a = random<T>(rows_a * k, rng), w = random<T>(n * k, rng);
   std::vector<TC> c = random<TC>(m * n, rng);
@@ -127,6 +129,23 @@ TEST(CpuGemm, ProductsMatchTheDirectSum) {
           check_gemm<bf16, bf16>(isa, m, n, k, transposed, mapped, true);
         }
       }
+}
+
+// A reduction longer than one packed panel of the scratch (the head's dx over a 262144-word
+// vocabulary) runs in slices summed in fp32: here slices of 64 of a reduction of 301.
+TEST(CpuGemm, ReductionsLongerThanTheScratchRunInSlices) {
+  for (Isa isa : isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    const int64_t slice_bytes = 64 * 32 * packed_width(isa);  // times sizeof(T) below
+    for (bool transposed : {true, false})
+      for (bool mapped : {false, true})
+        for (bool accumulate : {false, true}) {
+          check_gemm<bf16, bf16>(isa, 37, 45, 301, transposed, mapped, accumulate, 2 * slice_bytes);
+          check_gemm<bf16, float>(isa, 37, 45, 301, transposed, mapped, accumulate, 2 * slice_bytes);
+          check_gemm<float, float>(isa, 37, 45, 301, transposed, mapped, accumulate, 4 * slice_bytes);
+          check_gemm<float, bf16>(isa, 37, 45, 301, transposed, mapped, accumulate, 4 * slice_bytes);
+        }
+  }
 }
 
 TEST(CpuGemm, TransposedProductsMatchTheDirectSum) {

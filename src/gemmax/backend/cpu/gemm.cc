@@ -60,6 +60,10 @@ int64_t gemm_shared_bytes(Isa isa) { return kSharedBytes * packed_width(isa); }
 int64_t gemm_thread_bytes(Isa isa) { return kThreadBytes * packed_width(isa); }
 
 template <class T, class TC>
+void gemm_in_slices(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b,
+                    Rows<TC> c, bool accumulate, const GemmScratch& scratch);
+
+template <class T, class TC>
 void gemm(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b, Rows<TC> c,
           bool accumulate, const GemmScratch& scratch) {
   if (m == 0 || n == 0) return;
@@ -71,8 +75,7 @@ void gemm(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> 
   const auto tile = tile_fn<TC>(K);
   const int64_t panel_elems = packed_elems(K, k);
   const int64_t panel_bytes = panel_elems * int64_t(sizeof(T));
-  GEMMAX_CHECK(panel_bytes <= scratch.shared_bytes, "gemm: a reduction of ", k,
-               " does not fit the packing scratch");
+  if (panel_bytes > scratch.shared_bytes) return gemm_in_slices(isa, m, n, k, a, b, c, accumulate, scratch);
   const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
   const int64_t chunk = std::max<int64_t>(1, scratch.shared_bytes / panel_bytes);
   const int64_t row_blocks = (m + kTileRows - 1) / kTileRows;
@@ -260,6 +263,34 @@ void gemm_tn_serial(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, R
           tile(rows, a_rows, nb * P, panel, mc_pad, c_rows, nj, acc);
         }
       }
+    }
+  }
+}
+
+// A reduction longer than one packed panel of the scratch holds (the head's dx over a
+// 262144-word vocabulary): slices of the reduction, each as long as a panel allows, added into
+// an fp32 C in order; a bf16 C gets the fp32 sum rounded once.
+template <class T, class TC>
+void gemm_in_slices(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b,
+                    Rows<TC> c, bool accumulate, const GemmScratch& scratch) {
+  if constexpr (std::is_same_v<TC, float>) {
+    const GemmKernels<T>& K = kernels<T>(isa);
+    const int64_t slice = scratch.shared_bytes / (kPanelCols * int64_t(sizeof(T)) * K.b_width) /
+                          kPair<T> * kPair<T>;
+    GEMMAX_CHECK(slice > 0, "gemm: the packing scratch holds no panel");
+    for (int64_t k0 = 0; k0 < k; k0 += slice) {
+      const Rows<const T> a_slice{a.base + k0, a.ld, a.map};
+      const BMatrix<T> b_slice{b.transposed ? b.w + k0 : b.w + k0 * b.ldw, b.ldw, b.transposed};
+      gemm<T, float>(isa, m, n, std::min(slice, k - k0), a_slice, b_slice, c,
+                     accumulate || k0 > 0, scratch);
+    }
+  } else {
+    std::vector<float> sum(size_t(m * n));
+    gemm_in_slices<T, float>(isa, m, n, k, a, b, Rows<float>{sum.data(), n}, false, scratch);
+    for (int64_t i = 0; i < m; ++i) {
+      TC* row = c(i);
+      for (int64_t j = 0; j < n; ++j)
+        row[j] = TC(accumulate ? float(row[j]) + sum[i * n + j] : sum[i * n + j]);
     }
   }
 }
