@@ -18,8 +18,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   if (options.name == "cpu") return std::make_unique<CpuBackend>(options);
   if (options.name == "cuda") return cuda::make_cuda_backend(options);
   if (options.name == "cuda_emulated")
-    return std::make_unique<cuda::EmulatedBackend>(options.cuda_kernels != "simple",
-                                                   options.cuda_gmm == "sm90");
+    return std::make_unique<cuda::EmulatedBackend>(options);
   fail("unknown backend '", options.name,
        "': available backends are: cpu, reference, cuda, cuda_emulated (the cuda kernels run on "
        "the host, for tests)");

@@ -1,5 +1,5 @@
-// What a backend is built with: the config keys backend, num_threads, cpu_kernels, cuda_kernels
-// and cuda_sync_check. The backends read it; the factory (backend_factory.h) picks one by name.
+// What a backend is built with: the config keys backend, num_threads, cpu_kernels, cuda_kernels,
+// cuda_gmm, cuda_attention and cuda_sync_check. The backends read it; the factory (backend_factory.h) picks one by name.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +22,27 @@ struct BackendOptions {
   // cuda: the grouped matmul's forward on mma (mma.sync, the default) or sm90 (TMA, mbarrier
   // and wgmma; sm_90a GPUs)
   std::string cuda_gmm = "mma";
+  // cuda: bfloat16 attention, forward and backward, on mma (mma.sync, the default), sm90 (TMA,
+  // mbarrier and wgmma; sm_90a GPUs) or cudnn (cuDNN's fused attention where it takes the
+  // shape, sm90 elsewhere)
+  std::string cuda_attention = "mma";
   // cuda: synchronise and check after every kernel launch, so that a fault names its kernel
   // (slow: for the first run on a new GPU or a new build)
   bool cuda_sync_check = false;
 };
+
+// cuda_attention, parsed (backend_options in train/memory_budget.h has checked the name).
+enum class CudaAttention { kMma, kSm90, kCudnn };
+inline CudaAttention cuda_attention_path(const std::string& name) {
+  return name == "sm90" ? CudaAttention::kSm90
+         : name == "cudnn" ? CudaAttention::kCudnn
+                           : CudaAttention::kMma;
+}
+// How a backend's description names the attention path ("" for the default).
+inline const char* attention_note(CudaAttention a) {
+  return a == CudaAttention::kSm90    ? ", attention on sm90 wgmma/TMA"
+         : a == CudaAttention::kCudnn ? ", attention on cuDNN (sm90 where it refuses)"
+                                      : "";
+}
 
 }  // namespace gemmax

@@ -110,6 +110,7 @@ TrainConfig train_config_from(const Config& c) {
     b.cpu_kernels = old;
   b.cuda_kernels = c.get_string("cuda_kernels");
   b.cuda_gmm = c.get_string("cuda_gmm");
+  b.cuda_attention = c.get_string("cuda_attention");
   b.cuda_sync_check = c.get_bool("cuda_sync_check");
   return t;
 }

@@ -92,6 +92,7 @@ struct BackendConfig {
   std::string cpu_kernels;  // or cpu_isa, its former name, where only that was set
   std::string cuda_kernels;
   std::string cuda_gmm;
+  std::string cuda_attention = "mma";
   bool cuda_sync_check = false;
 };
 

@@ -94,6 +94,9 @@ BackendOptions backend_options(const TrainConfig& c) {
   b.cuda_gmm = c.backend.cuda_gmm;
   if (b.cuda_gmm != "mma" && b.cuda_gmm != "sm90")
     fail("cuda_gmm='", b.cuda_gmm, "': expected mma or sm90");
+  b.cuda_attention = c.backend.cuda_attention;
+  if (b.cuda_attention != "mma" && b.cuda_attention != "sm90" && b.cuda_attention != "cudnn")
+    fail("cuda_attention='", b.cuda_attention, "': expected mma, sm90 or cudnn");
   b.cuda_sync_check = c.backend.cuda_sync_check;
   return b;
 }

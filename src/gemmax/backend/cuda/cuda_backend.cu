@@ -323,6 +323,12 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
   GEMMAX_CHECK(!p_.sm90_gmm_ || (prop.major == 9 && prop.minor == 0), "cuda_gmm=sm90: ",
                prop.name, " is sm_", prop.major, prop.minor,
                "; the wgmma kernels are built for sm_90a (H100, H200) only: cuda_gmm=mma");
+  p_.attention_ = cuda_attention_path(options.cuda_attention);
+  GEMMAX_CHECK(p_.attention_ == CudaAttention::kMma || (prop.major == 9 && prop.minor == 0),
+               "cuda_attention=", options.cuda_attention, ": ", prop.name, " is sm_", prop.major,
+               prop.minor, "; these kernels are built for sm_90a (H100, H200) only: cuda_attention=mma");
+  GEMMAX_CHECK(p_.attention_ == CudaAttention::kMma, "cuda_attention=", options.cuda_attention,
+               " is not built yet: cuda_attention=mma");
   p_.sync_check_ = sync_check_on = options.cuda_sync_check;
   scratch_ = alloc({int64_t(kErrorBytes + kWorkspaceBytes + kOpScratchBytes)}, DType::U8,
                    MemKind::Workspace);
@@ -338,6 +344,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
                          p_.fast_kernels_ ? "tensor-core" : "plain",
                          " kernels for bfloat16 attention and grouped matmuls",
                          p_.sm90_gmm_ ? ", grouped matmuls on sm90 wgmma/TMA" : "",
+                         attention_note(p_.attention_),
                          p_.sync_check_ ? "; cuda_sync_check: every launch checked" : "", ")");
 }
 

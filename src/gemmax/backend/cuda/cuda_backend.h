@@ -74,6 +74,7 @@ class CudaPlatform {
   bool fast_kernels() const { return fast_kernels_; }
   SlowPathNotes& slow_paths() { return slow_paths_; }
   bool sm90_gmm() const { return sm90_gmm_; }
+  CudaAttention attention_path() const { return attention_; }
   // Encodes the map's driver bytes with cuTensorMapEncodeTiled (found at run time through the
   // runtime's driver entry points, so the build needs no libcuda).
   void encode_tensor_map(kern::TensorMap2d& map);
@@ -97,6 +98,7 @@ class CudaPlatform {
   kern::DeviceError* errors_ = nullptr;
   bool fast_kernels_ = true;
   bool sm90_gmm_ = false;  // cuda_gmm=sm90
+  CudaAttention attention_ = CudaAttention::kMma;
   void* encode_tiled_ = nullptr;  // cuTensorMapEncodeTiled
   bool sync_check_ = false;  // cuda_sync_check: synchronise and check after every launch
   SlowPathNotes slow_paths_;

@@ -18,21 +18,25 @@ constexpr int64_t kScratchBytes = int64_t(16) << 20;
 
 }  // namespace
 
-EmulatedBackend::EmulatedBackend(bool fast_kernels, bool sm90_gmm) {
+EmulatedBackend::EmulatedBackend(const BackendOptions& options) {
   scratch_ = alloc({kScratchBytes}, DType::U8, MemKind::Workspace);
   char* base = static_cast<char*>(scratch_.raw());
   std::memset(base, 0, 256);
   p_.errors_ = reinterpret_cast<kern::DeviceError*>(base);
   p_.scratch_ = base + 256;
   p_.scratch_bytes_ = size_t(kScratchBytes) - 256;
-  p_.fast_kernels_ = fast_kernels;
-  p_.sm90_gmm_ = sm90_gmm;
+  p_.fast_kernels_ = options.cuda_kernels != "simple";
+  p_.sm90_gmm_ = options.cuda_gmm == "sm90";
+  p_.attention_ = cuda_attention_path(options.cuda_attention);
+  GEMMAX_CHECK(p_.attention_ == CudaAttention::kMma, "cuda_attention=", options.cuda_attention,
+               " is not built yet: cuda_attention=mma");
 }
 
 std::string EmulatedBackend::describe() const {
   return str_cat(name(), " (the cuda kernels on the host, ",
                  p_.fast_kernels() ? "tensor-core" : "plain", " kernels for bfloat16",
-                 p_.sm90_gmm() ? ", grouped matmuls on sm90 wgmma/TMA" : "", ")");
+                 p_.sm90_gmm() ? ", grouped matmuls on sm90 wgmma/TMA" : "",
+                 attention_note(p_.attention_), ")");
 }
 
 Tensor EmulatedBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {

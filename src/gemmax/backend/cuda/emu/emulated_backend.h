@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "gemmax/backend/backend_options.h"
 #include "gemmax/backend/cuda/emu/emu_exec.h"
 #include "gemmax/backend/cuda/kernel_backend.h"
 #include "gemmax/backend/cuda/ops/common.h"
@@ -42,6 +43,7 @@ class EmuPlatform {
   bool fast_kernels() const { return fast_kernels_; }
   SlowPathNotes& slow_paths() { return slow_paths_; }
   bool sm90_gmm() const { return sm90_gmm_; }
+  CudaAttention attention_path() const { return attention_; }
   void encode_tensor_map(kern::TensorMap2d&) {}  // the emulator reads the plain fields
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc) {
     reference_.do_matmul({.c = c, .a = a, .trans_a = ta, .b = b, .trans_b = tb, .accumulate = acc});
@@ -54,15 +56,16 @@ class EmuPlatform {
   kern::DeviceError* errors_ = nullptr;
   bool fast_kernels_ = true;
   bool sm90_gmm_ = false;
+  CudaAttention attention_ = CudaAttention::kMma;
   SlowPathNotes slow_paths_;
   ReferenceBackend reference_;
 };
 
 class EmulatedBackend final : public KernelBackend<EmuPlatform> {
  public:
-  // fast_kernels: also run the tensor-core kernels of bfloat16 runs (else the plain ones);
-  // sm90_gmm: the grouped matmuls (forward, dlhs, drhs) on the sm90 kernels (cuda_gmm=sm90).
-  explicit EmulatedBackend(bool fast_kernels = true, bool sm90_gmm = false);
+  // Reads cuda_kernels (fast: the tensor-core kernels of bfloat16 runs too), cuda_gmm and
+  // cuda_attention; the other options are the GPU's.
+  explicit EmulatedBackend(const BackendOptions& options = {});
 
   std::string name() const override { return "cuda_emulated"; }
   std::string describe() const override;

@@ -8,7 +8,8 @@
 //   P::matmul(c, a, ta, b, tb, acc) a dense matmul (Backend::matmul)
 //   P::fast_kernels()               whether the tensor-core kernels may be used
 //   P::slow_paths()                 where a slow fallback is announced (SlowPathNotes)
-//   P::sm90_gmm()                   whether the grouped matmul's forward runs the sm90 kernel
+//   P::sm90_gmm()                   whether the grouped matmuls run the sm90 kernels
+//   P::attention_path()             which kernels run bfloat16 attention (cuda_attention)
 //   P::encode_tensor_map(map)       fills a TensorMap2d's driver bytes (no-op on the host)
 //
 // CudaPlatform (cuda_backend.h) runs them on the GPU; EmuPlatform (emulated_backend.h) runs the
