@@ -65,6 +65,89 @@ struct GmmSm90Smem {
   GEMMAX_HD int32_t* rows_out() const { return rows_in() + GmmSm90::BM; }
 };
 
+// The elements of a 64-wide MN-major block (one 128-byte row per reduction index).
+inline constexpr int kSm90BlockElems = GmmSm90::BK * 64;
+
+// The stages' barriers, initialised by one thread and made visible to the block and to TMA.
+template <class X>
+GEMMAX_KFN void sm90_init_barriers(X& x, const GmmSm90Smem& s) {
+  if (x.tid() == 0) {
+    for (int st = 0; st < GmmSm90::kStages; ++st) x.mbarrier_init(s.full(st), 1);
+    x.fence_proxy_async();  // the barriers as the TMA unit (async proxy) sees them
+  }
+  x.sync();
+}
+
+// The row tile's mapped rows: rows_in() the rows read through `read_map`, rows_out() the rows
+// written through `write_map`, -1 past the tile's `rows`.
+template <class X>
+GEMMAX_KFN void sm90_row_tables(X& x, const GmmSm90Smem& s, const GmmArgs& a, int64_t row0,
+                                int64_t rows, const int32_t* read_map, int64_t read_rows,
+                                const int32_t* write_map, int64_t write_rows) {
+  for (int i = x.tid(); i < GmmSm90::BM; i += x.nthreads()) {
+    s.rows_in()[i] = i < rows ? int32_t(mapped_row(x, read_map, row0 + i, read_rows, a)) : -1;
+    s.rows_out()[i] = i < rows ? int32_t(mapped_row(x, write_map, row0 + i, write_rows, a)) : -1;
+  }
+}
+
+// The pipelined loop over `slices` reduction slices. load(stage, slice) issues a slice's copies:
+// thread 0 arrives on the stage's barrier (expecting the bytes of its TMA boxes, possibly none)
+// and every thread's cp.async chunks are committed here. Once slice kt is in, fix(stage, slice)
+// may rewrite it (it returns whether it wrote; the same on every thread), then four wgmma
+// accumulate it. Each operand is K-major (its transpose bit false: 64 reduction elements per
+// swizzled 128-byte row) or MN-major (true: 64-wide blocks of one 128-byte row per reduction
+// index, kSm90BlockElems apart).
+template <bool kTransA, bool kTransB, class X, class Load, class Fix>
+GEMMAX_KFN void gmm_sm90_mainloop(X& x, const GmmSm90Smem& s, int64_t slices, Load&& load,
+                                  Fix&& fix, float (&acc)[GmmSm90::BN / 2]) {
+  using M = GmmSm90;
+  auto desc = [](uint32_t at, int kk, bool mn_major) {
+    return mn_major ? wgmma_desc(at + kk * 128, kSm90BlockElems * 2, 1024, Swizzle::k128B)
+                    : wgmma_desc(at + kk * 2, 16, 1024, Swizzle::k128B);
+  };
+  GEMMAX_UNROLL
+  for (int st = 0; st < M::kStages - 1; ++st) {
+    if (st < slices) load(st, int64_t(st));
+    x.cp_async_commit();
+  }
+  for (int64_t kt = 0; kt < slices; ++kt) {
+    const int st = int(kt % M::kStages);
+    x.template cp_async_wait<M::kStages - 2>();  // this thread's chunks of slice kt
+    x.fence_proxy_async();                       // ... visible to wgmma
+    x.sync();                                    // everyone's, and stage kt - 1 is free
+    x.mbarrier_wait(s.full(st), uint32_t((kt / M::kStages) & 1));  // the TMA boxes
+    if (fix(st, kt)) {
+      x.fence_proxy_async();  // the generic writes before wgmma's (async proxy) reads
+      x.sync();
+    }
+    x.wgmma_fence();
+    const uint32_t a_at = x.shared_addr(s.a(st)), b_at = x.shared_addr(s.b(st));
+    GEMMAX_UNROLL
+    for (int kk = 0; kk < M::BK; kk += 16)
+      x.template wgmma_bf16<M::BN, kTransA, kTransB>(acc, desc(a_at, kk, kTransA),
+                                                     desc(b_at, kk, kTransB), kt > 0 || kk > 0);
+    x.wgmma_commit();
+    x.template wgmma_wait<0>();
+    const int64_t next = kt + M::kStages - 1;  // into the stage slice kt - 1 used
+    if (next < slices) load(int(next % M::kStages), next);
+    x.cp_async_commit();
+  }
+  x.template cp_async_wait<0>();
+}
+
+// The tile's rows into out[rows_out(r)][c0 + c] for columns c0 + c < n.
+template <class X>
+GEMMAX_KFN void sm90_store_rows(X& x, const GmmSm90Smem& s, bf16* out, int64_t n, int64_t c0,
+                                const float (&acc)[GmmSm90::BN / 2], bool accumulate) {
+  GEMMAX_UNROLL
+  for (int i = 0; i < GmmSm90::BN / 2; i += 2) {
+    const int r = wgmma_acc_row(x.tid(), i), c = wgmma_acc_col(x.tid(), i);
+    const int32_t ro = s.rows_out()[r];
+    if (ro >= 0 && c0 + c < n)
+      store_pair(out + int64_t(ro) * n + c0 + c, acc[i], acc[i + 1], accumulate);
+  }
+}
+
 struct GmmForwardSm90Kernel {
   static constexpr int kMaxThreads = GmmSm90::kThreads;
   static constexpr bool kGridConstant = true;
@@ -76,19 +159,11 @@ struct GmmForwardSm90Kernel {
     int64_t g, row0, rows;
     if (!gt.locate(x.by(), M::BM, &g, &row0, &rows)) return;
     const GmmSm90Smem s = GmmSm90Smem::of(x);
-    for (int i = x.tid(); i < M::BM; i += x.nthreads()) {
-      s.rows_in()[i] = i < rows ? int32_t(mapped_row(x, a.in_map, row0 + i, a.in_rows, a)) : -1;
-      s.rows_out()[i] = i < rows ? int32_t(mapped_row(x, a.out_map, row0 + i, a.out_rows, a)) : -1;
-    }
-    if (x.tid() == 0) {
-      for (int st = 0; st < M::kStages; ++st) x.mbarrier_init(s.full(st), 1);
-      x.fence_proxy_async();  // the barriers as the TMA unit (async proxy) sees them
-    }
-    x.sync();
+    sm90_row_tables(x, s, a, row0, rows, a.in_map, a.in_rows, a.out_map, a.out_rows);
+    sm90_init_barriers(x, s);
 
     const int64_t j0 = int64_t(x.bx()) * M::BN;
     const int32_t weight_row = int32_t(g * a.N + a.w0 + j0);
-    const int64_t slices = ceil_div(a.k, M::BK);
     auto load = [&](int st, int64_t kt) {
       const int64_t k0 = kt * M::BK;
       if (x.tid() == 0) {
@@ -103,41 +178,12 @@ struct GmmForwardSm90Kernel {
                      valid ? p.lhs + int64_t(row) * a.k + k0 + c * 8 : p.lhs, valid);
       }
     };
-
+    // Nothing to fix: columns past k read as zeros (TMA, cp.async's zero fill), and weight rows
+    // past the window are dropped at the store.
+    auto fix = [](int, int64_t) { return false; };
     float acc[M::BN / 2] = {};
-    GEMMAX_UNROLL
-    for (int st = 0; st < M::kStages - 1; ++st) {
-      if (st < slices) load(st, st);
-      x.cp_async_commit();
-    }
-    for (int64_t kt = 0; kt < slices; ++kt) {
-      const int st = int(kt % M::kStages);
-      x.template cp_async_wait<M::kStages - 2>();  // this thread's rows of slice kt
-      x.fence_proxy_async();                       // ... visible to wgmma
-      x.sync();                                    // everyone's rows, and stage kt - 1 is free
-      x.mbarrier_wait(s.full(st), uint32_t((kt / M::kStages) & 1));  // the weight tile
-      x.wgmma_fence();
-      const uint32_t a_at = x.shared_addr(s.a(st)), b_at = x.shared_addr(s.b(st));
-      GEMMAX_UNROLL
-      for (int kk = 0; kk < M::BK; kk += 16)
-        x.template wgmma_bf16<M::BN>(acc, wgmma_desc(a_at + kk * 2, 16, 1024, Swizzle::k128B),
-                                     wgmma_desc(b_at + kk * 2, 16, 1024, Swizzle::k128B),
-                                     kt > 0 || kk > 0);
-      x.wgmma_commit();
-      x.template wgmma_wait<0>();
-      const int64_t next = kt + M::kStages - 1;  // into the stage slice kt - 1 used
-      if (next < slices) load(int(next % M::kStages), next);
-      x.cp_async_commit();
-    }
-    x.template cp_async_wait<0>();
-
-    GEMMAX_UNROLL
-    for (int i = 0; i < M::BN / 2; i += 2) {
-      const int r = wgmma_acc_row(x.tid(), i), c = wgmma_acc_col(x.tid(), i);
-      const int32_t ro = s.rows_out()[r];
-      if (ro >= 0 && j0 + c < a.n)
-        store_pair(p.out + int64_t(ro) * a.n + j0 + c, acc[i], acc[i + 1], a.accumulate);
-    }
+    gmm_sm90_mainloop<false, false>(x, s, ceil_div(a.k, M::BK), load, fix, acc);
+    sm90_store_rows(x, s, p.out, a.n, j0, acc, a.accumulate);
   }
 };
 

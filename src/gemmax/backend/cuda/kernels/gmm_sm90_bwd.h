@@ -26,9 +26,6 @@
 
 namespace gemmax::kern {
 
-// The elements of a 64-wide MN-major block (one 128-byte row per reduction index).
-inline constexpr int kSm90BlockElems = GmmSm90::BK * 64;
-
 // Zeroes reduction rows [from, BK) of `blocks` MN-major blocks of a stage: whole 128-byte rows,
 // so the swizzle does not matter.
 template <class X>
@@ -36,59 +33,6 @@ GEMMAX_KFN void sm90_zero_tail(X& x, bf16* tile, int blocks, int from) {
   const int per_block = (GmmSm90::BK - from) * 64;
   for (int e = x.tid(); e < blocks * per_block; e += x.nthreads())
     tile[e / per_block * kSm90BlockElems + from * 64 + e % per_block] = bf16::from_bits(0);
-}
-
-// The stages' barriers, initialised by one thread and made visible to the block and to TMA.
-template <class X>
-GEMMAX_KFN void sm90_init_barriers(X& x, const GmmSm90Smem& s) {
-  if (x.tid() == 0) {
-    for (int st = 0; st < GmmSm90::kStages; ++st) x.mbarrier_init(s.full(st), 1);
-    x.fence_proxy_async();
-  }
-  x.sync();
-}
-
-// The pipelined loop over `slices` reduction slices of the backward kernels. load(stage, slice)
-// issues a slice's copies: thread 0 arrives on the stage's barrier (expecting the bytes of its
-// TMA boxes, possibly none) and every thread's cp.async chunks are committed here. Once slice kt
-// is in, fix(stage, slice) may rewrite it (it returns whether it wrote; the same on every
-// thread), then four wgmma accumulate it: A K-major (kTransA false) or MN-major, B MN-major.
-template <bool kTransA, class X, class Load, class Fix>
-GEMMAX_KFN void gmm_sm90_bwd_mainloop(X& x, const GmmSm90Smem& s, int64_t slices, Load&& load,
-                                      Fix&& fix, float (&acc)[GmmSm90::BN / 2]) {
-  using M = GmmSm90;
-  GEMMAX_UNROLL
-  for (int st = 0; st < M::kStages - 1; ++st) {
-    if (st < slices) load(st, int64_t(st));
-    x.cp_async_commit();
-  }
-  for (int64_t kt = 0; kt < slices; ++kt) {
-    const int st = int(kt % M::kStages);
-    x.template cp_async_wait<M::kStages - 2>();  // this thread's chunks of slice kt
-    x.fence_proxy_async();                       // ... visible to wgmma
-    x.sync();                                    // everyone's, and stage kt - 1 is free
-    x.mbarrier_wait(s.full(st), uint32_t((kt / M::kStages) & 1));  // the TMA boxes
-    if (fix(st, kt)) {
-      x.fence_proxy_async();  // the generic writes before wgmma's (async proxy) reads
-      x.sync();
-    }
-    x.wgmma_fence();
-    const uint32_t a_at = x.shared_addr(s.a(st)), b_at = x.shared_addr(s.b(st));
-    GEMMAX_UNROLL
-    for (int kk = 0; kk < M::BK; kk += 16) {
-      const uint64_t da = kTransA ? wgmma_desc(a_at + kk * 128, kSm90BlockElems * 2, 1024,
-                                               Swizzle::k128B)
-                                  : wgmma_desc(a_at + kk * 2, 16, 1024, Swizzle::k128B);
-      const uint64_t db = wgmma_desc(b_at + kk * 128, kSm90BlockElems * 2, 1024, Swizzle::k128B);
-      x.template wgmma_bf16<M::BN, kTransA, true>(acc, da, db, kt > 0 || kk > 0);
-    }
-    x.wgmma_commit();
-    x.template wgmma_wait<0>();
-    const int64_t next = kt + M::kStages - 1;  // into the stage slice kt - 1 used
-    if (next < slices) load(int(next % M::kStages), next);
-    x.cp_async_commit();
-  }
-  x.template cp_async_wait<0>();
 }
 
 struct GmmDlhsSm90Params {
@@ -111,10 +55,8 @@ struct GmmDlhsSm90Kernel {
     int64_t g, row0, rows;
     if (!gt.locate(x.by(), M::BM, &g, &row0, &rows)) return;
     const GmmSm90Smem s = GmmSm90Smem::of(x);
-    for (int i = x.tid(); i < M::BM; i += x.nthreads()) {  // the dout rows read, the dlhs rows written
-      s.rows_in()[i] = i < rows ? int32_t(mapped_row(x, a.out_map, row0 + i, a.out_rows, a)) : -1;
-      s.rows_out()[i] = i < rows ? int32_t(mapped_row(x, a.in_map, row0 + i, a.in_rows, a)) : -1;
-    }
+    // The dout rows read, the dlhs rows written.
+    sm90_row_tables(x, s, a, row0, rows, a.out_map, a.out_rows, a.in_map, a.in_rows);
     sm90_init_barriers(x, s);
 
     const bool dout_box = !a.out_map;  // rows row0 .. row0 + 63 of dout: the rows of other
@@ -147,15 +89,8 @@ struct GmmDlhsSm90Kernel {
       return true;
     };
     float acc[M::BN / 2] = {};
-    gmm_sm90_bwd_mainloop<false>(x, s, ceil_div(a.n, M::BK), load, fix, acc);
-
-    GEMMAX_UNROLL
-    for (int i = 0; i < M::BN / 2; i += 2) {
-      const int r = wgmma_acc_row(x.tid(), i), c = wgmma_acc_col(x.tid(), i);
-      const int32_t ro = s.rows_out()[r];
-      if (ro >= 0 && c0 + c < a.k)
-        store_pair(p.dlhs + int64_t(ro) * a.k + c0 + c, acc[i], acc[i + 1], a.accumulate);
-    }
+    gmm_sm90_mainloop<false, true>(x, s, ceil_div(a.n, M::BK), load, fix, acc);
+    sm90_store_rows(x, s, p.dlhs, a.k, c0, acc, a.accumulate);
   }
 };
 
@@ -227,7 +162,7 @@ struct GmmDrhsSm90Kernel {
       return true;
     };
     float acc[M::BN / 2] = {};
-    gmm_sm90_bwd_mainloop<true>(x, s, ceil_div(r1 - r0, M::BK), load, fix, acc);
+    gmm_sm90_mainloop<true, true>(x, s, ceil_div(r1 - r0, M::BK), load, fix, acc);
 
     GEMMAX_UNROLL
     for (int i = 0; i < M::BN / 2; i += 2) {
