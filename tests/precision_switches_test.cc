@@ -349,6 +349,24 @@ struct AttentionCase {
                            .o = o, .lse = lse, .segment_ids = segd, .shape = s});
     return {host_copy(be, o), host_copy(be, dq), host_copy(be, dk), host_copy(be, dv)};
   }
+  // Row i of head h of sequence b: each score q.k, summed in fp64, rounded to bf16 (-inf where
+  // the causal window or the segments mask it); *max is the row's largest.
+  std::vector<double> rounded_scores(int64_t b, int64_t h, int64_t i, double* max) const {
+    const AttentionShape& s = shape;
+    const int64_t hd = s.head_dim, ti = b * s.seq + i, kvh = h / 2;
+    std::vector<double> score(size_t(s.seq), -INFINITY);
+    *max = -INFINITY;
+    for (int64_t j = std::max<int64_t>(0, i - s.window + 1); j <= i; ++j) {
+      const int64_t tj = b * s.seq + j;
+      if (get_as_double(seg, tj) != get_as_double(seg, ti)) continue;
+      double d = 0;
+      for (int64_t e = 0; e < hd; ++e)
+        d += get_as_double(q, (ti * 4 + h) * hd + e) * get_as_double(k, (tj * 2 + kvh) * hd + e);
+      score[size_t(j)] = bf(d);
+      *max = std::max(*max, score[size_t(j)]);
+    }
+    return score;
+  }
 };
 
 // The reference rounds each score q.k to bf16 and takes the softmax over the rounded scores:
@@ -363,17 +381,8 @@ TEST(AttentionBf16Scores, ReferenceRoundsEachScore) {
     for (int64_t h = 0; h < s.num_heads; ++h)
       for (int64_t i = 0; i < s.seq; ++i) {
         const int64_t ti = b * s.seq + i, kvh = h / 2;
-        std::vector<double> score(size_t(s.seq), -INFINITY);
-        double mx = -INFINITY;
-        for (int64_t j = std::max<int64_t>(0, i - s.window + 1); j <= i; ++j) {
-          const int64_t tj = b * s.seq + j;
-          if (get_as_double(c.seg, tj) != get_as_double(c.seg, ti)) continue;
-          double d = 0;
-          for (int64_t e = 0; e < hd; ++e)
-            d += get_as_double(c.q, (ti * 4 + h) * hd + e) * get_as_double(c.k, (tj * 2 + kvh) * hd + e);
-          score[size_t(j)] = bf(d);
-          mx = std::max(mx, score[size_t(j)]);
-        }
+        double mx;
+        const std::vector<double> score = c.rounded_scores(b, h, i, &mx);
         std::vector<double> acc(size_t(hd), 0.0);
         double sum = 0;
         for (int64_t j = 0; j <= i; ++j) {
@@ -457,17 +466,8 @@ TEST(AttentionBf16Softmax, ReferenceRoundsWhereXlaRounds) {
     for (int64_t h = 0; h < s.num_heads; ++h)
       for (int64_t i = 0; i < s.seq; ++i) {
         const int64_t ti = b * s.seq + i, kvh = h / 2;
-        std::vector<double> score(size_t(s.seq), -INFINITY);
-        double mx = -INFINITY;
-        for (int64_t j = std::max<int64_t>(0, i - s.window + 1); j <= i; ++j) {
-          const int64_t tj = b * s.seq + j;
-          if (get_as_double(c.seg, tj) != get_as_double(c.seg, ti)) continue;
-          double d = 0;
-          for (int64_t e = 0; e < hd; ++e)
-            d += get_as_double(c.q, (ti * 4 + h) * hd + e) * get_as_double(c.k, (tj * 2 + kvh) * hd + e);
-          score[size_t(j)] = bf(d);
-          mx = std::max(mx, score[size_t(j)]);
-        }
+        double mx;
+        const std::vector<double> score = c.rounded_scores(b, h, i, &mx);
         std::vector<double> p(size_t(s.seq), 0.0);
         double sum = 0;
         for (int64_t j = 0; j <= i; ++j) {
