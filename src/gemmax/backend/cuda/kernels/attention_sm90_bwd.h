@@ -5,8 +5,10 @@
 // block, and dk, dv sum the group's heads in head order, the same bits every run.
 //
 // Both kernels (this file: dk/dv; attention_sm90_bwd_dq.h: dq) are warp-specialised blocks of
-// 288 threads: two consumer warpgroups (threads 0-255) running wgmma, and one producer warp
-// (256-287) that fills a two-stage ring of 64-row tiles by TMA. Every tile is 64 rows of one
+// 384 threads: two consumer warpgroups (threads 0-255) running wgmma, and a producer warpgroup
+// whose first warp fills a two-stage ring of 64-row tiles by TMA. setmaxnreg moves registers
+// from the producer (40 a thread) to the consumers (232): without it ptxas gives every thread
+// of 384 only 168, and dk/dv spills. Every tile is 64 rows of one
 // head's 256 columns, four boxes of 64 x 64 (8 KiB, 128-byte swizzle, the layout gmm_sm90.h
 // uses): read as the K-major operand of a product over head_dim, or, through the transpose bit,
 // as the MN-major operand of a product over its rows.
@@ -31,7 +33,7 @@
 //                (m64n128k16 x 4 per half, dO MN-major), dV's 64 x 256 fp32 in its registers;
 //   warpgroup 1: dP^T = V dO^T, dS^T = P^T (dP^T - delta) to shared memory (bf16);
 //                dK += dS^T Q (Q MN-major), dK's 64 x 256 fp32 in its registers.
-// Registers a consumer thread: 128 accumulators of dV or dK + 32 of S^T or dP^T.
+// Registers a consumer thread: 128 accumulators of dV or dK + 32 of S^T or dP^T, within 232.
 // Shared memory (bytes): K, V 2 x 32768; two stages of Q and dO 2 x 65536; P^T and dS^T bf16
 // 2 x 8192; P^T fp32 16384; the stages' lse, delta, segments 2 x 768; 9 mbarriers; up to
 // 1024 to align the swizzle atoms: 232008 of the 232448 (227 KiB) a block may have on
@@ -48,7 +50,10 @@ namespace gemmax::kern {
 
 struct AttnSm90Bwd {
   static constexpr int HD = 256, kRows = 64, kColBlocks = HD / 64, kStages = 2;
-  static constexpr int kConsumers = 256, kThreads = kConsumers + 32;  // + the producer warp
+  // Two consumer warpgroups, then the producer's: one warp of it works, all four give their
+  // registers to the consumers (setmaxnreg: 128 x 40 + 256 x 232 of the SM's 65536).
+  static constexpr int kConsumers = 256, kThreads = kConsumers + 128;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr uint32_t kBoxBytes = 64 * 64 * 2, kTileBytes = kColBlocks * kBoxBytes;
   static constexpr uint32_t kSwizzleAtom = 1024;
   static constexpr int kTileElems = kRows * HD, kBoxElems = 64 * 64;
@@ -210,8 +215,10 @@ struct AttentionDkvSm90Kernel {
         last_visible_query(kmin(S, k0 + A::kRows) - 1, S, d.window) + 1 - k0, int64_t(A::kRows));
     const QueryTiles tiles{kvh * d.group(), k0, per_head, per_head * d.group()};
 
-    if (x.tid() >= A::kConsumers) {  // the producer warp
+    if (x.tid() >= A::kConsumers) {  // the producer warpgroup: its first warp loads
+      x.template setmaxnreg_dec<A::kProducerRegs>();
       const int lane = x.tid() - A::kConsumers;
+      if (lane >= 32) return;
       if (lane == 0) {
         x.mbarrier_arrive_expect_tx(bar.once(), 2 * A::kTileBytes);
         sm90_load_tile(x, s.k(), p.k, b * S + k0, kvh * A::HD, bar.once());
@@ -238,6 +245,7 @@ struct AttentionDkvSm90Kernel {
       return;
     }
 
+    x.template setmaxnreg_inc<A::kConsumerRegs>();
     const int wg = x.tid() / 128, tig = x.tid() % 128;
     // This thread's two keys (accumulator rows) and their segments.
     const int r_lo = wgmma_acc_row(tig, 0);

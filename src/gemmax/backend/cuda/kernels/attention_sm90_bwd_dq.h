@@ -59,8 +59,10 @@ struct AttentionDqSm90Kernel {
     const TileRange tiles = key_tiles(q0, kmin(S, q0 + A::kRows), d.window, A::kRows);
     const int64_t count = tiles.end - tiles.begin;
 
-    if (x.tid() >= A::kConsumers) {  // the producer warp
+    if (x.tid() >= A::kConsumers) {  // the producer warpgroup: its first warp loads
+      x.template setmaxnreg_dec<A::kProducerRegs>();
       const int lane = x.tid() - A::kConsumers;
+      if (lane >= 32) return;
       if (lane == 0) {
         x.mbarrier_arrive_expect_tx(bar.once(), 2 * A::kTileBytes);
         sm90_load_tile(x, s.q(), p.q, b * S + q0, h * A::HD, bar.once());
@@ -83,6 +85,7 @@ struct AttentionDqSm90Kernel {
       return;
     }
 
+    x.template setmaxnreg_inc<A::kConsumerRegs>();
     const int wg = x.tid() / 128, tig = x.tid() % 128;
     // This thread's two query rows: position, segment, lse (base 2), delta.
     const int r_lo = wgmma_acc_row(tig, 0);
