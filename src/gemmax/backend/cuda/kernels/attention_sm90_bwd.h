@@ -8,10 +8,10 @@
 // 384 threads: two consumer warpgroups (threads 0-255) running wgmma, and a producer warpgroup
 // whose first warp fills a two-stage ring of 64-row tiles by TMA. setmaxnreg moves registers
 // from the producer (40 a thread) to the consumers (232): without it ptxas gives every thread
-// of 384 only 168, and dk/dv spills. Every tile is 64 rows of one
-// head's 256 columns, four boxes of 64 x 64 (8 KiB, 128-byte swizzle, the layout gmm_sm90.h
-// uses): read as the K-major operand of a product over head_dim, or, through the transpose bit,
-// as the MN-major operand of a product over its rows.
+// of 384 only 168, and dk/dv spills. Every tile is 64 rows of one head's 256 columns, four
+// boxes of 64 x 64 (8 KiB, 128-byte swizzle, the layout gmm_sm90.h uses): read as the K-major
+// operand of a product over head_dim, or, through the transpose bit, as the MN-major operand
+// of a product over its rows.
 //
 // TMA: q, k, v and do are [B*S, heads, 256]; one 2-D tensor map per tensor covers it as
 // B*S rows of heads * 256 columns (row stride heads * 512 bytes): head h's columns are
