@@ -177,6 +177,7 @@ if wanted 2; then
     sanitized="$sanitized:*GmmSm90.MatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
     sanitized="$sanitized:*GmmSm90.DlhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
     sanitized="$sanitized:*GmmSm90.DrhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
+    sanitized="$sanitized:*AttentionSm90Bwd.GroupsOfTwoSlidingWindowAndSegments/gpu"
     sanitized="$sanitized:*OpConformance.AttentionForwardAndBackward/cuda_gpu"
   fi
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null |

@@ -130,6 +130,20 @@ struct DeviceExec {
   __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
+  // A warpgroup's register budget (warp specialisation: the producer gives registers up, the
+  // consumers take them); every thread of the warpgroup executes it. sm_90a, as wgmma.
+  template <int N>
+  __device__ __forceinline__ void setmaxnreg_inc() {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+  }
+  template <int N>
+  __device__ __forceinline__ void setmaxnreg_dec() {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+  }
   // wgmma needs sm_90a; the PTX for later GPUs (compute_90) traps if it is ever run.
   __device__ __forceinline__ void wgmma_fence() {
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
@@ -154,8 +168,27 @@ struct DeviceExec {
   template <int N, bool kTransA = false, bool kTransB = false>
   __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                              bool accumulate) {
-    static_assert(N == 128, "the GPU side has the n128 shape only");
+    static_assert(N == 128 || N == 64, "the GPU side has the n128 and n64 shapes only");
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    if constexpr (N == 64) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+          "}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+            "+f"(d[6]), "+f"(d[7]),
+            "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+            "+f"(d[14]), "+f"(d[15]),
+            "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+            "+f"(d[22]), "+f"(d[23]),
+            "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+            "+f"(d[30]), "+f"(d[31])
+          : "l"(desc_a), "l"(desc_b), "r"(int32_t(accumulate)), "n"(int(kTransA)),
+            "n"(int(kTransB)));
+      return;
+    }
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"

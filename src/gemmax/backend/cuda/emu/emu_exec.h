@@ -158,6 +158,16 @@ class EmuExec {
     emu::tma_load_2d(e_, dst, map, c0, c1, bar);
   }
   void fence_proxy_async() {}  // one memory on the host: the proxies see the same bytes
+  // setmaxnreg.{inc,dec}.sync.aligned.u32: a warpgroup's register budget; nothing to emulate
+  // but the PTX's constraint on N.
+  template <int N>
+  void setmaxnreg_inc() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: N a multiple of 8 in [24, 256]");
+  }
+  template <int N>
+  void setmaxnreg_dec() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: N a multiple of 8 in [24, 256]");
+  }
   void wgmma_fence() { wgmma_.fence(); }
   template <int N, bool kTransA = false, bool kTransB = false>
   void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <initializer_list>
+#include <tuple>
 #include <type_traits>
 
+#include "gemmax/backend/backend_options.h"
 #include "gemmax/backend/cuda/kernels/attention_mma.h"
 #include "gemmax/backend/cuda/kernels/attention_simple.h"
+#include "gemmax/backend/cuda/kernels/attention_sm90_bwd_dq.h"
 #include "gemmax/backend/cuda/ops/common.h"
 #include "gemmax/base/strings.h"
 
@@ -104,6 +107,24 @@ void attention_forward(P& p, const AttentionForwardArgs& args) {
   });
 }
 
+// The flash backward's row dots delta_i = do_i . o_i in op scratch; null (noted) when they do
+// not fit.
+template <class P>
+float* attention_row_dots(P& p, Scratch& s, const Tensor& dout, const Tensor& o,
+                          const kern::AttnDims& d) {
+  if (size_t(d.B * d.H * d.S) * sizeof(float) + 256 > s.left()) {
+    p.slow_paths().note("attention_backward", str_cat("[B*H*S=", d.B * d.H * d.S, "]"),
+                        str_cat("its row dots need ", d.B * d.H * d.S * 4, " bytes, more than the ",
+                                s.left(), " bytes of op scratch"));
+    return nullptr;
+  }
+  float* delta = s.take<float>(d.B * d.H * d.S, "attention_backward's row dots");
+  p.template launch<kern::AttentionDeltaKernel>(stride_launch(d.B * d.H * d.S * 32, 256, 16384),
+                                                delta, (const bf16*)ptr<bf16>(o),
+                                                (const bf16*)ptr<bf16>(dout), d);
+  return delta;
+}
+
 // false when the delta buffer does not fit in scratch (the plain kernels then run).
 template <class P>
 bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -111,19 +132,12 @@ bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tens
                             const Tensor& o, const Tensor& lse, const Tensor& seg,
                             const kern::AttnDims& d) {
   Scratch s = p.scratch();
-  if (size_t(d.B * d.H * d.S) * sizeof(float) + 256 > s.left()) {
-    p.slow_paths().note("attention_backward", str_cat("[B*H*S=", d.B * d.H * d.S, "]"),
-                        str_cat("its row dots need ", d.B * d.H * d.S * 4, " bytes, more than the ",
-                                s.left(), " bytes of op scratch"));
-    return false;
-  }
-  float* delta = s.take<float>(d.B * d.H * d.S, "attention_backward's row dots");
+  float* delta = attention_row_dots(p, s, dout, o, d);
+  if (!delta) return false;
   const bf16 *pq = ptr<bf16>(q), *pk = ptr<bf16>(k), *pv = ptr<bf16>(v);
-  const bf16 *po = ptr<bf16>(o), *pdo = ptr<bf16>(dout);
+  const bf16* pdo = ptr<bf16>(dout);
   const float* plse = ptr<float>(lse);
   const int32_t* pseg = ptr<int32_t>(seg);
-  p.template launch<kern::AttentionDeltaKernel>(stride_launch(d.B * d.H * d.S * 32, 256, 16384),
-                                                delta, po, pdo, d);
   dispatch_head_dim(d.hd, [&]<int HD>() {
     using Fq = kern::FlashDq<HD>;
     const int hb = kern::heads_per_block(d.group(), Fq::kSlices);
@@ -146,6 +160,59 @@ bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tens
   return true;
 }
 
+// The sm90 kernels (TMA, mbarrier, wgmma; kernels/attention_sm90_bwd*.h) with
+// cuda_attention=sm90, and cudnn's fallback: head_dim 256; other sizes run on the mma kernels.
+template <class P>
+bool attention_backward_sm90(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                             const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& o, const Tensor& lse, const Tensor& seg,
+                             const kern::AttnDims& d) {
+  using A = kern::AttnSm90Bwd;
+  if (p.attention_path() == CudaAttention::kMma) return false;
+  if (d.hd != A::HD) {
+    p.slow_paths().note("attention_backward", str_cat("[head_dim=", d.hd, "]"),
+                        "the sm90 backward kernels take head_dim 256 (at 512 the tiles do not fit "
+                        "shared memory): the mma.sync kernels run");
+    return false;
+  }
+  if (d.B * d.S + A::kRows >= (int64_t(1) << 31)) {
+    p.slow_paths().note("attention_backward", str_cat("[B*S=", d.B * d.S, "]"),
+                        "more rows than a TMA coordinate reaches (2^31): the mma.sync kernels run");
+    return false;
+  }
+  Scratch s = p.scratch();
+  float* delta = attention_row_dots(p, s, dout, o, d);
+  if (!delta) return false;
+  kern::AttnSm90BwdParams a{};
+  a.dq = ptr<bf16>(dq);
+  a.dk = ptr<bf16>(dk);
+  a.dv = ptr<bf16>(dv);
+  a.lse = ptr<float>(lse);
+  a.delta = delta;
+  a.seg = ptr<int32_t>(seg);
+  a.d = d;
+  for (auto [map, t, heads] : {std::tuple{&a.q, &q, d.H}, std::tuple{&a.k, &k, d.KV},
+                               std::tuple{&a.v, &v, d.KV}, std::tuple{&a.dout, &dout, d.H}}) {
+    const int64_t cols = heads * A::HD;
+    const char* bad = kern::make_tensor_map_2d(map, t->raw(), 2, cols, d.B * d.S, cols * 2, 64,
+                                               A::kRows, kern::Swizzle::k128B);
+    GEMMAX_CHECK(!bad, "attention_backward with cuda_attention=sm90: the tensor map of ",
+                 t->str(), ": ", bad);
+    p.encode_tensor_map(*map);
+  }
+  Launch l;
+  l.gx = uint32_t(kern::ceil_div(d.S, int64_t(A::kRows)));
+  l.gy = uint32_t(d.H);
+  l.gz = uint32_t(d.B);
+  l.threads = A::kThreads;
+  l.smem = kern::AttnSm90DqSmem::bytes();
+  p.template launch<kern::AttentionDqSm90Kernel>(l, a);
+  l.gy = uint32_t(d.KV);
+  l.smem = kern::AttnSm90DkvSmem::bytes();
+  p.template launch<kern::AttentionDkvSm90Kernel>(l, a);
+  return true;
+}
+
 template <class P>
 void attention_backward(P& p, const AttentionBackwardArgs& args) {
   const auto& [dq, dk, dv, dout, q, k, v, o, lse, seg, s] = args;
@@ -154,7 +221,8 @@ void attention_backward(P& p, const AttentionBackwardArgs& args) {
   dispatch<float, bf16>(q, "attention_backward", [&]<class E>() {
     if (attention_mma_applies<E>(p, "attention_backward", d.hd,
                                  {&dq, &dk, &dv, &dout, &q, &k, &v, &o}) &&
-        attention_backward_mma(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d))
+        (attention_backward_sm90(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d) ||
+         attention_backward_mma(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d)))
       return;
     const kern::AttnPtrs in{q.raw(),    k.raw(),         v.raw(),          o.raw(),
                             dout.raw(), ptr<float>(lse), ptr<int32_t>(seg)};

@@ -1,0 +1,326 @@
+// The attention backward on Hopper's instructions (cuda_attention=sm90), head_dim 256: the
+// contract of AttentionDqMmaKernel and AttentionDkvMmaKernel (attention_mma.h), which it is tested
+// against, after the same row-dot pre-pass (AttentionDeltaKernel: delta_i = do_i . o_i). Causal,
+// sliding window, segments, GQA, AttnDims::round_scores; no atomics: each output is owned by one
+// block, and dk, dv sum the group's heads in head order, the same bits every run.
+//
+// Both kernels (this file: dk/dv; attention_sm90_bwd_dq.h: dq) are warp-specialised blocks of
+// 384 threads: two consumer warpgroups (threads 0-255) running wgmma, and a producer warpgroup
+// whose first warp fills a two-stage ring of 64-row tiles by TMA. setmaxnreg moves registers
+// from the producer (40 a thread) to the consumers (232): without it ptxas gives every thread
+// of 384 only 168, and dk/dv spills. Every tile is 64 rows of one head's 256 columns, four
+// boxes of 64 x 64 (8 KiB, 128-byte swizzle, the layout gmm_sm90.h uses): read as the K-major
+// operand of a product over head_dim, or, through the transpose bit, as the MN-major operand
+// of a product over its rows.
+//
+// TMA: q, k, v and do are [B*S, heads, 256]; one 2-D tensor map per tensor covers it as
+// B*S rows of heads * 256 columns (row stride heads * 512 bytes): head h's columns are
+// h * 256 .. h * 256 + 255, and a 64-wide box never crosses a head. No map per head, no plain
+// loads. A box that reaches past a sequence's end brings the next sequence's rows (past the
+// tensor, zeros); every score they meet is masked, so P and dS are exactly 0 there and they add
+// nothing (0 times a finite value; a non-finite activation in the next sequence would reach
+// the sum, which the zero-filling cp.async of the mma kernels does not allow).
+//
+// P and dS go through shared memory (wgmma with A in shared memory), not registers: the
+// warpgroup that computes P (from S) is not the one that computes dS (from dP), so P crosses
+// warpgroups anyway, in fp32 (dS = P (dP - delta) with the unrounded P, as the mma kernels).
+//
+// dk/dv (AttentionDkvSm90Kernel): one block per 64 keys of one kv head, iterating the query
+// tiles of 64 that see them (heads of the group outer, positions inner; tiles wholly outside
+// the window are never visited).
+//   warpgroup 0: S^T = K Q^T (m64n64k16 x 16, both K-major), P^T = exp(S^T - lse) masked, to
+//                shared memory (fp32 for warpgroup 1, bf16 as an operand); dV += P^T dO
+//                (m64n128k16 x 4 per half, dO MN-major), dV's 64 x 256 fp32 in its registers;
+//   warpgroup 1: dP^T = V dO^T, dS^T = P^T (dP^T - delta) to shared memory (bf16);
+//                dK += dS^T Q (Q MN-major), dK's 64 x 256 fp32 in its registers.
+// Registers a consumer thread: 128 accumulators of dV or dK + 32 of S^T or dP^T, within 232.
+// Shared memory (bytes): K, V 2 x 32768; two stages of Q and dO 2 x 65536; P^T and dS^T bf16
+// 2 x 8192; P^T fp32 16384; the stages' lse, delta, segments 2 x 768; 9 mbarriers; up to
+// 1024 to align the swizzle atoms: 232008 of the 232448 (227 KiB) a block may have on
+// H100/H200. One block an SM.
+//
+// head_dim 512 does not fit (K and V alone 128 KiB, a stage of Q and dO another 128 KiB): it
+// runs on the mma kernels (attention_ops.h notes it in slow_paths).
+#pragma once
+
+#include "gemmax/backend/cuda/kernels/attention_mma.h"
+#include "gemmax/backend/cuda/kernels/sm90_types.h"
+
+namespace gemmax::kern {
+
+struct AttnSm90Bwd {
+  static constexpr int HD = 256, kRows = 64, kColBlocks = HD / 64, kStages = 2;
+  // Two consumer warpgroups, then the producer's: one warp of it works, all four give their
+  // registers to the consumers (setmaxnreg: 128 x 40 + 256 x 232 of the SM's 65536).
+  static constexpr int kConsumers = 256, kThreads = kConsumers + 128;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr uint32_t kBoxBytes = 64 * 64 * 2, kTileBytes = kColBlocks * kBoxBytes;
+  static constexpr uint32_t kSwizzleAtom = 1024;
+  static constexpr int kTileElems = kRows * HD, kBoxElems = 64 * 64;
+};
+
+// The kernels' arguments, in parameter space on the GPU (the TMA copies name the maps there).
+struct AttnSm90BwdParams {
+  bf16* dq;
+  bf16* dk;
+  bf16* dv;
+  const float* lse;    // [B, H, S], natural log
+  const float* delta;  // [B, H, S], do . o
+  const int32_t* seg;  // [B * S]
+  TensorMap2d q, k, v, dout;  // [B*S rows, heads * 256], boxes of 64 x 64, 128-byte swizzle
+  AttnDims d;
+};
+
+// Shared memory from a 1024-byte-aligned start.
+template <class X>
+GEMMAX_KFN char* sm90_aligned_smem(X& x) {
+  char* raw = x.template smem<char>();
+  const uint32_t at = x.shared_addr(raw) % AttnSm90Bwd::kSwizzleAtom;
+  return raw + (at ? AttnSm90Bwd::kSwizzleAtom - at : 0);
+}
+
+// One 64-row tile of a head: four boxes, completing on `bar`.
+template <class X>
+GEMMAX_KFN void sm90_load_tile(X& x, bf16* dst, const TensorMap2d& map, int64_t row, int64_t col,
+                               uint64_t* bar) {
+  GEMMAX_UNROLL
+  for (int c = 0; c < AttnSm90Bwd::kColBlocks; ++c)
+    x.tma_load_2d(dst + c * AttnSm90Bwd::kBoxElems, map, int32_t(col + 64 * c), int32_t(row), bar);
+}
+
+// The descriptor of a tile as the K-major operand of a product over head_dim, at column kk.
+GEMMAX_HD uint64_t sm90_head_desc(uint32_t tile_at, int kk) {
+  return wgmma_desc(tile_at + uint32_t(kk / 64) * AttnSm90Bwd::kBoxBytes + uint32_t(kk % 64) * 2,
+                    16, 1024, Swizzle::k128B);
+}
+// A tile's columns [128 h, 128 h + 128) as the MN-major B of a product over its rows, at row kk:
+// one 128-byte row per reduction index, the two 64-wide boxes 8 KiB apart (leading byte offset).
+GEMMAX_HD uint64_t sm90_rows_desc(uint32_t tile_at, int h, int kk) {
+  return wgmma_desc(tile_at + uint32_t(2 * h) * AttnSm90Bwd::kBoxBytes + uint32_t(kk) * 128,
+                    AttnSm90Bwd::kBoxBytes, 1024, Swizzle::k128B);
+}
+// A 64 x 64 bf16 tile (P^T, dS^T, dS) as the K-major A of a product over its columns.
+GEMMAX_HD uint64_t sm90_square_desc(uint32_t at, int kk) {
+  return wgmma_desc(at + uint32_t(kk) * 2, 16, 1024, Swizzle::k128B);
+}
+
+// acc (+)= the product of a 64-row tile and a 64-row tile over head_dim (S or dP, 64 x 64).
+template <class X>
+GEMMAX_KFN void sm90_head_product(X& x, float (&acc)[32], uint32_t a_at, uint32_t b_at) {
+  x.wgmma_fence();
+  GEMMAX_UNROLL
+  for (int kk = 0; kk < AttnSm90Bwd::HD; kk += 16)
+    x.template wgmma_bf16<64>(acc, sm90_head_desc(a_at, kk), sm90_head_desc(b_at, kk), kk > 0);
+  x.wgmma_commit();
+  x.template wgmma_wait<0>();
+}
+// acc[j] += a (64 x 64, shared memory) . columns [128 h, 128 h + 128) of the tile at b_at, for
+// the kHalves halves h = h0 + j.
+template <int kHalves, class X>
+GEMMAX_KFN void sm90_rows_product(X& x, float (&acc)[kHalves][64], int h0, uint32_t a_at,
+                                  uint32_t b_at) {
+  x.wgmma_fence();
+  GEMMAX_UNROLL
+  for (int kk = 0; kk < 64; kk += 16) {
+    GEMMAX_UNROLL
+    for (int j = 0; j < kHalves; ++j)
+      x.template wgmma_bf16<128, false, true>(acc[j], sm90_square_desc(a_at, kk),
+                                              sm90_rows_desc(b_at, h0 + j, kk), true);
+  }
+  x.wgmma_commit();
+  x.template wgmma_wait<0>();
+}
+
+// AttnDims::round_scores: a 64 x 64 score accumulator rounded to bf16.
+GEMMAX_HD void sm90_round_scores(float (&sc)[32]) {
+  GEMMAX_UNROLL
+  for (int i = 0; i < 32; ++i) sc[i] = to_acc(from_acc<bf16>(sc[i]));
+}
+
+// The mbarriers of both kernels.
+struct AttnSm90Bars {
+  uint64_t* base;
+  GEMMAX_HD uint64_t* full(int st) const { return base + st; }       // producer -> consumers
+  GEMMAX_HD uint64_t* empty(int st) const { return base + 2 + st; }  // consumers -> producer
+  GEMMAX_HD uint64_t* once() const { return base + 4; }              // the block's fixed tiles
+  GEMMAX_HD uint64_t* p_ready() const { return base + 5; }           // P written
+  GEMMAX_HD uint64_t* p_free() const { return base + 6; }            // P read
+  GEMMAX_HD uint64_t* ds_ready() const { return base + 7; }          // dS written
+  GEMMAX_HD uint64_t* ds_free() const { return base + 8; }           // dS read
+  static constexpr int kCount = 9;
+  // A buffer that a wgmma reads is free once every thread of the reading warpgroup has waited
+  // for its products (wait_group completes them thread by thread), hence the counts: the
+  // readers' threads of P and dS, 128 or 256.
+  template <class X>
+  GEMMAX_KFN void init(X& x, uint32_t p_readers, uint32_t ds_readers) const {
+    if (x.tid() == 0) {
+      for (int st = 0; st < AttnSm90Bwd::kStages; ++st) {
+        x.mbarrier_init(full(st), 32);  // every producer lane (statistics), one with the bytes
+        x.mbarrier_init(empty(st), AttnSm90Bwd::kConsumers);
+      }
+      x.mbarrier_init(once(), 1);
+      x.mbarrier_init(p_ready(), 128);
+      x.mbarrier_init(p_free(), p_readers);
+      x.mbarrier_init(ds_ready(), 128);
+      x.mbarrier_init(ds_free(), ds_readers);
+      x.fence_proxy_async();
+    }
+    x.sync();
+  }
+};
+
+// Phase n of a barrier used once per tile completes at tile n; a stage's at every other tile.
+GEMMAX_HD uint32_t sm90_parity(int64_t n) { return uint32_t(n & 1); }
+GEMMAX_HD uint32_t sm90_stage_parity(int64_t n) {
+  return uint32_t((n / AttnSm90Bwd::kStages) & 1);
+}
+
+struct AttnSm90DkvSmem {
+  using A = AttnSm90Bwd;
+  char* base;
+  GEMMAX_HD bf16* k() const { return reinterpret_cast<bf16*>(base); }
+  GEMMAX_HD bf16* v() const { return k() + A::kTileElems; }
+  GEMMAX_HD bf16* q(int st) const { return v() + A::kTileElems + st * 2 * A::kTileElems; }
+  GEMMAX_HD bf16* dout(int st) const { return q(st) + A::kTileElems; }
+  GEMMAX_HD bf16* pt() const { return q(A::kStages); }  // P^T, bf16, 64 keys x 64 queries
+  GEMMAX_HD bf16* dst() const { return pt() + 64 * 64; }
+  GEMMAX_HD float* pf() const { return reinterpret_cast<float*>(dst() + 64 * 64); }  // [key][q]
+  // Per stage, per query row: lse (base 2), delta, segment.
+  GEMMAX_HD float* lse2(int st) const { return pf() + 64 * 64 + st * 3 * 64; }
+  GEMMAX_HD float* delta(int st) const { return lse2(st) + 64; }
+  GEMMAX_HD int32_t* seg(int st) const { return reinterpret_cast<int32_t*>(delta(st) + 64); }
+  GEMMAX_HD AttnSm90Bars bars() const {
+    return {reinterpret_cast<uint64_t*>(lse2(A::kStages))};
+  }
+  static constexpr size_t bytes() {
+    return A::kSwizzleAtom + size_t(2 + 2 * A::kStages) * A::kTileElems * 2 + 2 * 64 * 64 * 2 +
+           64 * 64 * 4 + A::kStages * 3 * 64 * 4 + AttnSm90Bars::kCount * 8;
+  }
+};
+static_assert(AttnSm90DkvSmem::bytes() <= 227 * 1024, "over Hopper's shared memory per block");
+
+// Grid (key tiles of 64, KV, B).
+struct AttentionDkvSm90Kernel {
+  using A = AttnSm90Bwd;
+  static constexpr int kMaxThreads = A::kThreads;
+  static constexpr bool kGridConstant = true;
+  template <class X>
+  GEMMAX_KFN void operator()(X& x, const AttnSm90BwdParams& p) const {
+    const AttnDims& d = p.d;
+    const int64_t b = x.bz(), kvh = x.by(), k0 = int64_t(x.bx()) * A::kRows, S = d.S;
+    const AttnSm90DkvSmem s{sm90_aligned_smem(x)};
+    const AttnSm90Bars bar = s.bars();
+    bar.init(x, 256, 128);  // P: fp32 by warpgroup 1, bf16 by 0's wgmma; dS^T: 1's wgmma
+    const int64_t per_head = ceil_div(
+        last_visible_query(kmin(S, k0 + A::kRows) - 1, S, d.window) + 1 - k0, int64_t(A::kRows));
+    const QueryTiles tiles{kvh * d.group(), k0, per_head, per_head * d.group()};
+
+    if (x.tid() >= A::kConsumers) {  // the producer warpgroup: its first warp loads
+      x.template setmaxnreg_dec<A::kProducerRegs>();
+      const int lane = x.tid() - A::kConsumers;
+      if (lane >= 32) return;
+      if (lane == 0) {
+        x.mbarrier_arrive_expect_tx(bar.once(), 2 * A::kTileBytes);
+        sm90_load_tile(x, s.k(), p.k, b * S + k0, kvh * A::HD, bar.once());
+        sm90_load_tile(x, s.v(), p.v, b * S + k0, kvh * A::HD, bar.once());
+      }
+      for (int64_t n = 0; n < tiles.count; ++n) {
+        const int st = int(n % A::kStages);
+        if (n >= A::kStages) x.mbarrier_wait(bar.empty(st), sm90_stage_parity(n - A::kStages));
+        const int64_t h = tiles.head(n), q0 = tiles.q0(n, A::kRows);
+        for (int r = lane; r < A::kRows; r += 32) {
+          const int64_t i = q0 + r, at = (b * d.H + h) * S + i;
+          s.lse2(st)[r] = i < S ? p.lse[at] * kLog2e : 0.0f;
+          s.delta(st)[r] = i < S ? p.delta[at] : 0.0f;
+          s.seg(st)[r] = i < S ? p.seg[b * S + i] : 0;
+        }
+        if (lane == 0) {
+          x.mbarrier_arrive_expect_tx(bar.full(st), 2 * A::kTileBytes);
+          sm90_load_tile(x, s.q(st), p.q, b * S + q0, h * A::HD, bar.full(st));
+          sm90_load_tile(x, s.dout(st), p.dout, b * S + q0, h * A::HD, bar.full(st));
+        } else {
+          x.mbarrier_arrive(bar.full(st));
+        }
+      }
+      return;
+    }
+
+    x.template setmaxnreg_inc<A::kConsumerRegs>();
+    const int wg = x.tid() / 128, tig = x.tid() % 128;
+    // This thread's two keys (accumulator rows) and their segments.
+    const int r_lo = wgmma_acc_row(tig, 0);
+    int32_t seg_k[2];
+    GEMMAX_UNROLL
+    for (int e = 0; e < 2; ++e) {
+      const int64_t j = k0 + r_lo + 8 * e;
+      seg_k[e] = j < S ? p.seg[b * S + j] : 0;
+    }
+    float acc[2][64] = {};  // warpgroup 0: dV, warpgroup 1: dK; columns [128 h, 128 h + 128)
+    x.mbarrier_wait(bar.once(), 0);
+    const uint32_t k_at = x.shared_addr(s.k()), v_at = x.shared_addr(s.v());
+    const uint32_t pt_at = x.shared_addr(s.pt()), dst_at = x.shared_addr(s.dst());
+    for (int64_t n = 0; n < tiles.count; ++n) {
+      const int st = int(n % A::kStages);
+      const int64_t q0 = tiles.q0(n, A::kRows);
+      const uint32_t q_at = x.shared_addr(s.q(st)), do_at = x.shared_addr(s.dout(st));
+      x.mbarrier_wait(bar.full(st), sm90_stage_parity(n));
+      float sc[32] = {};
+      if (wg == 0) {
+        sm90_head_product(x, sc, k_at, q_at);  // S^T
+        if (d.round_scores) sm90_round_scores(sc);
+        if (n > 0) x.mbarrier_wait(bar.p_free(), sm90_parity(n - 1));
+        GEMMAX_UNROLL
+        for (int i = 0; i < 32; ++i) {
+          const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i);
+          const int64_t key = k0 + r, qi = q0 + c;
+          const bool vis = key < S && qi < S && causal_visible(qi, key, d.window) &&
+                           s.seg(st)[c] == seg_k[(i & 3) >> 1];
+          const float pr = vis ? kexp2(sc[i] * kLog2e - s.lse2(st)[c]) : 0.0f;
+          s.pf()[r * 64 + c] = pr;
+          s.pt()[swizzled(r, c, 64)] = from_acc<bf16>(pr);
+        }
+        x.fence_proxy_async();  // P^T before wgmma's (async proxy) reads
+        x.mbarrier_arrive(bar.p_ready());
+        x.mbarrier_wait(bar.p_ready(), sm90_parity(n));
+        sm90_rows_product(x, acc, 0, pt_at, do_at);  // dV += P^T dO
+        x.mbarrier_arrive(bar.p_free());
+      } else {
+        sm90_head_product(x, sc, v_at, do_at);  // dP^T
+        x.mbarrier_wait(bar.p_ready(), sm90_parity(n));
+        float ds[32];
+        GEMMAX_UNROLL
+        for (int i = 0; i < 32; ++i) {
+          const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i);
+          ds[i] = s.pf()[r * 64 + c] * (sc[i] - s.delta(st)[c]);
+        }
+        x.mbarrier_arrive(bar.p_free());
+        if (n > 0) x.mbarrier_wait(bar.ds_free(), sm90_parity(n - 1));
+        GEMMAX_UNROLL
+        for (int i = 0; i < 32; ++i)
+          s.dst()[swizzled(wgmma_acc_row(tig, i), wgmma_acc_col(tig, i), 64)] =
+              from_acc<bf16>(ds[i]);
+        x.fence_proxy_async();
+        x.mbarrier_arrive(bar.ds_ready());
+        x.mbarrier_wait(bar.ds_ready(), sm90_parity(n));
+        sm90_rows_product(x, acc, 0, dst_at, q_at);  // dK += dS^T Q
+        x.mbarrier_arrive(bar.ds_free());
+      }
+      x.mbarrier_arrive(bar.empty(st));
+    }
+
+    bf16* out = wg == 0 ? p.dv : p.dk;
+    GEMMAX_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      GEMMAX_UNROLL
+      for (int i = 0; i < 64; i += 2) {
+        const int64_t key = k0 + wgmma_acc_row(tig, i);
+        if (key >= S) continue;
+        bf16* row = out + ((b * S + key) * d.KV + kvh) * A::HD + 128 * h + wgmma_acc_col(tig, i);
+        row[0] = from_acc<bf16>(acc[h][i]);
+        row[1] = from_acc<bf16>(acc[h][i + 1]);
+      }
+    }
+  }
+};
+
+}  // namespace gemmax::kern

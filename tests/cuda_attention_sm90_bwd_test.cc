@@ -1,0 +1,195 @@
+// The attention backward's sm90 kernels (cuda_attention=sm90: TMA, mbarrier, wgmma; head_dim
+// 256) against the reference backend in fp64 (the conformance criterion: dq, dk, dv within 4
+// bfloat16 roundings of the largest true value) and against the mma.sync kernels
+// (cuda_attention=mma) on the same inputs: sequences that are not a multiple of the 64-row
+// tiles, GQA groups of 1, 2 and 4, sliding windows, segments, round_scores. On the cuda
+// emulator (/emulated) and on a GPU (/gpu, skipped without one; bench/gpu_check.sh runs it).
+// The two kernels sum head_dim in a different order (the mma kernels by 64- or 128-wide parts),
+// so their scores, and the bfloat16 probabilities built from them, differ by rounding: the
+// comparison with the mma kernels is to two roundings.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "gemmax/backend/backend_factory.h"
+#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda/emu/emulated_backend.h"
+#include "gemmax/backend/cuda/ops/attention_ops.h"
+#include "gemmax/base/convert.h"
+#include "gemmax/model/gemma4.h"
+#include "gemmax/train/memory_budget.h"
+#include "op_conformance.h"
+#include "test_util.h"
+
+namespace gemmax {
+namespace {
+
+using conformance::Harness;
+using conformance::Tensors;
+
+BackendOptions cuda_options(bool gpu, const char* attention) {
+  BackendOptions o;
+  o.name = gpu ? "cuda" : "cuda_emulated";
+  o.cuda_sync_check = gpu;
+  o.cuda_attention = attention;
+  return o;
+}
+
+// Positions split into `docs` documents of nearly equal length, per sequence.
+std::vector<int32_t> documents(int64_t B, int64_t S, int docs) {
+  std::vector<int32_t> seg;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < S; ++i) seg.push_back(int32_t(1 + i * docs / S));
+  return seg;
+}
+
+class AttentionSm90Bwd : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    gpu = std::string(GetParam()) == "gpu";
+    std::string why;
+    if (gpu && !cuda::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  }
+
+  // Forward (the same mma kernels on both paths) and backward of one shape, on sm90 against the
+  // fp64 reference and against mma.
+  void check(const AttentionShape& s, int docs) {
+    const std::string what = "B=" + std::to_string(s.batch) + " S=" + std::to_string(s.seq) +
+                             " H=" + std::to_string(s.num_heads) + "/" +
+                             std::to_string(s.num_kv_heads) + " window=" +
+                             std::to_string(s.window) + " docs=" + std::to_string(docs) +
+                             (s.round_scores ? " round_scores" : "");
+    const int64_t T = s.batch * s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
+    const DType dt = DType::BF16;
+    Harness h(make_backend(cuda_options(gpu, "sm90")));
+    const Tensors inputs{h.rand({T, H, hd}, dt, 0.3),  h.rand({T, KV, hd}, dt, 0.3),
+                         h.rand({T, KV, hd}, dt),       h.ints(documents(s.batch, s.seq, docs)),
+                         h.zeros({T, H, hd}, dt),       h.zeros({s.batch, H, s.seq}),
+                         h.rand({T, H, hd}, dt),        h.zeros({T, H, hd}, dt),
+                         h.zeros({T, KV, hd}, dt),      h.zeros({T, KV, hd}, dt)};
+    const conformance::OpCalls calls = [&](Backend& be, const Tensors& t) {
+      be.attention_forward(
+          {.o = t[4], .lse = t[5], .q = t[0], .k = t[1], .v = t[2], .segment_ids = t[3], .shape = s});
+      be.attention_backward({.dq = t[7],
+                             .dk = t[8],
+                             .dv = t[9],
+                             .dout = t[6],
+                             .q = t[0],
+                             .k = t[1],
+                             .v = t[2],
+                             .o = t[4],
+                             .lse = t[5],
+                             .segment_ids = t[3],
+                             .shape = s});
+    };
+    auto [got, truth] = h.run(inputs, calls);
+    const std::unique_ptr<Backend> mma = make_backend(cuda_options(gpu, "mma"));
+    Tensors dev;
+    for (const Tensor& t : inputs) dev.push_back(mma->to_device(t, MemKind::Workspace));
+    calls(*mma, dev);
+    const char* names[] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; ++i) {
+      const Tensor mine = got[7 + i], theirs = convert_dtype(mma->to_host(dev[7 + i]), dt);
+      Harness::expect_near(std::string(names[i]) + " sm90 vs reference " + what, mine,
+                           truth[7 + i], 4 * Harness::tol(dt));
+      Harness::expect_near(std::string(names[i]) + " sm90 vs mma " + what, mine, theirs,
+                           2 * Harness::tol(dt));
+    }
+  }
+
+  bool gpu = false;
+};
+
+AttentionShape shape(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t window,
+                     bool round_scores = false) {
+  AttentionShape s;
+  s.batch = B;
+  s.seq = S;
+  s.num_heads = H;
+  s.num_kv_heads = KV;
+  s.head_dim = 256;
+  s.window = window;
+  s.round_scores = round_scores;
+  return s;
+}
+
+// One head a group; 100 positions: a full and a partial tile of 64 on both sides.
+TEST_P(AttentionSm90Bwd, CausalWithAPartialTile) { check(shape(1, 100, 2, 2, 0), 1); }
+
+// Groups of 2, two sequences (a box reaches into the next one), a sliding window, two documents.
+TEST_P(AttentionSm90Bwd, GroupsOfTwoSlidingWindowAndSegments) {
+  check(shape(2, 70, 4, 2, 40), 2);
+}
+
+// Groups of 4 (dk, dv summed over four heads), a window short enough that whole tiles are never
+// visited (query tile 2 sees no key of tile 0), three documents, scores rounded to bfloat16.
+TEST_P(AttentionSm90Bwd, GroupsOfFourShortWindowRoundedScores) {
+  check(shape(1, 150, 4, 1, 30, true), 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, AttentionSm90Bwd, ::testing::Values("emulated", "gpu"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// The sm90 kernels are the ones that run with cuda_attention=sm90 and head_dim 256 (no silent
+// fallback), not with cuda_attention=mma; head_dim 512 falls back to the mma kernels.
+TEST(AttentionSm90BwdEmulated, TheSm90KernelsRunWhereTheyApply) {
+  for (const int64_t hd : {256, 512})
+    for (const char* path : {"sm90", "mma"}) {
+      const std::unique_ptr<Backend> be = make_backend(cuda_options(false, path));
+      auto& emu = dynamic_cast<cuda::EmulatedBackend&>(*be);
+      const int64_t T = 4;
+      auto zeros = [&](int64_t heads) {
+        return be->to_device(Tensor::zeros({T, heads, hd}, DType::BF16), MemKind::Workspace);
+      };
+      const Tensor q = zeros(2), k = zeros(1), dq = zeros(2), dk = zeros(1);
+      const Tensor lse = be->to_device(Tensor::zeros({1, 2, T}, DType::F32), MemKind::Workspace);
+      const Tensor seg = be->to_device(Tensor::zeros({T}, DType::I32), MemKind::Workspace);
+      const kern::AttnDims d{1, T, 2, 1, hd, 0, false};
+      EXPECT_EQ(cuda::ops::attention_backward_sm90(emu.platform(), dq, dk, dk, q, q, k, k, q, lse,
+                                                   seg, d),
+                hd == 256 && std::string(path) == "sm90")
+          << path << " head_dim " << hd;
+    }
+}
+
+// A whole bfloat16 forward and backward of a small model whose sliding layers have head_dim 256
+// (the global layers' 512 fall back to mma): the same loss (the forward is the same kernels) and
+// gradients that agree to rounding with cuda_attention=mma.
+TEST(AttentionSm90BwdEmulated, ModelGradientsAgreeWithTheMmaKernels) {
+  ModelConfig cfg = testing::small_test_config(2);
+  cfg.d_model = 32;
+  cfg.moe_mlp_dim = 24;
+  cfg.vocab_size = 64;
+  cfg.num_heads = 2;
+  cfg.num_kv_heads = 1;
+  cfg.head_dim = 256;
+  cfg.global_head_dim = 512;
+  cfg.sliding_window = 5;
+  const ParamTable table(cfg);
+  const Batch batch = testing::make_batch(1, 20, cfg.vocab_size, 5, 9);
+  const Tensor host_w = testing::trained_like_weights(table, 0.0, 0);
+  std::vector<double> loss;
+  std::vector<Tensor> grads;
+  for (const char* path : {"mma", "sm90"}) {
+    const std::unique_ptr<Backend> be = make_backend(cuda_options(false, path));
+    const Tensor w = be->to_device(host_w, MemKind::Params);
+    const Tensor g = be->zeros({host_w.numel()}, DType::F32, MemKind::Grads);
+    const StepInputs in = upload_batch(*be, batch);
+    loss.push_back(
+        Gemma4Model(cfg, *be, {DType::BF16, RematPolicy::Full, 2}).forward_backward(in, w, g)
+            .total_loss);
+    const Tensor h = be->to_host(g);
+    grads.push_back(Tensor::empty(h.shape(), h.dtype()));
+    std::memcpy(grads.back().raw(), h.raw(), h.nbytes());
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  Harness::expect_near("model gradients sm90 vs mma", grads[1], grads[0], 2 * Harness::tol(DType::BF16));
+  // ... and not trivially: the attention weights' gradients are not all zero.
+  double largest = 0;
+  for (int64_t i = 0; i < grads[0].numel(); ++i)
+    largest = std::max(largest, double(std::abs(grads[0].data<float>()[i])));
+  EXPECT_GT(largest, 0.0);
+}
+
+}  // namespace
+}  // namespace gemmax
