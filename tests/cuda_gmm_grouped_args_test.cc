@@ -45,8 +45,19 @@ Arrays run(const Case& c, GroupedProduct product, const void* x, const void* y, 
   p.launch<kern::GroupTableKernel>(l, table.data(), c.sizes.data(), G, m, int64_t(128), err,
                                    int32_t(kern::kOpGmm));
   Arrays arr{size_t(G)};
-  const kern::GroupedGemmParams params{product, table.data(), G, m, x, y, out,
-                                       c.k, c.N, c.w0, c.n, 2, c.out_bytes};
+  const kern::GroupedGemmParams params{.product = product,
+                                       .first_row = table.data(),
+                                       .G = G,
+                                       .m = m,
+                                       .x = x,
+                                       .y = y,
+                                       .out = out,
+                                       .k = c.k,
+                                       .N = c.N,
+                                       .w0 = c.w0,
+                                       .n = c.n,
+                                       .in_bytes = 2,
+                                       .out_bytes = c.out_bytes};
   cuda::Launch g;
   g.gx = uint32_t(G);
   g.threads = 64;
@@ -131,7 +142,8 @@ TEST(GroupedGemmArgs, ManySmallGroups) {
 
 TEST(GroupedGemmArgs, SizesThatDoNotAddUpAreRecordedAndClamped) {
   const Case c{.sizes = {4, 6, 5}};
-  const int64_t m = 12;  // the sizes add up to 15: the last group keeps 2 rows, as the kernel clamps
+  // The sizes add up to 15: the last group keeps 2 of its rows, as the kernel clamps.
+  const int64_t m = 12;
   std::vector<char> x(size_t(m * 24 * 2)), y(size_t(3 * 40 * 24 * 2)), out(size_t(m * 24 * 2));
   kern::DeviceError err{};
   const Arrays got = run(c, GroupedProduct::kForward, x.data(), y.data(), out.data(), m, &err);

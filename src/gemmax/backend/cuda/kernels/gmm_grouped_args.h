@@ -6,11 +6,12 @@
 //
 // In the library's terms each group computes D (M x N) = A (M x K) . B^T (B is N x K), with one
 // leading stride per operand, in elements (the other stride is 1):
-//   forward  out[m, n]  = lhs[m, k] . W[n, k]^T   M rows, N n, K k; A lhs (ld k), B W (ld k), D out (ld n)
-//   dlhs     dlhs[m, k] = dout[m, n] . W[n, k]    M rows, N k, K n; A dout (ld n), B W read N-major
-//                                                 (ld k), D dlhs (ld k)
-//   drhs     dW[n, k]  += dout[r, n]^T . lhs[r, k] over a group's rows r: M n, N k, K rows;
-//                                                 A dout M-major (ld n), B lhs N-major (ld k), D dW (ld k)
+//   forward  out[m, n] = lhs[m, k] . W[n, k]^T
+//            M rows, N n, K k; A lhs (ld k), B W (ld k), D out (ld n)
+//   dlhs     dlhs[m, k] = dout[m, n] . W[n, k]
+//            M rows, N k, K n; A dout (ld n), B W read N-major (ld k), D dlhs (ld k)
+//   drhs     dW[n, k] += dout[r, n]^T . lhs[r, k] over a group's rows r
+//            M n, N k, K rows; A dout M-major (ld n), B lhs N-major (ld k), D dW (ld k)
 // W and dW are [G, N, k]; a group's window is rows [w0, w0 + n) of its N. Which of an operand's
 // two strides is the unit one is fixed by the library kernel's layout, not written here.
 #pragma once
@@ -42,10 +43,11 @@ struct GroupedGemmArrays {
   int64_t *lda, *ldb, *ldd;
 };
 
-// One block per group, one thread of it busy. Rows are clamped to [0, m] so that group sizes that do not add up to m
-// (GroupTableKernel records that) never send the library past a buffer. drhs adds into dW (as
-// Backend::gmm_drhs), so an empty group adds nothing: it becomes an empty problem (M = 0, no
-// tiles) rather than one with K = 0, which the library's sm90 kernels are not relied on to take.
+// One block per group, one thread of it busy. Rows are clamped to [0, m] so that group sizes that
+// do not add up to m (GroupTableKernel records that) never send the library past a buffer. drhs
+// adds into dW (as Backend::gmm_drhs), so an empty group adds nothing: it becomes an empty problem
+// (M = 0, no tiles) rather than one with K = 0, which the library's sm90 kernels are not relied on
+// to take.
 struct GroupedGemmArgsKernel {
   static constexpr int kMaxThreads = 256;
   template <class X>
