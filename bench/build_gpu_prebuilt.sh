@@ -4,13 +4,15 @@
 #
 #   bench/build_gpu_prebuilt.sh [DIR]        (default build-gpu/prebuilt; build tree build-gpu/tree)
 #
-# DIR/bin holds both binaries, DIR/lib the shared libraries they need that a bare machine may
-# lack (yaml-cpp, sentencepiece, OpenMP, zlib; found through the binaries' $ORIGIN/../lib run
-# path), DIR/manifest.txt what is in it. Everything else is static (the C++ runtime, the CUDA
-# runtime, GoogleTest, protobuf-lite) except the C library, the driver and cuBLASLt (CUDA 13,
-# 540 MB: the GPU machine's own). MPI and NCCL are left out (a one-GPU check); the whole folder
-# must fit the 64 MiB a GPU run carries. Needs nvcc (CUDA 12.4 or newer); Hopper code only
-# (sm_90a). ccache is used when CMAKE_CUDA_COMPILER_LAUNCHER / CMAKE_CXX_COMPILER_LAUNCHER say so.
+# DIR/bin holds both binaries (and CUTLASS's grouped-GEMM bench gmm_cutlass with its test
+# binary gemmax_cutlass_tests, when the configure found CUTLASS's headers), DIR/lib the shared
+# libraries they need that a bare machine may lack (yaml-cpp, sentencepiece, OpenMP, zlib; found
+# through the binaries' $ORIGIN/../lib run path), DIR/manifest.txt what is in it. Everything
+# else is static (the C++ runtime, the CUDA runtime, GoogleTest, protobuf-lite) except the C
+# library, the driver and cuBLASLt (CUDA 13, 540 MB: the GPU machine's own). MPI and NCCL are
+# left out (a one-GPU check); the whole folder must fit the 64 MiB a GPU run carries. Needs nvcc
+# (CUDA 12.4 or newer); Hopper code only (sm_90a). ccache is used when
+# CMAKE_CUDA_COMPILER_LAUNCHER / CMAKE_CXX_COMPILER_LAUNCHER say so.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$here/build-gpu/prebuilt}
@@ -24,14 +26,23 @@ cmake -S "$here" -B "$tree" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   -DGEMMAX_FUZZ=OFF "-DGEMMAX_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" \
   "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc -Wl,-rpath,\$ORIGIN/../lib"
 cmake --build "$tree" -j "$(nproc)" --target gemmax gemmax_tests
+bins=("$tree/bin/gemmax" "$tree/tests/gemmax_tests")
+# CUTLASS's grouped-GEMM bench and its /gpu test, when the configure found CUTLASS's headers
+# (cmake/cutlass.cmake; minutes more to compile).
+if cmake --build "$tree" --target help | grep -q '^\.\.\. gemmax_cutlass$'; then
+  cmake --build "$tree" -j "$(nproc)" --target gemmax_cutlass
+  bins+=("$tree/bin/gmm_cutlass" "$tree/tests/gemmax_cutlass_tests")
+else
+  echo "build_gpu_prebuilt.sh: no CUTLASS headers: gmm_cutlass is left out" >&2
+fi
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
-cp "$tree/bin/gemmax" "$tree/tests/gemmax_tests" "$dest/bin/"
-strip --strip-debug "$dest/bin/gemmax" "$dest/bin/gemmax_tests"
+cp "${bins[@]}" "$dest/bin/"
+for b in "${bins[@]}"; do strip --strip-debug "$dest/bin/$(basename "$b")"; done
 # The shared libraries to carry: all but the C library's, the driver's and CUDA's own.
 system='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libresolv|libutil)\.so'
 cuda='^(libcuda|libcublas|libcublasLt|libcudart|libnccl|libnvidia)'
-ldd "$dest/bin/gemmax" "$dest/bin/gemmax_tests" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+ldd "$dest"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
   sort -u | while read -r name path; do
     [[ $name =~ $system || $name =~ $cuda ]] && continue
     cp -L "$path" "$dest/lib/$name"
@@ -42,7 +53,7 @@ ldd "$dest/bin/gemmax" "$dest/bin/gemmax_tests" | awk '$2 == "=>" && $3 ~ /^\// 
   echo
   ls -l "$dest/bin" "$dest/lib"
   echo
-  ldd "$dest/bin/gemmax" "$dest/bin/gemmax_tests"
+  ldd "$dest"/bin/*
 } > "$dest/manifest.txt"
 size_kib=$(du -sk "$dest" | cut -f1)
 echo "$dest: $((size_kib / 1024)) MiB (limit $limit_mib MiB)"

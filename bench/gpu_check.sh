@@ -8,8 +8,10 @@
 #   2 sanitizers  compute-sanitizer racecheck, synccheck and memcheck on one grouped-matmul test
 #                 and one attention test
 #   3 bench       gemma4-26b-a4b with 6 layers at the seed's width and batch; then the grouped
-#                 matmuls at the expert shapes (forward, dlhs, drhs) on both paths (cuda_gmm=mma,
-#                 then sm90), each beside cuBLASLt's dense rate, from one step of one layer
+#                 matmuls at the expert shapes (forward, dlhs, drhs): CUTLASS's sm90 grouped GEMM
+#                 beside both own paths (cuda_gmm=mma and sm90) and cuBLASLt's dense rate in one
+#                 process (bench/cutlass/gmm_cutlass, after its /gpu test), or, in a build without
+#                 CUTLASS, both own paths from one step of one layer each
 #   4 pytorch     the PyTorch baseline of the same step on the same GPU
 #   5 parity      the float32 parity of the cuda backend with the PyTorch reference
 #   6 fsdp        mpirun -np N gemmax train backend=cuda, on machines with N > 1 GPUs (and an
@@ -221,12 +223,30 @@ if wanted 3; then
   stage gemmax_bench 240 "$gemmax" bench backend=$backend $model $steps \
     --json "$out/gemmax_bench.json"
   tail -25 "$out/gemmax_bench.log" > "$out/gemmax_bench.tail.txt"
-  for path in mma sm90; do
-    stage "gmm_$path" 90 "$gemmax" bench backend=$backend $gmm_model cuda_gmm=$path \
-      --warmup 0 --steps 1 --json "$out/gmm_$path.json"
-    grep -A6 "^grouped matmul vs dense" "$out/gmm_$path.log" | sed "s/^/cuda_gmm=$path: /" |
-      tee -a "$out/summary.txt"
-  done
+  # CUTLASS's grouped GEMM beside both own paths and the dense rate, in one process (when
+  # bench/build_gpu_prebuilt.sh could build it): checked against the mma kernel on odd and empty
+  # groups first. It times the same products as the two runs below, which it then replaces.
+  if [ $dry -eq 1 ]; then
+    skip gmm_cutlass "library kernels cannot run on cuda_emulated"
+  elif cutlass_bench=$(find_bin gmm_cutlass) && cutlass_tests=$(find_bin gemmax_cutlass_tests); then
+    stage gmm_cutlass_tests 40 "$cutlass_tests" --gtest_output="xml:$out/gmm_cutlass_tests.xml"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$out/gmm_cutlass_tests.log" |
+      sed "s/^/cutlass: /" | tee -a "$out/summary.txt"
+    # A failed run (CUTLASS disagreeing, a fault) leaves the own paths' figures to the runs below.
+    stage gmm_cutlass 150 "$cutlass_bench" $gmm_model || cutlass_bench=""
+    sed -n '/^check:/,$p' "$out/gmm_cutlass.log" | sed "s/^/cutlass: /" | tee -a "$out/summary.txt"
+  else
+    skip gmm_cutlass "no gmm_cutlass / gemmax_cutlass_tests under $prebuilt (built without CUTLASS)"
+    cutlass_bench=""
+  fi
+  if [ -z "${cutlass_bench:-}" ]; then
+    for path in mma sm90; do
+      stage "gmm_$path" 90 "$gemmax" bench backend=$backend $gmm_model cuda_gmm=$path \
+        --warmup 0 --steps 1 --json "$out/gmm_$path.json"
+      grep -A6 "^grouped matmul vs dense" "$out/gmm_$path.log" | sed "s/^/cuda_gmm=$path: /" |
+        tee -a "$out/summary.txt"
+    done
+  fi
 fi
 
 # ---- 4, 5: the PyTorch baseline and the float32 parity ----------------------------------------
