@@ -46,14 +46,18 @@ if(NOT gemmax_cudnn_fe AND GEMMAX_CUDNN_FRONTEND_FETCH)
 endif()
 find_path(GEMMAX_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
 find_library(GEMMAX_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
-if(gemmax_cudnn_fe AND GEMMAX_CUDNN_INCLUDE_DIR AND GEMMAX_CUDNN_LIBRARY)
+if(gemmax_cudnn_fe AND GEMMAX_CUDNN_INCLUDE_DIR AND GEMMAX_CUDNN_LIBRARY AND TARGET CUDA::nvrtc)
   set(GEMMAX_WITH_CUDNN TRUE)
   # Only this file sees the frontend (its JSON serialisation left out): nothing else rebuilds.
   set_source_files_properties(${CMAKE_SOURCE_DIR}/src/gemmax/backend/cuda/cudnn_attention.cc
     PROPERTIES COMPILE_DEFINITIONS "GEMMAX_WITH_CUDNN_FRONTEND;CUDNN_FRONTEND_SKIP_JSON_LIB"
                COMPILE_OPTIONS "-isystem;${gemmax_cudnn_fe};-isystem;${GEMMAX_CUDNN_INCLUDE_DIR}")
-  target_link_libraries(gemmax_backend PUBLIC ${GEMMAX_CUDNN_LIBRARY})
+  # The frontend's headers call NVRTC (for engines of newer GPUs that it compiles at run time).
+  target_link_libraries(gemmax_backend PUBLIC ${GEMMAX_CUDNN_LIBRARY} CUDA::nvrtc)
   message(STATUS "gemmax: cuDNN attention with frontend ${gemmax_cudnn_fe} and ${GEMMAX_CUDNN_LIBRARY}")
 elseif(gemmax_cudnn_fe)
   message(STATUS "gemmax: no cuDNN (cudnn.h, libcudnn) beside CUDA: cuda_attention=cudnn left out")
+else()
+  message(STATUS "gemmax: no cuDNN frontend (not fetched, no GEMMAX_CUDNN_FRONTEND_DIR): "
+                 "cuda_attention=cudnn left out")
 endif()
