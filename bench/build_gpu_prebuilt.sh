@@ -8,10 +8,11 @@
 # lack (yaml-cpp, sentencepiece, OpenMP, zlib; found through the binaries' $ORIGIN/../lib run
 # path), DIR/manifest.txt what is in it. Everything else is static (the C++ runtime, the CUDA
 # runtime, GoogleTest, protobuf-lite) except the C library, the driver, cuBLASLt (CUDA 13,
-# 540 MB) and cuDNN (libcudnn.so.9 loads its engine libraries, 500 MB, from its own folder at
-# run time) with NVRTC, which cuDNN's frontend links: the GPU machine's own, beside its toolkit. The cuDNN frontend is headers, compiled
-# in. MPI and NCCL are left out (a one-GPU check); the whole folder
-# must fit the 64 MiB a GPU run carries. Needs nvcc (CUDA 12.4 or newer); Hopper code only
+# 540 MB), cuDNN (libcudnn.so.9 loads its engine libraries, 500 MB, from its own folder at run
+# time) and NVRTC (which cuDNN's frontend links): the GPU machine's own, beside its toolkit
+# (gpu_check.sh looks in /usr/local/cuda/lib64 when the loader does not find them). The cuDNN
+# frontend is headers, compiled in. MPI and NCCL are left out (a one-GPU check); the whole
+# folder must fit the 64 MiB a GPU run carries. Needs nvcc (CUDA 12.4 or newer); Hopper code only
 # (sm_90a). ccache is used when CMAKE_CUDA_COMPILER_LAUNCHER / CMAKE_CXX_COMPILER_LAUNCHER say so.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -237,7 +237,7 @@ if wanted 3; then
       continue
     fi
     before=$status
-    stage "attention_$path" 60 "$gemmax" bench backend=$backend $attn_model \
+    stage "attention_$path" 45 "$gemmax" bench backend=$backend $attn_model \
       cuda_attention=$path --attention --json "$out/attention_$path.json"
     if grep -q "is not built yet" "$out/attention_$path.log" 2> /dev/null; then
       status=$before
