@@ -9,10 +9,13 @@
 # libraries they need that a bare machine may lack (yaml-cpp, sentencepiece, OpenMP, zlib; found
 # through the binaries' $ORIGIN/../lib run path), DIR/manifest.txt what is in it. Everything
 # else is static (the C++ runtime, the CUDA runtime, GoogleTest, protobuf-lite) except the C
-# library, the driver and cuBLASLt (CUDA 13, 540 MB: the GPU machine's own). MPI and NCCL are
-# left out (a one-GPU check); the whole folder must fit the 64 MiB a GPU run carries. Needs nvcc
-# (CUDA 12.4 or newer); Hopper code only (sm_90a). ccache is used when
-# CMAKE_CUDA_COMPILER_LAUNCHER / CMAKE_CXX_COMPILER_LAUNCHER say so.
+# library, the driver, cuBLASLt (CUDA 13, 540 MB), cuDNN (libcudnn.so.9 loads its engine
+# libraries, 500 MB, from its own folder at run time) and NVRTC (which cuDNN's frontend links):
+# the GPU machine's own, beside its toolkit (gpu_check.sh looks in /usr/local/cuda/lib64 when the
+# loader does not find them). The cuDNN frontend is headers, compiled in. MPI and NCCL are left
+# out (a one-GPU check); the whole folder must fit the 64 MiB a GPU run carries. Needs nvcc (CUDA
+# 12.4 or newer); Hopper code only (sm_90a). ccache is used when CMAKE_CUDA_COMPILER_LAUNCHER /
+# CMAKE_CXX_COMPILER_LAUNCHER say so.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$here/build-gpu/prebuilt}
@@ -41,7 +44,7 @@ cp "${bins[@]}" "$dest/bin/"
 for b in "${bins[@]}"; do strip --strip-debug "$dest/bin/$(basename "$b")"; done
 # The shared libraries to carry: all but the C library's, the driver's and CUDA's own.
 system='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libresolv|libutil)\.so'
-cuda='^(libcuda|libcublas|libcublasLt|libcudart|libnccl|libnvidia)'
+cuda='^(libcuda|libcublas|libcublasLt|libcudart|libcudnn|libnccl|libnvidia|libnvrtc)'
 ldd "$dest"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
   sort -u | while read -r name path; do
     [[ $name =~ $system || $name =~ $cuda ]] && continue

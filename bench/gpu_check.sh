@@ -7,11 +7,13 @@
 #                 launch synchronised and checked (cuda_sync_check), naming a faulting kernel
 #   2 sanitizers  compute-sanitizer racecheck, synccheck and memcheck on one grouped-matmul test
 #                 and one attention test
-#   3 bench       gemma4-26b-a4b with 6 layers at the seed's width and batch; then the grouped
-#                 matmuls at the expert shapes (forward, dlhs, drhs): CUTLASS's sm90 grouped GEMM
-#                 beside both own paths (cuda_gmm=mma and sm90) and cuBLASLt's dense rate in one
-#                 process (bench/cutlass/gmm_cutlass, after its /gpu test), or, in a build without
-#                 CUTLASS, both own paths from one step of one layer each
+#   3 bench       gemma4-26b-a4b with 6 layers at the seed's width and batch; then attention
+#                 forward and backward at its sliding (head_dim 256) and global (512) layers on
+#                 each path (cuda_attention=mma, sm90, cudnn; TFLOP/s, gemmax bench --attention);
+#                 then the grouped matmuls at the expert shapes (forward, dlhs, drhs): CUTLASS's
+#                 sm90 grouped GEMM beside both own paths (cuda_gmm=mma and sm90) and cuBLASLt's
+#                 dense rate in one process (bench/cutlass/gmm_cutlass, after its /gpu test), or,
+#                 in a build without CUTLASS, both own paths from one step of one layer each
 #   4 pytorch     the PyTorch baseline of the same step on the same GPU
 #   5 parity      the float32 parity of the cuda backend with the PyTorch reference
 #   6 fsdp        mpirun -np N gemmax train backend=cuda, on machines with N > 1 GPUs (and an
@@ -158,7 +160,10 @@ if wanted 1; then
       echo "*OpConformance.FillCopyAndElementwise/cuda_$1:*CudaBackend.SlowFallback*/$1"
     }
   else
-    filter_for() { echo "*/$1:*/cuda_$1"; }  # the conformance suite names its backends cuda_*
+    # The conformance suite names its backends cuda_*; */gpu takes in the kernel suites' GPU
+    # cases (GmmSm90, the sm90 attention's, CudnnAttentionGpu: cuDNN against the reference
+    # and the mma kernels).
+    filter_for() { echo "*/$1:*/cuda_$1"; }
   fi
   for kind in $simple_tests $fast_tests; do
     stage "tests_$kind" "$([ "$kind" = "$simple_tests" ] && echo 70 || echo 100)" "$tests" \
@@ -208,6 +213,7 @@ if [ $dry -eq 1 ]; then
   parity_args="--gemmax-backend cuda_emulated --preset base"
   gmm_model="model_name=gemma4-tiny base_num_decoder_layers=1 per_device_batch_size=1"
   gmm_model="$gmm_model max_target_length=64 dtype=bfloat16"
+  attn_model="model_name=gemma4-tiny per_device_batch_size=1 max_target_length=64 dtype=bfloat16"
 else
   model="model_name=gemma4-26b-a4b base_num_decoder_layers=6 per_device_batch_size=2"
   model="$model max_target_length=16384 remat_policy=full dtype=bfloat16 num_vocab_tiling=16"
@@ -217,12 +223,32 @@ else
   parity_args="--gemmax-backend cuda"
   gmm_model="model_name=gemma4-26b-a4b base_num_decoder_layers=1 per_device_batch_size=2"
   gmm_model="$gmm_model max_target_length=16384 remat_policy=full dtype=bfloat16 num_vocab_tiling=16"
+  attn_model="model_name=gemma4-26b-a4b per_device_batch_size=2 max_target_length=16384"
+  attn_model="$attn_model dtype=bfloat16"
 fi
 reserve=0
 if wanted 3; then
   stage gemmax_bench 240 "$gemmax" bench backend=$backend $model $steps \
     --json "$out/gemmax_bench.json"
   tail -25 "$out/gemmax_bench.log" > "$out/gemmax_bench.tail.txt"
+  # Attention alone on each path, same run. A path this build refuses as not built yet is
+  # said, not counted a failure; the emulator cannot run cuDNN's kernels.
+  for path in mma sm90 cudnn; do
+    if [ $dry -eq 1 ] && [ $path = cudnn ]; then
+      skip attention_cudnn "cuda_emulated cannot run cuDNN's kernels"
+      continue
+    fi
+    before=$status
+    stage "attention_$path" 45 "$gemmax" bench backend=$backend $attn_model \
+      cuda_attention=$path --attention --json "$out/attention_$path.json"
+    if grep -q "is not built yet" "$out/attention_$path.log" 2> /dev/null; then
+      status=$before
+      note "attention_$path: cuda_attention=$path is not built yet in this build (not counted)"
+      continue
+    fi
+    grep -A4 "^attention at the model" "$out/attention_$path.log" | tail -n +2 |
+      sed "s/^/cuda_attention=$path: /" | tee -a "$out/summary.txt"
+  done
   # CUTLASS's grouped GEMM beside both own paths and the dense rate, in one process (when
   # bench/build_gpu_prebuilt.sh could build it): checked against the mma kernel on odd and empty
   # groups first. It times the same products as the two runs below, which it then replaces.

@@ -22,6 +22,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "bench_attention.h"
 #include "commands.h"
 #include "flags.h"
 #include "gemmax/backend/cpu/peaks.h"
@@ -39,7 +40,8 @@ namespace gemmax {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: gemmax bench [config.yml] [key=value ...] [--warmup N] [--steps N] [--json FILE]\n\n"
+    "usage: gemmax bench [config.yml] [key=value ...] [--warmup N] [--steps N] [--json FILE]\n"
+    "                    [--attention]\n\n"
     "Times training steps of the configured model and backend (default: model_name=gemma4-small\n"
     "dataset_type=synthetic, the preset's batch and sequence) and prints step time, tokens/s,\n"
     "model TFLOP/s (MaxText's count) and executed TFLOP/s (products and attention, remat\n"
@@ -47,7 +49,8 @@ constexpr const char* kUsage =
     "it, the grouped matmul against a dense matmul of the same FLOPs at the expert shapes, the\n"
     "peak of each multiply-accumulate instruction of this CPU on every thread and model TFLOP/s\n"
     "as a fraction of the best, and one step's time by op family. --json FILE writes the same\n"
-    "figures.\n";
+    "figures. --attention times only attention, forward and backward, at the model's sliding\n"
+    "and global layers (TFLOP/s over the visible pairs; the backward counted as 2.5 forwards).\n";
 
 // The best rate of f (FLOP/s) over `reps` runs of at least 0.1 s.
 double best_rate(double flops, const std::function<void()>& f, int reps = 3) {
@@ -209,7 +212,8 @@ std::vector<GmmFigures> grouped_vs_dense(Backend& be, const ModelConfig& c, int6
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  const Flags flags("bench", argc, argv, {{"warmup"}, {"steps"}, {"json"}}, true);
+  const Flags flags("bench", argc, argv, {{"warmup"}, {"steps"}, {"json"}, {"attention", false}},
+                    true);
   if (flags.help()) {
     std::cout << kUsage;
     return 0;
@@ -249,6 +253,8 @@ int cmd_bench(int argc, char** argv) {
   const MemoryPlanInput plan_in = memory_plan_input(config);
   const ModelConfig& mc = plan_in.model;
   const auto real = make_backend(backend_options(config));
+  if (flags.has("attention"))
+    return print_attention_rates(*real, mc, plan_in.options, plan_in.batch, plan_in.seq, json_path);
   ProfilingBackend be(*real);
   be.set_enabled(false);
   Gemma4Model model(mc, be, plan_in.options);

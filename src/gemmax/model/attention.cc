@@ -22,7 +22,8 @@ AttentionShape attention_shape(const LayerContext& ctx, int64_t layer, const Dim
   return {ctx.in.batch, ctx.in.seq, d.H,
           d.KV,         d.hd,       ctx.cfg.is_global(layer) ? 0 : ctx.cfg.sliding_window,
           ctx.opt.attention_bf16_scores || ctx.opt.attention_bf16_softmax,
-          ctx.opt.attention_bf16_softmax};
+          ctx.opt.attention_bf16_softmax,
+          ctx.in.one_segment};
 }
 
 // dq (released) rotated back and through the per-head q norm: the gradient of the raw q

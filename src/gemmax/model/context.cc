@@ -31,6 +31,9 @@ StepInputs upload_batch(Backend& be, const Batch& b) {
   up(in.segment_ids, b.segment_ids);
   up(in.target_mask, b.target_segment_ids);
   in.num_targets = b.num_target_tokens();
+  in.one_segment = true;
+  for (int64_t i = 0; i < n && in.one_segment; ++i)
+    in.one_segment = b.segment_ids[size_t(i)] == b.segment_ids[size_t(i - i % b.seq)];
   in.total_targets = in.num_targets;
   return in;
 }

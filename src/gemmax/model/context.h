@@ -17,6 +17,7 @@ struct StepInputs {
   int64_t batch = 0, seq = 0;
   Tensor tokens, targets, positions, segment_ids, target_mask;
   int64_t num_targets = 0;  // real target tokens (target_mask != 0)
+  bool one_segment = false;  // every row's segment ids are one value (no packing, no padding)
   // Data parallelism: this batch is one of `replicas` equal batches of the global batch, which
   // has `total_targets` real targets. The cross-entropy is a mean over the global batch's targets
   // and the load-balance loss a mean over its sequences, as on one device with the whole batch.

@@ -19,6 +19,8 @@ namespace {
 constexpr size_t kErrorBytes = 256;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kOpScratchBytes = size_t(32) << 20;
+// The most a library call (cuDNN's attention backward) may take beyond cuBLASLt's workspace.
+constexpr size_t kLibraryWorkspaceLimit = size_t(4) << 30;
 
 void release_device(void* allocator, void* p, size_t) {
   static_cast<DeviceAllocator*>(allocator)->release(p);
@@ -178,6 +180,8 @@ struct CudaPlatform::GemmPlan {
 };
 
 CudaPlatform::~CudaPlatform() {
+  cudnn_.reset();
+  if (library_block_) DeviceAllocator::instance().release(library_block_);
   plans_.clear();
   if (lt_) GemmPlan::warn_cublas(cublasLtDestroy(lt_));
   if (compute_) warn_cuda(cudaStreamDestroy(compute_), "the compute stream");
@@ -189,6 +193,20 @@ void CudaPlatform::check_launch(const char* kernel) {
   if (sync_check_)
     check_cuda(cudaStreamSynchronize(compute_),
                str_cat("the run of ", kernel_name(kernel), " (cuda_sync_check=true)").c_str());
+}
+
+void* CudaPlatform::library_workspace(int64_t bytes) {
+  const size_t block = cudnn_workspace_block(bytes, workspace_bytes_, kLibraryWorkspaceLimit);
+  if (block == 0) return workspace_;
+  if (block > library_block_bytes_) {
+    // Blocks are reused in stream order: the old one may still be read by queued work, and the
+    // allocator hands it out only to later work.
+    if (library_block_) DeviceAllocator::instance().release(library_block_);
+    library_block_ = nullptr;
+    library_block_ = DeviceAllocator::instance().allocate(block);
+    library_block_bytes_ = block;
+  }
+  return library_block_;
 }
 
 void CudaPlatform::copy_bytes(void* dst, const void* src, size_t n) {
@@ -327,7 +345,9 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
   GEMMAX_CHECK(p_.attention_ == CudaAttention::kMma || (prop.major == 9 && prop.minor == 0),
                "cuda_attention=", options.cuda_attention, ": ", prop.name, " is sm_", prop.major,
                prop.minor, "; these kernels are built for sm_90a (H100, H200) only: cuda_attention=mma");
-  GEMMAX_CHECK(p_.attention_ != CudaAttention::kCudnn, "cuda_attention=cudnn is not built yet: cuda_attention=sm90 or mma");
+  // Refuses, saying why, a build without the cuDNN frontend or a cuDNN library too old.
+  if (p_.attention_ == CudaAttention::kCudnn)
+    p_.cudnn_ = std::make_unique<CudnnAttention>(p_.compute_);
   p_.sync_check_ = sync_check_on = options.cuda_sync_check;
   scratch_ = alloc({int64_t(kErrorBytes + kWorkspaceBytes + kOpScratchBytes)}, DType::U8,
                    MemKind::Workspace);
@@ -344,6 +364,9 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
                          " kernels for bfloat16 attention and grouped matmuls",
                          p_.sm90_gmm_ ? ", grouped matmuls on sm90 wgmma/TMA" : "",
                          attention_note(p_.attention_),
+                         p_.cudnn_ ? str_cat(" (cuDNN ", cudnn_library_version(), ", frontend ",
+                                             cudnn_frontend_version(), ")")
+                                   : std::string(),
                          p_.sync_check_ ? "; cuda_sync_check: every launch checked" : "", ")");
 }
 

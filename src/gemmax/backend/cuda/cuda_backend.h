@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gemmax/backend/backend_options.h"
+#include "gemmax/backend/cuda/cudnn_attention.h"
 #include "gemmax/backend/cuda/kernel_backend.h"
 #include "gemmax/backend/cuda/kernels/sm90_types.h"
 #include "gemmax/backend/cuda/ops/common.h"
@@ -79,6 +80,12 @@ class CudaPlatform {
   // runtime's driver entry points, so the build needs no libcuda).
   void encode_tensor_map(kern::TensorMap2d& map);
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc);
+  // cuda_attention=cudnn: cuDNN's fused attention (null on the other paths).
+  CudnnAttention* cudnn() { return cudnn_.get(); }
+  // Device workspace for a library call, valid in stream order until the next one: cuBLASLt's
+  // when it is large enough, else a block kept for library calls (grown through the allocator,
+  // outside the memory plan).
+  void* library_workspace(int64_t bytes);
 
   cudaStream_t compute_stream() const { return compute_; }
   cudaStream_t comm_stream() const { return comm_; }
@@ -103,6 +110,9 @@ class CudaPlatform {
   bool sync_check_ = false;  // cuda_sync_check: synchronise and check after every launch
   SlowPathNotes slow_paths_;
   std::map<GemmKey, std::unique_ptr<GemmPlan>> plans_;
+  std::unique_ptr<CudnnAttention> cudnn_;
+  void* library_block_ = nullptr;
+  size_t library_block_bytes_ = 0;
 };
 
 class CudaBackend final : public KernelBackend<CudaPlatform> {

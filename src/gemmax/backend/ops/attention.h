@@ -20,6 +20,10 @@ struct AttentionShape {
   // backward (reference/attention_rounded_softmax.h); round_scores is then read as true. The
   // reference and cpu backends build it; the cuda backend refuses it.
   bool round_softmax = false;
+  // Every row's segment ids are one value (StepInputs::one_segment: checked on the host), so the
+  // segment mask masks nothing. A hint: backends that always apply the mask may ignore it; the
+  // cuda backend's cuDNN path (cuda_attention=cudnn) runs only with it.
+  bool one_segment = false;
 };
 
 // q, o [B*S, H, hd]; k, v [B*S, KV, hd]; lse [B, H, S] (stat dtype); segment_ids int32 [B*S].

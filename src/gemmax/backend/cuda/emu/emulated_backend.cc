@@ -28,7 +28,11 @@ EmulatedBackend::EmulatedBackend(const BackendOptions& options) {
   p_.fast_kernels_ = options.cuda_kernels != "simple";
   p_.sm90_gmm_ = options.cuda_gmm == "sm90";
   p_.attention_ = cuda_attention_path(options.cuda_attention);
-  GEMMAX_CHECK(p_.attention_ != CudaAttention::kCudnn, "cuda_attention=cudnn is not built yet: cuda_attention=sm90 or mma");
+  // cuDNN's kernels are a library's, not PTX the emulator can run: refused by name (its host
+  // glue is tested without a GPU, its kernels by bench/gpu_check.sh on one).
+  GEMMAX_CHECK(p_.attention_ != CudaAttention::kCudnn,
+               "cuda_attention=cudnn: backend=cuda_emulated cannot run cuDNN's kernels (a library's, "
+               "not the backend's own): cuda_attention=mma here; cudnn runs on backend=cuda");
 }
 
 std::string EmulatedBackend::describe() const {

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "gemmax/backend/backend_options.h"
+#include "gemmax/backend/cuda/cudnn_attention_plan.h"
 #include "gemmax/backend/cuda/kernels/attention_mma.h"
 #include "gemmax/backend/cuda/kernels/attention_simple.h"
 #include "gemmax/backend/cuda/kernels/attention_sm90_bwd_dq.h"
@@ -84,6 +85,28 @@ void attention_forward_mma(P& p, const Tensor& o, const Tensor& lse, const Tenso
   });
 }
 
+// cuda_attention=cudnn: cuDNN's fused attention where it takes the call (cudnn_attention_plan.h).
+// run(cudnn, plan, workspace) returns "" when cuDNN ran it, else why cuDNN refused the graph.
+// false when cuDNN did not run it (said once per shape class): the kernels run instead. The
+// emulator has no cuDNN (it refuses cuda_attention=cudnn when it is made).
+template <class P, class Run>
+bool attention_cudnn(P& p, const char* op, const kern::AttnDims& d, const AttentionShape& s,
+                     std::initializer_list<const Tensor*> operands, Run&& run) {
+  if constexpr (!requires { p.cudnn(); }) {
+    return false;
+  } else {
+    if (p.attention_path() != CudaAttention::kCudnn) return false;
+    bool aligned = true;
+    for (const Tensor* t : operands) aligned = aligned && reinterpret_cast<uintptr_t>(t->raw()) % 16 == 0;
+    const SdpaChoice c = choose_cudnn_attention(d, {.one_segment = s.one_segment, .aligned = aligned});
+    const std::string why =
+        c.plan ? run(*p.cudnn(), *c.plan, [&p](int64_t n) { return p.library_workspace(n); }) : c.why;
+    if (why.empty()) return true;
+    p.slow_paths().note_instead(op, c.shape_class, "the mma kernels, not cuDNN", why);
+    return false;
+  }
+}
+
 template <class P>
 void attention_forward(P& p, const AttentionForwardArgs& args) {
   const auto& [o, lse, q, k, v, seg, s] = args;
@@ -91,6 +114,13 @@ void attention_forward(P& p, const AttentionForwardArgs& args) {
   if (q.numel() == 0) return;
   dispatch<float, bf16>(q, "attention_forward", [&]<class E>() {
     if (attention_mma_applies<E>(p, "attention_forward", d.hd, {&o, &q, &k, &v})) {
+      if (attention_cudnn(p, "attention_forward", d, s, {&o, &q, &k, &v},
+                          [&](auto& c, const SdpaPlan& plan, const auto& ws) {
+                            return c.forward(plan, o.raw(), ptr<float>(lse), q.raw(), k.raw(),
+                                             v.raw(), ws);
+                          }))
+        return;
+      // The sm90 forward kernel goes here: cuda_attention=sm90, and what cuDNN refuses.
       attention_forward_mma(p, o, lse, q, k, v, seg, d);
       return;
     }
@@ -219,10 +249,18 @@ void attention_backward(P& p, const AttentionBackwardArgs& args) {
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
   dispatch<float, bf16>(q, "attention_backward", [&]<class E>() {
-    if (attention_mma_applies<E>(p, "attention_backward", d.hd,
-                                 {&dq, &dk, &dv, &dout, &q, &k, &v, &o}) &&
-        (attention_backward_sm90(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d) ||
-         attention_backward_mma(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d)))
+    const bool fast = attention_mma_applies<E>(p, "attention_backward", d.hd,
+                                               {&dq, &dk, &dv, &dout, &q, &k, &v, &o});
+    if (fast &&
+        attention_cudnn(p, "attention_backward", d, s, {&dq, &dk, &dv, &dout, &q, &k, &v, &o},
+                        [&](auto& c, const SdpaPlan& plan, const auto& ws) {
+                          return c.backward(plan, dq.raw(), dk.raw(), dv.raw(), dout.raw(),
+                                            q.raw(), k.raw(), v.raw(), o.raw(), ptr<float>(lse),
+                                            ws);
+                        }))
+      return;
+    if (fast && (attention_backward_sm90(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d) ||
+                 attention_backward_mma(p, dq, dk, dv, dout, q, k, v, o, lse, seg, d)))
       return;
     const kern::AttnPtrs in{q.raw(),    k.raw(),         v.raw(),          o.raw(),
                             dout.raw(), ptr<float>(lse), ptr<int32_t>(seg)};

@@ -51,6 +51,15 @@ class SlowPathNotes {
                  op.c_str(), shape_class.empty() ? "" : " ", shape_class.c_str(), why.c_str());
     std::fflush(stderr);
   }
+  // A fast path that did not take a call, which other kernels (`runs`) then run.
+  void note_instead(const std::string& op, const std::string& shape_class, const std::string& runs,
+                    const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!said_.insert(op + "|" + shape_class + "|" + runs + "|" + why).second) return;
+    std::fprintf(stderr, "gemmax: cuda backend: %s%s%s runs %s: %s\n", op.c_str(),
+                 shape_class.empty() ? "" : " ", shape_class.c_str(), runs.c_str(), why.c_str());
+    std::fflush(stderr);
+  }
   size_t count() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return said_.size();
