@@ -8,42 +8,14 @@ set(GEMMAX_CUDNN_FRONTEND_DIR "" CACHE PATH
     "cuDNN frontend include directory (holds cudnn_frontend.h); empty: fetch the pinned wheel")
 option(GEMMAX_CUDNN_FRONTEND_FETCH "Fetch the pinned cuDNN frontend when no directory is given" ON)
 set(GEMMAX_CUDNN_FRONTEND_VERSION 1.32.0)
-set(GEMMAX_CUDNN_FRONTEND_URL "https://files.pythonhosted.org/packages/11/02/660e2dd9f9d9f940e1641443771730612c3aadaafbc5ef7a93cc313d519d/nvidia_cudnn_frontend-1.32.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl")
-set(GEMMAX_CUDNN_FRONTEND_SHA256 c6006556017a4d1c914c52a556c71b1267f2d6a0500f742e7b4edef539878df0)
-
 set(GEMMAX_WITH_CUDNN FALSE)
-set(gemmax_cudnn_fe "${GEMMAX_CUDNN_FRONTEND_DIR}")
-if(gemmax_cudnn_fe AND NOT EXISTS "${gemmax_cudnn_fe}/cudnn_frontend.h")
-  message(FATAL_ERROR "GEMMAX_CUDNN_FRONTEND_DIR=${gemmax_cudnn_fe} holds no cudnn_frontend.h: "
-                      "name the include/ directory of an unpacked nvidia-cudnn-frontend "
-                      "${GEMMAX_CUDNN_FRONTEND_VERSION} wheel")
-endif()
-if(NOT gemmax_cudnn_fe AND GEMMAX_CUDNN_FRONTEND_FETCH)
-  set(root "${CMAKE_BINARY_DIR}/_deps/cudnn_frontend-${GEMMAX_CUDNN_FRONTEND_VERSION}")
-  if(NOT EXISTS "${root}/include/cudnn_frontend.h")
-    set(wheel "${root}.whl")
-    message(STATUS "gemmax: fetching cuDNN frontend ${GEMMAX_CUDNN_FRONTEND_VERSION}")
-    file(DOWNLOAD "${GEMMAX_CUDNN_FRONTEND_URL}" "${wheel}" TIMEOUT 120 STATUS got)
-    list(GET got 0 code)
-    if(code EQUAL 0)
-      file(SHA256 "${wheel}" sha)
-      if(NOT sha STREQUAL GEMMAX_CUDNN_FRONTEND_SHA256)
-        file(REMOVE "${wheel}")
-        message(FATAL_ERROR "the cuDNN frontend wheel from ${GEMMAX_CUDNN_FRONTEND_URL} has "
-                            "SHA256 ${sha}, expected ${GEMMAX_CUDNN_FRONTEND_SHA256}")
-      endif()
-      file(ARCHIVE_EXTRACT INPUT "${wheel}" DESTINATION "${root}" PATTERNS "include/*")
-      file(REMOVE "${wheel}")
-    else()
-      file(REMOVE "${wheel}")
-      message(WARNING "gemmax: could not fetch the cuDNN frontend (${got}); cuda_attention=cudnn "
-                      "is left out. Offline: -DGEMMAX_CUDNN_FRONTEND_DIR=<include dir>")
-    endif()
-  endif()
-  if(EXISTS "${root}/include/cudnn_frontend.h")
-    set(gemmax_cudnn_fe "${root}/include")
-  endif()
-endif()
+gemmax_wheel_headers(gemmax_cudnn_fe
+  NAME nvidia-cudnn-frontend VERSION ${GEMMAX_CUDNN_FRONTEND_VERSION}
+  URL "https://files.pythonhosted.org/packages/11/02/660e2dd9f9d9f940e1641443771730612c3aadaafbc5ef7a93cc313d519d/nvidia_cudnn_frontend-1.32.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+  SHA256 c6006556017a4d1c914c52a556c71b1267f2d6a0500f742e7b4edef539878df0
+  INCLUDE include CHECK cudnn_frontend.h
+  DIR "${GEMMAX_CUDNN_FRONTEND_DIR}" FETCH ${GEMMAX_CUDNN_FRONTEND_FETCH}
+  HINT "cuda_attention=cudnn is left out. Offline: -DGEMMAX_CUDNN_FRONTEND_DIR=<include dir>")
 find_path(GEMMAX_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
 find_library(GEMMAX_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
 if(gemmax_cudnn_fe AND GEMMAX_CUDNN_INCLUDE_DIR AND GEMMAX_CUDNN_LIBRARY AND TARGET CUDA::nvrtc)
