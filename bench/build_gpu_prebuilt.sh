@@ -4,8 +4,8 @@
 #
 #   bench/build_gpu_prebuilt.sh [DIR]        (default build-gpu/prebuilt; build tree build-gpu/tree)
 #
-# DIR/bin holds both binaries (and CUTLASS's grouped-GEMM bench gmm_cutlass with its test
-# binary gemmax_cutlass_tests, when the configure found CUTLASS's headers), DIR/lib the shared
+# DIR/bin holds both binaries (and CUTLASS's grouped-GEMM bench gmm_cutlass, with its GPU tests,
+# when the configure found CUTLASS's headers), DIR/lib the shared
 # libraries they need that a bare machine may lack (yaml-cpp, sentencepiece, OpenMP, zlib; found
 # through the binaries' $ORIGIN/../lib run path), DIR/manifest.txt what is in it. Everything
 # else is static (the C++ runtime, the CUDA runtime, GoogleTest, protobuf-lite) except the C
@@ -34,7 +34,7 @@ bins=("$tree/bin/gemmax" "$tree/tests/gemmax_tests")
 # (cmake/cutlass.cmake; minutes more to compile).
 if cmake --build "$tree" --target help | grep -q '^\.\.\. gemmax_cutlass$'; then
   cmake --build "$tree" -j "$(nproc)" --target gemmax_cutlass
-  bins+=("$tree/bin/gmm_cutlass" "$tree/tests/gemmax_cutlass_tests")
+  bins+=("$tree/bin/gmm_cutlass")
 else
   echo "build_gpu_prebuilt.sh: no CUTLASS headers: gmm_cutlass is left out" >&2
 fi

@@ -254,15 +254,15 @@ if wanted 3; then
   # groups first. It times the same products as the two runs below, which it then replaces.
   if [ $dry -eq 1 ]; then
     skip gmm_cutlass "library kernels cannot run on cuda_emulated"
-  elif cutlass_bench=$(find_bin gmm_cutlass) && cutlass_tests=$(find_bin gemmax_cutlass_tests); then
-    stage gmm_cutlass_tests 40 "$cutlass_tests" --gtest_output="xml:$out/gmm_cutlass_tests.xml"
+  elif cutlass_bench=$(find_bin gmm_cutlass); then
+    stage gmm_cutlass_tests 40 "$cutlass_bench" --test --gtest_output="xml:$out/gmm_cutlass_tests.xml"
     grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$out/gmm_cutlass_tests.log" |
       sed "s/^/cutlass: /" | tee -a "$out/summary.txt"
     # A failed run (CUTLASS disagreeing, a fault) leaves the own paths' figures to the runs below.
     stage gmm_cutlass 150 "$cutlass_bench" $gmm_model || cutlass_bench=""
     sed -n '/^check:/,$p' "$out/gmm_cutlass.log" | sed "s/^/cutlass: /" | tee -a "$out/summary.txt"
   else
-    skip gmm_cutlass "no gmm_cutlass / gemmax_cutlass_tests under $prebuilt (built without CUTLASS)"
+    skip gmm_cutlass "no gmm_cutlass under $prebuilt (built without CUTLASS's headers)"
     cutlass_bench=""
   fi
   if [ -z "${cutlass_bench:-}" ]; then

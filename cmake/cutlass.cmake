@@ -4,7 +4,7 @@
 # nvidia-cutlass, or GEMMAX_CUTLASS_DIR. Nothing of the model's path uses it.
 #
 # Its translation unit takes minutes to compile, so its targets are not built by default:
-#   cmake --build build --target gemmax_cutlass    (bin/gmm_cutlass, tests/gemmax_cutlass_tests)
+#   cmake --build build --target gemmax_cutlass    (bin/gmm_cutlass; its GPU tests: gmm_cutlass --test)
 # bench/build_gpu_prebuilt.sh builds and bundles them.
 set(GEMMAX_CUTLASS_DIR "" CACHE PATH
     "CUTLASS include directory (holds cutlass/cutlass.h and cute/); empty: fetch the pinned wheel")
@@ -26,21 +26,19 @@ if(gemmax_cutlass_include)
     $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr
                                -diag-suppress=2908>)
   target_link_libraries(gemmax_gmm_cutlass PUBLIC gemmax_backend)
+  # One binary carries the bench and its GPU tests (`gmm_cutlass --test`): the GPU run's folder
+  # is limited, and each binary holds the whole cuda backend.
   add_executable(gmm_cutlass EXCLUDE_FROM_ALL bench/cutlass/gmm_cutlass_bench.cc)
   target_link_libraries(gmm_cutlass PRIVATE gemmax_gmm_cutlass gemmax_train)
   set_target_properties(gmm_cutlass PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
-  set(cutlass_targets gmm_cutlass)
   if(GEMMAX_TESTS)
     find_package(GTest REQUIRED)
-    # Not in ctest: its tests need a GPU (bench/gpu_check.sh runs them in stage 3).
-    add_executable(gemmax_cutlass_tests EXCLUDE_FROM_ALL tests/cutlass/gmm_cutlass_test.cc)
-    target_link_libraries(gemmax_cutlass_tests PRIVATE gemmax_gmm_cutlass gemmax_backend_factory
-                                                       GTest::gtest GTest::gtest_main)
-    set_target_properties(gemmax_cutlass_tests PROPERTIES RUNTIME_OUTPUT_DIRECTORY
-                                                          ${CMAKE_BINARY_DIR}/tests)
-    list(APPEND cutlass_targets gemmax_cutlass_tests)
+    # Not in ctest: the tests need a GPU (bench/gpu_check.sh runs them in stage 3).
+    target_sources(gmm_cutlass PRIVATE tests/cutlass/gmm_cutlass_test.cc)
+    target_compile_definitions(gmm_cutlass PRIVATE GEMMAX_CUTLASS_TESTS)
+    target_link_libraries(gmm_cutlass PRIVATE GTest::gtest)
   endif()
-  add_custom_target(gemmax_cutlass DEPENDS ${cutlass_targets})
+  add_custom_target(gemmax_cutlass DEPENDS gmm_cutlass)
   message(STATUS "gemmax: CUTLASS ${GEMMAX_CUTLASS_VERSION} headers at ${gemmax_cutlass_include}: "
                  "target gemmax_cutlass (not built by default)")
 endif()

@@ -3,6 +3,8 @@
 // model's expert shapes (T*K rows routed uniformly at random over E experts, as `gemmax bench`):
 //
 //   gmm_cutlass model_name=gemma4-26b-a4b per_device_batch_size=2 max_target_length=16384
+//   gmm_cutlass --test       (its GPU tests, tests/cutlass/gmm_cutlass_test.cc; skipped without
+//   one)
 //
 // The products are the MoE layer's six: gate_up and down, forward, dlhs and drhs (float32
 // gradients). Before anything is timed, each CUTLASS product is checked against the mma kernel's
@@ -19,6 +21,9 @@
 #include <vector>
 
 #include "cutlass_gmm.h"
+#ifdef GEMMAX_CUTLASS_TESTS
+#include <gtest/gtest.h>
+#endif
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
 #include "gemmax/base/rng.h"
@@ -309,6 +314,15 @@ int run(int argc, char** argv) {
 }  // namespace gemmax
 
 int main(int argc, char** argv) {
+#ifdef GEMMAX_CUTLASS_TESTS
+  // `gmm_cutlass --test [--gtest_...]`: the GmmCutlass tests (tests/cutlass/gmm_cutlass_test.cc).
+  if (argc > 1 && std::string(argv[1]) == "--test") {
+    int n = argc - 1;
+    argv[1] = argv[0];
+    testing::InitGoogleTest(&n, argv + 1);
+    return RUN_ALL_TESTS();
+  }
+#endif
   try {
     return gemmax::run(argc, argv);
   } catch (const std::exception& e) {

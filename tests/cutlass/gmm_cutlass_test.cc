@@ -2,9 +2,9 @@
 // (cuda_gmm=mma, themselves tested against the reference backend) on a GPU: forward, dlhs and
 // drhs; group sizes that are not multiples of the tile, empty groups at the start, in the middle
 // and at the end, many small groups, weight windows, with and without accumulation. Skipped
-// without a GPU (/gpu); bench/gpu_check.sh runs it in stage 3. Library kernels cannot run on the
-// cuda emulator: the argument kernel that feeds them is tested there
-// (tests/cuda_gmm_grouped_args_test.cc).
+// without a GPU (/gpu). Linked into the bench: `gmm_cutlass --test`, which bench/gpu_check.sh
+// runs in stage 3. Library kernels cannot run on the cuda emulator: the argument kernel that
+// feeds them is tested there (tests/cuda_gmm_grouped_args_test.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
