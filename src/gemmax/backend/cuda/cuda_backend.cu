@@ -203,6 +203,7 @@ void* CudaPlatform::library_workspace(int64_t bytes) {
     // allocator hands it out only to later work.
     if (library_block_) DeviceAllocator::instance().release(library_block_);
     library_block_ = nullptr;
+    library_block_bytes_ = 0;
     library_block_ = DeviceAllocator::instance().allocate(block);
     library_block_bytes_ = block;
   }
