@@ -327,8 +327,8 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
   GEMMAX_CHECK(p_.attention_ == CudaAttention::kMma || (prop.major == 9 && prop.minor == 0),
                "cuda_attention=", options.cuda_attention, ": ", prop.name, " is sm_", prop.major,
                prop.minor, "; these kernels are built for sm_90a (H100, H200) only: cuda_attention=mma");
-  GEMMAX_CHECK(p_.attention_ == CudaAttention::kMma, "cuda_attention=", options.cuda_attention,
-               " is not built yet: cuda_attention=mma");
+  GEMMAX_CHECK(p_.attention_ != CudaAttention::kCudnn, "cuda_attention=", options.cuda_attention,
+               " is not built yet: cuda_attention=mma or sm90");
   p_.sync_check_ = sync_check_on = options.cuda_sync_check;
   scratch_ = alloc({int64_t(kErrorBytes + kWorkspaceBytes + kOpScratchBytes)}, DType::U8,
                    MemKind::Workspace);

@@ -28,8 +28,8 @@ EmulatedBackend::EmulatedBackend(const BackendOptions& options) {
   p_.fast_kernels_ = options.cuda_kernels != "simple";
   p_.sm90_gmm_ = options.cuda_gmm == "sm90";
   p_.attention_ = cuda_attention_path(options.cuda_attention);
-  GEMMAX_CHECK(p_.attention_ == CudaAttention::kMma, "cuda_attention=", options.cuda_attention,
-               " is not built yet: cuda_attention=mma");
+  GEMMAX_CHECK(p_.attention_ != CudaAttention::kCudnn, "cuda_attention=", options.cuda_attention,
+               " is not built yet: cuda_attention=mma or sm90");
 }
 
 std::string EmulatedBackend::describe() const {

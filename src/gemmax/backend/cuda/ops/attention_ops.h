@@ -6,6 +6,7 @@
 
 #include "gemmax/backend/cuda/kernels/attention_mma.h"
 #include "gemmax/backend/cuda/kernels/attention_simple.h"
+#include "gemmax/backend/cuda/ops/attention_sm90_ops.h"
 #include "gemmax/backend/cuda/ops/common.h"
 #include "gemmax/base/strings.h"
 
@@ -88,6 +89,9 @@ void attention_forward(P& p, const AttentionForwardArgs& args) {
   if (q.numel() == 0) return;
   dispatch<float, bf16>(q, "attention_forward", [&]<class E>() {
     if (attention_mma_applies<E>(p, "attention_forward", d.hd, {&o, &q, &k, &v})) {
+      if (p.attention_path() != CudaAttention::kMma &&
+          attention_forward_sm90(p, o, lse, q, k, v, seg, d))
+        return;
       attention_forward_mma(p, o, lse, q, k, v, seg, d);
       return;
     }
