@@ -158,8 +158,8 @@ TEST(Sm90Emulator, Tma3dLandsOneHeadOfOneSequence) {
   std::vector<uint16_t> g(2 * 5 * 3 * 64);
   for (size_t i = 0; i < g.size(); ++i) g[i] = bits(float(i % 251));
   kern::TensorMap3d map;
-  ASSERT_EQ(kern::make_tensor_map_3d(&map, g.data(), 2, {3 * 64, 5, 2}, {3 * 64 * 2, 5 * 3 * 64 * 2},
-                                     {64, 8, 1}, Swizzle::k128B),
+  ASSERT_EQ(kern::make_tensor_map_3d(&map, g.data(), 2, {3 * 64, 5, 2},
+                                     {3 * 64 * 2, 5 * 3 * 64 * 2}, {64, 8, 1}, Swizzle::k128B),
             nullptr);
   std::vector<uint16_t> after(8 * 64);
   run_block(32, 1024 + 8, [&](EmuExec& x) {
@@ -385,8 +385,8 @@ TEST(Sm90Emulator, WgmmaRegisterAReadsTheMmaFragment) {
     float acc[32];
     for (float& v : acc) v = 1000;  // dropped: accumulate is false
     x.wgmma_fence();
-    x.wgmma_bf16_rs<64, true>(acc, a, kern::wgmma_desc(x.shared_addr(b), 8192, 1024, Swizzle::k128B),
-                              false);
+    x.wgmma_bf16_rs<64, true>(
+        acc, a, kern::wgmma_desc(x.shared_addr(b), 8192, 1024, Swizzle::k128B), false);
     x.wgmma_commit();
     x.wgmma_wait<0>();
     d[x.tid()].assign(acc, acc + 32);

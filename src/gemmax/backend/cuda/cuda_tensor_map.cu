@@ -40,8 +40,7 @@ void CudaPlatform::encode_tensor_map(kern::TensorMap3d& m) {
   find_encode_tiled();
   GEMMAX_CHECK(m.elem_bytes == 2, "cuda backend: tensor maps of bfloat16 only, got ", m.elem_bytes,
                "-byte elements");
-  const cuuint64_t dims[3] = {cuuint64_t(m.dims[0]), cuuint64_t(m.dims[1]),
-                              cuuint64_t(m.dims[2])};
+  const cuuint64_t dims[3] = {cuuint64_t(m.dims[0]), cuuint64_t(m.dims[1]), cuuint64_t(m.dims[2])};
   const cuuint64_t strides[2] = {cuuint64_t(m.strides[0]), cuuint64_t(m.strides[1])};
   const cuuint32_t box[3] = {cuuint32_t(m.box[0]), cuuint32_t(m.box[1]), cuuint32_t(m.box[2])};
   const cuuint32_t element_strides[3] = {1, 1, 1};

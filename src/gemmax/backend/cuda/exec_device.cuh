@@ -138,6 +138,20 @@ struct DeviceExec {
   __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
+  // setmaxnreg.{inc,dec}.sync.aligned.u32 N: the warpgroup's registers a thread move to N (warp
+  // specialisation: the producer gives registers back, the consumers take them).
+  template <int N>
+  __device__ __forceinline__ void setmaxnreg_inc() {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+  }
+  template <int N>
+  __device__ __forceinline__ void setmaxnreg_dec() {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+  }
   // wgmma needs sm_90a; the PTX for later GPUs (compute_90) traps if it is ever run.
   __device__ __forceinline__ void wgmma_fence() {
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL

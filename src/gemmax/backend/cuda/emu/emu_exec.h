@@ -161,6 +161,15 @@ class EmuExec {
                    uint64_t* bar) {
     emu::tma_load_3d(e_, dst, map, c0, c1, c2, bar);
   }
+  // setmaxnreg: registers are not modelled; the PTX range is checked.
+  template <int N>
+  void setmaxnreg_inc() {
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24 to 256, a multiple of 8");
+  }
+  template <int N>
+  void setmaxnreg_dec() {
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24 to 256, a multiple of 8");
+  }
   void fence_proxy_async() {}  // one memory on the host: the proxies see the same bytes
   void wgmma_fence() { wgmma_.fence(); }
   template <int N, bool kTransA = false, bool kTransB = false>

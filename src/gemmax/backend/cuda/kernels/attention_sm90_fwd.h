@@ -4,8 +4,9 @@
 // wholly outside the window never visited, interior tiles unmasked, AttnDims::round_scores, o
 // and the log-sum-exp that the backward reads.
 //
-// Warp specialisation. A block is kConsumers warpgroups and one producer warp (the last):
-//   - the producer's lane 0 brings each key tile and value tile by TMA (a 3-D map over
+// Warp specialisation. A block is kConsumers warpgroups and a producer warpgroup (the last;
+// setmaxnreg gives its registers to the consumers: 24 and 240 a thread):
+//   - the producer's thread 0 brings each key tile and value tile by TMA (a 3-D map over
 //     [B, S, KV, hd] read as {KV * hd, S, B}: one box per 64 columns, the keys of one kv head of
 //     one sequence, zeros past the sequence's end) into a ring of kStages stages, K and V on
 //     their own mbarriers so that the next key tile loads while this one's values are used;
@@ -29,10 +30,12 @@
 // Shared memory (from a 1024-byte-aligned start; 227 KiB a block on H100/H200):
 //   head_dim 256: Q 128 x 256 (64 KiB) + 2 stages x (K 64 x 256 + V 64 x 256) (128 KiB)
 //                 + barriers = 193 KiB with the alignment slack;
-//   head_dim 512: Q 64 x 512 (64 KiB) + 1 stage x (K 64 x 512 + V 64 x 512) (128 KiB) + ... = 193 KiB.
+//   head_dim 512: Q 64 x 512 (64 KiB) + 1 stage x (K 64 x 512 + V 64 x 512) (128 KiB)
+//                 + barriers = 193 KiB.
 // 128-key tiles (the ask) fit only single-buffered at head_dim 256 (Q 64 + K 64 + V 64
-// KiB) and not at all at 512; kBc and kStages are the two knobs for the GPU to settle.
-// Registers a consumer thread: O 128 (64 x 256 fp32 over 128 threads), S 32, P 16 (bf16 pairs).
+// KiB) and not at all at 512; Bc and kStages are the two knobs for the GPU to settle.
+// Registers a consumer thread: O 128 (64 x 256 fp32 over 128 threads), S 32, P 16 (bf16 pairs),
+// within setmaxnreg's 240 (ptxas: no spills; 168 without setmaxnreg spilled ~900 bytes).
 // Every operand is in the 128-byte-swizzled layout: 64 bfloat16 per 128-byte row, 8-row atoms of
 // 1024 bytes, a tile of hd columns stored as hd / 64 blocks of [rows][64].
 #pragma once
@@ -48,7 +51,11 @@ struct FlashSm90 {
   static constexpr int kConsumers = 2, kParts = HD / 256;  // output column parts of 256
   static constexpr int R = 64 * kConsumers / kParts;       // query rows a block
   static constexpr int Bc = 64, kStages = HD == 256 ? 2 : 1;
-  static constexpr int kConsumerThreads = 128 * kConsumers, kThreads = kConsumerThreads + 32;
+  // A producer warpgroup (of which one thread works): ptxas budgets registers for 128-thread
+  // warpgroups, and setmaxnreg moves them from the producer to the consumers.
+  static constexpr int kConsumerThreads = 128 * kConsumers, kThreads = kConsumerThreads + 128;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 65536);
   static constexpr int kBlocks = HD / 64;  // 64-column blocks of a row
   static constexpr uint32_t kQBytes = uint32_t(R) * HD * 2, kTileBytes = uint32_t(Bc) * HD * 2;
   static constexpr uint32_t kAtom = 1024;
@@ -129,7 +136,8 @@ struct AttentionForwardSm90Kernel {
 
     const int64_t q_hi = kmin(S, rows.q0 + rows.rq);
     const TileRange tiles = key_tiles(rows.q0, q_hi, d.window, Bc);
-    if (x.tid() >= F::kConsumerThreads) {  // the producer warp
+    if (x.tid() >= F::kConsumerThreads) {  // the producer warpgroup
+      x.template setmaxnreg_dec<F::kProducerRegs>();
       if (x.tid() != F::kConsumerThreads) return;
       const int32_t col0 = int32_t(rows.kvh * HD);
       for (int64_t n = 0; n < tiles.end - tiles.begin; ++n) {
@@ -149,6 +157,7 @@ struct AttentionForwardSm90Kernel {
     }
 
     // A consumer thread: warpgroup wg takes 64 rows (row group) and 256 output columns (part).
+    x.template setmaxnreg_inc<F::kConsumerRegs>();
     const int wg = x.tid() / 128, tig = x.tid() % 128, l = x.lane();
     const int row0 = (wg / F::kParts) * 64, part = wg % F::kParts;
     const int r_lo = row0 + 16 * (tig / 32) + (l >> 2);  // this lane's rows: r_lo and r_lo + 8
@@ -197,8 +206,8 @@ struct AttentionForwardSm90Kernel {
         for (int i = 0; i < Bc / 2; ++i) {
           const int e = (i & 3) >> 1, col = wgmma_acc_col(tig, i);
           const int64_t j = k0 + col;
-          const bool vis = pos[e] < S && j < S && causal_visible(pos[e], j, d.window) &&
-                           segk[col] == seg_q[e];
+          const bool vis =
+              pos[e] < S && j < S && causal_visible(pos[e], j, d.window) && segk[col] == seg_q[e];
           sc[i] = vis ? sc[i] * kLog2e : kNegInf;
           tmax[e] = kmax(tmax[e], sc[i]);
         }
@@ -225,7 +234,8 @@ struct AttentionForwardSm90Kernel {
       GEMMAX_UNROLL
       for (int kk = 0; kk < kNt / 2; ++kk) {
         GEMMAX_UNROLL
-        for (int i = 0; i < 4; ++i) pa[kk][i] = pack_bf16(sc[8 * kk + 2 * i], sc[8 * kk + 2 * i + 1]);
+        for (int i = 0; i < 4; ++i)
+          pa[kk][i] = pack_bf16(sc[8 * kk + 2 * i], sc[8 * kk + 2 * i + 1]);
       }
 
       x.mbarrier_wait(s.bar(1, st), parity);

@@ -32,8 +32,8 @@ bool attention_forward_sm90(P& p, const Tensor& o, const Tensor& lse, const Tens
   const int64_t strides[2] = {d.KV * d.hd * 2, d.S * d.KV * d.hd * 2};
   auto map = [&](kern::TensorMap3d& m, const Tensor& t, int bc) {
     const int32_t box[3] = {64, bc, 1};
-    const char* bad = kern::make_tensor_map_3d(&m, t.raw(), 2, dims, strides, box,
-                                               kern::Swizzle::k128B);
+    const char* bad =
+        kern::make_tensor_map_3d(&m, t.raw(), 2, dims, strides, box, kern::Swizzle::k128B);
     GEMMAX_CHECK(!bad, "attention_forward with cuda_attention=sm90: the tensor map of ", t.str(),
                  ": ", bad);
     p.encode_tensor_map(m);
