@@ -1,6 +1,7 @@
 // The Hopper instructions of the cuda emulator (emu/emu_sm90.h) on data small enough to check
 // by hand: mbarrier phases, arrivals and transaction bytes; TMA boxes with their swizzle and
-// out-of-bounds zeros; wgmma's shared-memory descriptors and its warpgroup accumulator layout.
+// out-of-bounds zeros (2-D and 3-D maps); wgmma's shared-memory descriptors, its register-A
+// form and its warpgroup accumulator layout.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -148,6 +149,39 @@ TEST(Sm90Emulator, TmaBoxIsSwizzledZeroFilledAndLandsAtTheWait) {
   });
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 8; ++c) EXPECT_EQ(value(after[r * 8 + c]), Tensor5x40::at(3 + r, 36 + c));
+}
+
+// A 3-D map as attention reads K: [B = 2, S = 5, KV = 3, hd = 64] as {KV * hd, S, B}. The box
+// of kv head 1, keys 2..9 of sequence 1 lands as 8 swizzled rows: keys 2..4, then zeros (past
+// the sequence's end: not the next sequence's keys, not past the tensor).
+TEST(Sm90Emulator, Tma3dLandsOneHeadOfOneSequence) {
+  std::vector<uint16_t> g(2 * 5 * 3 * 64);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = bits(float(i % 251));
+  kern::TensorMap3d map;
+  ASSERT_EQ(kern::make_tensor_map_3d(&map, g.data(), 2, {3 * 64, 5, 2},
+                                     {3 * 64 * 2, 5 * 3 * 64 * 2}, {64, 8, 1}, Swizzle::k128B),
+            nullptr);
+  std::vector<uint16_t> after(8 * 64);
+  run_block(32, 1024 + 8, [&](EmuExec& x) {
+    auto* bar = reinterpret_cast<uint64_t*>(x.smem() + 1024);
+    if (x.tid() == 0) {
+      x.mbarrier_init(bar, 1);
+      x.mbarrier_arrive_expect_tx(bar, 8 * 64 * 2);
+      x.tma_load_3d(x.smem(), map, 64, 2, 1, bar);
+    }
+    x.sync();
+    x.mbarrier_wait(bar, 0);
+    if (x.tid() == 0) std::memcpy(after.data(), x.smem(), after.size() * 2);
+  });
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 64; ++c) {
+      const uint32_t at = kern::swizzle_address(uint32_t(r * 128 + c * 2), Swizzle::k128B);
+      const float want = r + 2 < 5 ? float(((1 * 5 + r + 2) * 3 * 64 + 64 + c) % 251) : 0.f;
+      ASSERT_EQ(value(after[at / 2]), want) << r << ", " << c;
+    }
+  EXPECT_STREQ(kern::make_tensor_map_3d(&map, g.data(), 2, {3 * 64, 5, 2}, {3 * 64 * 2, 8},
+                                        {64, 8, 1}, Swizzle::k128B),
+               "a stride is not a multiple of 16 bytes below 2^40");
 }
 
 TEST(Sm90Emulator, TensorMapLimitsAreNamed) {
@@ -325,6 +359,45 @@ TEST(Sm90Emulator, WgmmaTransposeBitsReadMnMajorOperands) {
         ASSERT_EQ(d[t][i], want) << (a_mn ? "A MN-major " : "A K-major ") << m << ", " << n;
       }
   }
+}
+
+// The register-A form (attention's P V): each warp's 16 rows of A in mma.m16n8k16's A fragment
+// (a[0] row g, columns 2t, 2t + 1; a[1] row g + 8; a[2], a[3] the same 8 columns further), B
+// MN-major from shared memory (64 x 16, one 128-byte swizzled row per k), against fp64.
+TEST(Sm90Emulator, WgmmaRegisterAReadsTheMmaFragment) {
+  Rng rng(7);
+  std::vector<float> A(64 * 16), B(16 * 64);  // A[m][k], B[k][n]
+  for (float& v : A) v = float(bf16(rng.normal()));
+  for (float& v : B) v = float(bf16(rng.normal()));
+  std::vector<std::vector<float>> d(128);
+  run_block(128, 2048, [&](EmuExec& x) {
+    auto* b = x.smem<uint16_t>();
+    if (x.tid() == 0)
+      for (int k = 0; k < 16; ++k)
+        for (int n = 0; n < 64; ++n) put_sw128(b, k, n, B[k * 64 + n]);  // row k, n along it
+    x.sync();
+    const int w = x.tid() / 32, g = x.lane() / 4, t = x.lane() % 4;
+    uint32_t a[4];
+    for (int i = 0; i < 4; ++i) {
+      const int m = 16 * w + g + 8 * (i & 1), k = 2 * t + 8 * (i >> 1);
+      a[i] = kern::pack_bf16(A[m * 16 + k], A[m * 16 + k + 1]);
+    }
+    float acc[32];
+    for (float& v : acc) v = 1000;  // dropped: accumulate is false
+    x.wgmma_fence();
+    x.wgmma_bf16_rs<64, true>(
+        acc, a, kern::wgmma_desc(x.shared_addr(b), 8192, 1024, Swizzle::k128B), false);
+    x.wgmma_commit();
+    x.wgmma_wait<0>();
+    d[x.tid()].assign(acc, acc + 32);
+  });
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < 32; ++i) {
+      const int m = kern::wgmma_acc_row(t, i), n = kern::wgmma_acc_col(t, i);
+      double want = 0;
+      for (int k = 0; k < 16; ++k) want += double(A[m * 16 + k]) * B[k * 64 + n];
+      ASSERT_NEAR(d[t][i], want, 1e-4 * (1 + std::abs(want))) << m << ", " << n;
+    }
 }
 
 TEST(Sm90Emulator, WgmmaWithoutFenceIsAnError) {

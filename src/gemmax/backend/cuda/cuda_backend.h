@@ -79,6 +79,7 @@ class CudaPlatform {
   // Encodes the map's driver bytes with cuTensorMapEncodeTiled (found at run time through the
   // runtime's driver entry points, so the build needs no libcuda).
   void encode_tensor_map(kern::TensorMap2d& map);
+  void encode_tensor_map(kern::TensorMap3d& map);
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc);
   // cuda_attention=cudnn: cuDNN's fused attention (null on the other paths).
   CudnnAttention* cudnn() { return cudnn_.get(); }
@@ -107,6 +108,7 @@ class CudaPlatform {
   bool sm90_gmm_ = false;  // cuda_gmm=sm90
   CudaAttention attention_ = CudaAttention::kMma;
   void* encode_tiled_ = nullptr;  // cuTensorMapEncodeTiled
+  void find_encode_tiled();
   bool sync_check_ = false;  // cuda_sync_check: synchronise and check after every launch
   SlowPathNotes slow_paths_;
   std::map<GemmKey, std::unique_ptr<GemmPlan>> plans_;

@@ -157,21 +157,44 @@ class EmuExec {
                    uint64_t* bar) {
     emu::tma_load_2d(e_, dst, map, c0, c1, bar);
   }
-  void fence_proxy_async() {}  // one memory on the host: the proxies see the same bytes
-  // setmaxnreg.{inc,dec}.sync.aligned.u32: a warpgroup's register budget; nothing to emulate
-  // but the PTX's constraint on N.
+  void tma_load_3d(void* dst, const kern::TensorMap3d& map, int32_t c0, int32_t c1, int32_t c2,
+                   uint64_t* bar) {
+    emu::tma_load_3d(e_, dst, map, c0, c1, c2, bar);
+  }
+  // setmaxnreg: registers are not modelled; the PTX range is checked.
   template <int N>
   void setmaxnreg_inc() {
-    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: N a multiple of 8 in [24, 256]");
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24 to 256, a multiple of 8");
   }
   template <int N>
   void setmaxnreg_dec() {
-    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: N a multiple of 8 in [24, 256]");
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24 to 256, a multiple of 8");
   }
+  void fence_proxy_async() {}  // one memory on the host: the proxies see the same bytes
   void wgmma_fence() { wgmma_.fence(); }
   template <int N, bool kTransA = false, bool kTransB = false>
   void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
     wgmma_.mma<N, kTransA, kTransB>(d, desc_a, desc_b, accumulate);
+  }
+  // The register-A form: a holds this thread's A fragment (mma.m16n8k16's layout within each
+  // warp's 16 rows); the rows this thread's accumulators need are gathered from its quad here.
+  template <int N, bool kTransB = false>
+  void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, bool accumulate) {
+    struct Frag {
+      uint32_t a[4];
+    };
+    put(Frag{{a[0], a[1], a[2], a[3]}});
+    float rows[2][16];
+    const int g = lane() >> 2;
+    for (int t = 0; t < 4; ++t) {
+      const Frag f = get<Frag>(4 * g + t);
+      for (int i = 0; i < 4; ++i) {  // a[i]: row g (+8 if i odd), columns 2t (+8 if i >= 2)
+        rows[i & 1][2 * t + 8 * (i >> 1)] = kern::unpack_lo(f.a[i]);
+        rows[i & 1][2 * t + 8 * (i >> 1) + 1] = kern::unpack_hi(f.a[i]);
+      }
+    }
+    syncwarp();
+    wgmma_.mma_rs<N, kTransB>(d, rows, desc_b, accumulate);
   }
   void wgmma_commit() { wgmma_.commit(); }
   template <int N>

@@ -5,11 +5,12 @@
 //     when no arrival and no transaction byte is pending; the parity then flips and the pending
 //     arrivals are reset to the expected count. try_wait.parity(p) succeeds once the phase of
 //     parity p has completed.
-//   - TMA (cp.async.bulk.tensor.2d ... mbarrier::complete_tx::bytes): a box of a TensorMap2d
-//     into shared memory, swizzled, zeros outside the tensor; it lands, and completes its bytes
-//     on its mbarrier, when a thread waits on that barrier.
+//   - TMA (cp.async.bulk.tensor.2d/.3d ... mbarrier::complete_tx::bytes): a box of a TensorMap2d
+//     or TensorMap3d into shared memory, swizzled, zeros outside the tensor; it lands, and
+//     completes its bytes on its mbarrier, when a thread waits on that barrier.
 //   - wgmma.mma_async m64nNk16 .f32.bf16.bf16 with both operands in shared memory (through
-//     matrix descriptors, each K-major or, with its imm-trans bit, MN-major): recorded per thread
+//     matrix descriptors, each K-major or, with its imm-trans bit, MN-major), or A in registers
+//     (the A fragment of mma.m16n8k16 per warp, warp w holding rows 16 w ..): recorded per thread
 //     and carried out, in commit-group order, when wgmma.wait_group lets the group complete, so
 //     that shared memory overwritten before the wait, or accumulators read before it, give wrong
 //     results as they would on the GPU.
@@ -124,6 +125,43 @@ inline void tma_load_2d(BlockEmulator& e, void* dst, const kern::TensorMap2d& ma
   });
 }
 
+// cp.async.bulk.tensor.3d ... [dst], [map, {c0, c1, c2}], [bar]: the box's planes land one
+// after another, each as box[1] rows.
+inline void tma_load_3d(BlockEmulator& e, void* dst, const kern::TensorMap3d& map, int32_t c0,
+                        int32_t c1, int32_t c2, uint64_t* bar) {
+  const uint32_t at = shared_offset(e, dst);
+  const int64_t row_bytes = int64_t(map.box[0]) * map.elem_bytes;
+  const int64_t bytes = row_bytes * map.box[1] * map.box[2];
+  GEMMAX_CHECK(at % 128 == 0, "TMA destination at shared offset ", at,
+               " is not 128-byte aligned (PTX requires it)");
+  GEMMAX_CHECK(size_t(at + bytes) <= e.smem_bytes(), "TMA box of ", bytes,
+               " bytes at shared offset ", at, " runs past the block's ", e.smem_bytes(),
+               " bytes of shared memory");
+  shared_offset(e, bar);
+  e.issue_async_copy(bar, [&e, map, c0, c1, c2, at, row_bytes, bytes, bar] {
+    const auto* g = static_cast<const char*>(map.base);
+    for (int32_t z = 0; z < map.box[2]; ++z) {
+      const int64_t plane = int64_t(c2) + z;
+      for (int32_t r = 0; r < map.box[1]; ++r) {
+        const int64_t row = int64_t(c1) + r, out_row = int64_t(z) * map.box[1] + r;
+        for (int32_t c = 0; c < map.box[0]; ++c) {
+          const int64_t col = int64_t(c0) + c;
+          char* d = e.smem() + kern::swizzle_address(
+                                   uint32_t(at + out_row * row_bytes + int64_t(c) * map.elem_bytes),
+                                   map.swizzle);
+          if (plane >= 0 && plane < map.dims[2] && row >= 0 && row < map.dims[1] && col >= 0 &&
+              col < map.dims[0])
+            std::memcpy(d, g + plane * map.strides[1] + row * map.strides[0] + col * map.elem_bytes,
+                        size_t(map.elem_bytes));
+          else
+            std::memset(d, 0, size_t(map.elem_bytes));
+        }
+      }
+    }
+    mbarrier_change(e, bar, 0, -int32_t(bytes));
+  });
+}
+
 // The byte offset in shared memory of element (row, k) of a bfloat16 operand that a wgmma
 // descriptor describes (rows along M or N, k along the reduction), in the PTX ISA's canonical
 // layouts (the 16-byte unit is 8 elements; a swizzle span is 32, 64 or 128 bytes):
@@ -164,7 +202,19 @@ class WgmmaThread {
     GEMMAX_CHECK(fenced_,
                  "wgmma.mma_async without a wgmma.fence before it (PTX requires one "
                  "before the first wgmma and after touching the accumulators)");
-    open_.push_back({d, N, desc_a, desc_b, accumulate, kTransA, kTransB});
+    open_.push_back({d, N, desc_a, desc_b, accumulate, kTransA, kTransB, false, {}});
+  }
+  // The register-A form: `rows` are this thread's two rows of A (16 k each), gathered from its
+  // quad by the caller (EmuExec) when the instruction issues.
+  template <int N, bool kTransB = false>
+  void mma_rs(float* d, const float (&rows)[2][16], uint64_t desc_b, bool accumulate) {
+    static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma .m64nNk16: N is a multiple of 8 to 256");
+    GEMMAX_CHECK(fenced_,
+                 "wgmma.mma_async without a wgmma.fence before it (PTX requires one "
+                 "before the first wgmma and after touching the accumulators or A registers)");
+    Op op{d, N, 0, desc_b, accumulate, false, kTransB, true, {}};
+    std::memcpy(op.a_rows, rows, sizeof(op.a_rows));
+    open_.push_back(op);
   }
   void commit() {
     groups_.push_back(std::move(open_));
@@ -185,6 +235,8 @@ class WgmmaThread {
     int n;
     uint64_t desc_a, desc_b;
     bool accumulate, trans_a, trans_b;  // imm-trans-a, imm-trans-b: MN-major operands
+    bool a_in_registers;
+    float a_rows[2][16];  // the register-A form: this thread's rows g and g + 8 of A
   };
   static float operand(BlockEmulator& e, const kern::WgmmaDescFields& f, int row, int k,
                        bool mn_major) {
@@ -198,7 +250,7 @@ class WgmmaThread {
   static void run(BlockEmulator& e, int thread, const Op& op) {
     const kern::WgmmaDescFields a = kern::wgmma_desc_fields(op.desc_a),
                                 b = kern::wgmma_desc_fields(op.desc_b);
-    GEMMAX_CHECK(a.base_offset == 0 && b.base_offset == 0,
+    GEMMAX_CHECK((op.a_in_registers || a.base_offset == 0) && b.base_offset == 0,
                  "wgmma descriptors with a base offset are not emulated (start each swizzle "
                  "pattern on its alignment)");
     const int tig = thread % 128;
@@ -206,7 +258,8 @@ class WgmmaThread {
       const int row = kern::wgmma_acc_row(tig, i), col = kern::wgmma_acc_col(tig, i);
       float s = op.accumulate ? op.d[i] : 0.f;  // in k order, as the mma.sync emulation sums
       for (int k = 0; k < 16; ++k)
-        s += operand(e, a, row, k, op.trans_a) * operand(e, b, col, k, op.trans_b);
+        s += (op.a_in_registers ? op.a_rows[(i & 3) >> 1][k] : operand(e, a, row, k, op.trans_a)) *
+             operand(e, b, col, k, op.trans_b);
       op.d[i] = s;
     }
   }

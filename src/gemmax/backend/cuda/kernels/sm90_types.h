@@ -3,7 +3,8 @@
 // definitions):
 //   - TensorMap2d, the tensor map of a TMA copy (cp.async.bulk.tensor.2d): on the GPU its
 //     `driver` bytes are the CUtensorMap that cuTensorMapEncodeTiled wrote; the emulator reads
-//     the plain fields, which the same host call fills (make_tensor_map_2d);
+//     the plain fields, which the same host call fills (make_tensor_map_2d); TensorMap3d, the
+//     same for cp.async.bulk.tensor.3d;
 //   - the shared-memory matrix descriptor of wgmma.mma_async (wgmma_desc);
 //   - the swizzle modes both use: the 16-byte chunk index of a shared-memory address (bits 4..6)
 //     is XORed with its 128-byte row index within a 1024-byte atom (bits 7..9), over 1, 2 or 3
@@ -65,6 +66,47 @@ inline const char* make_tensor_map_2d(TensorMap2d* m, const void* base, int elem
     return "a box dimension is outside [1, 256]";
   if ((box_cols * elem_bytes) % 16 != 0) return "the box row is not a multiple of 16 bytes";
   if (swizzle != Swizzle::kNone && box_cols * elem_bytes > swizzle_bytes(swizzle))
+    return "the box row is wider than the swizzle span";
+  return nullptr;
+}
+
+// A three-dimensional tensor as a TMA copy reads it: dims[0] elements per row (contiguous),
+// dims[1] rows strides[0] bytes apart, dims[2] planes strides[1] bytes apart. A box of box[2]
+// planes of box[1] rows of box[0] elements lands in shared memory as box[1] * box[2] rows,
+// box[0] * elem_bytes apart, swizzled; elements outside the tensor read as zeros. Attention reads
+// K and V ([B, S, KV, hd]) as {KV * hd, S, B}: one kv head's keys of one sequence are a box, and
+// keys past the sequence's end read as zeros, not as the next sequence's.
+struct alignas(64) TensorMap3d {
+  unsigned char driver[128];  // CUtensorMap (GPU builds)
+  const void* base;
+  int64_t dims[3];
+  int64_t strides[2];  // bytes between rows (dims[1]) and between planes (dims[2])
+  int32_t box[3];
+  int32_t elem_bytes;
+  Swizzle swizzle;
+};
+
+inline const char* make_tensor_map_3d(TensorMap3d* m, const void* base, int elem_bytes,
+                                      const int64_t (&dims)[3], const int64_t (&strides)[2],
+                                      const int32_t (&box)[3], Swizzle swizzle) {
+  *m = TensorMap3d{};
+  m->base = base;
+  for (int i = 0; i < 3; ++i) m->dims[i] = dims[i], m->box[i] = box[i];
+  m->strides[0] = strides[0];
+  m->strides[1] = strides[1];
+  m->elem_bytes = elem_bytes;
+  m->swizzle = swizzle;
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0)
+    return "the global address is not 16-byte aligned";
+  for (const int64_t s : strides)
+    if (s % 16 != 0 || s < 16 || s >= (int64_t(1) << 40))
+      return "a stride is not a multiple of 16 bytes below 2^40";
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i] < 1 || dims[i] > (int64_t(1) << 32)) return "a dimension is outside [1, 2^32]";
+    if (box[i] < 1 || box[i] > 256) return "a box dimension is outside [1, 256]";
+  }
+  if ((box[0] * elem_bytes) % 16 != 0) return "the box row is not a multiple of 16 bytes";
+  if (swizzle != Swizzle::kNone && box[0] * elem_bytes > swizzle_bytes(swizzle))
     return "the box row is wider than the swizzle span";
   return nullptr;
 }

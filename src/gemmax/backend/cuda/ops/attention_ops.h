@@ -10,6 +10,7 @@
 #include "gemmax/backend/cuda/kernels/attention_mma.h"
 #include "gemmax/backend/cuda/kernels/attention_simple.h"
 #include "gemmax/backend/cuda/kernels/attention_sm90_bwd_dq.h"
+#include "gemmax/backend/cuda/ops/attention_sm90_ops.h"
 #include "gemmax/backend/cuda/ops/common.h"
 #include "gemmax/base/strings.h"
 
@@ -120,7 +121,9 @@ void attention_forward(P& p, const AttentionForwardArgs& args) {
                                              v.raw(), ws);
                           }))
         return;
-      // The sm90 forward kernel goes here: cuda_attention=sm90, and what cuDNN refuses.
+      if (p.attention_path() != CudaAttention::kMma &&
+          attention_forward_sm90(p, o, lse, q, k, v, seg, d))
+        return;
       attention_forward_mma(p, o, lse, q, k, v, seg, d);
       return;
     }

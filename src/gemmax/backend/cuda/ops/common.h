@@ -10,7 +10,7 @@
 //   P::slow_paths()                 where a slow fallback is announced (SlowPathNotes)
 //   P::sm90_gmm()                   whether the grouped matmuls run the sm90 kernels
 //   P::attention_path()             which kernels run bfloat16 attention (cuda_attention)
-//   P::encode_tensor_map(map)       fills a TensorMap2d's driver bytes (no-op on the host)
+//   P::encode_tensor_map(map)       fills a TensorMap2d's (3d's) driver bytes (no-op on the host)
 //
 // CudaPlatform (cuda_backend.h) runs them on the GPU; EmuPlatform (emulated_backend.h) runs the
 // same kernels on the host, which is how the CPU test suite checks them.
