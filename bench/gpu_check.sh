@@ -5,8 +5,8 @@
 #   1 tests       the */gpu_simple tests, then the */gpu tests (each in its own process, so that
 #                 a fault in a tensor-core kernel cannot hide the plain kernels' results), every
 #                 launch synchronised and checked (cuda_sync_check), naming a faulting kernel
-#   2 sanitizers  compute-sanitizer racecheck, synccheck and memcheck on one grouped-matmul test
-#                 and one attention test
+#   2 sanitizers  compute-sanitizer racecheck, synccheck and memcheck on the grouped-matmul and
+#                 attention tests of each path (mma.sync, the sm90 forward and backward)
 #   3 bench       gemma4-26b-a4b with 6 layers at the seed's width and batch; then attention
 #                 forward and backward at its sliding (head_dim 256) and global (512) layers on
 #                 each path (cuda_attention=mma, sm90, cudnn; TFLOP/s, gemmax bench --attention);
@@ -185,6 +185,7 @@ if wanted 2; then
     sanitized="$sanitized:*GmmSm90.DlhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
     sanitized="$sanitized:*GmmSm90.DrhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups/gpu"
     sanitized="$sanitized:*AttentionSm90Bwd.GroupsOfTwoSlidingWindowAndSegments/gpu"
+    sanitized="$sanitized:*AttentionSm90.HeadDim256MatchesTheReferenceAndTheMmaKernel/gpu"
     sanitized="$sanitized:*OpConformance.AttentionForwardAndBackward/cuda_gpu"
   fi
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null |
