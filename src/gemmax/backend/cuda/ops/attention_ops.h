@@ -103,7 +103,7 @@ bool attention_cudnn(P& p, const char* op, const kern::AttnDims& d, const Attent
     const std::string why =
         c.plan ? run(*p.cudnn(), *c.plan, [&p](int64_t n) { return p.library_workspace(n); }) : c.why;
     if (why.empty()) return true;
-    p.slow_paths().note_instead(op, c.shape_class, "the mma kernels, not cuDNN", why);
+    p.slow_paths().note_instead(op, c.shape_class, "the sm90 kernels, not cuDNN", why);
     return false;
   }
 }
@@ -203,14 +203,16 @@ bool attention_backward_sm90(P& p, const Tensor& dq, const Tensor& dk, const Ten
   using A = kern::AttnSm90Bwd;
   if (p.attention_path() == CudaAttention::kMma) return false;
   if (d.hd != A::HD) {
-    p.slow_paths().note("attention_backward", str_cat("[head_dim=", d.hd, "]"),
-                        "the sm90 backward kernels take head_dim 256 (at 512 the tiles do not fit "
-                        "shared memory): the mma.sync kernels run");
+    p.slow_paths().note_instead("attention_backward", str_cat("[head_dim=", d.hd, "]"),
+                                "the mma.sync kernels",
+                                "the sm90 backward kernels take head_dim 256 (at 512 the tiles "
+                                "do not fit shared memory)");
     return false;
   }
   if (d.B * d.S + A::kRows >= (int64_t(1) << 31)) {
-    p.slow_paths().note("attention_backward", str_cat("[B*S=", d.B * d.S, "]"),
-                        "more rows than a TMA coordinate reaches (2^31): the mma.sync kernels run");
+    p.slow_paths().note_instead("attention_backward", str_cat("[B*S=", d.B * d.S, "]"),
+                                "the mma.sync kernels",
+                                "more rows than a TMA coordinate reaches (2^31)");
     return false;
   }
   Scratch s = p.scratch();

@@ -16,9 +16,9 @@ bool attention_forward_sm90(P& p, const Tensor& o, const Tensor& lse, const Tens
                             const Tensor& k, const Tensor& v, const Tensor& seg,
                             const kern::AttnDims& d) {
   if (d.hd != 256 && d.hd != 512) {
-    p.slow_paths().note("attention_forward", str_cat("[head_dim=", d.hd, "]"),
-                        "the sm90 attention forward takes head_dim 256 and 512 (the mma.sync "
-                        "kernel runs this one)");
+    p.slow_paths().note_instead("attention_forward", str_cat("[head_dim=", d.hd, "]"),
+                                "the mma.sync kernel",
+                                "the sm90 attention forward takes head_dim 256 and 512");
     return false;
   }
   kern::AttentionSm90Params a{};
