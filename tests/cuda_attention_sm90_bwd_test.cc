@@ -19,6 +19,7 @@
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_budget.h"
 #include "op_conformance.h"
+#include "model_gradients.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -172,15 +173,9 @@ TEST(AttentionSm90BwdEmulated, ModelGradientsAgreeWithTheMmaKernels) {
   std::vector<Tensor> grads;
   for (const char* path : {"mma", "sm90"}) {
     const std::unique_ptr<Backend> be = make_backend(cuda_options(false, path));
-    const Tensor w = be->to_device(host_w, MemKind::Params);
-    const Tensor g = be->zeros({host_w.numel()}, DType::F32, MemKind::Grads);
-    const StepInputs in = upload_batch(*be, batch);
-    loss.push_back(
-        Gemma4Model(cfg, *be, {DType::BF16, RematPolicy::Full, 2}).forward_backward(in, w, g)
-            .total_loss);
-    const Tensor h = be->to_host(g);
-    grads.push_back(Tensor::empty(h.shape(), h.dtype()));
-    std::memcpy(grads.back().raw(), h.raw(), h.nbytes());
+    LossInfo info;
+    grads.push_back(testing::model_gradients(*be, cfg, batch, DType::BF16, host_w, &info));
+    loss.push_back(info.total_loss);
   }
   EXPECT_EQ(loss[0], loss[1]);
   Harness::expect_near("model gradients sm90 vs mma", grads[1], grads[0], 2 * Harness::tol(DType::BF16));

@@ -19,6 +19,7 @@
 #include "gemmax/config/train_config.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_budget.h"
+#include "model_gradients.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -215,13 +216,9 @@ TEST(AttentionSm90Emulated, ModelLossAndGradientsMatchTheMmaPath) {
     o.name = "cuda_emulated";
     o.cuda_attention = path;
     const std::unique_ptr<Backend> be = make_backend(o);
-    const Tensor w = be->to_device(host_w, MemKind::Params);
-    const Tensor g = be->zeros({host_w.numel()}, DType::F32, MemKind::Grads);
-    const StepInputs in = upload_batch(*be, batch);
-    loss.push_back(
-        Gemma4Model(cfg, *be, {DType::BF16, RematPolicy::Full, 2}).forward_backward(in, w, g)
-            .total_loss);
-    grads.push_back(clone(be->to_host(g)));
+    LossInfo info;
+    grads.push_back(testing::model_gradients(*be, cfg, batch, DType::BF16, host_w, &info));
+    loss.push_back(info.total_loss);
   }
   EXPECT_NEAR(loss[1], loss[0], 1e-3 * std::abs(loss[0]));
   expect_close("gradients, sm90 vs mma", grads[1], grads[0]);

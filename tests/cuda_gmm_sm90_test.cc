@@ -21,6 +21,7 @@
 #include "gemmax/config/train_config.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_budget.h"
+#include "model_gradients.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -360,15 +361,9 @@ TEST(GmmSm90Emulated, ModelGradientsEqualTheMmaKernelsBitForBit) {
   std::vector<Tensor> grads;
   for (const char* path : {"mma", "sm90"}) {
     const std::unique_ptr<Backend> be = emulated(path);
-    const Tensor w = be->to_device(host_w, MemKind::Params);
-    const Tensor g = be->zeros({host_w.numel()}, DType::F32, MemKind::Grads);
-    const StepInputs in = upload_batch(*be, batch);
-    loss.push_back(
-        Gemma4Model(cfg, *be, {DType::BF16, RematPolicy::Full, 2}).forward_backward(in, w, g)
-            .total_loss);
-    const Tensor h = be->to_host(g);
-    grads.push_back(Tensor::empty(h.shape(), h.dtype()));
-    std::memcpy(grads.back().raw(), h.raw(), h.nbytes());
+    LossInfo info;
+    grads.push_back(testing::model_gradients(*be, cfg, batch, DType::BF16, host_w, &info));
+    loss.push_back(info.total_loss);
   }
   EXPECT_EQ(loss[0], loss[1]);
   ASSERT_EQ(grads[0].numel(), grads[1].numel());

@@ -15,6 +15,7 @@
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/trainer.h"
+#include "model_gradients.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -36,19 +37,6 @@ class ModelOnKernels : public ::testing::TestWithParam<const char*> {
   std::string name;
 };
 
-// One forward and backward on `be`: the loss, and the gradient on the host.
-Tensor gradients(Backend& be, const ModelConfig& cfg, const Batch& batch, DType act,
-                 const Tensor& host_weights, LossInfo* info) {
-  const Tensor w = be.to_device(host_weights, MemKind::Params);
-  const Tensor g = be.zeros({host_weights.numel()}, DType::F32, MemKind::Grads);
-  const StepInputs in = upload_batch(be, batch);
-  *info = Gemma4Model(cfg, be, {act, RematPolicy::Full, 2}).forward_backward(in, w, g);
-  const Tensor h = be.to_host(g);
-  Tensor copy = Tensor::empty(h.shape(), h.dtype());
-  std::memcpy(copy.raw(), h.raw(), h.nbytes());
-  return copy;
-}
-
 TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
   for (int64_t experts : {5, 2, 1}) {  // 1: the dense layer (gemma4-31b)
     ModelConfig cfg = testing::small_test_config(2);
@@ -64,14 +52,14 @@ TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
     auto be = make_backend(o);
     const Tensor w = testing::trained_like_weights(table, 0.0, 0);
     LossInfo lr, lk, lkb, ln;
-    const Tensor gr = gradients(ref, cfg, batch, DType::F32, w, &lr);
-    const Tensor gk = gradients(*be, cfg, batch, DType::F32, w, &lk);
+    const Tensor gr = testing::model_gradients(ref, cfg, batch, DType::F32, w, &lr);
+    const Tensor gk = testing::model_gradients(*be, cfg, batch, DType::F32, w, &lk);
     EXPECT_NEAR(lk.total_loss, lr.total_loss, 1e-6 * lr.total_loss) << experts << " experts";
     EXPECT_LE(testing::relative_l2(gr, gk), 1e-5) << experts << " experts, float32";
     // bfloat16 on the kernels: as close to fp32 as fp32 is to itself under a bf16 rounding of
     // every weight (the criterion of bf16_test.cc).
-    const Tensor gkb = gradients(*be, cfg, batch, DType::BF16, w, &lkb);
-    const Tensor gn = gradients(ref, cfg, batch, DType::F32,
+    const Tensor gkb = testing::model_gradients(*be, cfg, batch, DType::BF16, w, &lkb);
+    const Tensor gn = testing::model_gradients(ref, cfg, batch, DType::F32,
                                 testing::trained_like_weights(table, std::ldexp(1.0, -9), 11), &ln);
     const double bf16_err = testing::relative_l2(gr, gkb), noise_err = testing::relative_l2(gr, gn);
     EXPECT_NEAR(lkb.total_loss, lr.total_loss, 1e-2 * lr.total_loss) << experts << " experts";
@@ -82,7 +70,8 @@ TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
     // 0.060, max 0.092), so the whole error (0.128) cannot meet 3 x noise there; the arithmetic's
     // share is 0.072. At d_model 64 or MLP 64 the same dense layer's whole error is 0.023-0.028.
     LossInfo lw;
-    const Tensor gw = gradients(ref, cfg, batch, DType::F32, testing::bf16_rounded_matrices(table, w), &lw);
+    const Tensor gw = testing::model_gradients(ref, cfg, batch, DType::F32,
+                                               testing::bf16_rounded_matrices(table, w), &lw);
     const double arith_err = testing::relative_l2(gw, gkb);
     EXPECT_LE(arith_err, 3 * noise_err) << experts << " experts, against the rounded matrices";
     EXPECT_LE(arith_err, 0.1) << experts << " experts, against the rounded matrices";
@@ -92,7 +81,7 @@ TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
       // and the kernels reproduce the reference backend's bf16 gradients
       ReferenceBackend ref_bf16;
       LossInfo lrb;
-      const Tensor grb = gradients(ref_bf16, cfg, batch, DType::BF16, w, &lrb);
+      const Tensor grb = testing::model_gradients(ref_bf16, cfg, batch, DType::BF16, w, &lrb);
       EXPECT_LE(testing::relative_l2(grb, gkb), 1e-3) << "dense, bf16 kernels vs bf16 reference";
       continue;
     }
