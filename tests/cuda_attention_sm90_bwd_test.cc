@@ -1,15 +1,18 @@
 // The attention backward's sm90 kernels (cuda_attention=sm90: TMA, mbarrier, wgmma; head_dim
-// 256) against the reference backend in fp64 (the conformance criterion: dq, dk, dv within 4
+// 256 and 512) against the reference backend in fp64 (the conformance criterion: dq, dk, dv within 4
 // bfloat16 roundings of the largest true value) and against the mma.sync kernels
 // (cuda_attention=mma) on the same inputs: sequences that are not a multiple of the 64-row
-// tiles, GQA groups of 1, 2 and 4, sliding windows, segments, round_scores. On the cuda
+// tiles (and, at 512, the ring's 32), GQA groups of 1, 2 and 4, sliding windows, segments,
+// round_scores; at head_dim 512 the dk/dv columns split over two blocks. On the cuda
 // emulator (/emulated) and on a GPU (/gpu, skipped without one; bench/gpu_check.sh runs it).
 // The two kernels sum head_dim in a different order (the mma kernels by 64- or 128-wide parts),
 // so their scores, and the bfloat16 probabilities built from them, differ by rounding: the
 // comparison with the mma kernels is to two roundings.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
@@ -101,40 +104,98 @@ class AttentionSm90Bwd : public ::testing::TestWithParam<const char*> {
   bool gpu = false;
 };
 
-AttentionShape shape(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t window,
+AttentionShape shape(int64_t hd, int64_t B, int64_t S, int64_t H, int64_t KV, int64_t window,
                      bool round_scores = false) {
   AttentionShape s;
   s.batch = B;
   s.seq = S;
   s.num_heads = H;
   s.num_kv_heads = KV;
-  s.head_dim = 256;
+  s.head_dim = hd;
   s.window = window;
   s.round_scores = round_scores;
   return s;
 }
 
 // One head a group; 100 positions: a full and a partial tile of 64 on both sides.
-TEST_P(AttentionSm90Bwd, CausalWithAPartialTile) { check(shape(1, 100, 2, 2, 0), 1); }
+TEST_P(AttentionSm90Bwd, CausalWithAPartialTile) {
+  for (const int64_t hd : {256, 512}) check(shape(hd, 1, 100, 2, 2, 0), 1);
+}
 
 // Groups of 2, two sequences (a box reaches into the next one), a sliding window, two documents.
 TEST_P(AttentionSm90Bwd, GroupsOfTwoSlidingWindowAndSegments) {
-  check(shape(2, 70, 4, 2, 40), 2);
+  for (const int64_t hd : {256, 512}) check(shape(hd, 2, 70, 4, 2, 40), 2);
 }
 
 // Groups of 4 (dk, dv summed over four heads), a window short enough that whole tiles are never
 // visited (query tile 2 sees no key of tile 0), three documents, scores rounded to bfloat16.
 TEST_P(AttentionSm90Bwd, GroupsOfFourShortWindowRoundedScores) {
-  check(shape(1, 150, 4, 1, 30, true), 3);
+  for (const int64_t hd : {256, 512}) check(shape(hd, 1, 150, 4, 1, 30, true), 3);
+}
+
+// Rows past a sequence's end read as zeros (3-D tensor maps), not as the next sequence's: with
+// every input of sequence 1 infinite, sequence 0's dq, dk and dv are finite and agree with the
+// mma kernels' (whose cp.async fills zeros). S = 70 puts a partial tile at the boundary on both
+// sides.
+TEST_P(AttentionSm90Bwd, TheNextSequenceCannotReachThisOne) {
+  for (const int64_t hd : {256, 512}) {
+    const AttentionShape s = shape(hd, 2, 70, 2, 1, 0);
+    const int64_t S = s.seq, T = 2 * S, H = 2, KV = 1;
+    Harness h(make_backend(cuda_options(gpu, "mma")));
+    // Sequence 1 (rows S..2S of [T, heads, hd]) all +inf, in bfloat16.
+    auto poisoned = [&](int64_t heads, double scale) {
+      Tensor t = h.rand({T, heads, hd}, DType::F32, scale);
+      float* x = t.data<float>();
+      for (int64_t i = S * heads * hd; i < T * heads * hd; ++i)
+        x[i] = std::numeric_limits<float>::infinity();
+      return convert_dtype(t, DType::BF16);
+    };
+    const Tensors inputs{poisoned(H, 0.3), poisoned(KV, 0.3), poisoned(KV, 1.0),
+                         h.ints(documents(2, S, 1)), poisoned(H, 1.0)};
+    std::vector<Tensor> out[2];  // dq, dk, dv of sequence 0, on sm90 and on mma
+    const char* paths[] = {"sm90", "mma"};
+    for (int path = 0; path < 2; ++path) {
+      const std::unique_ptr<Backend> be = make_backend(cuda_options(gpu, paths[path]));
+      Tensors t;
+      for (const Tensor& x : inputs) t.push_back(be->to_device(x, MemKind::Workspace));
+      auto zeros = [&](const Shape& shape, DType dt) {
+        return be->to_device(Tensor::zeros(shape, dt), MemKind::Workspace);
+      };
+      const Tensor o = zeros({T, H, hd}, DType::BF16), lse = zeros({2, H, S}, DType::F32);
+      const Tensor dq = zeros({T, H, hd}, DType::BF16), dk = zeros({T, KV, hd}, DType::BF16),
+                   dv = zeros({T, KV, hd}, DType::BF16);
+      be->attention_forward(
+          {.o = o, .lse = lse, .q = t[0], .k = t[1], .v = t[2], .segment_ids = t[3], .shape = s});
+      be->attention_backward({.dq = dq, .dk = dk, .dv = dv, .dout = t[4], .q = t[0], .k = t[1],
+                              .v = t[2], .o = o, .lse = lse, .segment_ids = t[3], .shape = s});
+      for (const Tensor& g : {dq, dk, dv}) {
+        const Tensor all = convert_dtype(be->to_host(g), DType::F32);
+        Tensor first = Tensor::zeros({S, g.shape()[1], hd}, DType::F32);
+        std::memcpy(first.data<float>(), all.data<float>(), first.numel() * sizeof(float));
+        out[path].push_back(first);
+      }
+    }
+    const char* names[] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; ++i) {
+      const std::string what = std::string(names[i]) + " of sequence 0, head_dim " +
+                               std::to_string(hd);
+      bool finite = true;
+      for (int64_t e = 0; e < out[0][i].numel(); ++e)
+        finite = finite && std::isfinite(out[0][i].data<float>()[e]);
+      EXPECT_TRUE(finite) << what << ": a non-finite value of sequence 1 reached it";
+      Harness::expect_near(what + " sm90 vs mma", out[0][i], out[1][i],
+                           2 * Harness::tol(DType::BF16));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, AttentionSm90Bwd, ::testing::Values("emulated", "gpu"),
                          [](const auto& info) { return std::string(info.param); });
 
-// The sm90 kernels are the ones that run with cuda_attention=sm90 and head_dim 256 (no silent
-// fallback), not with cuda_attention=mma; head_dim 512 falls back to the mma kernels.
+// The sm90 kernels are the ones that run with cuda_attention=sm90 and head_dim 256 or 512 (no
+// silent fallback), not with cuda_attention=mma; head_dim 128 falls back to the mma kernels.
 TEST(AttentionSm90BwdEmulated, TheSm90KernelsRunWhereTheyApply) {
-  for (const int64_t hd : {256, 512})
+  for (const int64_t hd : {128, 256, 512})
     for (const char* path : {"sm90", "mma"}) {
       const std::unique_ptr<Backend> be = make_backend(cuda_options(false, path));
       auto& emu = dynamic_cast<cuda::EmulatedBackend&>(*be);
@@ -148,13 +209,13 @@ TEST(AttentionSm90BwdEmulated, TheSm90KernelsRunWhereTheyApply) {
       const kern::AttnDims d{1, T, 2, 1, hd, 0, false};
       EXPECT_EQ(cuda::ops::attention_backward_sm90(emu.platform(), dq, dk, dk, q, q, k, k, q, lse,
                                                    seg, d),
-                hd == 256 && std::string(path) == "sm90")
+                hd != 128 && std::string(path) == "sm90")
           << path << " head_dim " << hd;
     }
 }
 
 // A whole bfloat16 forward and backward of a small model whose sliding layers have head_dim 256
-// (the global layers' 512 fall back to mma): the same loss (the forward is the same kernels) and
+// and global layers 512, both on the sm90 kernels: the same loss (the forward is the same kernels) and
 // gradients that agree to rounding with cuda_attention=mma.
 TEST(AttentionSm90BwdEmulated, ModelGradientsAgreeWithTheMmaKernels) {
   ModelConfig cfg = testing::small_test_config(2);

@@ -176,9 +176,20 @@ struct DeviceExec {
   template <int N, bool kTransA = false, bool kTransB = false>
   __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                              bool accumulate) {
-    static_assert(N == 64 || N == 128, "the GPU side has the n64 and n128 shapes only");
+    static_assert(N == 32 || N == 64 || N == 128, "the GPU side has the n32, n64, n128 shapes");
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
-    if constexpr (N == 64) {
+    if constexpr (N == 32) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+          "}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+            "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+            "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+          : "l"(desc_a), "l"(desc_b), "r"(int32_t(accumulate)), "n"(int(kTransA)),
+            "n"(int(kTransB)));
+    } else if constexpr (N == 64) {
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"

@@ -1,17 +1,18 @@
-// The attention backward's dq on Hopper's instructions (cuda_attention=sm90), head_dim 256; the
-// machinery and the dk/dv kernel are in attention_sm90_bwd.h.
+// The attention backward's dq on Hopper's instructions (cuda_attention=sm90), head_dim 256 and
+// 512; the machinery and the dk/dv kernel are in attention_sm90_bwd.h.
 //
-// One block per 64 query positions of one head, iterating the key tiles of 64 they may see
-// (tiles wholly outside the window are never visited). Q and dO are loaded once; K and V tiles
-// go through the two-stage ring.
-//   warpgroup 0: S = Q K^T (m64n64k16 x 16, both K-major), P = exp(S - lse) masked, to shared
-//                memory in fp32; then dQ[:, 0:128] += dS K (K MN-major);
+// One block per 64 query positions of one head, iterating the key tiles they may see (tiles
+// wholly outside the window are never visited). Q and dO are loaded once; K and V tiles of R
+// rows (64 at head_dim 256, 32 at 512) go through the ring.
+//   warpgroup 0: S = Q K^T (m64nRk16 over head_dim, both K-major), P = exp(S - lse) masked, to
+//                shared memory in fp32; then dQ's first half of columns += dS K (K MN-major);
 //   warpgroup 1: dP = dO V^T, dS = P (dP - delta) to shared memory (bf16);
-//                dQ[:, 128:256] += dS K.
-// Registers a consumer thread: 64 accumulators of dQ + 32 of S or dP.
-// Shared memory (bytes): Q, dO 2 x 32768; two stages of K and V 2 x 65536; dS bf16 8192;
-// P fp32 16384; the stages' key segments 2 x 256; 9 mbarriers; up to 1024 to align: 222792 of
-// the 232448 (227 KiB) a block may have on H100/H200.
+//                dQ's second half += dS K.
+// Registers a consumer thread: hd / 4 accumulators of dQ + R / 2 of S or dP.
+// Shared memory (bytes), head_dim 256 | 512: Q, dO 2 x 32768 | 2 x 65536; the ring's K and V
+// 2 stages x 65536 | 1 x 65536; dS bf16 8192; P fp32 16384 | 8192; the stages' key segments;
+// 9 mbarriers; up to 1024 to align: 222792 | 214216 of the 232448 (227 KiB) a block may have on
+// H100/H200.
 //
 // Unlike the mma kernel, a block takes one head: the K and V tiles are read once per head of a
 // kv group rather than once per group.
@@ -21,31 +22,38 @@
 
 namespace gemmax::kern {
 
+template <class A>
 struct AttnSm90DqSmem {
-  using A = AttnSm90Bwd;
+  static constexpr int R = A::kStream;
   char* base;
   GEMMAX_HD bf16* q() const { return reinterpret_cast<bf16*>(base); }
-  GEMMAX_HD bf16* dout() const { return q() + A::kTileElems; }
-  GEMMAX_HD bf16* k(int st) const { return dout() + A::kTileElems + st * 2 * A::kTileElems; }
-  GEMMAX_HD bf16* v(int st) const { return k(st) + A::kTileElems; }
-  GEMMAX_HD bf16* ds() const { return k(A::kStages); }  // 64 queries x 64 keys
+  GEMMAX_HD bf16* dout() const { return q() + A::tile_elems(64); }
+  GEMMAX_HD bf16* k(int st) const {
+    return dout() + A::tile_elems(64) + st * 2 * A::tile_elems(R);
+  }
+  GEMMAX_HD bf16* v(int st) const { return k(st) + A::tile_elems(R); }
+  GEMMAX_HD bf16* ds() const { return k(A::kStages); }  // 64 queries x 64 keys (R used)
   GEMMAX_HD float* pf() const { return reinterpret_cast<float*>(ds() + 64 * 64); }  // [q][key]
   GEMMAX_HD int32_t* seg(int st) const {
-    return reinterpret_cast<int32_t*>(pf() + 64 * 64) + st * 64;
+    return reinterpret_cast<int32_t*>(pf() + 64 * R) + st * R;
   }
   GEMMAX_HD AttnSm90Bars bars() const {
     return {reinterpret_cast<uint64_t*>(seg(A::kStages))};
   }
   static constexpr size_t bytes() {
-    return A::kSwizzleAtom + size_t(2 + 2 * A::kStages) * A::kTileElems * 2 + 64 * 64 * 2 +
-           64 * 64 * 4 + A::kStages * 64 * 4 + AttnSm90Bars::kCount * 8;
+    return A::kSwizzleAtom + (2 * size_t(A::tile_elems(64)) + 2 * A::kStages * A::tile_elems(R)) * 2 +
+           64 * 64 * 2 + 64 * R * 4 + A::kStages * R * 4 + AttnSm90Bars::kCount * 8;
   }
 };
-static_assert(AttnSm90DqSmem::bytes() <= 227 * 1024, "over Hopper's shared memory per block");
+static_assert(AttnSm90DqSmem<AttnSm90Bwd<256>>::bytes() <= 227 * 1024 &&
+                  AttnSm90DqSmem<AttnSm90Bwd<512>>::bytes() <= 227 * 1024,
+              "over Hopper's shared memory per block");
 
 // Grid (query tiles of 64, H, B).
+template <int HD>
 struct AttentionDqSm90Kernel {
-  using A = AttnSm90Bwd;
+  using A = AttnSm90Bwd<HD>;
+  static constexpr int R = A::kStream, kStages = A::kStages, kHalves = A::kDqHalves;
   static constexpr int kMaxThreads = A::kThreads;
   static constexpr bool kGridConstant = true;
   template <class X>
@@ -53,10 +61,10 @@ struct AttentionDqSm90Kernel {
     const AttnDims& d = p.d;
     const int64_t b = x.bz(), h = x.by(), kvh = h / d.group(), q0 = int64_t(x.bx()) * A::kRows;
     const int64_t S = d.S;
-    const AttnSm90DqSmem s{sm90_aligned_smem(x)};
+    const AttnSm90DqSmem<A> s{sm90_aligned_smem(x)};
     const AttnSm90Bars bar = s.bars();
-    bar.init(x, 128, 256);  // P: fp32 by warpgroup 1; dS: both warpgroups' wgmma
-    const TileRange tiles = key_tiles(q0, kmin(S, q0 + A::kRows), d.window, A::kRows);
+    bar.template init<kStages>(x, 128, 256);  // P: fp32 by warpgroup 1; dS: both wgmma
+    const TileRange tiles = key_tiles(q0, kmin(S, q0 + A::kRows), d.window, R);
     const int64_t count = tiles.end - tiles.begin;
 
     if (x.tid() >= A::kConsumers) {  // the producer warpgroup: its first warp loads
@@ -64,20 +72,19 @@ struct AttentionDqSm90Kernel {
       const int lane = x.tid() - A::kConsumers;
       if (lane >= 32) return;
       if (lane == 0) {
-        x.mbarrier_arrive_expect_tx(bar.once(), 2 * A::kTileBytes);
-        sm90_load_tile(x, s.q(), p.q, b * S + q0, h * A::HD, bar.once());
-        sm90_load_tile(x, s.dout(), p.dout, b * S + q0, h * A::HD, bar.once());
+        x.mbarrier_arrive_expect_tx(bar.once(), 2 * A::tile_bytes(A::kRows));
+        sm90_load_tile<A>(x, s.q(), p.q, A::kRows, b, q0, h * HD, bar.once());
+        sm90_load_tile<A>(x, s.dout(), p.dout, A::kRows, b, q0, h * HD, bar.once());
       }
       for (int64_t n = 0; n < count; ++n) {
-        const int st = int(n % A::kStages);
-        if (n >= A::kStages) x.mbarrier_wait(bar.empty(st), sm90_stage_parity(n - A::kStages));
-        const int64_t k0 = (tiles.begin + n) * A::kRows;
-        for (int r = lane; r < A::kRows; r += 32)
-          s.seg(st)[r] = k0 + r < S ? p.seg[b * S + k0 + r] : 0;
+        const int st = int(n % kStages);
+        if (n >= kStages) x.mbarrier_wait(bar.empty(st), sm90_stage_parity<kStages>(n - kStages));
+        const int64_t k0 = (tiles.begin + n) * R;
+        for (int r = lane; r < R; r += 32) s.seg(st)[r] = k0 + r < S ? p.seg[b * S + k0 + r] : 0;
         if (lane == 0) {
-          x.mbarrier_arrive_expect_tx(bar.full(st), 2 * A::kTileBytes);
-          sm90_load_tile(x, s.k(st), p.k, b * S + k0, kvh * A::HD, bar.full(st));
-          sm90_load_tile(x, s.v(st), p.v, b * S + k0, kvh * A::HD, bar.full(st));
+          x.mbarrier_arrive_expect_tx(bar.full(st), 2 * A::tile_bytes(R));
+          sm90_load_tile<A>(x, s.k(st), p.k, R, b, k0, kvh * HD, bar.full(st));
+          sm90_load_tile<A>(x, s.v(st), p.v, R, b, k0, kvh * HD, bar.full(st));
         } else {
           x.mbarrier_arrive(bar.full(st));
         }
@@ -101,60 +108,67 @@ struct AttentionDqSm90Kernel {
       lse2[e] = in ? p.lse[at] * kLog2e : 0.0f;
       dlt[e] = in ? p.delta[at] : 0.0f;
     }
-    float acc[1][64] = {};  // dQ's columns [128 wg, 128 wg + 128)
+    const WarpSpan span = warp_span(x, pos, seg_q, S);
+    float acc[kHalves][64] = {};  // dQ's columns 128 (kHalves wg + j) + [0, 128)
     x.mbarrier_wait(bar.once(), 0);
     const uint32_t q_at = x.shared_addr(s.q()), do_at = x.shared_addr(s.dout());
     const uint32_t ds_at = x.shared_addr(s.ds());
     for (int64_t n = 0; n < count; ++n) {
-      const int st = int(n % A::kStages);
-      const int64_t k0 = (tiles.begin + n) * A::kRows;
+      const int st = int(n % kStages);
+      const int64_t k0 = (tiles.begin + n) * R;
       const uint32_t k_at = x.shared_addr(s.k(st)), v_at = x.shared_addr(s.v(st));
-      x.mbarrier_wait(bar.full(st), sm90_stage_parity(n));
-      float sc[32] = {};
+      x.mbarrier_wait(bar.full(st), sm90_stage_parity<kStages>(n));
+      float sc[R / 2] = {};
       if (wg == 0) {
-        sm90_head_product(x, sc, q_at, k_at);  // S
+        sm90_head_product<A, R>(x, sc, q_at, k_at);  // S
         if (d.round_scores) sm90_round_scores(sc);
         if (n > 0) x.mbarrier_wait(bar.p_free(), sm90_parity(n - 1));
+        // The mask on boundary tiles only (attention_tiles.h, interior tiles).
+        const bool interior = interior_keys(x, span, k0, R, s.seg(st), S, d.window);
         GEMMAX_UNROLL
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < R / 2; ++i) {
           const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i), e = (i & 3) >> 1;
           const int64_t j = k0 + c;
-          const bool vis = pos[e] < S && j < S && causal_visible(pos[e], j, d.window) &&
-                           s.seg(st)[c] == seg_q[e];
-          s.pf()[r * 64 + c] = vis ? kexp2(sc[i] * kLog2e - lse2[e]) : 0.0f;
+          const bool vis = interior || (pos[e] < S && j < S && causal_visible(pos[e], j, d.window) &&
+                                        s.seg(st)[c] == seg_q[e]);
+          s.pf()[r * R + c] = vis ? kexp2(sc[i] * kLog2e - lse2[e]) : 0.0f;
         }
         x.mbarrier_arrive(bar.p_ready());
       } else {
-        sm90_head_product(x, sc, do_at, v_at);  // dP
+        sm90_head_product<A, R>(x, sc, do_at, v_at);  // dP
         x.mbarrier_wait(bar.p_ready(), sm90_parity(n));
-        float ds[32];
+        float ds[R / 2];
         GEMMAX_UNROLL
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < R / 2; ++i) {
           const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i);
-          ds[i] = s.pf()[r * 64 + c] * (sc[i] - dlt[(i & 3) >> 1]);
+          ds[i] = s.pf()[r * R + c] * (sc[i] - dlt[(i & 3) >> 1]);
         }
         x.mbarrier_arrive(bar.p_free());
         if (n > 0) x.mbarrier_wait(bar.ds_free(), sm90_parity(n - 1));
         GEMMAX_UNROLL
-        for (int i = 0; i < 32; ++i)
+        for (int i = 0; i < R / 2; ++i)
           s.ds()[swizzled(wgmma_acc_row(tig, i), wgmma_acc_col(tig, i), 64)] =
               from_acc<bf16>(ds[i]);
         x.fence_proxy_async();  // dS before wgmma's (async proxy) reads
         x.mbarrier_arrive(bar.ds_ready());
       }
       x.mbarrier_wait(bar.ds_ready(), sm90_parity(n));
-      sm90_rows_product(x, acc, wg, ds_at, k_at);  // dQ += dS K
+      sm90_rows_product<kHalves, R>(x, acc, kHalves * wg, ds_at, k_at);  // dQ += dS K
       x.mbarrier_arrive(bar.ds_free());
       x.mbarrier_arrive(bar.empty(st));
     }
 
     GEMMAX_UNROLL
-    for (int i = 0; i < 64; i += 2) {
-      const int64_t i_pos = q0 + wgmma_acc_row(tig, i);
-      if (i_pos >= S) continue;
-      bf16* row = p.dq + ((b * S + i_pos) * d.H + h) * A::HD + 128 * wg + wgmma_acc_col(tig, i);
-      row[0] = from_acc<bf16>(acc[0][i]);
-      row[1] = from_acc<bf16>(acc[0][i + 1]);
+    for (int j = 0; j < kHalves; ++j) {
+      GEMMAX_UNROLL
+      for (int i = 0; i < 64; i += 2) {
+        const int64_t i_pos = q0 + wgmma_acc_row(tig, i);
+        if (i_pos >= S) continue;
+        bf16* row = p.dq + ((b * S + i_pos) * d.H + h) * HD + 128 * (kHalves * wg + j) +
+                    wgmma_acc_col(tig, i);
+        row[0] = from_acc<bf16>(acc[j][i]);
+        row[1] = from_acc<bf16>(acc[j][i + 1]);
+      }
     }
   }
 };

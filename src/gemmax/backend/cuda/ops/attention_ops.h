@@ -194,23 +194,67 @@ bool attention_backward_mma(P& p, const Tensor& dq, const Tensor& dk, const Tens
 }
 
 // The sm90 kernels (TMA, mbarrier, wgmma; kernels/attention_sm90_bwd*.h) with
-// cuda_attention=sm90, and cudnn's fallback: head_dim 256; other sizes run on the mma kernels.
+// cuda_attention=sm90, and cudnn's fallback: head_dim 256 and 512; other sizes run on the mma
+// kernels.
+template <int HD, class P>
+void attention_backward_sm90_launch(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const Tensor& dout, const Tensor& q, const Tensor& k,
+                                    const Tensor& v, const Tensor& lse, const Tensor& seg,
+                                    const float* delta, const kern::AttnDims& d) {
+  using A = kern::AttnSm90Bwd<HD>;
+  // Each kernel's own tiles are 64 rows, its ring's kStream: q and dout are the dq kernel's
+  // own and the dk/dv kernel's ring, k and v the other way round.
+  auto params = [&](int qo_rows, int kv_rows) {
+    kern::AttnSm90BwdParams a{};
+    a.dq = ptr<bf16>(dq);
+    a.dk = ptr<bf16>(dk);
+    a.dv = ptr<bf16>(dv);
+    a.lse = ptr<float>(lse);
+    a.delta = delta;
+    a.seg = ptr<int32_t>(seg);
+    a.d = d;
+    // [B, S, heads, hd] as {heads * hd, S, B}: rows past a sequence's end read as zeros.
+    for (auto [map, t, heads, rows] :
+         {std::tuple{&a.q, &q, d.H, qo_rows}, std::tuple{&a.k, &k, d.KV, kv_rows},
+          std::tuple{&a.v, &v, d.KV, kv_rows}, std::tuple{&a.dout, &dout, d.H, qo_rows}}) {
+      const int64_t cols = heads * HD;
+      const int64_t dims[3] = {cols, d.S, d.B}, strides[2] = {cols * 2, d.S * cols * 2};
+      const int32_t box[3] = {64, rows, 1};
+      const char* bad = kern::make_tensor_map_3d(map, t->raw(), 2, dims, strides, box,
+                                                 kern::Swizzle::k128B);
+      GEMMAX_CHECK(!bad, "attention_backward with cuda_attention=sm90: the tensor map of ",
+                   t->str(), ": ", bad);
+      p.encode_tensor_map(*map);
+    }
+    return a;
+  };
+  Launch l;
+  l.gx = uint32_t(kern::ceil_div(d.S, int64_t(A::kRows)));
+  l.gy = uint32_t(d.H);
+  l.gz = uint32_t(d.B);
+  l.threads = A::kThreads;
+  l.smem = kern::AttnSm90DqSmem<A>::bytes();
+  p.template launch<kern::AttentionDqSm90Kernel<HD>>(l, params(A::kRows, A::kStream));
+  l.gx *= uint32_t(A::kDkvParts);
+  l.gy = uint32_t(d.KV);
+  l.smem = kern::AttnSm90DkvSmem<A>::bytes();
+  p.template launch<kern::AttentionDkvSm90Kernel<HD>>(l, params(A::kStream, A::kRows));
+}
+
 template <class P>
 bool attention_backward_sm90(P& p, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                              const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& o, const Tensor& lse, const Tensor& seg,
                              const kern::AttnDims& d) {
-  using A = kern::AttnSm90Bwd;
   if (p.attention_path() == CudaAttention::kMma) return false;
-  if (d.hd != A::HD) {
+  if (d.hd != 256 && d.hd != 512) {
     p.slow_paths().note_instead("attention_backward", str_cat("[head_dim=", d.hd, "]"),
                                 "the mma.sync kernels",
-                                "the sm90 backward kernels take head_dim 256 (at 512 the tiles "
-                                "do not fit shared memory)");
+                                "the sm90 backward kernels take head_dim 256 and 512");
     return false;
   }
-  if (d.B * d.S + A::kRows >= (int64_t(1) << 31)) {
-    p.slow_paths().note_instead("attention_backward", str_cat("[B*S=", d.B * d.S, "]"),
+  if (d.S + kern::AttnSm90BwdBlock::kRows >= (int64_t(1) << 31)) {
+    p.slow_paths().note_instead("attention_backward", str_cat("[S=", d.S, "]"),
                                 "the mma.sync kernels",
                                 "more rows than a TMA coordinate reaches (2^31)");
     return false;
@@ -218,33 +262,10 @@ bool attention_backward_sm90(P& p, const Tensor& dq, const Tensor& dk, const Ten
   Scratch s = p.scratch();
   float* delta = attention_row_dots(p, s, dout, o, d);
   if (!delta) return false;
-  kern::AttnSm90BwdParams a{};
-  a.dq = ptr<bf16>(dq);
-  a.dk = ptr<bf16>(dk);
-  a.dv = ptr<bf16>(dv);
-  a.lse = ptr<float>(lse);
-  a.delta = delta;
-  a.seg = ptr<int32_t>(seg);
-  a.d = d;
-  for (auto [map, t, heads] : {std::tuple{&a.q, &q, d.H}, std::tuple{&a.k, &k, d.KV},
-                               std::tuple{&a.v, &v, d.KV}, std::tuple{&a.dout, &dout, d.H}}) {
-    const int64_t cols = heads * A::HD;
-    const char* bad = kern::make_tensor_map_2d(map, t->raw(), 2, cols, d.B * d.S, cols * 2, 64,
-                                               A::kRows, kern::Swizzle::k128B);
-    GEMMAX_CHECK(!bad, "attention_backward with cuda_attention=sm90: the tensor map of ",
-                 t->str(), ": ", bad);
-    p.encode_tensor_map(*map);
-  }
-  Launch l;
-  l.gx = uint32_t(kern::ceil_div(d.S, int64_t(A::kRows)));
-  l.gy = uint32_t(d.H);
-  l.gz = uint32_t(d.B);
-  l.threads = A::kThreads;
-  l.smem = kern::AttnSm90DqSmem::bytes();
-  p.template launch<kern::AttentionDqSm90Kernel>(l, a);
-  l.gy = uint32_t(d.KV);
-  l.smem = kern::AttnSm90DkvSmem::bytes();
-  p.template launch<kern::AttentionDkvSm90Kernel>(l, a);
+  if (d.hd == 256)
+    attention_backward_sm90_launch<256>(p, dq, dk, dv, dout, q, k, v, lse, seg, delta, d);
+  else
+    attention_backward_sm90_launch<512>(p, dq, dk, dv, dout, q, k, v, lse, seg, delta, d);
   return true;
 }
 
