@@ -152,6 +152,19 @@ struct DeviceExec {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
   }
+  // Pins accumulator registers in place around a run of wgmma (an empty asm that reads and
+  // writes them), so that the compiler moves no other read of them into the run: one would make
+  // ptxas serialise the products (C7514). CUTLASS's warpgroup_fence_operand does the same.
+  template <int N>
+  __device__ __forceinline__ void wgmma_fence_operand(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  }
+  template <int N>
+  __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&a)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
+  }
   // wgmma needs sm_90a; the PTX for later GPUs (compute_90) traps if it is ever run.
   __device__ __forceinline__ void wgmma_fence() {
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL

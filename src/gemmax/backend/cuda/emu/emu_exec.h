@@ -171,6 +171,10 @@ class EmuExec {
     static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24 to 256, a multiple of 8");
   }
   void fence_proxy_async() {}  // one memory on the host: the proxies see the same bytes
+  template <int N>
+  void wgmma_fence_operand(float (&)[N]) {}  // a compiler barrier on the GPU only
+  template <int N>
+  void wgmma_fence_operand(uint32_t (&)[N]) {}
   void wgmma_fence() { wgmma_.fence(); }
   template <int N, bool kTransA = false, bool kTransB = false>
   void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {

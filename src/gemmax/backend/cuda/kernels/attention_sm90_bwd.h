@@ -130,6 +130,7 @@ GEMMAX_HD uint64_t sm90_square_desc(uint32_t at, int kk) {
 // acc (+)= the product of a 64-row tile and an N-row tile over head_dim (S or dP, 64 x N).
 template <class A, int N, class X>
 GEMMAX_KFN void sm90_head_product(X& x, float (&acc)[N / 2], uint32_t a_at, uint32_t b_at) {
+  x.wgmma_fence_operand(acc);
   x.wgmma_fence();
   GEMMAX_UNROLL
   for (int kk = 0; kk < A::HD; kk += 16)
@@ -137,12 +138,15 @@ GEMMAX_KFN void sm90_head_product(X& x, float (&acc)[N / 2], uint32_t a_at, uint
                              sm90_head_desc(b_at, A::box_bytes(N), kk), kk > 0);
   x.wgmma_commit();
   x.template wgmma_wait<0>();
+  x.wgmma_fence_operand(acc);
 }
 // acc[j] += a (64 x kRed of a 64 x 64 bf16 tile in shared memory) . columns
 // [128 h, 128 h + 128) of the kRed-row tile at b_at, for the kHalves parts h = h0 + j.
 template <int kHalves, int kRed, class X>
 GEMMAX_KFN void sm90_rows_product(X& x, float (&acc)[kHalves][64], int h0, uint32_t a_at,
                                   uint32_t b_at) {
+  GEMMAX_UNROLL
+  for (int j = 0; j < kHalves; ++j) x.wgmma_fence_operand(acc[j]);
   x.wgmma_fence();
   GEMMAX_UNROLL
   for (int kk = 0; kk < kRed; kk += 16) {
@@ -154,6 +158,8 @@ GEMMAX_KFN void sm90_rows_product(X& x, float (&acc)[kHalves][64], int h0, uint3
   }
   x.wgmma_commit();
   x.template wgmma_wait<0>();
+  GEMMAX_UNROLL
+  for (int j = 0; j < kHalves; ++j) x.wgmma_fence_operand(acc[j]);
 }
 
 // AttnDims::round_scores: a score accumulator rounded to bf16.

@@ -175,6 +175,7 @@ struct AttentionForwardSm90Kernel {
       const int64_t k0 = (tiles.begin + n) * Bc;
       float sc[Bc / 2];
       x.mbarrier_wait(s.bar(0, st), parity);
+      x.wgmma_fence_operand(sc);
       x.wgmma_fence();
       const uint32_t k_at = x.shared_addr(s.k(st));
       GEMMAX_UNROLL
@@ -186,6 +187,7 @@ struct AttentionForwardSm90Kernel {
       }
       x.wgmma_commit();
       x.template wgmma_wait<0>();
+      x.wgmma_fence_operand(sc);
       x.mbarrier_arrive(s.bar(2, st));  // this thread is done with the key tile
 
       // Mask (boundary tiles only), then the online softmax in base 2, as the mma kernel.
@@ -239,6 +241,9 @@ struct AttentionForwardSm90Kernel {
       }
 
       x.mbarrier_wait(s.bar(1, st), parity);
+      GEMMAX_UNROLL
+      for (int kk = 0; kk < kNt / 2; ++kk) x.wgmma_fence_operand(pa[kk]);
+      x.wgmma_fence_operand(acc);
       x.wgmma_fence();  // the accumulators were rescaled
       const uint32_t v_at = x.shared_addr(s.v(st)) + uint32_t(part * 4 * Bc * 128);
       GEMMAX_UNROLL
@@ -248,6 +253,7 @@ struct AttentionForwardSm90Kernel {
             true);
       x.wgmma_commit();
       x.template wgmma_wait<0>();
+      x.wgmma_fence_operand(acc);
       x.mbarrier_arrive(s.bar(3, st));  // ... and with the value tile
     }
 
