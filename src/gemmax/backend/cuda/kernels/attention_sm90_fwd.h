@@ -24,8 +24,8 @@
 // warpgroups share 64 rows and split the output columns (256 each); each computes the whole
 // S = Q K^T itself (the same instructions on the same shared memory: the same bits), so no
 // score crosses between them and there is no barrier but the ring's; the price is Q K^T twice,
-// a third more tensor work than one shared S (an exchange through shared memory would need a
-// named barrier per tile and 32 KiB more). One stage: the ring holds a key and a value tile.
+// half again the tensor work of one shared S (3 products of 64 x 64 x 512 a tile, not 2; an
+// exchange through shared memory would need a named barrier per tile and 32 KiB more). One stage: the ring holds a key and a value tile.
 //
 // Shared memory (from a 1024-byte-aligned start; 227 KiB a block on H100/H200):
 //   head_dim 256: Q 128 x 256 (64 KiB) + 2 stages x (K 64 x 256 + V 64 x 256) (128 KiB)
