@@ -17,8 +17,8 @@
 #include "gemmax/model/context.h"
 #include "test_util.h"
 #ifdef GEMMAX_WITH_CUDA
-#include "gemmax/backend/cuda/cuda_factory.h"
 #include "gemmax/backend/cuda/cudnn_attention.h"
+#include "cuda_paths.h"
 #endif
 
 namespace gemmax {
@@ -179,37 +179,22 @@ TEST(CudnnAttentionBuild, SaysWhetherTheFrontendIsBuilt) {
 class CudnnAttentionGpu : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    std::string why;
-    if (!cuda::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+    if (const std::string why = testing::no_gpu(true); !why.empty()) GTEST_SKIP() << why;
     if (cuda::cudnn_frontend_version().empty()) GTEST_SKIP() << cuda::cudnn_unavailable();
-    BackendOptions o;
-    o.name = "cuda";
-    o.cuda_sync_check = true;
-    o.cuda_attention = "cudnn";
-    cudnn = make_backend(o);
-    o.cuda_attention = "mma";
-    mma = make_backend(o);
+    cudnn = testing::cuda_backend(true, &BackendOptions::cuda_attention, "cudnn");
+    mma = testing::cuda_backend(true, &BackendOptions::cuda_attention, "mma");
   }
 
   Tensor rand(const Shape& s, double scale) {
-    Tensor t = Tensor::empty(s, DType::BF16);
-    for (int64_t i = 0; i < t.numel(); ++i) set_from_double(t, i, scale * rng.normal());
-    return t;
-  }
-  static Tensor clone(const Tensor& t) {
-    Tensor c = Tensor::empty(t.shape(), t.dtype());
-    std::memcpy(c.raw(), t.raw(), t.nbytes());
-    return c;
-  }
-  static Tensor dev(Backend& be, const Tensor& t) {
-    return be.name() == "reference" ? clone(t) : be.to_device(t, MemKind::Workspace);
+    return testing::random_tensor(s, rng, scale, DType::BF16);
   }
   // o, lse, dq, dk, dv of one forward and backward on be; `notes`: what the backend said.
   std::vector<Tensor> run(Backend& be, const AttentionShape& s, const std::vector<Tensor>& in,
                           std::string* notes = nullptr) {
+    using testing::copy_for;
     const int64_t T = s.batch * s.seq;
-    const Tensor q = dev(be, in[0]), k = dev(be, in[1]), v = dev(be, in[2]), seg = dev(be, in[3]),
-                 dout = dev(be, in[4]);
+    const Tensor q = copy_for(be, in[0]), k = copy_for(be, in[1]), v = copy_for(be, in[2]),
+                 seg = copy_for(be, in[3]), dout = copy_for(be, in[4]);
     const Tensor o = be.alloc({T, s.num_heads, s.head_dim}, DType::BF16, MemKind::Workspace);
     const Tensor lse = be.alloc({s.batch, s.num_heads, s.seq}, DType::F32, MemKind::Workspace);
     const Tensor dq = be.alloc(q.shape(), DType::BF16, MemKind::Workspace);
@@ -221,32 +206,16 @@ class CudnnAttentionGpu : public ::testing::TestWithParam<const char*> {
                            .o = o, .lse = lse, .segment_ids = seg, .shape = s});
     std::vector<Tensor> out;
     for (const Tensor& t : {o, lse, dq, dk, dv})
-      out.push_back(be.name() == "reference" ? t : clone(be.to_host(t)));
+      out.push_back(be.name() == "reference" ? t : testing::host_result(be, t));
     if (notes) *notes = ::testing::internal::GetCapturedStderr();
     return out;
   }
-  // Within 1/128 of the largest value of `want` (a bfloat16 probability tile feeds each product).
-  static void expect_close(const std::string& what, const Tensor& got, const Tensor& want) {
-    ASSERT_EQ(got.numel(), want.numel());
-    double scale = 0;
-    for (int64_t i = 0; i < want.numel(); ++i)
-      scale = std::max(scale, std::abs(get_as_double(want, i)));
-    int bad = 0;
-    for (int64_t i = 0; i < want.numel() && bad < 5; ++i) {
-      const double g = get_as_double(got, i), w = get_as_double(want, i);
-      if (!(std::abs(g - w) <= (std::abs(w) + scale) / 128)) {
-        ++bad;
-        ADD_FAILURE() << what << "[" << i << "]: got " << g << ", want " << w;
-      }
-    }
-  }
   void check(const AttentionShape& s, const std::vector<int32_t>& seg, bool expect_cudnn) {
     const int64_t T = s.batch * s.seq;
-    Tensor segs = Tensor::empty({T}, DType::I32);
-    std::copy(seg.begin(), seg.end(), segs.data<int32_t>());
     const std::vector<Tensor> in = {rand({T, s.num_heads, s.head_dim}, 0.7),
                                     rand({T, s.num_kv_heads, s.head_dim}, 0.7),
-                                    rand({T, s.num_kv_heads, s.head_dim}, 1.0), segs,
+                                    rand({T, s.num_kv_heads, s.head_dim}, 1.0),
+                                    conformance::Harness::ints(seg),
                                     rand({T, s.num_heads, s.head_dim}, 1.0)};
     std::string notes;
     const std::vector<Tensor> got = run(*cudnn, s, in, &notes);
@@ -254,8 +223,8 @@ class CudnnAttentionGpu : public ::testing::TestWithParam<const char*> {
     const std::vector<Tensor> truth = run(ref, s, in), kernels = run(*mma, s, in);
     const char* names[] = {"o", "lse", "dq", "dk", "dv"};
     for (size_t i = 0; i < got.size(); ++i) {
-      expect_close(std::string(names[i]) + " vs reference", got[i], truth[i]);
-      expect_close(std::string(names[i]) + " vs mma", got[i], kernels[i]);
+      testing::expect_close_bf16(std::string(names[i]) + " vs reference", got[i], truth[i]);
+      testing::expect_close_bf16(std::string(names[i]) + " vs mma", got[i], kernels[i]);
     }
   }
 

@@ -14,15 +14,13 @@
 #include <cstring>
 #include <limits>
 
-#include "gemmax/backend/backend_factory.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
 #include "gemmax/backend/cuda/emu/emulated_backend.h"
 #include "gemmax/backend/cuda/ops/attention_ops.h"
 #include "gemmax/base/convert.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_budget.h"
+#include "cuda_paths.h"
 #include "op_conformance.h"
-#include "model_gradients.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -31,12 +29,8 @@ namespace {
 using conformance::Harness;
 using conformance::Tensors;
 
-BackendOptions cuda_options(bool gpu, const char* attention) {
-  BackendOptions o;
-  o.name = gpu ? "cuda" : "cuda_emulated";
-  o.cuda_sync_check = gpu;
-  o.cuda_attention = attention;
-  return o;
+std::unique_ptr<Backend> cuda_backend(bool gpu, const char* attention) {
+  return testing::cuda_backend(gpu, &BackendOptions::cuda_attention, attention);
 }
 
 // Positions split into `docs` documents of nearly equal length, per sequence.
@@ -51,43 +45,20 @@ class AttentionSm90Bwd : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     gpu = std::string(GetParam()) == "gpu";
-    std::string why;
-    if (gpu && !cuda::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+    if (const std::string why = testing::no_gpu(gpu); !why.empty()) GTEST_SKIP() << why;
   }
 
   // Forward (the same mma kernels on both paths) and backward of one shape, on sm90 against the
   // fp64 reference and against mma.
   void check(const AttentionShape& s, int docs) {
-    const std::string what = "B=" + std::to_string(s.batch) + " S=" + std::to_string(s.seq) +
-                             " H=" + std::to_string(s.num_heads) + "/" +
-                             std::to_string(s.num_kv_heads) + " window=" +
-                             std::to_string(s.window) + " docs=" + std::to_string(docs) +
-                             (s.round_scores ? " round_scores" : "");
-    const int64_t T = s.batch * s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
+    const std::string what = conformance::describe_attention(s, docs);
     const DType dt = DType::BF16;
-    Harness h(make_backend(cuda_options(gpu, "sm90")));
-    const Tensors inputs{h.rand({T, H, hd}, dt, 0.3),  h.rand({T, KV, hd}, dt, 0.3),
-                         h.rand({T, KV, hd}, dt),       h.ints(documents(s.batch, s.seq, docs)),
-                         h.zeros({T, H, hd}, dt),       h.zeros({s.batch, H, s.seq}),
-                         h.rand({T, H, hd}, dt),        h.zeros({T, H, hd}, dt),
-                         h.zeros({T, KV, hd}, dt),      h.zeros({T, KV, hd}, dt)};
-    const conformance::OpCalls calls = [&](Backend& be, const Tensors& t) {
-      be.attention_forward(
-          {.o = t[4], .lse = t[5], .q = t[0], .k = t[1], .v = t[2], .segment_ids = t[3], .shape = s});
-      be.attention_backward({.dq = t[7],
-                             .dk = t[8],
-                             .dv = t[9],
-                             .dout = t[6],
-                             .q = t[0],
-                             .k = t[1],
-                             .v = t[2],
-                             .o = t[4],
-                             .lse = t[5],
-                             .segment_ids = t[3],
-                             .shape = s});
-    };
+    Harness h(cuda_backend(gpu, "sm90"));
+    const Tensors inputs =
+        conformance::attention_operands(h, dt, s, documents(s.batch, s.seq, docs), 0.3);
+    const conformance::OpCalls calls = conformance::attention_calls(s);
     auto [got, truth] = h.run(inputs, calls);
-    const std::unique_ptr<Backend> mma = make_backend(cuda_options(gpu, "mma"));
+    const std::unique_ptr<Backend> mma = cuda_backend(gpu, "mma");
     Tensors dev;
     for (const Tensor& t : inputs) dev.push_back(mma->to_device(t, MemKind::Workspace));
     calls(*mma, dev);
@@ -106,15 +77,7 @@ class AttentionSm90Bwd : public ::testing::TestWithParam<const char*> {
 
 AttentionShape shape(int64_t hd, int64_t B, int64_t S, int64_t H, int64_t KV, int64_t window,
                      bool round_scores = false) {
-  AttentionShape s;
-  s.batch = B;
-  s.seq = S;
-  s.num_heads = H;
-  s.num_kv_heads = KV;
-  s.head_dim = hd;
-  s.window = window;
-  s.round_scores = round_scores;
-  return s;
+  return {B, S, H, KV, hd, window, round_scores};
 }
 
 // One head a group; 100 positions: a full and a partial tile of 64 on both sides.
@@ -141,7 +104,7 @@ TEST_P(AttentionSm90Bwd, TheNextSequenceCannotReachThisOne) {
   for (const int64_t hd : {256, 512}) {
     const AttentionShape s = shape(hd, 2, 70, 2, 1, 0);
     const int64_t S = s.seq, T = 2 * S, H = 2, KV = 1;
-    Harness h(make_backend(cuda_options(gpu, "mma")));
+    Harness h(cuda_backend(gpu, "mma"));
     // Sequence 1 (rows S..2S of [T, heads, hd]) all +inf, in bfloat16.
     auto poisoned = [&](int64_t heads, double scale) {
       Tensor t = h.rand({T, heads, hd}, DType::F32, scale);
@@ -155,7 +118,7 @@ TEST_P(AttentionSm90Bwd, TheNextSequenceCannotReachThisOne) {
     std::vector<Tensor> out[2];  // dq, dk, dv of sequence 0, on sm90 and on mma
     const char* paths[] = {"sm90", "mma"};
     for (int path = 0; path < 2; ++path) {
-      const std::unique_ptr<Backend> be = make_backend(cuda_options(gpu, paths[path]));
+      const std::unique_ptr<Backend> be = cuda_backend(gpu, paths[path]);
       Tensors t;
       for (const Tensor& x : inputs) t.push_back(be->to_device(x, MemKind::Workspace));
       auto zeros = [&](const Shape& shape, DType dt) {
@@ -197,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, AttentionSm90Bwd, ::testing::Values("emulated", 
 TEST(AttentionSm90BwdEmulated, TheSm90KernelsRunWhereTheyApply) {
   for (const int64_t hd : {128, 256, 512})
     for (const char* path : {"sm90", "mma"}) {
-      const std::unique_ptr<Backend> be = make_backend(cuda_options(false, path));
+      const std::unique_ptr<Backend> be = cuda_backend(false, path);
       auto& emu = dynamic_cast<cuda::EmulatedBackend&>(*be);
       const int64_t T = 4;
       auto zeros = [&](int64_t heads) {
@@ -218,26 +181,11 @@ TEST(AttentionSm90BwdEmulated, TheSm90KernelsRunWhereTheyApply) {
 // and global layers 512, both on the sm90 kernels: the same loss (the forward is the same kernels) and
 // gradients that agree to rounding with cuda_attention=mma.
 TEST(AttentionSm90BwdEmulated, ModelGradientsAgreeWithTheMmaKernels) {
-  ModelConfig cfg = testing::small_test_config(2);
-  cfg.d_model = 32;
-  cfg.moe_mlp_dim = 24;
-  cfg.vocab_size = 64;
-  cfg.num_heads = 2;
-  cfg.num_kv_heads = 1;
-  cfg.head_dim = 256;
-  cfg.global_head_dim = 512;
+  ModelConfig cfg = testing::tensor_core_test_config(true);
   cfg.sliding_window = 5;
-  const ParamTable table(cfg);
   const Batch batch = testing::make_batch(1, 20, cfg.vocab_size, 5, 9);
-  const Tensor host_w = testing::trained_like_weights(table, 0.0, 0);
-  std::vector<double> loss;
-  std::vector<Tensor> grads;
-  for (const char* path : {"mma", "sm90"}) {
-    const std::unique_ptr<Backend> be = make_backend(cuda_options(false, path));
-    LossInfo info;
-    grads.push_back(testing::model_gradients(*be, cfg, batch, DType::BF16, host_w, &info));
-    loss.push_back(info.total_loss);
-  }
+  const auto [loss, grads] =
+      testing::step_per_path(cfg, batch, &BackendOptions::cuda_attention, {"mma", "sm90"});
   EXPECT_EQ(loss[0], loss[1]);
   Harness::expect_near("model gradients sm90 vs mma", grads[1], grads[0], 2 * Harness::tol(DType::BF16));
   // ... and not trivially: the attention weights' gradients are not all zero.

@@ -9,17 +9,14 @@
 
 #include <cmath>
 
-#include "gemmax/backend/backend_factory.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
 #include "gemmax/backend/cuda/emu/emulated_backend.h"
 #include "gemmax/backend/cuda/ops/attention_ops.h"
 #include "gemmax/backend/reference/reference_backend.h"
-#include "gemmax/base/convert.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/config/train_config.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_budget.h"
-#include "model_gradients.h"
+#include "cuda_paths.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -35,27 +32,8 @@ struct Result {
   Tensor o, lse;
 };
 
-Tensor clone(const Tensor& t) {
-  Tensor c = Tensor::empty(t.shape(), t.dtype());
-  std::memcpy(c.raw(), t.raw(), t.nbytes());
-  return c;
-}
+using testing::expect_close_bf16;
 
-// |got - want| <= (|want| + max |want|) / 128 elementwise (a few bfloat16 roundings).
-void expect_close(const std::string& what, const Tensor& got, const Tensor& want) {
-  ASSERT_EQ(got.numel(), want.numel());
-  double scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    scale = std::max(scale, std::abs(get_as_double(want, i)));
-  int bad = 0;
-  for (int64_t i = 0; i < want.numel() && bad < 5; ++i) {
-    const double g = get_as_double(got, i), w = get_as_double(want, i);
-    if (!(std::abs(g - w) <= (std::abs(w) + scale) / 128)) {
-      ++bad;
-      ADD_FAILURE() << what << "[" << i << "]: got " << g << ", want " << w;
-    }
-  }
-}
 // The log-sum-exp within 2e-3 (one key more or less among a few dozen moves it ~1e-2).
 void expect_lse(const std::string& what, const Tensor& got, const Tensor& want) {
   ASSERT_EQ(got.numel(), want.numel());
@@ -73,37 +51,25 @@ class AttentionSm90 : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     gpu = std::string(GetParam()) == "gpu";
-    std::string why;
-    if (gpu && !cuda::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-    BackendOptions o;
-    o.name = gpu ? "cuda" : "cuda_emulated";
-    o.cuda_sync_check = gpu;
-    o.cuda_attention = "sm90";
-    sm90 = make_backend(o);
-    o.cuda_attention = "mma";
-    mma = make_backend(o);
+    if (const std::string why = testing::no_gpu(gpu); !why.empty()) GTEST_SKIP() << why;
+    sm90 = testing::cuda_backend(gpu, &BackendOptions::cuda_attention, "sm90");
+    mma = testing::cuda_backend(gpu, &BackendOptions::cuda_attention, "mma");
   }
 
-  Tensor rand(const Shape& s, double sd) {
-    Tensor t = Tensor::empty(s, DType::BF16);
-    for (int64_t i = 0; i < t.numel(); ++i) set_from_double(t, i, sd * rng.normal());
-    return t;
-  }
-  static Tensor dev(Backend& be, const Tensor& t) {
-    return be.name() == "reference" ? clone(t) : be.to_device(t, MemKind::Workspace);
-  }
+  Tensor rand(const Shape& s, double sd) { return testing::random_tensor(s, rng, sd, DType::BF16); }
   static Result forward(Backend& be, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& seg, const AttentionShape& s) {
+    using testing::copy_for;
     const Tensor o = be.alloc(q.shape(), DType::BF16, MemKind::Workspace);
     const Tensor lse = be.alloc({s.batch, s.num_heads, s.seq}, DType::F32, MemKind::Workspace);
     be.attention_forward({.o = o,
                           .lse = lse,
-                          .q = dev(be, q),
-                          .k = dev(be, k),
-                          .v = dev(be, v),
-                          .segment_ids = dev(be, seg),
+                          .q = copy_for(be, q),
+                          .k = copy_for(be, k),
+                          .v = copy_for(be, v),
+                          .segment_ids = copy_for(be, seg),
                           .shape = s});
-    return {clone(be.to_host(o)), clone(be.to_host(lse))};
+    return {testing::host_result(be, o), testing::host_result(be, lse)};
   }
 
   // Scores ~ N(0, score_sd^2): q and k with entries of variance 1 / sqrt(hd), q scaled.
@@ -118,20 +84,13 @@ class AttentionSm90 : public ::testing::TestWithParam<const char*> {
     Tensor seg = Tensor::empty({T}, DType::I32);
     for (int64_t t = 0; t < T; ++t)  // two documents per sequence, the split not on a tile edge
       seg.data<int32_t>()[t] = c.segments && t % c.S >= c.S / 3 + 5 ? 2 : 1;
-    AttentionShape s;
-    s.batch = c.B;
-    s.seq = c.S;
-    s.num_heads = c.H;
-    s.num_kv_heads = c.KV;
-    s.head_dim = c.hd;
-    s.window = c.window;
-    s.round_scores = c.round_scores;
+    const AttentionShape s{c.B, c.S, c.H, c.KV, c.hd, c.window, c.round_scores};
     const Result got = forward(*sm90, q, k, v, seg, s);
     const Result ref = forward(reference, q, k, v, seg, s);
     const Result old = forward(*mma, q, k, v, seg, s);
-    expect_close("o vs reference, " + name, got.o, ref.o);
+    expect_close_bf16("o vs reference, " + name, got.o, ref.o);
     expect_lse("lse vs reference, " + name, got.lse, ref.lse);
-    expect_close("o vs mma, " + name, got.o, old.o);
+    expect_close_bf16("o vs mma, " + name, got.o, old.o);
     expect_lse("lse vs mma, " + name, got.lse, old.lse);
   }
 
@@ -171,10 +130,8 @@ INSTANTIATE_TEST_SUITE_P(Paths, AttentionSm90, ::testing::Values("emulated", "gp
 // The kernel itself runs for head_dim 256 and 512 (no silent fallback); head_dim 128 and
 // cuda_attention=mma do not take it.
 TEST(AttentionSm90Emulated, TheSm90KernelRunsWhereItApplies) {
-  BackendOptions opt;
-  opt.name = "cuda_emulated";
-  opt.cuda_attention = "sm90";
-  const std::unique_ptr<Backend> be = make_backend(opt);
+  const std::unique_ptr<Backend> be =
+      testing::cuda_backend(false, &BackendOptions::cuda_attention, "sm90");
   auto& emu = dynamic_cast<cuda::EmulatedBackend&>(*be);
   EXPECT_NE(emu.describe().find("sm90"), std::string::npos) << emu.describe();
   for (const int64_t hd : {128, 256, 512}) {
@@ -197,31 +154,13 @@ TEST(AttentionSm90Emulated, TheSm90KernelRunsWhereItApplies) {
 // and a global one (head_dim 512): cuda_attention=sm90 runs the new forward (the backward is the
 // mma kernels' either way, on the o and lse it wrote) and gives the loss and gradients of mma.
 TEST(AttentionSm90Emulated, ModelLossAndGradientsMatchTheMmaPath) {
-  ModelConfig cfg = testing::small_test_config(2);
-  cfg.d_model = 32;
-  cfg.num_heads = 2;
-  cfg.num_kv_heads = 1;
-  cfg.head_dim = 256;
+  ModelConfig cfg = testing::tensor_core_test_config(true);
   cfg.global_num_kv_heads = 1;
-  cfg.global_head_dim = 512;
-  cfg.moe_mlp_dim = 24;
-  cfg.vocab_size = 64;
-  const ParamTable table(cfg);
   const Batch batch = testing::make_batch(2, 16, cfg.vocab_size, 5, 9);
-  const Tensor host_w = testing::trained_like_weights(table, 0.0, 0);
-  std::vector<double> loss;
-  std::vector<Tensor> grads;
-  for (const char* path : {"mma", "sm90"}) {
-    BackendOptions o;
-    o.name = "cuda_emulated";
-    o.cuda_attention = path;
-    const std::unique_ptr<Backend> be = make_backend(o);
-    LossInfo info;
-    grads.push_back(testing::model_gradients(*be, cfg, batch, DType::BF16, host_w, &info));
-    loss.push_back(info.total_loss);
-  }
+  const auto [loss, grads] =
+      testing::step_per_path(cfg, batch, &BackendOptions::cuda_attention, {"mma", "sm90"});
   EXPECT_NEAR(loss[1], loss[0], 1e-3 * std::abs(loss[0]));
-  expect_close("gradients, sm90 vs mma", grads[1], grads[0]);
+  expect_close_bf16("gradients, sm90 vs mma", grads[1], grads[0]);
 }
 
 TEST(AttentionSm90Emulated, UnknownCudaAttentionIsAnError) {

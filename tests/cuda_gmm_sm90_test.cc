@@ -11,129 +11,116 @@
 #include <numeric>
 #include <tuple>
 
-#include "gemmax/backend/backend_factory.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
 #include "gemmax/backend/cuda/emu/emulated_backend.h"
 #include "gemmax/backend/cuda/ops/gmm_ops.h"
 #include "gemmax/backend/reference/reference_backend.h"
-#include "gemmax/base/convert.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/config/train_config.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/memory_budget.h"
-#include "model_gradients.h"
+#include "cuda_paths.h"
 #include "test_util.h"
 
 namespace gemmax {
 namespace {
 
+using testing::copy_for;
+using testing::expect_close_bf16;
+
+Tensor ints(const std::vector<int32_t>& v) { return conformance::Harness::ints(v); }
+
+// 130 groups, most of them empty, each with a few rows (every 31st with 70 more).
+std::vector<int32_t> many_small_groups() {
+  std::vector<int32_t> sizes(130, 0);
+  for (int64_t g = 0; g < 130; g += 3) sizes[g] = int32_t(g % 4 + (g % 31 == 0 ? 70 : 0));
+  return sizes;
+}
+
 std::unique_ptr<Backend> emulated(const char* gmm) {
-  BackendOptions o;
-  o.name = "cuda_emulated";
-  o.cuda_gmm = gmm;
-  return make_backend(o);
+  return testing::cuda_backend(false, &BackendOptions::cuda_gmm, gmm);
 }
 
 class GmmSm90 : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     gpu = std::string(GetParam()) == "gpu";
-    std::string why;
-    if (gpu && !cuda::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-    BackendOptions o;
-    o.name = gpu ? "cuda" : "cuda_emulated";
-    o.cuda_sync_check = gpu;
-    o.cuda_gmm = "sm90";
-    sm90 = make_backend(o);
-    o.cuda_gmm = "mma";
-    mma = make_backend(o);
+    if (const std::string why = testing::no_gpu(gpu); !why.empty()) GTEST_SKIP() << why;
+    sm90 = testing::cuda_backend(gpu, &BackendOptions::cuda_gmm, "sm90");
+    mma = testing::cuda_backend(gpu, &BackendOptions::cuda_gmm, "mma");
   }
   // Bit for bit on the emulator, to rounding on the GPU.
   void expect_same(const std::string& what, const Tensor& got, const Tensor& want) {
     if (gpu)
-      expect_close(what, got, want);
+      expect_close_bf16(what, got, want);
     else
       expect_equal(what, got, want);
   }
 
   Tensor rand(const Shape& s, DType dtype = DType::BF16) {
-    Tensor t = Tensor::empty(s, dtype);
-    for (int64_t i = 0; i < t.numel(); ++i) set_from_double(t, i, rng.normal());
-    return t;
+    return testing::random_tensor(s, rng, 1.0, dtype);
   }
-  static Tensor ints(const std::vector<int32_t>& v) {
-    Tensor t = Tensor::empty({int64_t(v.size())}, DType::I32);
-    std::copy(v.begin(), v.end(), t.data<int32_t>());
-    return t;
+  // `out` after call(out's copy, rows with the maps' copies) on be; the operands' copies are the
+  // call's to make (copy_for).
+  template <class Call>
+  static Tensor after(Backend& be, const Tensor& out, GmmRows rows, const Tensor& in,
+                      const Tensor& out_map, Call&& call) {
+    const Tensor o = copy_for(be, out);
+    rows.in = copy_for(be, in);
+    rows.out = copy_for(be, out_map);
+    call(o, rows);
+    return testing::host_result(be, o);
   }
-  static Tensor clone(const Tensor& t) {
-    Tensor c = Tensor::empty(t.shape(), t.dtype());
-    std::memcpy(c.raw(), t.raw(), t.nbytes());
-    return c;
-  }
-  // A copy of t for be (a device copy for the emulated backends).
-  static Tensor dev(Backend& be, const Tensor& t) {
-    return !t.defined()               ? t
-           : be.name() == "reference" ? clone(t)
-                                      : be.to_device(t, MemKind::Workspace);
-  }
-  // out after be.gmm on copies of the operands.
   static Tensor gmm(Backend& be, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
                     const Tensor& sizes, GmmRows rows, const Tensor& in, const Tensor& out_map) {
-    const Tensor o = dev(be, out);
-    rows.in = dev(be, in);
-    rows.out = dev(be, out_map);
-    be.gmm({.out = o,
-            .lhs = dev(be, lhs),
-            .rhs = dev(be, rhs),
-            .group_sizes = dev(be, sizes),
-            .rows = rows});
-    return clone(be.to_host(o));
+    return after(be, out, rows, in, out_map, [&](const Tensor& o, const GmmRows& r) {
+      be.gmm({.out = o, .lhs = copy_for(be, lhs), .rhs = copy_for(be, rhs),
+              .group_sizes = copy_for(be, sizes), .rows = r});
+    });
   }
-  // dlhs after be.gmm_dlhs on copies of the operands.
   static Tensor dlhs(Backend& be, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
                      const Tensor& sizes, GmmRows rows, const Tensor& in, const Tensor& out_map) {
-    const Tensor d = dev(be, dlhs);
-    rows.in = dev(be, in);
-    rows.out = dev(be, out_map);
-    be.gmm_dlhs({.dlhs = d,
-                 .dout = dev(be, dout),
-                 .rhs = dev(be, rhs),
-                 .group_sizes = dev(be, sizes),
-                 .rows = rows});
-    return clone(be.to_host(d));
+    return after(be, dlhs, rows, in, out_map, [&](const Tensor& d, const GmmRows& r) {
+      be.gmm_dlhs({.dlhs = d, .dout = copy_for(be, dout), .rhs = copy_for(be, rhs),
+                   .group_sizes = copy_for(be, sizes), .rows = r});
+    });
   }
-  // drhs after be.gmm_drhs on copies of the operands.
   static Tensor drhs(Backend& be, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
                      const Tensor& sizes, GmmRows rows, const Tensor& in, const Tensor& out_map) {
-    const Tensor d = dev(be, drhs);
-    rows.in = dev(be, in);
-    rows.out = dev(be, out_map);
-    be.gmm_drhs({.drhs = d,
-                 .lhs = dev(be, lhs),
-                 .dout = dev(be, dout),
-                 .group_sizes = dev(be, sizes),
-                 .rows = rows});
-    return clone(be.to_host(d));
-  }
-  static void expect_close(const std::string& what, const Tensor& got, const Tensor& want) {
-    ASSERT_EQ(got.numel(), want.numel());
-    double scale = 0;
-    for (int64_t i = 0; i < want.numel(); ++i)
-      scale = std::max(scale, std::abs(get_as_double(want, i)));
-    int bad = 0;
-    for (int64_t i = 0; i < want.numel() && bad < 5; ++i) {
-      const double g = get_as_double(got, i), w = get_as_double(want, i);
-      if (!(std::abs(g - w) <= (std::abs(w) + scale) / 128)) {
-        ++bad;
-        ADD_FAILURE() << what << "[" << i << "]: got " << g << ", reference " << w;
-      }
-    }
+    return after(be, drhs, rows, in, out_map, [&](const Tensor& d, const GmmRows& r) {
+      be.gmm_drhs({.drhs = d, .lhs = copy_for(be, lhs), .dout = copy_for(be, dout),
+                   .group_sizes = copy_for(be, sizes), .rows = r});
+    });
   }
   static void expect_equal(const std::string& what, const Tensor& got, const Tensor& want) {
     ASSERT_EQ(got.numel(), want.numel());
     for (int64_t i = 0; i < want.numel(); ++i)
       ASSERT_EQ(get_as_double(got, i), get_as_double(want, i)) << what << "[" << i << "]";
+  }
+
+  // The forward, then dlhs and drhs, without maps or windows, groups of `sizes` rows: sm90
+  // against the reference and mma.
+  void check_forward(const std::vector<int32_t>& sizes, int64_t k, int64_t N) {
+    const int64_t G = int64_t(sizes.size()), m = rows_of(sizes);
+    const Tensor lhs = rand({m, k}), rhs = rand({G, N, k}), out = rand({m, N});
+    const Tensor s = ints(sizes);
+    const Tensor got = gmm(*sm90, out, lhs, rhs, s, {}, {}, {});
+    expect_close_bf16("sm90 vs reference", got, gmm(ref, out, lhs, rhs, s, {}, {}, {}));
+    expect_same("sm90 vs mma", got, gmm(*mma, out, lhs, rhs, s, {}, {}, {}));
+  }
+  void check_backward(const std::vector<int32_t>& sizes, int64_t k, int64_t N) {
+    const int64_t G = int64_t(sizes.size()), m = rows_of(sizes);
+    const Tensor x = rand({m, k}), rhs = rand({G, N, k}), dout = rand({m, N});
+    const Tensor s = ints(sizes);
+    const Tensor dx = rand({m, k}), dw = rand({G, N, k}, DType::F32);
+    const Tensor got = dlhs(*sm90, dx, dout, rhs, s, {}, {}, {});
+    expect_close_bf16("sm90 dlhs vs reference", got, dlhs(ref, dx, dout, rhs, s, {}, {}, {}));
+    expect_same("sm90 dlhs vs mma", got, dlhs(*mma, dx, dout, rhs, s, {}, {}, {}));
+    const Tensor gw = drhs(*sm90, dw, x, dout, s, {}, {}, {});
+    expect_close_bf16("sm90 drhs vs reference", gw, drhs(ref, dw, x, dout, s, {}, {}, {}));
+    expect_same("sm90 drhs vs mma", gw, drhs(*mma, dw, x, dout, s, {}, {}, {}));
+  }
+  static int64_t rows_of(const std::vector<int32_t>& sizes) {
+    return std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
   }
 
   std::vector<int32_t> permutation(int64_t m) {
@@ -156,10 +143,9 @@ class GmmSm90 : public ::testing::TestWithParam<const char*> {
 TEST_P(GmmSm90, MatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups) {
   const std::vector<int32_t> sizes = {0, 150, 1, 0, 9, 0};
   const int64_t G = int64_t(sizes.size()), m = 160, k = 72, F = 136, N = 2 * F, T = 97;
-  std::vector<int32_t> token(m), perm(m);
+  std::vector<int32_t> token(m);
   for (int64_t r = 0; r < m; ++r) token[r] = int32_t(rng.uniform_int(T));
-  std::iota(perm.begin(), perm.end(), 0);
-  for (int64_t r = m - 1; r > 0; --r) std::swap(perm[r], perm[rng.uniform_int(r + 1)]);
+  const std::vector<int32_t> perm = permutation(m);
   const Tensor lhs = rand({T, k}), rhs = rand({G, N, k}), out = rand({m, F});
   for (bool up : {false, true})
     for (bool acc : {false, true}) {
@@ -171,33 +157,17 @@ TEST_P(GmmSm90, MatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGroups)
       const Tensor s = ints(sizes), in = ints(token), o = ints(perm);
       const Tensor want = gmm(ref, out, lhs, rhs, s, rows, in, o);
       const Tensor got = gmm(*sm90, out, lhs, rhs, s, rows, in, o);
-      expect_close("sm90 vs reference, " + what, got, want);
+      expect_close_bf16("sm90 vs reference, " + what, got, want);
       expect_same("sm90 vs mma, " + what, got, gmm(*mma, out, lhs, rhs, s, rows, in, o));
     }
 }
 
 // Many groups, most of them empty, each with a few rows: the group table in tiles of 64 rows.
-TEST_P(GmmSm90, ManySmallGroupsWithoutMaps) {
-  const int64_t G = 130, k = 16, N = 24;
-  std::vector<int32_t> sizes(G, 0);
-  for (int64_t g = 0; g < G; g += 3) sizes[g] = int32_t(g % 4 + (g % 31 == 0 ? 70 : 0));
-  const int64_t m = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
-  const Tensor lhs = rand({m, k}), rhs = rand({G, N, k}), out = rand({m, N}), s = ints(sizes);
-  const Tensor got = gmm(*sm90, out, lhs, rhs, s, {}, {}, {});
-  expect_close("sm90 vs reference", got, gmm(ref, out, lhs, rhs, s, {}, {}, {}));
-  expect_same("sm90 vs mma", got, gmm(*mma, out, lhs, rhs, s, {}, {}, {}));
-}
+TEST_P(GmmSm90, ManySmallGroupsWithoutMaps) { check_forward(many_small_groups(), 16, 24); }
 
 // A reduction of six slices through the four stages: every stage reused, barrier phases of both
 // parities, the last slice partial (k = 328).
-TEST_P(GmmSm90, ALongReductionGoesRoundThePipeline) {
-  const std::vector<int32_t> sizes = {70, 0, 5};
-  const int64_t G = 3, m = 75, k = 328, N = 24;
-  const Tensor lhs = rand({m, k}), rhs = rand({G, N, k}), out = rand({m, N}), s = ints(sizes);
-  const Tensor got = gmm(*sm90, out, lhs, rhs, s, {}, {}, {});
-  expect_close("sm90 vs reference", got, gmm(ref, out, lhs, rhs, s, {}, {}, {}));
-  expect_same("sm90 vs mma", got, gmm(*mma, out, lhs, rhs, s, {}, {}, {}));
-}
+TEST_P(GmmSm90, ALongReductionGoesRoundThePipeline) { check_forward({70, 0, 5}, 328, 24); }
 
 // gmm_dlhs: the output's k = 136 (a full and a partial tile of 128 columns), the reduction over
 // a window of n = 72 (a full and a partial slice of 64) of either half of a fused gate/up weight,
@@ -219,7 +189,7 @@ TEST_P(GmmSm90, DlhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGro
                  o = maps ? ints(permutation(m)) : Tensor();
     const Tensor want = dlhs(ref, dx, dout, rhs, s, rows, in, o);
     const Tensor got = dlhs(*sm90, dx, dout, rhs, s, rows, in, o);
-    expect_close("sm90 dlhs vs reference, " + what, got, want);
+    expect_close_bf16("sm90 dlhs vs reference, " + what, got, want);
     expect_same("sm90 dlhs vs mma, " + what, got, dlhs(*mma, dx, dout, rhs, s, rows, in, o));
   }
 }
@@ -236,7 +206,7 @@ TEST_P(GmmSm90, DlhsReadsNothingPastTheWeightWindow) {
   GmmRows rows;
   rows.weight_rows = F;
   const Tensor got = dlhs(*sm90, dx, dout, rhs, s, rows, {}, {});
-  expect_close("sm90 dlhs vs reference", got, dlhs(ref, dx, dout, rhs, s, rows, {}, {}));
+  expect_close_bf16("sm90 dlhs vs reference", got, dlhs(ref, dx, dout, rhs, s, rows, {}, {}));
   expect_same("sm90 dlhs vs mma", got, dlhs(*mma, dx, dout, rhs, s, rows, {}, {}));
 }
 
@@ -265,41 +235,19 @@ TEST_P(GmmSm90, DrhsMatchesTheReferenceAndTheMmaKernelWithMapsWindowsAndEmptyGro
     const Tensor& x = in_map ? tokens : lhs;
     const Tensor want = drhs(ref, dw, x, dout, s, rows, in, o);
     const Tensor got = drhs(*sm90, dw, x, dout, s, rows, in, o);
-    expect_close("sm90 drhs vs reference, " + what, got, want);
+    expect_close_bf16("sm90 drhs vs reference, " + what, got, want);
     expect_same("sm90 drhs vs mma, " + what, got, drhs(*mma, dw, x, dout, s, rows, in, o));
   }
 }
 
 // Many groups, most of them empty, each with a few rows, for both backward products.
-TEST_P(GmmSm90, BackwardWithManySmallGroups) {
-  const int64_t G = 130, k = 16, N = 24;
-  std::vector<int32_t> sizes(G, 0);
-  for (int64_t g = 0; g < G; g += 3) sizes[g] = int32_t(g % 4 + (g % 31 == 0 ? 70 : 0));
-  const int64_t m = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
-  const Tensor x = rand({m, k}), rhs = rand({G, N, k}), dout = rand({m, N}), s = ints(sizes);
-  const Tensor dx = rand({m, k}), dw = rand({G, N, k}, DType::F32);
-  const Tensor got = dlhs(*sm90, dx, dout, rhs, s, {}, {}, {});
-  expect_close("sm90 dlhs vs reference", got, dlhs(ref, dx, dout, rhs, s, {}, {}, {}));
-  expect_same("sm90 dlhs vs mma", got, dlhs(*mma, dx, dout, rhs, s, {}, {}, {}));
-  const Tensor gw = drhs(*sm90, dw, x, dout, s, {}, {}, {});
-  expect_close("sm90 drhs vs reference", gw, drhs(ref, dw, x, dout, s, {}, {}, {}));
-  expect_same("sm90 drhs vs mma", gw, drhs(*mma, dw, x, dout, s, {}, {}, {}));
-}
+TEST_P(GmmSm90, BackwardWithManySmallGroups) { check_backward(many_small_groups(), 16, 24); }
 
 // Reductions of six slices through the four stages (every stage reused, barrier phases of both
 // parities, the last slice partial): dlhs over n = 328 weight rows, drhs over a group of 330
 // rows.
 TEST_P(GmmSm90, BackwardLongReductionsGoRoundThePipeline) {
-  const std::vector<int32_t> sizes = {5, 330, 0};
-  const int64_t G = 3, m = 335, k = 24, N = 328;
-  const Tensor x = rand({m, k}), rhs = rand({G, N, k}), dout = rand({m, N}), s = ints(sizes);
-  const Tensor dx = rand({m, k}), dw = rand({G, N, k}, DType::F32);
-  const Tensor got = dlhs(*sm90, dx, dout, rhs, s, {}, {}, {});
-  expect_close("sm90 dlhs vs reference", got, dlhs(ref, dx, dout, rhs, s, {}, {}, {}));
-  expect_same("sm90 dlhs vs mma", got, dlhs(*mma, dx, dout, rhs, s, {}, {}, {}));
-  const Tensor gw = drhs(*sm90, dw, x, dout, s, {}, {}, {});
-  expect_close("sm90 drhs vs reference", gw, drhs(ref, dw, x, dout, s, {}, {}, {}));
-  expect_same("sm90 drhs vs mma", gw, drhs(*mma, dw, x, dout, s, {}, {}, {}));
+  check_backward({5, 330, 0}, 24, 328);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, GmmSm90, ::testing::Values("emulated", "gpu"),
@@ -309,16 +257,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, GmmSm90, ::testing::Values("emulated", "gpu"),
 // are reported by it.
 TEST(GmmSm90Emulated, TheSm90KernelRunsAndReportsBadGroupSizes) {
   Rng rng(3);
-  auto rand = [&](const Shape& s) {
-    Tensor t = Tensor::empty(s, DType::BF16);
-    for (int64_t i = 0; i < t.numel(); ++i) set_from_double(t, i, rng.normal());
-    return t;
-  };
-  auto ints = [](const std::vector<int32_t>& v) {
-    Tensor t = Tensor::empty({int64_t(v.size())}, DType::I32);
-    std::copy(v.begin(), v.end(), t.data<int32_t>());
-    return t;
-  };
+  auto rand = [&](const Shape& s) { return testing::random_tensor(s, rng, 1.0, DType::BF16); };
   const std::unique_ptr<Backend> sm90 = emulated("sm90"), mma = emulated("mma");
   auto& be = dynamic_cast<cuda::EmulatedBackend&>(*sm90);
   EXPECT_NE(be.describe().find("sm90"), std::string::npos) << be.describe();
@@ -350,21 +289,10 @@ TEST(GmmSm90Emulated, TheSm90KernelRunsAndReportsBadGroupSizes) {
 // The whole model's bfloat16 forward and backward with every grouped matmul on the sm90 kernels
 // (the model's own row maps, windows and accumulations) equals the mma.sync kernels' bit for bit.
 TEST(GmmSm90Emulated, ModelGradientsEqualTheMmaKernelsBitForBit) {
-  ModelConfig cfg = testing::small_test_config(2);
-  cfg.d_model = 32;  // row lengths that are multiples of 8, so the tensor-core kernels apply
-  cfg.moe_mlp_dim = 24;
-  cfg.vocab_size = 64;
-  const ParamTable table(cfg);
+  const ModelConfig cfg = testing::tensor_core_test_config();
   const Batch batch = testing::make_batch(2, 16, cfg.vocab_size, 5, 9);
-  const Tensor host_w = testing::trained_like_weights(table, 0.0, 0);
-  std::vector<double> loss;
-  std::vector<Tensor> grads;
-  for (const char* path : {"mma", "sm90"}) {
-    const std::unique_ptr<Backend> be = emulated(path);
-    LossInfo info;
-    grads.push_back(testing::model_gradients(*be, cfg, batch, DType::BF16, host_w, &info));
-    loss.push_back(info.total_loss);
-  }
+  const auto [loss, grads] =
+      testing::step_per_path(cfg, batch, &BackendOptions::cuda_gmm, {"mma", "sm90"});
   EXPECT_EQ(loss[0], loss[1]);
   ASSERT_EQ(grads[0].numel(), grads[1].numel());
   for (int64_t i = 0; i < grads[0].numel(); ++i)

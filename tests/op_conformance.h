@@ -100,9 +100,9 @@ class Harness {
   // backend, on fp64 copies of them.
   Outputs run(const Tensors& tensors, const OpCalls& calls);
 
-  // |got - truth| <= rtol * max|truth| + atol, element by element.
+  // |got - truth| <= rtol * max|truth| + atol + elem_rtol * |truth|, element by element.
   static void expect_near(const std::string& what, const Tensor& got, const Tensor& truth,
-                          double rtol, double atol = 0);
+                          double rtol, double atol = 0, double elem_rtol = 0);
   // got == truth rounded once to got's dtype, element by element.
   static void expect_exact(const std::string& what, const Tensor& got, const Tensor& truth);
   static double tol(DType dt) { return dt == DType::BF16 ? 1.0 / 128 : 1e-5; }
@@ -143,5 +143,13 @@ class OpConformance : public ::testing::TestWithParam<Target> {
 // 2 x 300 positions, 8 query heads over 2 kv heads, three documents in the second row, windows
 // of 100 and none; the backward too unless `forward_only`.
 void attention_over_many_blocks(Harness& h, bool forward_only);
+// Attention's operands of shape s, in the order attention_calls reads them: q, k (both drawn at
+// qk_scale), v, the segment ids, o, lse, dout, dq, dk, dv.
+Tensors attention_operands(Harness& h, DType dt, const AttentionShape& s,
+                           const std::vector<int32_t>& segments, double qk_scale);
+// attention_forward on attention_operands, then attention_backward unless `forward_only`.
+OpCalls attention_calls(const AttentionShape& s, bool forward_only = false);
+// "B=2 S=9 H=4/2 hd=6 window=3 docs=2" (and " round_scores"): an attention case's name.
+std::string describe_attention(const AttentionShape& s, int docs);
 
 }  // namespace gemmax::conformance

@@ -13,33 +13,8 @@ namespace {
 void check_attention(Harness& h, DType dt, const AttentionShape& s,
                      const std::vector<int32_t>& segments, double qk_scale, const std::string& what,
                      bool forward_only = false) {
-  const int64_t T = s.batch * s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   auto [got, truth] =
-      h.run({h.rand({T, H, hd}, dt, qk_scale), h.rand({T, KV, hd}, dt, qk_scale),
-             h.rand({T, KV, hd}, dt), h.ints(segments), h.zeros({T, H, hd}, dt),
-             h.zeros({s.batch, H, s.seq}), h.rand({T, H, hd}, dt), h.zeros({T, H, hd}, dt),
-             h.zeros({T, KV, hd}, dt), h.zeros({T, KV, hd}, dt)},
-            [&](Backend& be, const Tensors& t) {
-              be.attention_forward({.o = t[4],
-                                    .lse = t[5],
-                                    .q = t[0],
-                                    .k = t[1],
-                                    .v = t[2],
-                                    .segment_ids = t[3],
-                                    .shape = s});
-              if (forward_only) return;
-              be.attention_backward({.dq = t[7],
-                                     .dk = t[8],
-                                     .dv = t[9],
-                                     .dout = t[6],
-                                     .q = t[0],
-                                     .k = t[1],
-                                     .v = t[2],
-                                     .o = t[4],
-                                     .lse = t[5],
-                                     .segment_ids = t[3],
-                                     .shape = s});
-            });
+      h.run(attention_operands(h, dt, s, segments, qk_scale), attention_calls(s, forward_only));
   h.expect_near("attention o " + what, got[4], truth[4], 2 * h.tol(dt));
   h.expect_near("attention lse " + what, got[5], truth[5], 1e-5, 1e-5);
   if (forward_only) return;
@@ -48,14 +23,34 @@ void check_attention(Harness& h, DType dt, const AttentionShape& s,
   h.expect_near("attention dv " + what, got[9], truth[9], 4 * h.tol(dt));
 }
 
-std::string describe(const AttentionShape& s, int docs) {
+}  // namespace
+
+Tensors attention_operands(Harness& h, DType dt, const AttentionShape& s,
+                           const std::vector<int32_t>& segments, double qk_scale) {
+  const int64_t T = s.batch * s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
+  return {h.rand({T, H, hd}, dt, qk_scale), h.rand({T, KV, hd}, dt, qk_scale),
+          h.rand({T, KV, hd}, dt),          h.ints(segments),
+          h.zeros({T, H, hd}, dt),          h.zeros({s.batch, H, s.seq}),
+          h.rand({T, H, hd}, dt),           h.zeros({T, H, hd}, dt),
+          h.zeros({T, KV, hd}, dt),         h.zeros({T, KV, hd}, dt)};
+}
+
+OpCalls attention_calls(const AttentionShape& s, bool forward_only) {
+  return [s, forward_only](Backend& be, const Tensors& t) {
+    be.attention_forward(
+        {.o = t[4], .lse = t[5], .q = t[0], .k = t[1], .v = t[2], .segment_ids = t[3], .shape = s});
+    if (forward_only) return;
+    be.attention_backward({.dq = t[7], .dk = t[8], .dv = t[9], .dout = t[6], .q = t[0], .k = t[1],
+                           .v = t[2], .o = t[4], .lse = t[5], .segment_ids = t[3], .shape = s});
+  };
+}
+
+std::string describe_attention(const AttentionShape& s, int docs) {
   return "B=" + std::to_string(s.batch) + " S=" + std::to_string(s.seq) +
          " H=" + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) +
          " hd=" + std::to_string(s.head_dim) + " window=" + std::to_string(s.window) +
-         " docs=" + std::to_string(docs);
+         " docs=" + std::to_string(docs) + (s.round_scores ? " round_scores" : "");
 }
-
-}  // namespace
 
 // Causal GQA attention with windows shorter than, equal to and longer than the sequence, segments,
 // the model's head sizes and odd ones.
@@ -65,7 +60,7 @@ CONFORMANCE_CASE(AttentionForwardAndBackward) {
     const std::vector<int32_t> seg = {1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 4, 4, 4, 7, 7, 7, 7, 7};
     for (int64_t window : {0, 3, 9, 40}) {
       const AttentionShape s{2, 9, 4, 2, 6, window};
-      check_attention(h, dt, s, seg, 0.7, describe(s, 2));
+      check_attention(h, dt, s, seg, 0.7, describe_attention(s, 2));
     }
     for (const AttentionShape& s :
          {AttentionShape{2, 37, 4, 2, 8, 5}, AttentionShape{1, 50, 2, 1, 12, 0},
@@ -75,7 +70,7 @@ CONFORMANCE_CASE(AttentionForwardAndBackward) {
       std::vector<int32_t> two_docs(size_t(s.batch * s.seq));
       for (size_t t = 0; t < two_docs.size(); ++t)
         two_docs[t] = int64_t(t) % s.seq < s.seq / 3 ? 1 : 2;
-      check_attention(h, dt, s, two_docs, 1.0, describe(s, 2));
+      check_attention(h, dt, s, two_docs, 1.0, describe_attention(s, 2));
     }
   }
 }
@@ -93,7 +88,7 @@ CONFORMANCE_CASE(AttentionInteriorAndBoundaryTiles) {
     std::vector<int32_t> seg(size_t(c.S));
     for (int64_t t = 0; t < c.S; ++t) seg[size_t(t)] = int32_t(t * c.docs / c.S);
     const AttentionShape s{1, c.S, c.H, c.KV, c.hd, c.window};
-    check_attention(h, DType::BF16, s, seg, 1.0, describe(s, int(c.docs)));
+    check_attention(h, DType::BF16, s, seg, 1.0, describe_attention(s, int(c.docs)));
   }
 }
 
@@ -104,7 +99,7 @@ void attention_over_many_blocks(Harness& h, bool forward_only) {
     for (int64_t i = 0; i < S; ++i) segs.push_back(b == 0 ? 1 : (i < 120 ? 1 : (i < 250 ? 2 : 3)));
   for (int64_t window : {0, 100}) {
     const AttentionShape s{2, S, 8, 2, 40, window};
-    check_attention(h, DType::BF16, s, segs, 0.3, describe(s, 3), forward_only);
+    check_attention(h, DType::BF16, s, segs, 0.3, describe_attention(s, 3), forward_only);
   }
 }
 

@@ -78,7 +78,7 @@ Harness::Outputs Harness::run(const Tensors& tensors, const OpCalls& calls) {
 }
 
 void Harness::expect_near(const std::string& what, const Tensor& got, const Tensor& truth,
-                          double rtol, double atol) {
+                          double rtol, double atol, double elem_rtol) {
   ASSERT_EQ(got.numel(), truth.numel()) << what;
   double scale = 0;
   for (int64_t i = 0; i < truth.numel(); ++i)
@@ -86,11 +86,11 @@ void Harness::expect_near(const std::string& what, const Tensor& got, const Tens
   int failures = 0;
   for (int64_t i = 0; i < truth.numel() && failures < 5; ++i) {
     const double g = get_as_double(got, i), w = get_as_double(truth, i);
-    if (!(std::abs(g - w) <= rtol * scale + atol)) {
+    if (!(std::abs(g - w) <= rtol * scale + atol + elem_rtol * std::abs(w))) {
       ++failures;
       ADD_FAILURE() << what << " (" << dtype_name(got.dtype()) << ")[" << i << "]: got " << g
                     << ", fp64 reference " << w << " (of max " << scale << ", criterion " << rtol
-                    << " of it + " << atol << ")";
+                    << " of it + " << atol << " + " << elem_rtol << " of |reference|)";
     }
   }
 }

@@ -37,22 +37,6 @@ namespace {
 
 using kern::GroupedProduct;
 
-// The best of three rates of f, each over at least 0.1 s (as `gemmax bench`).
-double best_rate(double flops, const std::function<void()>& f) {
-  f();
-  double best = 0;
-  for (int r = 0; r < 3; ++r) {
-    Timer t;
-    int n = 0;
-    do {
-      f();
-      ++n;
-    } while (t.seconds() < 0.1);
-    best = std::max(best, flops * n / t.seconds());
-  }
-  return best;
-}
-
 // Rows of a shared pool of normal values at random offsets: the 26b-a4b's operands hold
 // billions of values, too many to draw one by one.
 Tensor random_bf16(Backend& be, const Shape& s, Rng& rng, double scale) {
@@ -135,18 +119,16 @@ int run(int argc, char** argv) {
 
   auto problem = [&](GroupedProduct p, const Tensor& xx, const Tensor& yy, const Tensor& out,
                      int64_t k, int64_t N) {
-    cutlass_gmm::Problem q;
-    q.product = p;
-    q.group_sizes = gs;
-    q.G = E;
-    q.m = m;
-    q.k = k;
-    q.N = N;
-    q.n = N;
-    q.x = xx.raw();
-    q.y = yy.raw();
-    q.out = out.raw();
-    return q;
+    return cutlass_gmm::Problem{.product = p,
+                                .group_sizes = gs,
+                                .G = E,
+                                .m = m,
+                                .k = k,
+                                .N = N,
+                                .n = N,
+                                .x = xx.raw(),
+                                .y = yy.raw(),
+                                .out = out.raw()};
   };
   std::vector<Product> products;
   {

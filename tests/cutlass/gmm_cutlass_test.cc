@@ -72,14 +72,13 @@ class GmmCutlass : public ::testing::TestWithParam<const char*> {
     const Tensor dout = random({m, n}, DType::BF16, 1.0);
     const GmmRows window{.weight_begin = w0, .weight_rows = n};
     cutlass_gmm::GroupedGemm cutlass(cuda::compute_stream(*be));
-    cutlass_gmm::Problem p;
-    p.group_sizes = static_cast<const int32_t*>(group_sizes.raw());
-    p.G = G;
-    p.m = m;
-    p.k = k;
-    p.N = N;
-    p.w0 = w0;
-    p.n = n;
+    cutlass_gmm::Problem p{.group_sizes = static_cast<const int32_t*>(group_sizes.raw()),
+                           .G = G,
+                           .m = m,
+                           .k = k,
+                           .N = N,
+                           .w0 = w0,
+                           .n = n};
     for (const bool accumulate : {false, true}) {
       SCOPED_TRACE(accumulate ? "accumulating" : "writing");
       GmmRows rows = window;

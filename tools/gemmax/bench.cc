@@ -52,22 +52,6 @@ constexpr const char* kUsage =
     "figures. --attention times only attention, forward and backward, at the model's sliding\n"
     "and global layers (TFLOP/s over the visible pairs; the backward counted as 2.5 forwards).\n";
 
-// The best rate of f (FLOP/s) over `reps` runs of at least 0.1 s.
-double best_rate(double flops, const std::function<void()>& f, int reps = 3) {
-  f();
-  double best = 0;
-  for (int r = 0; r < reps; ++r) {
-    Timer t;
-    int n = 0;
-    do {
-      f();
-      ++n;
-    } while (t.seconds() < 0.1);
-    best = std::max(best, flops * n / t.seconds());
-  }
-  return best;
-}
-
 Tensor random_bf16(Backend& be, const Shape& s, Rng& rng, double scale) {
   Tensor host = Tensor::empty(s, DType::BF16);
   for (int64_t i = 0; i < host.numel(); ++i)

@@ -209,6 +209,77 @@ GEMMAX_HD uint32_t sm90_stage_parity(int64_t n) {
   return uint32_t((n / kStages) & 1);
 }
 
+// Two tiles of `rows` rows (position i of sequence b, columns [col, col + hd)) onto `bar`,
+// with the bytes it expects: the block's own pair or a ring stage's.
+template <class A, class X>
+GEMMAX_KFN void sm90_load_pair(X& x, uint64_t* bar, int rows, int64_t b, int64_t i, int64_t col,
+                               bf16* dst0, const TensorMap3d& map0, bf16* dst1,
+                               const TensorMap3d& map1) {
+  x.mbarrier_arrive_expect_tx(bar, 2 * A::tile_bytes(rows));
+  sm90_load_tile<A>(x, dst0, map0, rows, b, i, col, bar);
+  sm90_load_tile<A>(x, dst1, map1, rows, b, i, col, bar);
+}
+
+// The producer warpgroup of both kernels: it gives its registers to the consumers, and its first
+// warp loads. Lane 0 loads the block's own tiles (own(bar.once())); then for each of `count`
+// ring tiles, once its stage is free, stage(lane, n, st) writes the stage's per-row values on
+// every lane and, on lane 0, loads the tile's pair onto bar.full(st); the other lanes arrive.
+template <class A, class X, class Own, class Stage>
+GEMMAX_KFN void sm90_produce(X& x, const AttnSm90Bars& bar, int64_t count, Own&& own,
+                             Stage&& stage) {
+  constexpr int kStages = A::kStages;
+  x.template setmaxnreg_dec<A::kProducerRegs>();
+  const int lane = x.tid() - A::kConsumers;
+  if (lane >= 32) return;
+  if (lane == 0) own(bar.once());
+  for (int64_t n = 0; n < count; ++n) {
+    const int st = int(n % kStages);
+    if (n >= kStages) x.mbarrier_wait(bar.empty(st), sm90_stage_parity<kStages>(n - kStages));
+    stage(lane, n, st);
+    if (lane != 0) x.mbarrier_arrive(bar.full(st));
+  }
+}
+
+// Warpgroup 1's part of tile n in both kernels: once P (fp32, [row][col] R wide) is ready,
+// dS = P (dP - delta(i, col)) from its dP accumulator; once dS's last readers are done, dS to the
+// bf16 tile at `ds` (64 columns a row), visible to wgmma, and ready.
+template <int R, class X, class Delta>
+GEMMAX_KFN void sm90_write_ds(X& x, const AttnSm90Bars& bar, int64_t n, int tig,
+                              const float (&dp)[R / 2], const float* pf, bf16* ds, Delta&& delta) {
+  x.mbarrier_wait(bar.p_ready(), sm90_parity(n));
+  float d[R / 2];
+  GEMMAX_UNROLL
+  for (int i = 0; i < R / 2; ++i) {
+    const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i);
+    d[i] = pf[r * R + c] * (dp[i] - delta(i, c));
+  }
+  x.mbarrier_arrive(bar.p_free());
+  if (n > 0) x.mbarrier_wait(bar.ds_free(), sm90_parity(n - 1));
+  GEMMAX_UNROLL
+  for (int i = 0; i < R / 2; ++i)
+    ds[swizzled(wgmma_acc_row(tig, i), wgmma_acc_col(tig, i), 64)] = from_acc<bf16>(d[i]);
+  x.fence_proxy_async();  // dS before wgmma's (async proxy) reads
+  x.mbarrier_arrive(bar.ds_ready());
+}
+
+// A consumer's kParts x 128 accumulated columns to bf16: accumulator row r to out[(row0 + r) *
+// stride + 128 j + col] for the rows before S.
+template <int kParts>
+GEMMAX_HD void sm90_store_acc(const float (&acc)[kParts][64], int tig, bf16* out, int64_t row0,
+                              int64_t S, int64_t stride) {
+  GEMMAX_UNROLL
+  for (int j = 0; j < kParts; ++j) {
+    GEMMAX_UNROLL
+    for (int i = 0; i < 64; i += 2) {
+      const int64_t pos = row0 + wgmma_acc_row(tig, i);
+      if (pos >= S) continue;
+      bf16* row = out + pos * stride + 128 * j + wgmma_acc_col(tig, i);
+      row[0] = from_acc<bf16>(acc[j][i]);
+      row[1] = from_acc<bf16>(acc[j][i + 1]);
+    }
+  }
+}
+
 template <class A>
 struct AttnSm90DkvSmem {
   static constexpr int R = A::kStream;
@@ -257,33 +328,24 @@ struct AttentionDkvSm90Kernel {
         last_visible_query(kmin(S, k0 + A::kRows) - 1, S, d.window) + 1 - k0, int64_t(R));
     const QueryTiles tiles{kvh * d.group(), k0, per_head, per_head * d.group()};
 
-    if (x.tid() >= A::kConsumers) {  // the producer warpgroup: its first warp loads
-      x.template setmaxnreg_dec<A::kProducerRegs>();
-      const int lane = x.tid() - A::kConsumers;
-      if (lane >= 32) return;
-      if (lane == 0) {
-        x.mbarrier_arrive_expect_tx(bar.once(), 2 * A::tile_bytes(A::kRows));
-        sm90_load_tile<A>(x, s.k(), p.k, A::kRows, b, k0, kvh * HD, bar.once());
-        sm90_load_tile<A>(x, s.v(), p.v, A::kRows, b, k0, kvh * HD, bar.once());
-      }
-      for (int64_t n = 0; n < tiles.count; ++n) {
-        const int st = int(n % kStages);
-        if (n >= kStages) x.mbarrier_wait(bar.empty(st), sm90_stage_parity<kStages>(n - kStages));
-        const int64_t h = tiles.head(n), q0 = tiles.q0(n, R);
-        for (int r = lane; r < R; r += 32) {
-          const int64_t i = q0 + r, at = (b * d.H + h) * S + i;
-          s.lse2(st)[r] = i < S ? p.lse[at] * kLog2e : 0.0f;
-          s.delta(st)[r] = i < S ? p.delta[at] : 0.0f;
-          s.seg(st)[r] = i < S ? p.seg[b * S + i] : 0;
-        }
-        if (lane == 0) {
-          x.mbarrier_arrive_expect_tx(bar.full(st), 2 * A::tile_bytes(R));
-          sm90_load_tile<A>(x, s.q(st), p.q, R, b, q0, h * HD, bar.full(st));
-          sm90_load_tile<A>(x, s.dout(st), p.dout, R, b, q0, h * HD, bar.full(st));
-        } else {
-          x.mbarrier_arrive(bar.full(st));
-        }
-      }
+    if (x.tid() >= A::kConsumers) {
+      sm90_produce<A>(
+          x, bar, tiles.count,
+          [&](uint64_t* once) {
+            sm90_load_pair<A>(x, once, A::kRows, b, k0, kvh * HD, s.k(), p.k, s.v(), p.v);
+          },
+          [&](int lane, int64_t n, int st) {
+            const int64_t h = tiles.head(n), q0 = tiles.q0(n, R);
+            for (int r = lane; r < R; r += 32) {
+              const int64_t i = q0 + r, at = (b * d.H + h) * S + i;
+              s.lse2(st)[r] = i < S ? p.lse[at] * kLog2e : 0.0f;
+              s.delta(st)[r] = i < S ? p.delta[at] : 0.0f;
+              s.seg(st)[r] = i < S ? p.seg[b * S + i] : 0;
+            }
+            if (lane == 0)
+              sm90_load_pair<A>(x, bar.full(st), R, b, q0, h * HD, s.q(st), p.q, s.dout(st),
+                                p.dout);
+          });
       return;
     }
 
@@ -335,21 +397,8 @@ struct AttentionDkvSm90Kernel {
         x.mbarrier_arrive(bar.p_free());
       } else {
         sm90_head_product<A, R>(x, sc, v_at, do_at);  // dP^T
-        x.mbarrier_wait(bar.p_ready(), sm90_parity(n));
-        float ds[R / 2];
-        GEMMAX_UNROLL
-        for (int i = 0; i < R / 2; ++i) {
-          const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i);
-          ds[i] = s.pf()[r * R + c] * (sc[i] - s.delta(st)[c]);
-        }
-        x.mbarrier_arrive(bar.p_free());
-        if (n > 0) x.mbarrier_wait(bar.ds_free(), sm90_parity(n - 1));
-        GEMMAX_UNROLL
-        for (int i = 0; i < R / 2; ++i)
-          s.dst()[swizzled(wgmma_acc_row(tig, i), wgmma_acc_col(tig, i), 64)] =
-              from_acc<bf16>(ds[i]);
-        x.fence_proxy_async();
-        x.mbarrier_arrive(bar.ds_ready());
+        sm90_write_ds<R>(x, bar, n, tig, sc, s.pf(), s.dst(),
+                         [&](int, int c) { return s.delta(st)[c]; });
         x.mbarrier_wait(bar.ds_ready(), sm90_parity(n));
         sm90_rows_product<2, R>(x, acc, 2 * part, dst_at, q_at);  // dK += dS^T Q
         x.mbarrier_arrive(bar.ds_free());
@@ -358,18 +407,7 @@ struct AttentionDkvSm90Kernel {
     }
 
     bf16* out = wg == 0 ? p.dv : p.dk;
-    GEMMAX_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      GEMMAX_UNROLL
-      for (int i = 0; i < 64; i += 2) {
-        const int64_t key = k0 + wgmma_acc_row(tig, i);
-        if (key >= S) continue;
-        bf16* row = out + ((b * S + key) * d.KV + kvh) * HD + 256 * part + 128 * h +
-                    wgmma_acc_col(tig, i);
-        row[0] = from_acc<bf16>(acc[h][i]);
-        row[1] = from_acc<bf16>(acc[h][i + 1]);
-      }
-    }
+    sm90_store_acc(acc, tig, out + (b * S * d.KV + kvh) * HD + 256 * part, k0, S, d.KV * HD);
   }
 };
 

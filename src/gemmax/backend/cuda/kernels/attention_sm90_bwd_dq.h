@@ -67,28 +67,19 @@ struct AttentionDqSm90Kernel {
     const TileRange tiles = key_tiles(q0, kmin(S, q0 + A::kRows), d.window, R);
     const int64_t count = tiles.end - tiles.begin;
 
-    if (x.tid() >= A::kConsumers) {  // the producer warpgroup: its first warp loads
-      x.template setmaxnreg_dec<A::kProducerRegs>();
-      const int lane = x.tid() - A::kConsumers;
-      if (lane >= 32) return;
-      if (lane == 0) {
-        x.mbarrier_arrive_expect_tx(bar.once(), 2 * A::tile_bytes(A::kRows));
-        sm90_load_tile<A>(x, s.q(), p.q, A::kRows, b, q0, h * HD, bar.once());
-        sm90_load_tile<A>(x, s.dout(), p.dout, A::kRows, b, q0, h * HD, bar.once());
-      }
-      for (int64_t n = 0; n < count; ++n) {
-        const int st = int(n % kStages);
-        if (n >= kStages) x.mbarrier_wait(bar.empty(st), sm90_stage_parity<kStages>(n - kStages));
-        const int64_t k0 = (tiles.begin + n) * R;
-        for (int r = lane; r < R; r += 32) s.seg(st)[r] = k0 + r < S ? p.seg[b * S + k0 + r] : 0;
-        if (lane == 0) {
-          x.mbarrier_arrive_expect_tx(bar.full(st), 2 * A::tile_bytes(R));
-          sm90_load_tile<A>(x, s.k(st), p.k, R, b, k0, kvh * HD, bar.full(st));
-          sm90_load_tile<A>(x, s.v(st), p.v, R, b, k0, kvh * HD, bar.full(st));
-        } else {
-          x.mbarrier_arrive(bar.full(st));
-        }
-      }
+    if (x.tid() >= A::kConsumers) {
+      sm90_produce<A>(
+          x, bar, count,
+          [&](uint64_t* once) {
+            sm90_load_pair<A>(x, once, A::kRows, b, q0, h * HD, s.q(), p.q, s.dout(), p.dout);
+          },
+          [&](int lane, int64_t n, int st) {
+            const int64_t k0 = (tiles.begin + n) * R;
+            for (int r = lane; r < R; r += 32)
+              s.seg(st)[r] = k0 + r < S ? p.seg[b * S + k0 + r] : 0;
+            if (lane == 0)
+              sm90_load_pair<A>(x, bar.full(st), R, b, k0, kvh * HD, s.k(st), p.k, s.v(st), p.v);
+          });
       return;
     }
 
@@ -136,21 +127,8 @@ struct AttentionDqSm90Kernel {
         x.mbarrier_arrive(bar.p_ready());
       } else {
         sm90_head_product<A, R>(x, sc, do_at, v_at);  // dP
-        x.mbarrier_wait(bar.p_ready(), sm90_parity(n));
-        float ds[R / 2];
-        GEMMAX_UNROLL
-        for (int i = 0; i < R / 2; ++i) {
-          const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i);
-          ds[i] = s.pf()[r * R + c] * (sc[i] - dlt[(i & 3) >> 1]);
-        }
-        x.mbarrier_arrive(bar.p_free());
-        if (n > 0) x.mbarrier_wait(bar.ds_free(), sm90_parity(n - 1));
-        GEMMAX_UNROLL
-        for (int i = 0; i < R / 2; ++i)
-          s.ds()[swizzled(wgmma_acc_row(tig, i), wgmma_acc_col(tig, i), 64)] =
-              from_acc<bf16>(ds[i]);
-        x.fence_proxy_async();  // dS before wgmma's (async proxy) reads
-        x.mbarrier_arrive(bar.ds_ready());
+        sm90_write_ds<R>(x, bar, n, tig, sc, s.pf(), s.ds(),
+                         [&](int i, int) { return dlt[(i & 3) >> 1]; });
       }
       x.mbarrier_wait(bar.ds_ready(), sm90_parity(n));
       sm90_rows_product<kHalves, R>(x, acc, kHalves * wg, ds_at, k_at);  // dQ += dS K
@@ -158,18 +136,7 @@ struct AttentionDqSm90Kernel {
       x.mbarrier_arrive(bar.empty(st));
     }
 
-    GEMMAX_UNROLL
-    for (int j = 0; j < kHalves; ++j) {
-      GEMMAX_UNROLL
-      for (int i = 0; i < 64; i += 2) {
-        const int64_t i_pos = q0 + wgmma_acc_row(tig, i);
-        if (i_pos >= S) continue;
-        bf16* row = p.dq + ((b * S + i_pos) * d.H + h) * HD + 128 * (kHalves * wg + j) +
-                    wgmma_acc_col(tig, i);
-        row[0] = from_acc<bf16>(acc[j][i]);
-        row[1] = from_acc<bf16>(acc[j][i + 1]);
-      }
-    }
+    sm90_store_acc(acc, tig, p.dq + (b * S * d.H + h) * HD + 128 * kHalves * wg, q0, S, d.H * HD);
   }
 };
 

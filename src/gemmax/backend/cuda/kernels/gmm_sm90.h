@@ -78,15 +78,36 @@ GEMMAX_KFN void sm90_init_barriers(X& x, const GmmSm90Smem& s) {
   x.sync();
 }
 
-// The row tile's mapped rows: rows_in() the rows read through `read_map`, rows_out() the rows
-// written through `write_map`, -1 past the tile's `rows`.
+// The prologue of the kernels over row tiles (forward, dlhs): the block's group *g and first
+// row *row0 (false past the last tile: nothing to do), its row tables (rows_in() the rows read
+// through `read_map`, rows_out() the rows written through `write_map`, -1 past the tile's rows)
+// and the barriers.
 template <class X>
-GEMMAX_KFN void sm90_row_tables(X& x, const GmmSm90Smem& s, const GmmArgs& a, int64_t row0,
-                                int64_t rows, const int32_t* read_map, int64_t read_rows,
-                                const int32_t* write_map, int64_t write_rows) {
+GEMMAX_KFN bool sm90_row_tile(X& x, const GmmSm90Smem& s, const GmmArgs& a, const int32_t* read_map,
+                              int64_t read_rows, const int32_t* write_map, int64_t write_rows,
+                              int64_t* g, int64_t* row0) {
+  int64_t rows;
+  if (!device_group_tiles(a).locate(x.by(), GmmSm90::BM, g, row0, &rows)) return false;
   for (int i = x.tid(); i < GmmSm90::BM; i += x.nthreads()) {
-    s.rows_in()[i] = i < rows ? int32_t(mapped_row(x, read_map, row0 + i, read_rows, a)) : -1;
-    s.rows_out()[i] = i < rows ? int32_t(mapped_row(x, write_map, row0 + i, write_rows, a)) : -1;
+    s.rows_in()[i] = i < rows ? int32_t(mapped_row(x, read_map, *row0 + i, read_rows, a)) : -1;
+    s.rows_out()[i] = i < rows ? int32_t(mapped_row(x, write_map, *row0 + i, write_rows, a)) : -1;
+  }
+  sm90_init_barriers(x, s);
+  return true;
+}
+
+// Stage st's A tile by cp.async: the row tile's rows of `src` (`cols` columns a row) through
+// rows_in(), columns [c0, c0 + BK); rows of -1 and columns past `cols` read as zeros.
+template <class X>
+GEMMAX_KFN void sm90_gather_rows(X& x, const GmmSm90Smem& s, int st, const bf16* src, int64_t cols,
+                                 int64_t c0) {
+  using M = GmmSm90;
+  for (int e = x.tid(); e < M::BM * (M::BK / 8); e += x.nthreads()) {
+    const int r = e / (M::BK / 8), c = e % (M::BK / 8);
+    const int32_t row = s.rows_in()[r];
+    const bool valid = row >= 0 && c0 + c * 8 < cols;
+    x.cp_async16(s.a(st) + swizzled(r, c * 8, M::BK),
+                 valid ? src + int64_t(row) * cols + c0 + c * 8 : src, valid);
   }
 }
 
@@ -155,12 +176,9 @@ struct GmmForwardSm90Kernel {
   GEMMAX_KFN void operator()(X& x, const GmmSm90Params& p) const {
     using M = GmmSm90;
     const GmmArgs& a = p.a;
-    const GroupTiles gt = device_group_tiles(a);
-    int64_t g, row0, rows;
-    if (!gt.locate(x.by(), M::BM, &g, &row0, &rows)) return;
     const GmmSm90Smem s = GmmSm90Smem::of(x);
-    sm90_row_tables(x, s, a, row0, rows, a.in_map, a.in_rows, a.out_map, a.out_rows);
-    sm90_init_barriers(x, s);
+    int64_t g, row0;
+    if (!sm90_row_tile(x, s, a, a.in_map, a.in_rows, a.out_map, a.out_rows, &g, &row0)) return;
 
     const int64_t j0 = int64_t(x.bx()) * M::BN;
     const int32_t weight_row = int32_t(g * a.N + a.w0 + j0);
@@ -170,13 +188,7 @@ struct GmmForwardSm90Kernel {
         x.mbarrier_arrive_expect_tx(s.full(st), M::kBBytes);
         x.tma_load_2d(s.b(st), p.weights, int32_t(k0), weight_row, s.full(st));
       }
-      for (int e = x.tid(); e < M::BM * (M::BK / 8); e += x.nthreads()) {
-        const int r = e / (M::BK / 8), c = e % (M::BK / 8);
-        const int32_t row = s.rows_in()[r];
-        const bool valid = row >= 0 && k0 + c * 8 < a.k;
-        x.cp_async16(s.a(st) + swizzled(r, c * 8, M::BK),
-                     valid ? p.lhs + int64_t(row) * a.k + k0 + c * 8 : p.lhs, valid);
-      }
+      sm90_gather_rows(x, s, st, p.lhs, a.k, k0);
     };
     // Nothing to fix: columns past k read as zeros (TMA, cp.async's zero fill), and weight rows
     // past the window are dropped at the store.

@@ -51,13 +51,10 @@ struct GmmDlhsSm90Kernel {
   GEMMAX_KFN void operator()(X& x, const GmmDlhsSm90Params& p) const {
     using M = GmmSm90;
     const GmmArgs& a = p.a;
-    const GroupTiles gt = device_group_tiles(a);
-    int64_t g, row0, rows;
-    if (!gt.locate(x.by(), M::BM, &g, &row0, &rows)) return;
     const GmmSm90Smem s = GmmSm90Smem::of(x);
+    int64_t g, row0;
     // The dout rows read, the dlhs rows written.
-    sm90_row_tables(x, s, a, row0, rows, a.out_map, a.out_rows, a.in_map, a.in_rows);
-    sm90_init_barriers(x, s);
+    if (!sm90_row_tile(x, s, a, a.out_map, a.out_rows, a.in_map, a.in_rows, &g, &row0)) return;
 
     const bool dout_box = !a.out_map;  // rows row0 .. row0 + 63 of dout: the rows of other
                                        // groups in the box are never stored
@@ -72,14 +69,7 @@ struct GmmDlhsSm90Kernel {
                         weight_row + j0, s.full(st));
         if (dout_box) x.tma_load_2d(s.a(st), p.douts, j0, int32_t(row0), s.full(st));
       }
-      if (!dout_box)
-        for (int e = x.tid(); e < M::BM * (M::BK / 8); e += x.nthreads()) {
-          const int r = e / (M::BK / 8), c = e % (M::BK / 8);
-          const int32_t row = s.rows_in()[r];
-          const bool valid = row >= 0 && j0 + c * 8 < a.n;
-          x.cp_async16(s.a(st) + swizzled(r, c * 8, M::BK),
-                       valid ? p.dout + int64_t(row) * a.n + j0 + c * 8 : p.dout, valid);
-        }
+      if (!dout_box) sm90_gather_rows(x, s, st, p.dout, a.n, j0);
     };
     // The weight rows past the window in the last slice (the other half, the next group).
     auto fix = [&](int st, int64_t kt) {
