@@ -48,8 +48,8 @@ class AttentionSm90Bwd : public ::testing::TestWithParam<const char*> {
     if (const std::string why = testing::no_gpu(gpu); !why.empty()) GTEST_SKIP() << why;
   }
 
-  // Forward (the same mma kernels on both paths) and backward of one shape, on sm90 against the
-  // fp64 reference and against mma.
+  // Forward and backward of one shape, each path's own kernels both ways (the forward's o and
+  // lse agree to rounding), on sm90 against the fp64 reference and against mma.
   void check(const AttentionShape& s, int docs) {
     const std::string what = conformance::describe_attention(s, docs);
     const DType dt = DType::BF16;
@@ -88,6 +88,13 @@ TEST_P(AttentionSm90Bwd, CausalWithAPartialTile) {
 // Groups of 2, two sequences (a box reaches into the next one), a sliding window, two documents.
 TEST_P(AttentionSm90Bwd, GroupsOfTwoSlidingWindowAndSegments) {
   for (const int64_t hd : {256, 512}) check(shape(hd, 2, 70, 4, 2, 40), 2);
+}
+
+// Sequences a whole number of tiles long (the last tile of a ring interior too), and a window
+// wide enough that whole tiles inside it skip the mask: the interior shortcut with its window
+// clauses true, at the sequence's end.
+TEST_P(AttentionSm90Bwd, WholeTilesInsideAWindowAreInterior) {
+  for (const int64_t hd : {256, 512}) check(shape(hd, 1, 256, 2, 1, 96), 1);
 }
 
 // Groups of 4 (dk, dv summed over four heads), a window short enough that whole tiles are never
@@ -178,15 +185,16 @@ TEST(AttentionSm90BwdEmulated, TheSm90KernelsRunWhereTheyApply) {
 }
 
 // A whole bfloat16 forward and backward of a small model whose sliding layers have head_dim 256
-// and global layers 512, both on the sm90 kernels: the same loss (the forward is the same kernels) and
-// gradients that agree to rounding with cuda_attention=mma.
+// and global layers 512, both on the sm90 kernels (noting no fallback the mma path does not):
+// the loss and gradients of cuda_attention=mma, to rounding.
 TEST(AttentionSm90BwdEmulated, ModelGradientsAgreeWithTheMmaKernels) {
   ModelConfig cfg = testing::tensor_core_test_config(true);
   cfg.sliding_window = 5;
   const Batch batch = testing::make_batch(1, 20, cfg.vocab_size, 5, 9);
-  const auto [loss, grads] =
+  const auto [loss, grads, notes] =
       testing::step_per_path(cfg, batch, &BackendOptions::cuda_attention, {"mma", "sm90"});
-  EXPECT_EQ(loss[0], loss[1]);
+  EXPECT_LE(notes[1], notes[0]) << "the sm90 path fell back where mma did not (see stderr)";
+  EXPECT_NEAR(loss[1], loss[0], 1e-3 * std::abs(loss[0]));
   Harness::expect_near("model gradients sm90 vs mma", grads[1], grads[0], 2 * Harness::tol(DType::BF16));
   // ... and not trivially: the attention weights' gradients are not all zero.
   double largest = 0;

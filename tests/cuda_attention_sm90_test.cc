@@ -151,14 +151,16 @@ TEST(AttentionSm90Emulated, TheSm90KernelRunsWhereItApplies) {
 }
 
 // A whole bfloat16 forward and backward of a small model with a sliding layer (head_dim 256)
-// and a global one (head_dim 512): cuda_attention=sm90 runs the new forward (the backward is the
-// mma kernels' either way, on the o and lse it wrote) and gives the loss and gradients of mma.
+// and a global one (head_dim 512): cuda_attention=sm90 runs the new forward (and the sm90
+// backward, on the o and lse it wrote; noting no fallback the mma path does not) and gives
+// the loss and gradients of mma.
 TEST(AttentionSm90Emulated, ModelLossAndGradientsMatchTheMmaPath) {
   ModelConfig cfg = testing::tensor_core_test_config(true);
   cfg.global_num_kv_heads = 1;
   const Batch batch = testing::make_batch(2, 16, cfg.vocab_size, 5, 9);
-  const auto [loss, grads] =
+  const auto [loss, grads, notes] =
       testing::step_per_path(cfg, batch, &BackendOptions::cuda_attention, {"mma", "sm90"});
+  EXPECT_LE(notes[1], notes[0]) << "the sm90 path fell back where mma did not (see stderr)";
   EXPECT_NEAR(loss[1], loss[0], 1e-3 * std::abs(loss[0]));
   expect_close_bf16("gradients, sm90 vs mma", grads[1], grads[0]);
 }

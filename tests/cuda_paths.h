@@ -13,6 +13,7 @@
 
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda/emu/emulated_backend.h"
 #include "gemmax/base/convert.h"
 #include "model_gradients.h"
 #include "op_conformance.h"
@@ -76,10 +77,13 @@ inline ModelConfig tensor_core_test_config(bool sm90_attention = false) {
 }
 
 // One bfloat16 step of cfg's model (trained-like weights) on `batch` on the emulator, with the
-// path switch `path` set to each of `values`: the losses and the gradients, in that order.
+// path switch `path` set to each of `values`: the losses, the gradients and how many fallbacks
+// and slow paths each noted (SlowPathNotes: a fast path that did not take a call says so), in
+// that order.
 struct PathSteps {
   std::vector<double> loss;
   std::vector<Tensor> grads;
+  std::vector<size_t> notes;
 };
 inline PathSteps step_per_path(const ModelConfig& cfg, const Batch& batch,
                                std::string BackendOptions::*path,
@@ -91,6 +95,7 @@ inline PathSteps step_per_path(const ModelConfig& cfg, const Batch& batch,
     LossInfo info;
     out.grads.push_back(model_gradients(*be, cfg, batch, DType::BF16, host_w, &info));
     out.loss.push_back(info.total_loss);
+    out.notes.push_back(dynamic_cast<cuda::EmulatedBackend&>(*be).platform().slow_paths().count());
   }
   return out;
 }

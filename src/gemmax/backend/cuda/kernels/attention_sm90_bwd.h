@@ -45,6 +45,8 @@
 // 232008 | 222664 of the 232448 (227 KiB) a block may have on H100/H200. One block an SM.
 #pragma once
 
+#include <type_traits>
+
 #include "gemmax/backend/cuda/kernels/attention_mma.h"
 #include "gemmax/backend/cuda/kernels/sm90_types.h"
 
@@ -222,11 +224,14 @@ GEMMAX_KFN void sm90_load_pair(X& x, uint64_t* bar, int rows, int64_t b, int64_t
 
 // The producer warpgroup of both kernels: it gives its registers to the consumers, and its first
 // warp loads. Lane 0 loads the block's own tiles (own(bar.once())); then for each of `count`
-// ring tiles, once its stage is free, stage(lane, n, st) writes the stage's per-row values on
-// every lane and, on lane 0, loads the tile's pair onto bar.full(st); the other lanes arrive.
-template <class A, class X, class Own, class Stage>
+// ring tiles: fetch(lane, n) reads the tile's per-row values from global memory into registers
+// before waiting for its stage (the wait hides their latency, which would otherwise delay the
+// TMA on every tile: with one stage, on the critical path); once the stage is free,
+// stage(lane, n, st, values) writes them to it and, on lane 0, then loads the tile's pair onto
+// bar.full(st), whose arrival comes after lane 0's own writes; the other lanes arrive.
+template <class A, class X, class Own, class Fetch, class Stage>
 GEMMAX_KFN void sm90_produce(X& x, const AttnSm90Bars& bar, int64_t count, Own&& own,
-                             Stage&& stage) {
+                             Fetch&& fetch, Stage&& stage) {
   constexpr int kStages = A::kStages;
   x.template setmaxnreg_dec<A::kProducerRegs>();
   const int lane = x.tid() - A::kConsumers;
@@ -234,13 +239,33 @@ GEMMAX_KFN void sm90_produce(X& x, const AttnSm90Bars& bar, int64_t count, Own&&
   if (lane == 0) own(bar.once());
   for (int64_t n = 0; n < count; ++n) {
     const int st = int(n % kStages);
+    const auto values = fetch(lane, n);
     if (n >= kStages) x.mbarrier_wait(bar.empty(st), sm90_stage_parity<kStages>(n - kStages));
-    stage(lane, n, st);
+    stage(lane, n, st, values);
     if (lane != 0) x.mbarrier_arrive(bar.full(st));
   }
 }
 
-// Warpgroup 1's part of tile n in both kernels: once P (fp32, [row][col] R wide) is ready,
+// A producer lane's share of a ring tile's per-row values: rows lane, lane + 32, ...
+template <class T, int R>
+struct Sm90LaneRows {
+  T v[R / 32];
+};
+
+// P in fp32 is R floats a row, its columns XOR-permuted by row (bits 3-4 by row % 4), read and
+// written as pairs (columns c, c + 1 of an accumulator slice): the 16 lanes of a half-warp then
+// cover all 32 banks once, where the plain [row][col] layout put 8 lanes on each bank.
+struct alignas(8) FloatPair {
+  float lo, hi;
+};
+template <int R, class F>  // F: float or const float
+GEMMAX_HD auto& sm90_pf_pair(F* pf, int r, int c) {
+  static_assert(R % 32 == 0, "the permutation stays within 32 columns");
+  using Pair = std::conditional_t<std::is_const_v<F>, const FloatPair, FloatPair>;
+  return *reinterpret_cast<Pair*>(pf + r * R + (c ^ ((r & 3) << 3)));
+}
+
+// Warpgroup 1's part of tile n in both kernels: once P (fp32, sm90_pf_pair) is ready,
 // dS = P (dP - delta(i, col)) from its dP accumulator; once dS's last readers are done, dS to the
 // bf16 tile at `ds` (64 columns a row), visible to wgmma, and ready.
 template <int R, class X, class Delta>
@@ -249,9 +274,11 @@ GEMMAX_KFN void sm90_write_ds(X& x, const AttnSm90Bars& bar, int64_t n, int tig,
   x.mbarrier_wait(bar.p_ready(), sm90_parity(n));
   float d[R / 2];
   GEMMAX_UNROLL
-  for (int i = 0; i < R / 2; ++i) {
+  for (int i = 0; i < R / 2; i += 2) {
     const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i);
-    d[i] = pf[r * R + c] * (dp[i] - delta(i, c));
+    const FloatPair pr = sm90_pf_pair<R>(pf, r, c);
+    d[i] = pr.lo * (dp[i] - delta(i, c));
+    d[i + 1] = pr.hi * (dp[i + 1] - delta(i + 1, c + 1));
   }
   x.mbarrier_arrive(bar.p_free());
   if (n > 0) x.mbarrier_wait(bar.ds_free(), sm90_parity(n - 1));
@@ -290,7 +317,9 @@ struct AttnSm90DkvSmem {
   GEMMAX_HD bf16* dout(int st) const { return q(st) + A::tile_elems(R); }
   GEMMAX_HD bf16* pt() const { return q(A::kStages); }  // P^T, bf16, 64 keys x 64 (R used)
   GEMMAX_HD bf16* dst() const { return pt() + 64 * 64; }
-  GEMMAX_HD float* pf() const { return reinterpret_cast<float*>(dst() + 64 * 64); }  // [key][q]
+  GEMMAX_HD float* pf() const {  // [key][q], sm90_pf_pair
+    return reinterpret_cast<float*>(dst() + 64 * 64);
+  }
   // Per stage, per query row: lse (base 2), delta, segment.
   GEMMAX_HD float* lse2(int st) const { return pf() + 64 * R + st * 3 * R; }
   GEMMAX_HD float* delta(int st) const { return lse2(st) + R; }
@@ -334,17 +363,31 @@ struct AttentionDkvSm90Kernel {
           [&](uint64_t* once) {
             sm90_load_pair<A>(x, once, A::kRows, b, k0, kvh * HD, s.k(), p.k, s.v(), p.v);
           },
-          [&](int lane, int64_t n, int st) {
+          [&](int lane, int64_t n) {  // the query rows' lse (base 2), delta, segment
+            struct {
+              Sm90LaneRows<float, R> lse2, delta;
+              Sm90LaneRows<int32_t, R> seg;
+            } v;
             const int64_t h = tiles.head(n), q0 = tiles.q0(n, R);
-            for (int r = lane; r < R; r += 32) {
-              const int64_t i = q0 + r, at = (b * d.H + h) * S + i;
-              s.lse2(st)[r] = i < S ? p.lse[at] * kLog2e : 0.0f;
-              s.delta(st)[r] = i < S ? p.delta[at] : 0.0f;
-              s.seg(st)[r] = i < S ? p.seg[b * S + i] : 0;
+            GEMMAX_UNROLL
+            for (int j = 0; j < R / 32; ++j) {
+              const int64_t i = q0 + lane + 32 * j, at = (b * d.H + h) * S + i;
+              v.lse2.v[j] = i < S ? p.lse[at] * kLog2e : 0.0f;
+              v.delta.v[j] = i < S ? p.delta[at] : 0.0f;
+              v.seg.v[j] = i < S ? p.seg[b * S + i] : 0;
+            }
+            return v;
+          },
+          [&](int lane, int64_t n, int st, const auto& v) {
+            GEMMAX_UNROLL
+            for (int j = 0; j < R / 32; ++j) {
+              s.lse2(st)[lane + 32 * j] = v.lse2.v[j];
+              s.delta(st)[lane + 32 * j] = v.delta.v[j];
+              s.seg(st)[lane + 32 * j] = v.seg.v[j];
             }
             if (lane == 0)
-              sm90_load_pair<A>(x, bar.full(st), R, b, q0, h * HD, s.q(st), p.q, s.dout(st),
-                                p.dout);
+              sm90_load_pair<A>(x, bar.full(st), R, b, tiles.q0(n, R), tiles.head(n) * HD,
+                                s.q(st), p.q, s.dout(st), p.dout);
           });
       return;
     }
@@ -381,14 +424,19 @@ struct AttentionDkvSm90Kernel {
         const bool interior =
             interior_queries(x, warp_span(x, keys, seg_k, S), q0, R, s.seg(st), S, d.window);
         GEMMAX_UNROLL
-        for (int i = 0; i < R / 2; ++i) {
+        for (int i = 0; i < R / 2; i += 2) {  // columns c, c + 1 of row r: P^T
           const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i);
-          const int64_t key = k0 + r, qi = q0 + c;
-          const bool vis = interior || (key < S && qi < S && causal_visible(qi, key, d.window) &&
-                                        s.seg(st)[c] == seg_k[(i & 3) >> 1]);
-          const float pr = vis ? kexp2(sc[i] * kLog2e - s.lse2(st)[c]) : 0.0f;
-          s.pf()[r * R + c] = pr;
-          s.pt()[swizzled(r, c, 64)] = from_acc<bf16>(pr);
+          const int64_t key = k0 + r;
+          float pr[2];
+          GEMMAX_UNROLL
+          for (int u = 0; u < 2; ++u) {
+            const int64_t qi = q0 + c + u;
+            const bool vis = interior || (key < S && qi < S && causal_visible(qi, key, d.window) &&
+                                          s.seg(st)[c + u] == seg_k[(i & 3) >> 1]);
+            pr[u] = vis ? kexp2(sc[i + u] * kLog2e - s.lse2(st)[c + u]) : 0.0f;
+          }
+          sm90_pf_pair<R>(s.pf(), r, c) = {pr[0], pr[1]};
+          *reinterpret_cast<uint32_t*>(s.pt() + swizzled(r, c, 64)) = pack_bf16(pr[0], pr[1]);
         }
         x.fence_proxy_async();  // P^T before wgmma's (async proxy) reads
         x.mbarrier_arrive(bar.p_ready());

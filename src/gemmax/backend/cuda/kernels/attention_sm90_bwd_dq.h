@@ -33,7 +33,9 @@ struct AttnSm90DqSmem {
   }
   GEMMAX_HD bf16* v(int st) const { return k(st) + A::tile_elems(R); }
   GEMMAX_HD bf16* ds() const { return k(A::kStages); }  // 64 queries x 64 keys (R used)
-  GEMMAX_HD float* pf() const { return reinterpret_cast<float*>(ds() + 64 * 64); }  // [q][key]
+  GEMMAX_HD float* pf() const {  // [q][key], sm90_pf_pair
+    return reinterpret_cast<float*>(ds() + 64 * 64);
+  }
   GEMMAX_HD int32_t* seg(int st) const {
     return reinterpret_cast<int32_t*>(pf() + 64 * R) + st * R;
   }
@@ -73,12 +75,22 @@ struct AttentionDqSm90Kernel {
           [&](uint64_t* once) {
             sm90_load_pair<A>(x, once, A::kRows, b, q0, h * HD, s.q(), p.q, s.dout(), p.dout);
           },
-          [&](int lane, int64_t n, int st) {
+          [&](int lane, int64_t n) {  // the keys' segments
+            Sm90LaneRows<int32_t, R> seg;
             const int64_t k0 = (tiles.begin + n) * R;
-            for (int r = lane; r < R; r += 32)
-              s.seg(st)[r] = k0 + r < S ? p.seg[b * S + k0 + r] : 0;
+            GEMMAX_UNROLL
+            for (int j = 0; j < R / 32; ++j) {
+              const int64_t i = k0 + lane + 32 * j;
+              seg.v[j] = i < S ? p.seg[b * S + i] : 0;
+            }
+            return seg;
+          },
+          [&](int lane, int64_t n, int st, const Sm90LaneRows<int32_t, R>& seg) {
+            GEMMAX_UNROLL
+            for (int j = 0; j < R / 32; ++j) s.seg(st)[lane + 32 * j] = seg.v[j];
             if (lane == 0)
-              sm90_load_pair<A>(x, bar.full(st), R, b, k0, kvh * HD, s.k(st), p.k, s.v(st), p.v);
+              sm90_load_pair<A>(x, bar.full(st), R, b, (tiles.begin + n) * R, kvh * HD, s.k(st),
+                                p.k, s.v(st), p.v);
           });
       return;
     }
@@ -122,8 +134,11 @@ struct AttentionDqSm90Kernel {
           const int64_t j = k0 + c;
           const bool vis = interior || (pos[e] < S && j < S && causal_visible(pos[e], j, d.window) &&
                                         s.seg(st)[c] == seg_q[e]);
-          s.pf()[r * R + c] = vis ? kexp2(sc[i] * kLog2e - lse2[e]) : 0.0f;
+          sc[i] = vis ? kexp2(sc[i] * kLog2e - lse2[e]) : 0.0f;  // P
         }
+        GEMMAX_UNROLL
+        for (int i = 0; i < R / 2; i += 2)
+          sm90_pf_pair<R>(s.pf(), wgmma_acc_row(tig, i), wgmma_acc_col(tig, i)) = {sc[i], sc[i + 1]};
         x.mbarrier_arrive(bar.p_ready());
       } else {
         sm90_head_product<A, R>(x, sc, do_at, v_at);  // dP
