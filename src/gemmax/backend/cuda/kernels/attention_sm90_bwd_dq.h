@@ -130,7 +130,7 @@ struct AttentionDqSm90Kernel {
         const bool interior = interior_keys(x, span, k0, R, s.seg(st), S, d.window);
         GEMMAX_UNROLL
         for (int i = 0; i < R / 2; ++i) {
-          const int r = wgmma_acc_row(tig, i), c = wgmma_acc_col(tig, i), e = (i & 3) >> 1;
+          const int c = wgmma_acc_col(tig, i), e = (i & 3) >> 1;
           const int64_t j = k0 + c;
           const bool vis = interior || (pos[e] < S && j < S && causal_visible(pos[e], j, d.window) &&
                                         s.seg(st)[c] == seg_q[e]);
