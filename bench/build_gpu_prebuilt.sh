@@ -14,9 +14,8 @@
 # the GPU machine's own, beside its toolkit (gpu_check.sh looks in /usr/local/cuda/lib64 when the
 # loader does not find them). The cuDNN frontend is headers, compiled in. MPI and NCCL are left
 # out (a one-GPU check); the folder and the repository's tracked files must fit the 64 MiB a
-# GPU run carries together. Needs nvcc (CUDA
-# 12.4 or newer); Hopper code only (sm_90a). ccache is used when CMAKE_CUDA_COMPILER_LAUNCHER /
-# CMAKE_CXX_COMPILER_LAUNCHER say so.
+# GPU run carries together. Needs nvcc (CUDA 12.4 or newer); Hopper code only (sm_90a).
+# ccache is used when CMAKE_CUDA_COMPILER_LAUNCHER / CMAKE_CXX_COMPILER_LAUNCHER say so.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$here/build-gpu/prebuilt}
