@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -98,6 +99,13 @@ inline PathSteps step_per_path(const ModelConfig& cfg, const Batch& batch,
     out.notes.push_back(dynamic_cast<cuda::EmulatedBackend&>(*be).platform().slow_paths().count());
   }
   return out;
+}
+
+// Paths 0 (mma) and 1 (sm90) of `steps`: path 1 fell back nowhere path 0 did not, and its loss
+// is path 0's to 1e-3 (the gradients are each test's to compare).
+inline void expect_same_step_on_both_paths(const PathSteps& steps) {
+  EXPECT_LE(steps.notes[1], steps.notes[0]) << "the sm90 path fell back where mma did not (see stderr)";
+  EXPECT_NEAR(steps.loss[1], steps.loss[0], 1e-3 * std::abs(steps.loss[0]));
 }
 
 }  // namespace gemmax::testing

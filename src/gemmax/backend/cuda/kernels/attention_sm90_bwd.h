@@ -59,7 +59,7 @@ struct AttnSm90BwdBlock {
   // registers to the consumers (setmaxnreg: 128 x 40 + 256 x 232 of the SM's 65536).
   static constexpr int kConsumers = 256, kThreads = kConsumers + 128;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  static constexpr uint32_t kSwizzleAtom = 1024;
+  static constexpr uint32_t kSwizzleAtom = kSm90SwizzleAtom;
   static constexpr int box_elems(int rows) { return rows * 64; }
   static constexpr uint32_t box_bytes(int rows) { return uint32_t(rows) * 128; }
 };
@@ -91,14 +91,6 @@ struct AttnSm90BwdParams {
   TensorMap3d q, k, v, dout;
   AttnDims d;
 };
-
-// Shared memory from a 1024-byte-aligned start.
-template <class X>
-GEMMAX_KFN char* sm90_aligned_smem(X& x) {
-  char* raw = x.template smem<char>();
-  const uint32_t at = x.shared_addr(raw) % AttnSm90BwdBlock::kSwizzleAtom;
-  return raw + (at ? AttnSm90BwdBlock::kSwizzleAtom - at : 0);
-}
 
 // The `rows` rows from position i of sequence b, columns [col, col + hd) (one head): a box per
 // 64 columns, completing on `bar`.

@@ -58,7 +58,7 @@ struct FlashSm90 {
   static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 65536);
   static constexpr int kBlocks = HD / 64;  // 64-column blocks of a row
   static constexpr uint32_t kQBytes = uint32_t(R) * HD * 2, kTileBytes = uint32_t(Bc) * HD * 2;
-  static constexpr uint32_t kAtom = 1024;
+  static constexpr uint32_t kAtom = kSm90SwizzleAtom;
   static constexpr size_t smem_bytes() {
     return kAtom + kQBytes + size_t(2 * kStages) * kTileBytes + 4 * kStages * 8;
   }
@@ -83,9 +83,7 @@ struct FlashSm90Smem {
   char* base;
   template <class X>
   GEMMAX_KFN static FlashSm90Smem of(X& x) {
-    char* raw = x.template smem<char>();
-    const uint32_t at = x.shared_addr(raw) % F::kAtom;
-    return {raw + (at ? F::kAtom - at : 0)};
+    return {sm90_aligned_smem(x)};
   }
   GEMMAX_HD bf16* q() const { return reinterpret_cast<bf16*>(base); }
   GEMMAX_HD bf16* k(int st) const {

@@ -25,7 +25,7 @@ namespace gemmax::kern {
 struct GmmSm90 {
   static constexpr int kThreads = 128, BM = 64, BN = 128, BK = 64, kStages = 4;
   static constexpr uint32_t kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
-  static constexpr uint32_t kSwizzleAtom = 1024;  // the 128-byte swizzle repeats every 8 rows
+  static constexpr uint32_t kSwizzleAtom = kSm90SwizzleAtom;
   static constexpr size_t smem_bytes() {
     return kSwizzleAtom + size_t(kStages) * (kABytes + kBBytes) + kStages * 8 + 2 * BM * 4;
   }
@@ -45,9 +45,7 @@ struct GmmSm90Smem {
   char* base;
   template <class X>
   GEMMAX_KFN static GmmSm90Smem of(X& x) {
-    char* raw = x.template smem<char>();
-    const uint32_t at = x.shared_addr(raw) % GmmSm90::kSwizzleAtom;
-    return {raw + (at ? GmmSm90::kSwizzleAtom - at : 0)};
+    return {sm90_aligned_smem(x)};
   }
   GEMMAX_HD bf16* a(int stage) const {
     return reinterpret_cast<bf16*>(base + stage * GmmSm90::kABytes);

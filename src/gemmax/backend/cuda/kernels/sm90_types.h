@@ -111,6 +111,16 @@ inline const char* make_tensor_map_3d(TensorMap3d* m, const void* base, int elem
   return nullptr;
 }
 
+// Tiles in the 128-byte swizzle start on its 1024-byte atom (the pattern repeats every 8 rows of
+// 128 bytes): the dynamic shared memory of every sm90 kernel, from its first aligned byte.
+constexpr uint32_t kSm90SwizzleAtom = 1024;
+template <class X>
+GEMMAX_KFN char* sm90_aligned_smem(X& x) {
+  char* raw = x.template smem<char>();
+  const uint32_t at = x.shared_addr(raw) % kSm90SwizzleAtom;
+  return raw + (at ? kSm90SwizzleAtom - at : 0);
+}
+
 // The 64-bit shared-memory matrix descriptor of wgmma (PTX ISA, "Matrix Descriptor Format"):
 // bits 0-13 start address >> 4, 16-29 leading-dimension byte offset >> 4, 32-45 stride-dimension
 // byte offset >> 4, 49-51 base offset (0: the swizzle pattern starts on its alignment), 62-63
