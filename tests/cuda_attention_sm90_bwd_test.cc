@@ -93,7 +93,7 @@ TEST_P(AttentionSm90Bwd, GroupsOfTwoSlidingWindowAndSegments) {
 // Sequences a whole number of tiles long (the last tile of a ring interior too), and a window
 // wide enough that whole tiles inside it skip the mask: the interior shortcut with its window
 // clauses true, at the sequence's end.
-TEST_P(AttentionSm90Bwd, WholeTilesInsideAWindowAreInterior) {
+TEST_P(AttentionSm90Bwd, InteriorTilesInsideAWindowAndAtTheSequenceEnd) {
   for (const int64_t hd : {256, 512}) check(shape(hd, 1, 256, 2, 1, 96), 1);
 }
 

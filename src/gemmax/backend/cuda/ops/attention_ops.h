@@ -234,11 +234,14 @@ void attention_backward_sm90_launch(P& p, const Tensor& dq, const Tensor& dk, co
   l.gz = uint32_t(d.B);
   l.threads = A::kThreads;
   l.smem = kern::AttnSm90DqSmem<A>::bytes();
-  p.template launch<kern::AttentionDqSm90Kernel<HD>>(l, params(A::kRows, A::kStream));
+  const kern::AttnSm90BwdParams dq_params = params(A::kRows, A::kStream);
+  p.template launch<kern::AttentionDqSm90Kernel<HD>>(l, dq_params);
   l.gx *= uint32_t(A::kDkvParts);
   l.gy = uint32_t(d.KV);
   l.smem = kern::AttnSm90DkvSmem<A>::bytes();
-  p.template launch<kern::AttentionDkvSm90Kernel<HD>>(l, params(A::kStream, A::kRows));
+  // At head_dim 256 the ring's tiles are 64 rows too: the same maps serve both kernels.
+  p.template launch<kern::AttentionDkvSm90Kernel<HD>>(
+      l, A::kStream == A::kRows ? dq_params : params(A::kStream, A::kRows));
 }
 
 template <class P>
