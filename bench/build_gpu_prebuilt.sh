@@ -4,17 +4,16 @@
 #
 #   bench/build_gpu_prebuilt.sh [DIR]        (default build-gpu/prebuilt; build tree build-gpu/tree)
 #
-# DIR/bin holds both binaries (and CUTLASS's grouped-GEMM bench gmm_cutlass, with its GPU tests,
-# when the configure found CUTLASS's headers), DIR/lib the shared
-# libraries they need that a bare machine may lack (yaml-cpp, sentencepiece, OpenMP, zlib; found
-# through the binaries' $ORIGIN/../lib run path), DIR/manifest.txt what is in it. Everything
-# else is static (the C++ runtime, the CUDA runtime, GoogleTest, protobuf-lite) except the C
-# library, the driver, cuBLASLt (CUDA 13, 540 MB), cuDNN (libcudnn.so.9 loads its engine
-# libraries, 500 MB, from its own folder at run time) and NVRTC (which cuDNN's frontend links):
-# the GPU machine's own, beside its toolkit (gpu_check.sh looks in /usr/local/cuda/lib64 when the
-# loader does not find them). The cuDNN frontend is headers, compiled in. MPI and NCCL are left
-# out (a one-GPU check); the folder and the repository's tracked files must fit the 64 MiB a
-# GPU run carries together. Needs nvcc (CUDA 12.4 or newer); Hopper code only (sm_90a).
+# DIR is scripts/package.sh's folder (DIR/bin: gemmax with its cuda module libgemmax_cuda.so,
+# DIR/lib: the shared libraries a bare machine may lack, found through $ORIGIN/../lib) plus the
+# tests' binary gemmax_tests (and CUTLASS's grouped-GEMM bench gmm_cutlass, with its GPU tests,
+# when the configure found CUTLASS's headers) in DIR/bin, which load the same module; DIR/
+# manifest.txt says what is in it. Not carried: the C library, the driver, and the CUDA
+# libraries the module links (the CUDA runtime, cuBLASLt, cuDNN, NVRTC: 1 GB together), which
+# are the GPU machine's own, beside its toolkit (gpu_check.sh looks in /usr/local/cuda/lib64
+# when the loader does not find them). The cuDNN frontend is headers, compiled in. MPI and NCCL
+# are left out (a one-GPU check); the folder and the repository's tracked files must fit the
+# 64 MiB a GPU run carries together. Needs nvcc (CUDA 12.4 or newer); Hopper code only (sm_90a).
 # ccache is used when CMAKE_CUDA_COMPILER_LAUNCHER / CMAKE_CXX_COMPILER_LAUNCHER say so.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,9 +24,10 @@ launcher=()
 command -v ccache > /dev/null &&
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S "$here" -B "$tree" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
-  -DGEMMAX_CUDA=ON -DGEMMAX_CUDA_STATIC_RUNTIME=ON -DGEMMAX_MPI=OFF -DGEMMAX_NCCL=OFF \
+  -DGEMMAX_CUDA=ON -DGEMMAX_MPI=OFF -DGEMMAX_NCCL=OFF \
   -DGEMMAX_FUZZ=OFF "-DGEMMAX_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" \
-  "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc -Wl,-rpath,\$ORIGIN/../lib"
+  "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath,\$ORIGIN/../lib" \
+  "-DCMAKE_MODULE_LINKER_FLAGS=-Wl,-rpath,\$ORIGIN/../lib"
 cmake --build "$tree" -j "$(nproc)" --target gemmax gemmax_tests
 bins=("$tree/bin/gemmax" "$tree/tests/gemmax_tests")
 # CUTLASS's grouped-GEMM bench and its /gpu test, when the configure found CUTLASS's headers
@@ -38,17 +38,16 @@ if cmake --build "$tree" --target help | grep -q '^\.\.\. gemmax_cutlass$'; then
 else
   echo "build_gpu_prebuilt.sh: no CUTLASS headers: gmm_cutlass is left out" >&2
 fi
-rm -rf "$dest"
-mkdir -p "$dest/bin" "$dest/lib"
-cp "${bins[@]}" "$dest/bin/"
-# Symbol tables too (6 MiB of the three binaries; the device code is kept whole).
-for b in "${bins[@]}"; do strip --strip-unneeded "$dest/bin/$(basename "$b")"; done
-# The shared libraries to carry: all but the C library's, the driver's and CUDA's own.
+"$here/scripts/package.sh" "$tree" "$dest"
+cp "${bins[@]:1}" "$dest/bin/"
+# Symbol tables too (6 MiB of the binaries; the device code is kept whole).
+for b in "$dest"/bin/*; do strip --strip-unneeded "$b"; done
+# The libraries the test binaries need beyond the package's (GoogleTest is static).
 system='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libresolv|libutil)\.so'
 cuda='^(libcuda|libcublas|libcublasLt|libcudart|libcudnn|libnccl|libnvidia|libnvrtc)'
 ldd "$dest"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
   sort -u | while read -r name path; do
-    [[ $name =~ $system || $name =~ $cuda ]] && continue
+    [[ $name =~ $system || $name =~ $cuda || -e $dest/lib/$name ]] && continue
     cp -L "$path" "$dest/lib/$name"
   done
 {

@@ -120,6 +120,9 @@ if [ -z "$prebuilt" ]; then
 fi
 gemmax=$(find_bin gemmax) || { note "no gemmax binary under $prebuilt"; exit 1; }
 tests=$(find_bin gemmax_tests) || { note "no gemmax_tests binary under $prebuilt"; exit 1; }
+# What the loader maps: the engine behind the static bin/gemmax, the tests, and the cuda module.
+linked=("$(dirname "$gemmax")/gemmax-engine" "$tests")
+[ -f "$(dirname "$gemmax")/libgemmax_cuda.so" ] && linked+=("$(dirname "$gemmax")/libgemmax_cuda.so")
 
 if [ $dry -eq 1 ]; then
   backend=cuda_emulated simple_tests=emulated_simple fast_tests=emulated
@@ -131,19 +134,19 @@ fi
 {
   nvidia-smi || true
   git -C "$here" log -1 --format='commit %H %s' 2>/dev/null || true
-  ldd "$gemmax" "$tests" 2>&1
+  ldd "${linked[@]}" 2>&1
 } > "$out/machine.txt" 2>&1
 
 # The CUDA libraries the binaries were not built with statically (cuBLASLt, NCCL) must be the
 # machine's: found in the usual places, or in the nvidia-* Python wheels of PyTorch.
-if ldd "$gemmax" "$tests" 2>/dev/null | grep -q "not found"; then
+if ldd "${linked[@]}" 2>/dev/null | grep -q "not found"; then
   for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda/targets/*/lib \
       $(python3 -c 'import glob, site; print(" ".join(p for s in site.getsitepackages()
         for p in glob.glob(s + "/nvidia/*/lib")))' 2>/dev/null); do
     [ -d "$d" ] && LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   done
   export LD_LIBRARY_PATH
-  missing=$(ldd "$gemmax" "$tests" 2>/dev/null | grep "not found" | sort -u)
+  missing=$(ldd "${linked[@]}" 2>/dev/null | grep "not found" | sort -u)
   if [ -n "$missing" ]; then
     note "libraries: missing on this machine (the CUDA 13 libraries must be installed):"
     echo "$missing" | tee -a "$out/summary.txt"
@@ -298,7 +301,7 @@ if wanted 6; then
     skip fsdp "$gpus GPU on this machine"
   elif ! command -v mpirun > /dev/null; then
     skip fsdp "no mpirun on this machine"
-  elif ! ldd "$gemmax" | grep -q libmpi; then
+  elif [ ! -f "$(dirname "$gemmax")/libgemmax_mpi.so" ]; then
     skip fsdp "this gemmax has no MPI (bench/build_gpu_prebuilt.sh leaves it out): build one here"
   else
     stage fsdp 150 mpirun --allow-run-as-root -np "$gpus" "$gemmax" train backend=cuda \

@@ -25,7 +25,7 @@ if(gemmax_cudnn_fe AND GEMMAX_CUDNN_INCLUDE_DIR AND GEMMAX_CUDNN_LIBRARY AND TAR
     PROPERTIES COMPILE_DEFINITIONS "GEMMAX_WITH_CUDNN_FRONTEND;CUDNN_FRONTEND_SKIP_JSON_LIB"
                COMPILE_OPTIONS "-isystem;${gemmax_cudnn_fe};-isystem;${GEMMAX_CUDNN_INCLUDE_DIR}")
   # The frontend's headers call NVRTC (for engines of newer GPUs that it compiles at run time).
-  target_link_libraries(gemmax_backend PUBLIC ${GEMMAX_CUDNN_LIBRARY} CUDA::nvrtc)
+  target_link_libraries(gemmax_cuda PRIVATE ${GEMMAX_CUDNN_LIBRARY} CUDA::nvrtc)
   message(STATUS "gemmax: cuDNN attention with frontend ${gemmax_cudnn_fe} and ${GEMMAX_CUDNN_LIBRARY}")
 elseif(gemmax_cudnn_fe)
   message(STATUS "gemmax: no cuDNN (cudnn.h, libcudnn) beside CUDA: cuda_attention=cudnn left out")

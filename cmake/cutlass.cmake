@@ -25,11 +25,12 @@ if(gemmax_cutlass_include)
   target_compile_options(gemmax_gmm_cutlass PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr
                                -diag-suppress=2908>)
-  target_link_libraries(gemmax_gmm_cutlass PUBLIC gemmax_backend)
+  target_link_libraries(gemmax_gmm_cutlass PUBLIC gemmax_backend CUDA::cudart)
   # One binary carries the bench and its GPU tests (`gmm_cutlass --test`): the GPU run's folder
   # is limited, and each binary holds the whole cuda backend.
   add_executable(gmm_cutlass EXCLUDE_FROM_ALL bench/cutlass/gmm_cutlass_bench.cc)
   target_link_libraries(gmm_cutlass PRIVATE gemmax_gmm_cutlass gemmax_train)
+  gemmax_module_host(gmm_cutlass)
   set_target_properties(gmm_cutlass PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
   if(GEMMAX_TESTS)
     find_package(GTest REQUIRED)

@@ -16,10 +16,7 @@
 #include "gemmax/base/rng.h"
 #include "gemmax/model/context.h"
 #include "test_util.h"
-#ifdef GEMMAX_WITH_CUDA
-#include "gemmax/backend/cuda/cudnn_attention.h"
 #include "cuda_paths.h"
-#endif
 
 namespace gemmax {
 namespace {
@@ -163,14 +160,15 @@ TEST(CudnnAttentionPlan, UploadTellsOneSegmentRowsFromPackedOnes) {
   EXPECT_FALSE(one_segment({1, 1, 1, 1, 1, 0}));  // padding
 }
 
-#ifdef GEMMAX_WITH_CUDA
-
+// The cuda module says whether it was built with cuDNN's frontend (and which), or why not.
 TEST(CudnnAttentionBuild, SaysWhetherTheFrontendIsBuilt) {
-  if (cuda::cudnn_frontend_version().empty()) {
-    EXPECT_NE(cuda::cudnn_unavailable().find("GEMMAX_CUDNN_FRONTEND_DIR"), std::string::npos)
-        << cuda::cudnn_unavailable();
+  if (std::string why; !cuda::cuda_module_loads(&why)) GTEST_SKIP() << why;
+  const cuda::LoadedModule& m = cuda::cuda_module();
+  if (m.cudnn_frontend_version.empty()) {
+    EXPECT_NE(m.cudnn_unavailable.find("GEMMAX_CUDNN_FRONTEND_DIR"), std::string::npos)
+        << m.cudnn_unavailable;
   } else {
-    EXPECT_EQ(cuda::cudnn_frontend_version(), "1.32.0");
+    EXPECT_EQ(m.cudnn_frontend_version, "1.32.0");
   }
 }
 
@@ -180,7 +178,8 @@ class CudnnAttentionGpu : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (const std::string why = testing::no_gpu(true); !why.empty()) GTEST_SKIP() << why;
-    if (cuda::cudnn_frontend_version().empty()) GTEST_SKIP() << cuda::cudnn_unavailable();
+    if (cuda::cuda_module().cudnn_frontend_version.empty())
+      GTEST_SKIP() << cuda::cuda_module().cudnn_unavailable;
     cudnn = testing::cuda_backend(true, &BackendOptions::cuda_attention, "cudnn");
     mma = testing::cuda_backend(true, &BackendOptions::cuda_attention, "mma");
   }
@@ -255,8 +254,6 @@ TEST_P(CudnnAttentionGpu, PackedDocumentsFallBackToTheKernels) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, CudnnAttentionGpu, ::testing::Values("gpu"),
                          [](const auto& info) { return std::string(info.param); });
-
-#endif  // GEMMAX_WITH_CUDA
 
 }  // namespace
 }  // namespace gemmax

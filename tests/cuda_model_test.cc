@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "gemmax/backend/backend_factory.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/train/trainer.h"

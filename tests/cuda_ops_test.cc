@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "gemmax/backend/backend_factory.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/base/convert.h"
 #include "test_util.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gemmax/backend/backend_factory.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/backend/cuda/emu/emulated_backend.h"
 #include "gemmax/base/convert.h"
 #include "model_gradients.h"

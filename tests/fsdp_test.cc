@@ -13,7 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"

@@ -25,7 +25,7 @@
 #include <gtest/gtest.h>
 #endif
 #include "gemmax/backend/backend_factory.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/config/config.h"

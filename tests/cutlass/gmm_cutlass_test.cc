@@ -13,7 +13,7 @@
 
 #include "cutlass_gmm.h"
 #include "gemmax/backend/backend_factory.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/base/rng.h"
 
 namespace gemmax {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/base/error.h"
 #include "gemmax/config/maxtext_keys.h"
 #include "gemmax/config/train_config.h"
@@ -40,6 +41,30 @@ int print_batches(int64_t n, int argc, char** argv) {
   return 0;
 }
 
+// The backends this installation can run: the built-in ones, and the cuda module, loaded and
+// asked for a device.
+int print_backends() {
+  std::cout << "cpu:                 built in\n"
+               "reference:           built in (the plain loops every backend is tested against)\n"
+               "cuda_emulated:       built in (the cuda kernels run on the host, for tests)\n";
+  std::string why;
+  if (!cuda::cuda_module_loads(&why)) {
+    std::cout << "cuda:                cannot load: " << why << "\n";
+    return 0;
+  }
+  const cuda::LoadedModule& m = cuda::cuda_module();
+  std::cout << "cuda:                module " << m.path << "\n"
+            << "  built with:        " << m.versions << "\n"
+            << "  cuDNN attention:   "
+            << (m.cudnn_unavailable.empty() ? "frontend " + m.cudnn_frontend_version
+                                            : "no: " + m.cudnn_unavailable)
+            << "\n"
+            << "  NCCL comm:         " << (m.has_nccl ? "yes" : "no (built without NCCL)") << "\n";
+  const bool device = cuda::cuda_device_available(&why);
+  std::cout << "  device:            " << (device ? "yes" : "none: " + why) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
@@ -51,9 +76,12 @@ int cmd_info(int argc, char** argv) {
                  "gemmax info --maxtext-doc prints docs/MAXTEXT.md (MaxText's keys in gemmax).\n"
                  "gemmax info --batches N [config.yml] [key=value ...] prints the first N "
                  "training batches\n(one JSON line each: per row inputs, segment_ids, "
-                 "positions).\n";
+                 "positions).\n"
+                 "gemmax info --backends loads the cuda module (libgemmax_cuda.so) and prints which\n"
+                 "backends this installation can run, and why not.\n";
     return 0;
   }
+  if (argc == 1 && !std::strcmp(argv[0], "--backends")) return print_backends();
   if (argc >= 2 && !std::strcmp(argv[0], "--batches")) {
     char* end = nullptr;
     const long long n = std::strtoll(argv[1], &end, 10);

@@ -1,5 +1,8 @@
 // gemmax: train and inspect Gemma-4 MoE models.
+#include <signal.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -7,8 +10,37 @@
 
 #include "commands.h"
 #include "gemmax/base/error.h"
+#include "gemmax/train/stop_signal.h"
 
 namespace {
+
+// SIGINT and SIGTERM are handled from the process's first initialiser on: the loader runs the
+// executable's .preinit_array before any shared library's initialisers and every static
+// constructor, so that a launcher's early stop request (a job cancelled as it starts) ends
+// gemmax with status 0, having written nothing (stop_signal.h), instead of killing it. Started
+// by bin/gemmax (tools/launcher), the signals were blocked before this process's libraries were
+// mapped: they are unblocked here, once handled, and one that arrived in between is delivered.
+void handle_stop_signals_first(int, char**, char** envp) {
+  gemmax::StopSignal::install_at_startup();
+  // getenv does not work yet: the C library sets environ in its own initialiser, which runs later.
+  const char kName[] = "GEMMAX_LAUNCHER_BLOCKED=";
+  const char* blocked = nullptr;
+  for (char** e = envp; e && *e && !blocked; ++e)
+    if (std::strncmp(*e, kName, sizeof kName - 1) == 0) blocked = *e + sizeof kName - 1;
+  if (blocked == nullptr) return;
+  sigset_t set;
+  sigemptyset(&set);
+  for (const char* p = blocked; *p;) {
+    char* end = nullptr;
+    const long s = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (s == SIGINT || s == SIGTERM) sigaddset(&set, int(s));
+    p = *end == ',' ? end + 1 : end;
+  }
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+}
+[[gnu::used, gnu::section(".preinit_array")]] void (*const kHandleStopSignalsFirst)(
+    int, char**, char**) = handle_stop_signals_first;
 
 struct Command {
   const char* name;
@@ -42,12 +74,16 @@ void usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ::unsetenv("GEMMAX_LAUNCHER_BLOCKED");  // not inherited by what this process starts
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
+    // Only training stops gracefully; the other commands end by the signals' default actions
+    // (or the handlers the process was started with) from here on.
+    if (c.run != gemmax::cmd_train) gemmax::StopSignal::restore_startup_handlers();
     try {
       const int rc = c.run(argc - 2, argv + 2);
       // What a command printed (a summary, a JSON result) is output too: a failed write fails.

@@ -3,7 +3,7 @@
 #include <omp.h>
 
 #include "gemmax/backend/cpu/cpu_backend.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/backend/cuda/emu/emulated_backend.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/error.h"

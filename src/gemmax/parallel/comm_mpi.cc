@@ -1,5 +1,7 @@
 #include "gemmax/parallel/comm_mpi.h"
 
+#include "gemmax/base/module_interface.h"  // generated: GEMMAX_MODULE_INTERFACE
+
 #include <mpi.h>
 
 #include <chrono>
@@ -452,3 +454,9 @@ void MpiComm::complete(uint64_t id) {
 }
 
 }  // namespace gemmax
+
+extern "C" const char* gemmax_mpi_interface() { return GEMMAX_MODULE_INTERFACE __VERSION__; }
+
+extern "C" gemmax::Comm* gemmax_mpi_world(int* argc, char*** argv) {
+  return gemmax::MpiComm::world(argc, argv).release();
+}

@@ -42,3 +42,11 @@ class MpiComm final : public Comm {
 };
 
 }  // namespace gemmax
+
+// The MPI comm lives in a shared module, libgemmax_mpi.so, that make_world (world.h) loads only
+// when an MPI launcher started several ranks: the binary links no MPI library.
+inline constexpr const char kMpiModuleFile[] = "libgemmax_mpi.so";
+// The module's entry points: the interface it was built for (GEMMAX_MODULE_INTERFACE and the
+// compiler's version, as the cuda module's), and MpiComm::world.
+extern "C" const char* gemmax_mpi_interface();
+extern "C" gemmax::Comm* gemmax_mpi_world(int* argc, char*** argv);

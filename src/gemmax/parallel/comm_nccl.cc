@@ -230,3 +230,8 @@ void NcclComm::complete(uint64_t id) {
 }
 
 }  // namespace gemmax
+
+extern "C" gemmax::Comm* gemmax_make_nccl_comm(gemmax::Comm* bootstrap, int device,
+                                               void* compute_stream, void* comm_stream) {
+  return new gemmax::NcclComm(*bootstrap, device, compute_stream, comm_stream);
+}

@@ -7,6 +7,9 @@
 // so that the next layer's all-gather overlaps this layer's kernels as on the host. Built wherever
 // CUDA and NCCL are found (GEMMAX_NCCL); needs a GPU per rank to run. A watchdog thread gives
 // each collective comm_timeout_seconds on the device (the MPI comm's deadline).
+//
+// The class is compiled into the cuda module (libgemmax_cuda.so) with the backend, so that the
+// binary links no CUDA library; the binary reaches it through make_nccl_comm.
 #pragma once
 
 #include <memory>
@@ -15,6 +18,11 @@
 #include "gemmax/parallel/comm.h"
 
 namespace gemmax {
+
+// The module's NcclComm (arguments as its constructor's). Throws gemmax::Error when the cuda
+// module cannot be loaded or was built without NCCL, naming what to do.
+std::unique_ptr<Comm> make_nccl_comm(Comm& bootstrap, int device, void* compute_stream,
+                                     void* comm_stream);
 
 class NcclComm final : public Comm {
  public:
@@ -42,3 +50,7 @@ class NcclComm final : public Comm {
 };
 
 }  // namespace gemmax
+
+// The module's entry point for make_nccl_comm (module_api.h's kNcclCommEntry).
+extern "C" gemmax::Comm* gemmax_make_nccl_comm(gemmax::Comm* bootstrap, int device,
+                                               void* compute_stream, void* comm_stream);

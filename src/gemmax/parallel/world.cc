@@ -4,9 +4,14 @@
 #include <cstring>
 #include <string>
 
+#include "gemmax/base/module_interface.h"  // generated: GEMMAX_MODULE_INTERFACE
 #include "gemmax/base/error.h"
-#ifdef GEMMAX_HAVE_MPI
+#include "gemmax/base/shared_module.h"
 #include "gemmax/parallel/comm_mpi.h"
+
+// Set by the build when it makes the MPI module (CMake found Open MPI).
+#ifndef GEMMAX_MPI_MODULE_BUILT
+#define GEMMAX_MPI_MODULE_BUILT 0
 #endif
 
 namespace gemmax {
@@ -45,16 +50,34 @@ int launched_ranks() {
 }
 
 std::unique_ptr<Comm> make_world(int* argc, char*** argv) {
+  // One process needs no MPI: it is neither loaded nor initialised.
   const int launched = launched_ranks();
-#ifdef GEMMAX_HAVE_MPI
-  if (launched > 0) return MpiComm::world(argc, argv);
-#else
-  if (launched > 1)
-    fail("this process was started as one of ", launched,
-         " ranks, but gemmax was built without MPI: install Open MPI (scripts/install_deps.sh "
-         "installs libopenmpi-dev) and rebuild, or run one process");
-#endif
-  return std::make_unique<SingleComm>();
+  if (launched <= 1) return std::make_unique<SingleComm>();
+  const SharedModule m = open_shared_module(
+      kMpiModuleFile, "GEMMAX_MPI_MODULE",
+      "Open MPI's libraries (Debian's libopenmpi3 and openmpi-bin, as scripts/install_deps.sh "
+      "installs them)");
+  if (m.failure == SharedModule::Failure::kNotFound)
+    fail("this process was started as one of ", launched, " ranks, but ",
+         GEMMAX_MPI_MODULE_BUILT ? str_cat("its MPI module is missing: ", m.error,
+                                           ". Copy it from the build's bin/ folder next to the "
+                                           "binary, or point GEMMAX_MPI_MODULE at it")
+                                 : str_cat("gemmax was built without MPI (", m.error,
+                                           "): install Open MPI (scripts/install_deps.sh installs "
+                                           "libopenmpi-dev) and rebuild, or run one process"));
+  if (m.handle == nullptr) fail("this process was started as one of ", launched, " ranks: ", m.error);
+  using Interface = decltype(&gemmax_mpi_interface);
+  using World = decltype(&gemmax_mpi_world);
+  auto interface = reinterpret_cast<Interface>(module_symbol(m, "gemmax_mpi_interface"));
+  auto world = reinterpret_cast<World>(module_symbol(m, "gemmax_mpi_world"));
+  if (interface == nullptr || world == nullptr)
+    fail(m.path, " is not gemmax's MPI module: point GEMMAX_MPI_MODULE at the ", kMpiModuleFile,
+         " built with this gemmax");
+  if (std::string(interface()) != GEMMAX_MODULE_INTERFACE __VERSION__)
+    fail("the MPI module ", m.path, " was built from other gemmax sources than this binary: "
+         "rebuild both from one tree, or point GEMMAX_MPI_MODULE at the ", kMpiModuleFile,
+         " built with this gemmax");
+  return std::unique_ptr<Comm>(world(argc, argv));
 }
 
 void check_same_config(Comm& comm, const nlohmann::json& config) {

@@ -114,6 +114,14 @@ void StopSignal::install_at_startup() {
   }
 }
 
+void StopSignal::restore_startup_handlers() {
+  if (!g_startup_installed || g_alive.load()) return;
+  for (int i = 0; i < 2; ++i)
+    if (g_installed[i] && ::sigaction(kSignals[i], &g_previous[i], nullptr) == 0)
+      g_installed[i] = false;
+  g_startup_installed = false;
+}
+
 StopSignal::Loading::Loading() {
   if (g_phase.load() == kStarting) g_phase = kLoading;
 }

@@ -25,7 +25,11 @@ namespace gemmax {
 class StopSignal {
  public:
   // Installs the handlers for the whole process (idempotent); a StopSignal takes them over.
+  // Async-signal-safe and dependent on no static constructor: the gemmax binary calls it from
+  // its .preinit_array, before anything else of the process is initialised.
   static void install_at_startup();
+  // Puts back the handlers install_at_startup found (for the commands that do not train).
+  static void restore_startup_handlers();
 
   // Marks loading before training starts: a stop request waits for the load to end.
   class Loading {

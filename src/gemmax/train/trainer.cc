@@ -17,12 +17,10 @@
 #include "gemmax/base/timer.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/data/tokenizer.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/parallel/routing_comm.h"
 #include "gemmax/parallel/world.h"
-#ifdef GEMMAX_HAVE_NCCL
 #include "gemmax/parallel/comm_nccl.h"
-#endif
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/io/run_lock.h"
@@ -42,13 +40,7 @@ namespace {
 
 // The comm of a cuda backend's device buffers: NCCL on its streams, bootstrapped over `host`.
 std::unique_ptr<Comm> make_device_comm(Comm& host, Backend& be, int device) {
-#ifdef GEMMAX_HAVE_NCCL
-  return std::make_unique<NcclComm>(host, device, cuda::compute_stream(be), cuda::comm_stream(be));
-#else
-  fail("backend=cuda on ", host.size(),
-       " ranks needs the NCCL comm, and this gemmax was built without it: rebuild with CUDA, NCCL "
-       "and MPI found (cmake -DGEMMAX_NCCL=ON), or train on several ranks with backend=cpu");
-#endif
+  return make_nccl_comm(host, device, cuda::compute_stream(be), cuda::comm_stream(be));
 }
 
 // Keys a resumed run must share with the run that wrote the checkpoint: the network, the

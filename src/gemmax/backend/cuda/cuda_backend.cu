@@ -7,7 +7,8 @@
 #include <type_traits>
 
 #include "gemmax/backend/cuda/cuda_backend.h"
-#include "gemmax/backend/cuda/cuda_factory.h"
+#include "gemmax/backend/cuda/module_api.h"
+#include "gemmax/base/module_interface.h"  // generated: GEMMAX_MODULE_INTERFACE
 #include "gemmax/backend/cuda/device_error.h"
 #include "gemmax/base/strings.h"
 
@@ -325,9 +326,13 @@ void CudaPlatform::matmul(const Tensor& c, const Tensor& a, bool ta, const Tenso
 
 // ---- backend -----------------------------------------------------------------------------
 
+namespace {
+bool device_available(std::string* why);  // below, with the module's entry point
+}  // namespace
+
 CudaBackend::CudaBackend(const BackendOptions& options) {
   std::string why;
-  if (!cuda_device_available(&why)) fail("backend=cuda: ", why);
+  if (!device_available(&why)) fail("backend=cuda: ", why);
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   cudaDeviceProp prop{};
@@ -434,13 +439,15 @@ void CudaBackend::wait_for_comm() {
   check_cuda(cudaStreamWaitEvent(p_.compute_, comm_done_, 0), "event");
 }
 
-// ---- factory -----------------------------------------------------------------------------
+// ---- the module's entry point (module_api.h) ----------------------------------------------
 
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+namespace {
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   return std::make_unique<CudaBackend>(options);
 }
 
-bool cuda_device_available(std::string* why) {
+bool device_available(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -466,11 +473,9 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
-bool cuda_compiled() { return true; }
-
 int use_device_of_rank(int rank) {
   std::string why;
-  if (!cuda_device_available(&why)) fail("backend=cuda on rank ", rank, ": ", why);
+  if (!device_available(&why)) fail("backend=cuda on rank ", rank, ": ", why);
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const int r = local ? std::atoi(local) : rank;
   int count = 0;
@@ -479,15 +484,46 @@ int use_device_of_rank(int rank) {
   return r % count;
 }
 
-namespace {
 CudaBackend& as_cuda(Backend& be) {
   auto* c = dynamic_cast<CudaBackend*>(&be);
   if (!c) fail("the ", be.name(), " backend has no CUDA stream");
   return *c;
 }
-}  // namespace
 
 void* compute_stream(Backend& be) { return as_cuda(be).compute_stream(); }
 void* comm_stream(Backend& be) { return as_cuda(be).comm_stream(); }
 
+// "built M.m, loaded M.m" for a library whose versions are integers like CUDA's (1000 M + 10 m).
+std::string cuda_version_pair(int built, int loaded) {
+  auto text = [](int v) { return str_cat(v / 1000, ".", (v % 1000) / 10); };
+  return loaded > 0 ? str_cat(text(built), " (loaded ", text(loaded), ")") : text(built);
+}
+
+std::string versions() {
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  std::string s = str_cat("CUDA runtime ", cuda_version_pair(CUDART_VERSION, runtime),
+                          ", cuBLASLt ", cublasLtGetVersion());
+  const std::string cudnn = cudnn_library_version();
+  s += cudnn.empty() ? ", no cuDNN" : str_cat(", cuDNN ", cudnn);
+  return s;
+}
+
+const ModuleApi kApi = {
+    .interface = GEMMAX_MODULE_INTERFACE,
+    .compiler = __VERSION__,
+    .versions = versions,
+    .make_backend = make_backend,
+    .device_available = device_available,
+    .use_device_of_rank = use_device_of_rank,
+    .compute_stream = compute_stream,
+    .comm_stream = comm_stream,
+    .cudnn_frontend_version = cudnn_frontend_version,
+    .cudnn_unavailable = cudnn_unavailable,
+};
+
+}  // namespace
+
 }  // namespace gemmax::cuda
+
+extern "C" const gemmax::cuda::ModuleApi* gemmax_cuda_module() { return &gemmax::cuda::kApi; }

@@ -1,6 +1,6 @@
 // The cuda backend (backend=cuda): the kernels of kernels/ on an NVIDIA GPU (built for sm_90a,
 // Hopper), dense matmuls through cuBLASLt, device memory from a caching allocator. nvcc only;
-// other code reaches it through cuda_factory.h.
+// other code reaches it through the module's entry point (module_api.h, loaded by cuda_module.h).
 #pragma once
 
 #include <cublasLt.h>
