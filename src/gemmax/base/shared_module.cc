@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -42,9 +43,11 @@ void explain(SharedModule& m, const std::string& dl, const char* needs) {
 SharedModule open_shared_module(const char* file, const char* env_var, const char* needs) {
   SharedModule m;
   for (const fs::path& p : candidates(file, env_var)) {
-    m.looked_in.push_back(p.lexically_normal().string());
+    const std::string where = p.lexically_normal().string();
+    if (std::find(m.looked_in.begin(), m.looked_in.end(), where) != m.looked_in.end()) continue;
+    m.looked_in.push_back(where);  // ../bin beside bin/ is bin/ itself
     std::error_code ec;
-    if (m.path.empty() && fs::is_regular_file(p, ec)) m.path = p.lexically_normal().string();
+    if (m.path.empty() && fs::is_regular_file(p, ec)) m.path = where;
   }
   if (m.path.empty()) {
     m.failure = SharedModule::Failure::kNotFound;
