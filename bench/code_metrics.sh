@@ -21,6 +21,14 @@
 #   Tensor parameters, and the definition of an argument struct `GmmArgs` of Tensors (the list,
 #   once; the cuda kernels' GmmArgs of raw pointers is not the op's list).
 #   Calls, and signatures that take the argument struct, do not count.
+# - lines under tests/ (the same file types).
+# - the places a config key is written, for num_vocab_tiling, remat_policy and learning_rate: the
+#   lines of src/, tools/ and configs/ that declare, copy or spell the key: a member assigned
+#   (`.key =`), a declaration (`Type key =`), "key", a YAML line `key:` (configs/base.yml counts,
+#   though it may be generated) or a key-table entry `X(Type, field, key, ...)`; and the files
+#   holding them.
+# - the places gmm's derived sizes are computed: `weight_rows < 0` (the rows of the weights a
+#   call reads when weight_rows is -1) anywhere in src/.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/code_metrics.sh REV [REV ...]" >&2; exit 2; }
 repo=$(git rev-parse --show-toplevel)
@@ -31,7 +39,7 @@ for rev in "$@"; do
     { echo "code_metrics: '$rev' is not a revision of $repo" >&2; exit 2; }
   mkdir -p "$work/$rev"
   dirs=(src)
-  git -C "$repo" cat-file -e "$sha:tools" 2> /dev/null && dirs+=(tools)
+  for d in tools tests configs; do git -C "$repo" cat-file -e "$sha:$d" 2> /dev/null && dirs+=("$d"); done
   git -C "$repo" archive "$sha" "${dirs[@]}" | tar -x -C "$work/$rev"
 done
 python3 - "$work" "$@" << 'EOF'
@@ -104,6 +112,15 @@ def gmm_places(path, text):
     return out
 
 LOOKUP = re.compile(r'\bget_[a-z0-9_]+\("')
+KEYS = ('num_vocab_tiling', 'remat_policy', 'learning_rate')
+DERIVED = re.compile(r'weight_rows\s*<\s*0')
+
+def files_of(root, sub, ends):
+    for d, _, names in os.walk(os.path.join(root, sub)):
+        for n in sorted(names):
+            if n.endswith(ends):
+                p = os.path.join(d, n)
+                yield os.path.relpath(p, root), open(p, encoding='utf-8', errors='replace').read()
 report = {}
 for rev in revs:
     root = os.path.join(work, rev)
@@ -115,6 +132,16 @@ for rev in revs:
                for p, t in sources(root, sub) if not p.startswith('src/gemmax/config/')]
     r['get_*("key") lookups'] = sum(n for _, n in lookups)
     r['files with lookups'] = sum(1 for _, n in lookups if n)
+    r['tests lines'] = sum(t.count('\n') for _, t in sources(root, 'tests'))
+    named = [(p, t) for sub, ends in (('src', SOURCE), ('tools', SOURCE), ('configs', ('.yml',)))
+             for p, t in files_of(root, sub, ends)]
+    for key in KEYS:
+        write = re.compile(r'[.>]' + key + r'\s*=(?!=)|^\s*[\w:<>]+\s+' + key + r'\s*=|"' + key +
+                           r'"|^' + key + r':|X\([^,()]+,\s*\w+,\s*' + key + r',', re.M)
+        hits = [(p, len(write.findall(t))) for p, t in named]
+        r[f'{key}: lines'] = sum(n for _, n in hits)
+        r[f'{key}: files'] = sum(1 for _, n in hits if n)
+    r['gmm weight_rows < 0'] = sum(len(DERIVED.findall(t)) for _, t in src)
     places = [g for p, t in src for g in gmm_places(p, t)]
     r['gmm parameter lists'] = len(places)
     report[rev] = (r, sorted(((t.count('\n'), p) for p, t in src), reverse=True)[:10],

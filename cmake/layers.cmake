@@ -22,7 +22,7 @@ set(GEMMAX_LAYER_DIR_checkpoint checkpoint)
 set(GEMMAX_LAYER_DIR_train train)
 # What each layer may include and link (every layer may use its own files).
 set(GEMMAX_LAYER_USES_base "")
-set(GEMMAX_LAYER_USES_config base)
+set(GEMMAX_LAYER_USES_config backend base)
 set(GEMMAX_LAYER_USES_io config base)
 set(GEMMAX_LAYER_USES_data base)
 set(GEMMAX_LAYER_USES_backend base)

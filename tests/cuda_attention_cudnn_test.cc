@@ -132,7 +132,7 @@ TEST(CudnnAttentionPlan, WorkspaceSharedWhenItFitsElseABlockRoundedTo2MiB) {
 TEST(CudnnAttentionPlan, TheEmulatorRefusesCudnnByName) {
   BackendOptions o;
   o.name = "cuda_emulated";
-  o.cuda_attention = "cudnn";
+  o.cuda_attention = CudaAttention::kCudnn;
   try {
     make_backend(o);
     FAIL() << "cuda_emulated took cuda_attention=cudnn";

@@ -166,14 +166,11 @@ TEST(AttentionSm90Emulated, ModelLossAndGradientsMatchTheMmaPath) {
 }
 
 TEST(AttentionSm90Emulated, UnknownCudaAttentionIsAnError) {
-  TrainConfig c;
-  c.backend.backend = "cuda_emulated";
-  c.backend.cuda_kernels = "fast";
-  c.backend.cuda_gmm = "mma";
-  c.backend.cuda_attention = "x";
-  testing::expect_error([&] { backend_options(c); }, {"cuda_attention='x'", "mma, sm90 or cudnn"});
-  c.backend.cuda_attention = "sm90";
-  EXPECT_EQ(backend_options(c).cuda_attention, "sm90");
+  auto options = [](const char* attention) {
+    return backend_options(train_config_from(Config::defaults({"backend=cuda_emulated", attention})));
+  };
+  testing::expect_error([&] { options("cuda_attention=x"); }, {"cuda_attention='x'", "mma, sm90 or cudnn"});
+  EXPECT_EQ(options("cuda_attention=sm90").cuda_attention, CudaAttention::kSm90);
 }
 
 }  // namespace

@@ -301,13 +301,11 @@ TEST(GmmSm90Emulated, ModelGradientsEqualTheMmaKernelsBitForBit) {
 }
 
 TEST(GmmSm90Emulated, UnknownCudaGmmIsAnError) {
-  TrainConfig c;
-  c.backend.backend = "cuda_emulated";
-  c.backend.cuda_kernels = "fast";
-  c.backend.cuda_gmm = "wgmma";
-  testing::expect_error([&] { backend_options(c); }, {"cuda_gmm='wgmma'", "mma or sm90"});
-  c.backend.cuda_gmm = "sm90";
-  EXPECT_EQ(backend_options(c).cuda_gmm, "sm90");
+  auto options = [](const char* gmm) {
+    return backend_options(train_config_from(Config::defaults({"backend=cuda_emulated", gmm})));
+  };
+  testing::expect_error([&] { options("cuda_gmm=wgmma"); }, {"cuda_gmm='wgmma'", "mma or sm90"});
+  EXPECT_EQ(options("cuda_gmm=sm90").cuda_gmm, CudaGmm::Sm90);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ class CudaBackend : public ::testing::TestWithParam<const char*> {
     const std::string p = GetParam();
     BackendOptions o;
     o.name = p.rfind("gpu", 0) == 0 ? "cuda" : "cuda_emulated";
-    o.cuda_kernels = p.find("simple") != std::string::npos ? "simple" : "fast";
+    o.cuda_kernels = p.find("simple") != std::string::npos ? CudaKernels::Simple : CudaKernels::Fast;
     // bench/gpu_check.sh runs the GPU tests with every launch checked, naming a faulting kernel.
     o.cuda_sync_check = std::getenv("GEMMAX_TEST_CUDA_SYNC_CHECK") != nullptr;
     if (o.name == "cuda") {

@@ -24,12 +24,12 @@ namespace gemmax::testing {
 
 // A cuda backend on the emulator or, with gpu, on the GPU (every launch checked), with one path
 // switch (`path`: &BackendOptions::cuda_gmm or cuda_attention) set to `value`.
-inline std::unique_ptr<Backend> cuda_backend(bool gpu, std::string BackendOptions::*path,
-                                             const char* value) {
+template <class Path>
+std::unique_ptr<Backend> cuda_backend(bool gpu, Path BackendOptions::*path, const char* value) {
   BackendOptions o;
   o.name = gpu ? "cuda" : "cuda_emulated";
   o.cuda_sync_check = gpu;
-  o.*path = value;
+  o.*path = parse_named<Path>("path", value);
   return make_backend(o);
 }
 
@@ -86,9 +86,9 @@ struct PathSteps {
   std::vector<Tensor> grads;
   std::vector<size_t> notes;
 };
-inline PathSteps step_per_path(const ModelConfig& cfg, const Batch& batch,
-                               std::string BackendOptions::*path,
-                               const std::vector<const char*>& values) {
+template <class Path>
+PathSteps step_per_path(const ModelConfig& cfg, const Batch& batch, Path BackendOptions::*path,
+                        const std::vector<const char*>& values) {
   const Tensor host_w = trained_like_weights(ParamTable(cfg), 0.0, 0);
   PathSteps out;
   for (const char* value : values) {

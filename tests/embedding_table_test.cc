@@ -173,9 +173,9 @@ TEST(EmbeddingTable, CheckpointsFromBeforeTheKeyResumeWithHfsTableOnly) {
 }
 
 TEST(EmbeddingTable, KeyDefaultsToMaxTextAndNamesBadValues) {
-  EXPECT_TRUE(train_config_from(Config::defaults({})).optimizer.maxtext_embedding_table);
-  EXPECT_FALSE(train_config_from(Config::defaults({"embedding_table=hf"}))
-                   .optimizer.maxtext_embedding_table);
+  EXPECT_EQ(train_config_from(Config::defaults({})).optimizer.embedding_table, EmbeddingTable::MaxText);
+  EXPECT_EQ(train_config_from(Config::defaults({"embedding_table=hf"})).optimizer.embedding_table,
+            EmbeddingTable::Hf);
   expect_error([] { train_config_from(Config::defaults({"embedding_table=scaled"})); },
                {"embedding_table", "hf", "maxtext", "'scaled'"});
 }

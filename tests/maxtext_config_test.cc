@@ -249,12 +249,5 @@ TEST(ConfigMaxText, CanonicalValuesCompareAsMaxTextReadsThem) {
   EXPECT_EQ(canonical_value("[unclosed"), "\"[unclosed\"");  // not YAML: the text itself
 }
 
-TEST(ConfigMaxText, DocMatchesTheTable) {
-  const std::string path = std::string(GEMMAX_SOURCE_DIR) + "/docs/MAXTEXT.md";
-  EXPECT_EQ(testing::read_file(path), maxtext_doc_markdown())
-      << "docs/MAXTEXT.md differs from the table in src/gemmax/config/maxtext_keys.cc; "
-         "regenerate it: ./build/bin/gemmax info --maxtext-doc > docs/MAXTEXT.md";
-}
-
 }  // namespace
 }  // namespace gemmax

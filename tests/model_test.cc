@@ -228,7 +228,7 @@ TEST(ModelGradient, OnlyWhatTheRematPolicyKeepsOutlivesALayer) {
         ctx.per_layer_inputs = random_tensor({L, T, cfg.per_layer_input_dim}, rng);
       std::vector<LayerActs> acts(static_cast<size_t>(L));
       for (int64_t l = 0; l < L; ++l) {
-        const std::string where = std::string(remat_policy_name(p)) + ", " +
+        const std::string where = std::string(name_of(p)) + ", " +
                                   (cfg.has_per_layer_inputs() ? "small block"
                                    : cfg.has_moe()            ? "MoE"
                                                               : "dense") +

@@ -23,7 +23,7 @@ std::vector<Target> all_targets() {
     o.name = backend;
     o.num_threads = 2;
     o.isa = cpu_kernels;
-    o.cuda_kernels = cuda_kernels;
+    o.cuda_kernels = parse_named<CudaKernels>("cuda_kernels", cuda_kernels);
     // bench/gpu_check.sh runs the GPU tests with every launch checked, naming a faulting kernel.
     o.cuda_sync_check = std::getenv("GEMMAX_TEST_CUDA_SYNC_CHECK") != nullptr;
     return Target{std::move(name), o};

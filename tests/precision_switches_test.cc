@@ -607,7 +607,7 @@ TEST(PrecisionKeysConfig, AttentionKeys) {
                         {"float32_qk_product=false and float32_logits=false", "backend=cuda",
                          "float32_logits=true"});
   testing::expect_error([&] { opts({"attention=cudnn_flash_te"}); },
-                        {"attention=cudnn_flash_te", "dot_product"});
+                        {"attention='cudnn_flash_te'", "dot_product"});
   const ModelOptions d = opts({});
   EXPECT_TRUE(d.activations_in_float32);
   EXPECT_TRUE(d.float32_weight_sum);

@@ -80,7 +80,7 @@ TEST_F(SeedSwitches, MoePathsOnAndOffGiveTheSameModel) {
         o.*member = false;
         const StepRun off = run(o, wdt);
         const std::string what =
-            std::string(name) + " " + std::string(dtype_name(act)) + " " + remat_policy_name(remat);
+            std::string(name) + " " + std::string(dtype_name(act)) + " " + std::string(name_of(remat));
         if (member == &ModelOptions::moe_fused_gate_up) {
           EXPECT_EQ(on.loss.total_loss, off.loss.total_loss) << what;
           const double tol = act == DType::F64 ? 1e-13 : act == DType::F32 ? 1e-5 : 0.1;

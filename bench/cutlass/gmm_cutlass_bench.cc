@@ -91,9 +91,9 @@ int run(int argc, char** argv) {
 
   BackendOptions o;
   o.name = "cuda";
-  o.cuda_gmm = "mma";
+  o.cuda_gmm = CudaGmm::Mma;
   const auto mma = make_backend(o);
-  o.cuda_gmm = "sm90";
+  o.cuda_gmm = CudaGmm::Sm90;
   const auto sm90 = make_backend(o);
   Backend& be = *mma;  // owns the tensors; CUTLASS runs on its stream
   cutlass_gmm::GroupedGemm cutlass(cuda::compute_stream(be));

@@ -28,7 +28,7 @@ class GmmCutlass : public ::testing::TestWithParam<const char*> {
     if (!cuda::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
     BackendOptions o;
     o.name = "cuda";
-    o.cuda_gmm = "mma";
+    o.cuda_gmm = CudaGmm::Mma;
     o.cuda_sync_check = true;
     be = make_backend(o);
   }

@@ -251,9 +251,9 @@ int cmd_bench(int argc, char** argv) {
     be.upload(state.weights, host);
   }
   DataOptions d;
-  d.dataset_type = config.data.dataset_type;
+  d.dataset_type = name_of(config.data.dataset_type);
   d.dataset_path = config.data.dataset_path;
-  d.tokenizer_type = config.data.tokenizer_type;
+  d.tokenizer_type = name_of(config.data.tokenizer_type);
   d.tokenizer_path = config.data.tokenizer_path;
   d.batch = plan_in.batch;
   d.seq = plan_in.seq;
@@ -265,7 +265,7 @@ int cmd_bench(int argc, char** argv) {
 
   std::cout << "gemmax bench: " << mc.name << " | " << real->describe() << " | dtype "
             << dtype_name(plan_in.options.act) << " | remat "
-            << remat_policy_name(plan_in.options.remat) << " | batch " << plan_in.batch << " x "
+            << name_of(plan_in.options.remat) << " | batch " << plan_in.batch << " x "
             << plan_in.seq << " | " << warmup << " warm-up + " << steps << " timed steps"
             << std::endl;
   auto one_step = [&](int64_t step) {
@@ -363,7 +363,7 @@ int cmd_bench(int argc, char** argv) {
     j["model"] = mc.name;
     j["backend"] = real->describe();
     j["dtype"] = dtype_name(plan_in.options.act);
-    j["remat"] = remat_policy_name(plan_in.options.remat);
+    j["remat"] = name_of(plan_in.options.remat);
     j["batch"] = plan_in.batch;
     j["seq"] = plan_in.seq;
     j["threads"] = omp_get_max_threads();

@@ -40,7 +40,7 @@ void run_eval(const Config& config, const std::string& model_dir, Comm& comm) {
   const TrainConfig tc = train_config_from(config);
   const int ranks = comm.size();
   if (ranks > 1) {
-    if (tc.backend.backend == "cuda")
+    if (tc.backend.backend == BackendKind::Cuda)
       fail("gemmax eval on ", ranks, " ranks runs on the cpu and reference backends; evaluate "
            "with the cuda backend on one rank, or through a training run's eval_interval");
     comm.set_timeout(tc.parallel.comm_timeout_seconds);

@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "gemmax/backend/cuda_module.h"
 #include "gemmax/base/error.h"
-#include "gemmax/config/maxtext_keys.h"
+#include "gemmax/config/key_table.h"
 #include "gemmax/config/train_config.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/model/params.h"
@@ -73,7 +73,9 @@ int cmd_info(int argc, char** argv) {
                  "Prints the parameter counts and the training FLOPs per step of a model.\n"
                  "Example: gemmax info model_name=gemma4-26b-a4b per_device_batch_size=1 "
                  "max_target_length=4096\n"
-                 "gemmax info --maxtext-doc prints docs/MAXTEXT.md (MaxText's keys in gemmax).\n"
+                 "gemmax info --keys prints every config key (type, default, range, help) and\n"
+                 "MaxText's keys as JSON; scripts/config_docs.py renders configs/base.yml and\n"
+                 "docs/MAXTEXT.md from it.\n"
                  "gemmax info --batches N [config.yml] [key=value ...] prints the first N "
                  "training batches\n(one JSON line each: per row inputs, segment_ids, "
                  "positions).\n"
@@ -89,8 +91,8 @@ int cmd_info(int argc, char** argv) {
       fail("gemmax info --batches N: N must be a positive integer, got '", argv[1], "'");
     return print_batches(n, argc - 2, argv + 2);
   }
-  if (argc == 1 && !std::strcmp(argv[0], "--maxtext-doc")) {  // regenerates docs/MAXTEXT.md
-    std::cout << maxtext_doc_markdown();
+  if (argc == 1 && !std::strcmp(argv[0], "--keys")) {
+    std::cout << key_table_json() << "\n";
     return 0;
   }
   const Config config = config_from_args(argc, argv);

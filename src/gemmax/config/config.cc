@@ -12,6 +12,7 @@
 #include "gemmax/base/error.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/config/embedded.h"
+#include "gemmax/config/key_table.h"
 #include "gemmax/config/maxtext_keys.h"
 
 namespace gemmax {
@@ -57,19 +58,6 @@ bool parse_bool(const std::string& s, bool& out) {
   return false;
 }
 
-// The value a YAML scalar denotes when no type is imposed (base.yml declares types this way).
-ConfigValue infer(const YAML::Node& node) {
-  const std::string s = node.Scalar();
-  if (node.Tag() == "!") return s;  // quoted
-  bool b;
-  int64_t i;
-  double d;
-  if (parse_bool(s, b)) return b;
-  if (parse_int(s, i)) return i;
-  if (parse_double(s, d)) return d;
-  return s;
-}
-
 // Converts `text` to the type of `like`, or explains what was expected.
 ConfigValue convert(const std::string& key, const std::string& text, const ConfigValue& like,
                     const std::string& origin) {
@@ -102,11 +90,11 @@ ConfigValue convert(const std::string& key, const std::string& text, const Confi
   }
 }
 
+// Every key at its default (keys.h).
 const std::map<std::string, ConfigValue>& base_values() {
   static const std::map<std::string, ConfigValue> base = [] {
     std::map<std::string, ConfigValue> m;
-    const YAML::Node root = YAML::Load(embedded_configs().at("base.yml"));
-    for (const auto& kv : root) m[kv.first.Scalar()] = infer(kv.second);
+    for (const KeySpec& k : key_specs()) m.emplace(k.key, k.default_value);
     return m;
   }();
   return base;
@@ -280,18 +268,20 @@ void Config::set_value(const std::string& key_in, const YAML::Node* node, const 
          near.empty() ? std::string("; gemmax's keys are in configs/base.yml, MaxText's in docs/MAXTEXT.md")
                       : "; did you mean '" + near + "'?");
   }
+  const KeySpec* spec = find_key_spec(key);
+  const std::string_view none_means = spec ? spec->maxtext.none_means : std::string_view();
   std::string text = text_in;
   if (node) {
     if (!node->IsScalar() && !node->IsNull())
       fail(origin, ": key '", key_in, "' takes a single ", type_name(it->second),
            " value, not a ", node->IsSequence() ? "list" : "mapping", " (got ",
            canonical_value(*node), ")");
-    if (node->IsNull() && !(mk && !mk->none_means.empty()))
+    if (node->IsNull() && none_means.empty())
       fail(origin, ": key '", key_in, "' has no value; it takes a ", type_name(it->second),
            " (e.g. ", std::visit([](auto&& v) { return str_cat(v); }, it->second), ")");
     text = node->IsNull() ? "None" : node->Scalar();
   }
-  if (mk && !mk->none_means.empty() && is_none(text)) text = mk->none_means;
+  if (!none_means.empty() && is_none(text)) text = std::string(none_means);
   it->second = convert(key_in, text, it->second, origin);
   user_keys_[key] = user;
 }

@@ -1,9 +1,8 @@
 // The run configuration: a typed key -> value map built MaxText's way.
 //
-// configs/base.yml (compiled in) declares every key; the type of a key is the type of its
-// default there. A run's values come from, in order: base.yml, the user's YAML file, the
-// key=value overrides, and finally the model preset named by `model_name`, which fills every
-// key that the user did not set. MaxText's keys that gemmax does not implement are read as the
+// The key table (keys.h) declares every key with its type and default. A run's values come
+// from, in order: those defaults, the user's YAML file, the key=value overrides, and finally the
+// model preset named by `model_name`, which fills every key that the user did not set. MaxText's keys that gemmax does not implement are read as the
 // table of maxtext_keys.h says; a file holding such keys (MaxText's base.yml) is read in
 // MaxText's order instead: the preset overrides the file, the command line overrides both.
 #pragma once

@@ -1,4 +1,4 @@
-// The configs/ folder, compiled into the binary (see cmake/embed_configs.cmake).
+// The model presets of configs/models/, compiled into the binary (cmake/embed_configs.cmake).
 #pragma once
 
 #include <map>
@@ -6,7 +6,7 @@
 
 namespace gemmax {
 
-// Keyed by the path relative to configs/: "base.yml", "models/gemma4-tiny.yml", ...
+// Keyed by the path relative to configs/: "models/gemma4-tiny.yml", ...
 const std::map<std::string, std::string>& embedded_configs();
 
 }  // namespace gemmax

@@ -47,26 +47,19 @@ constexpr std::string_view kChatTemplate =
 constexpr std::string_view kOff =
     "settings of a feature gemmax does not have, whose switch is fixed off";
 
-// Every key of MaxText 0.2.5's configs/base.yml and configs/models/gemma4-*.yml, in base.yml's
-// order. To move a key to another class, edit its row (an implemented key must also be in
-// configs/base.yml; ConfigMaxText tests check both ways).
+// Every key of MaxText 0.2.5's configs/base.yml and configs/models/gemma4-*.yml that is not a key
+// of gemmax's (keys.h), in base.yml's order. To implement one, move it from here to keys.h with
+// maxtext() (ConfigMaxText tests check that no key is in both).
 constexpr MaxTextKey kKeys[] = {
-    {"run_name", I},
-    {"model_name", I},
     {"use_m3_model", F, "false"},
     {"override_model_config", N, "", "gemmax's command line always overrides the preset"},
     {"override_logical_axis_rules", N, "", kXla},
-    {"normalization_layer_epsilon", I},
-    {"load_parameters_path", I},
     {"lora_input_adapters_path", F, "\"\""},
     {"hf_lora_adapter_path", F, "\"\""},
     {"load_full_state_path", F, "\"\""},
-    {"enable_checkpointing", I},
     {"save_checkpoint_on_start", N, "", kCheckpointOnStart},
     {"save_checkpoint_on_completion", F, "true"},
     {"async_checkpointing", N, "", kCheckpointStorage},
-    {"checkpoint_period", I},
-    {"max_num_checkpoints_to_keep", I, "", "", "0"},
     {"enable_continuous_checkpointing", N, "", kCheckpointStorage},
     {"enable_single_replica_ckpt_restoring", N, "", kCheckpointStorage},
     {"checkpoint_todelete_subdir", N, "", kCheckpointStorage},
@@ -94,11 +87,9 @@ constexpr MaxTextKey kKeys[] = {
     {"wandb_run_name", N, "", kCloud},
     {"save_config_to_gcs", N, "", kCloud},
     {"grad_dtype", F, "\"float32\""},
-    {"dtype", I},
     {"quantization", F, "\"\"", "no quantization: products run in dtype with fp32 accumulation"},
     {"constant_bound_config", N, "", kOff},
     {"matmul_precision", F, "\"default\""},
-    {"activations_in_float32", I},
     {"replicate_quant_scale", N, "", kOff},
     {"quant_cfg_path", N, "", kOff},
     {"quantize_kvcache", N, "", kInference},
@@ -123,21 +114,10 @@ constexpr MaxTextKey kKeys[] = {
     {"weight_sparsity_update_step", N, "", kOff},
     {"weight_sparsity_start_step", N, "", kOff},
     {"te_comm_gemm_overlap", N, "", kKernel},
-    {"decoder_block", I},
-    {"weight_dtype", I},
     {"unquantized_modules", F, "[]"},
     {"weight_block_size", F, "None"},
     {"global_parameter_scale", F, "1"},
-    {"base_emb_dim", I},
-    {"base_num_query_heads", I},
-    {"base_num_kv_heads", I},
-    {"base_mlp_dim", I},
-    {"dense_init_scale", I},
-    {"base_num_decoder_layers", I},
-    {"head_dim", I},
     {"attention_output_dim", F, "-1"},
-    {"global_head_dim", I},
-    {"global_num_kv_heads", I},
     {"mlp_activations", F, "[\"gelu\", \"linear\"]",
      "the MLPs are GeGLU: gelu (tanh form) on the gate times the linear up projection"},
     {"mlp_activations_limit", F, "-1.0"},
@@ -147,20 +127,13 @@ constexpr MaxTextKey kKeys[] = {
     {"normalize_embedding_logits", F, "true",
      "the head is the plain embedding table (MaxText stores it times sqrt(D) and divides the "
      "logits back: the same logits; embedding_table=maxtext, the default, trains it in MaxText's units)"},
-    {"logits_dot_in_fp32", I},
     {"cast_logits_to_fp32", F, "true", "the loss reads the logits in fp32"},
-    {"float32_qk_product", I},
-    {"float32_logits", I},
     {"mla_qk_head_chunk_size", N, "", kKernel},
     {"csa_qk_head_chunk_size", N, "", kKernel},
-    {"float32_weight_sum", I},
-    {"float32_gate_logits", I},
     {"mtp_num_layers", F, "0"},
     {"mtp_loss_scaling_factor", N, "", kOff},
     {"mtp_eval_target_module", N, "", kOff},
     {"mtp_reuse_input_embedding", N, "", kOff},
-    {"num_experts", I},
-    {"num_experts_per_tok", I},
     {"megablox", F, "true",
      "the experts run as grouped matmuls over the sorted tokens (gemmax's own kernels)"},
     {"sparse_matmul", F, "true",
@@ -178,8 +151,6 @@ constexpr MaxTextKey kKeys[] = {
     {"warmup_programs_in_init", N, "", kKernel},
     {"log_step_diagnostics", N, "", kKernel},
     {"moe_expert_input_dim", F, "-1"},
-    {"base_moe_mlp_dim", I},
-    {"load_balance_loss_weight", I},
     {"moe_use_megatron_seq_aux_loss", F, "false"},
     {"use_random_routing", F, "false"},
     {"use_custom_sort_vjp", N, "", kKernel},
@@ -236,7 +207,6 @@ constexpr MaxTextKey kKeys[] = {
     {"use_tokamax_gmm", N, "", kKernel},
     {"use_gmm_v2", N, "", kKernel},
     {"use_gmm_v2_heuristic_tiling", N, "", kKernel},
-    {"norm_topk_prob", I},
     {"return_routed_experts", N, "", kInference},
     {"moe_fsdp_use_two_stage_all_gather", N, "", kKernel},
     {"shard_exp_on_fsdp", N, "", kKernel},
@@ -271,7 +241,6 @@ constexpr MaxTextKey kKeys[] = {
     {"scan_layers_per_stage", N, "", kXla},
     {"set_remat_policy_on_pipeline_iterations", N, "", kOff},
     {"set_remat_policy_on_layers_per_stage", N, "", kOff},
-    {"remat_policy", I},
     {"decoder_layer_input", N, "", kRematCustom},
     {"indexer_cutoff_threshold", N, "", kOff},
     {"context", N, "", kRematCustom},
@@ -300,17 +269,13 @@ constexpr MaxTextKey kKeys[] = {
     {"parameter_memory_host_offload", F, "false"},
     {"scan_layers", N, "", kXla},
     {"param_scan_axis", N, "", kXla},
-    {"attention", I},
     {"attention_type", N, "", kBlock},
-    {"share_kv_projections", I},
     {"attention_bias", F, "false"},
     {"attention_sink", F, "false"},
-    {"sliding_window_size", I},
     {"chunk_attn_window_size", N, "", kOff},
     {"causal_block_size", N, "", kOff},
     {"attn_logits_soft_cap", F, "0.0",
      "no soft cap on attention logits (Gemma-4 caps only the final logits)"},
-    {"final_logits_soft_cap", I},
     {"z_loss_multiplier", F, "0.0", "no z-loss"},
     {"use_post_attn_norm", F, "true",
      "every layer normalises the attention output before the residual add"},
@@ -319,10 +284,6 @@ constexpr MaxTextKey kKeys[] = {
     {"v_norm_with_scale", F, "false", "V is RMS-normalised without a learned scale"},
     {"qk_norm_with_scale", F, "true", "q and k RMSNorms have learned scales"},
     {"mla_naive_kvcache", N, "", kInference},
-    {"hidden_size_per_layer_input", I},
-    {"vocab_size_per_layer_input", I},
-    {"num_kv_shared_layers", I},
-    {"use_double_wide_mlp", I},
     {"moba", F, "false"},
     {"moba_chunk_size", N, "", kOff},
     {"moba_topk", N, "", kOff},
@@ -352,7 +313,6 @@ constexpr MaxTextKey kKeys[] = {
     {"fused_qkv", F, "false"},
     {"fused_mlp", N, "", kKernel},
     {"record_internal_nn_metrics", N, "", kProfiler},
-    {"base_output_directory", I},
     {"enable_mllog", N, "", kCloud},
     {"mllog_file", N, "", kCloud},
     {"enable_multi_tier_checkpointing", N, "", kCheckpointStorage},
@@ -393,7 +353,6 @@ constexpr MaxTextKey kKeys[] = {
     {"dcn_autoregressive_parallelism", F, "1"},
     {"ici_diloco_parallelism", F, "1"},
     {"ici_data_parallelism", F, "1"},
-    {"ici_fsdp_parallelism", I},
     {"ici_fsdp_transpose_parallelism", F, "1"},
     {"ici_sequence_parallelism", F, "1"},
     {"ici_context_parallelism", F, "1"},
@@ -409,11 +368,7 @@ constexpr MaxTextKey kKeys[] = {
     {"shard_optimizer_over_data", N, "", kKernel},
     {"dense_fsdp_use_two_stage_all_gather", N, "", kKernel},
     {"num_slices", N, "", kXla},
-    {"num_vocab_tiling", I},
     {"vocab_tiling_ag_once", N, "", kKernel},
-    {"vocab_size", I},
-    {"tokenizer_path", I},
-    {"tokenizer_type", I},
     {"use_chat_template", F, "false"},
     {"chat_template_path", N, "", kChatTemplate},
     {"chat_template", N, "", kChatTemplate},
@@ -421,17 +376,13 @@ constexpr MaxTextKey kKeys[] = {
     {"tokenize_eval_data", N, "", kOff},
     {"add_bos", F, "true"},
     {"add_eos", F, "true"},
-    {"use_truncation", I},
-    {"per_device_batch_size", I},
     {"expansion_factor_real_data", N, "", kOff},
-    {"eval_per_device_batch_size", I},
     {"max_corpus_chars", N, "", kOff},
     {"train_data_columns", N, "", kOff},
     {"train_image_column", N, "", kMultimodal},
     {"eval_data_columns", N, "", kOff},
     {"eval_image_column", N, "", kMultimodal},
     {"default_prompt", N, "", kInference},
-    {"packing", I},
     {"use_stream_chunking", N, "", kOff},
     {"num_epoch", N, "", kDataPipeline},
     {"generate_padding_batch_train", N, "", kOff},
@@ -443,9 +394,6 @@ constexpr MaxTextKey kKeys[] = {
     {"global_rampup_samples", N, "", kOff},
     {"use_dpo", F, "false"},
     {"use_sft", F, "false"},
-    {"sft_train_on_completion_only", I},
-    {"dataset_type", I},
-    {"dataset_path", I},
     {"dataset_name", N, "", kOff},
     {"eval_dataset_name", N, "", kOff},
     {"train_split", N, "", kOff},
@@ -461,7 +409,6 @@ constexpr MaxTextKey kKeys[] = {
     {"grain_eval_files", N, "", kOff},
     {"grain_train_mixture_config_path", N, "", kOff},
     {"grain_file_type", N, "", kOff},
-    {"grain_packing_type", I},
     {"grain_worker_count", N, "", kOff},
     {"grain_per_worker_buffer_size", N, "", kOff},
     {"grain_num_threads", N, "", kOff},
@@ -473,7 +420,6 @@ constexpr MaxTextKey kKeys[] = {
     {"grain_prefetch_buffer_size_eval", N, "", kOff},
     {"grain_data_source_max_workers", N, "", kOff},
     {"grain_index_storage_option", N, "", kOff},
-    {"grain_shuffle_buffer_size", I},
     {"grain_use_elastic_iterator", N, "", kOff},
     {"mmap_eod_id", N, "", kOff},
     {"blend_cache_dir", N, "", kOff},
@@ -488,8 +434,6 @@ constexpr MaxTextKey kKeys[] = {
     {"olmo_path_remap_from", N, "", kOff},
     {"olmo_path_remap_to", N, "", kOff},
     {"olmo_apply_ngram_filter", N, "", kOff},
-    {"steps", I},
-    {"log_period", I},
     {"max_inflight_computations", N, "", kXla},
     {"training_objective", F, "\"causal_lm\""},
     {"block_diffusion_mask_id", N, "", kOff},
@@ -499,14 +443,10 @@ constexpr MaxTextKey kKeys[] = {
     {"jax_distributed_initialization_timeout", N, "", kXla},
     {"jax_debug_log_modules", N, "", kXla},
     {"skip_jax_distributed_system", N, "", kXla},
-    {"learning_rate", I},
     {"lr_schedule_type", F, "\"cosine\"", "warmup then cosine decay"},
     {"learning_rate_final_fraction", I, "cosine_learning_rate_final_fraction"},
     {"wsd_decay_steps_fraction", N, "", kOff},
     {"wsd_decay_style", N, "", kOff},
-    {"warmup_steps_fraction", I},
-    {"learning_rate_schedule_steps", I},
-    {"max_target_length", I},
     {"max_prefill_predict_length", N, "", kInference},
     {"prompt", N, "", kInference},
     {"load_from_prefill_dir", N, "", kInference},
@@ -542,9 +482,6 @@ constexpr MaxTextKey kKeys[] = {
     {"dump_jaxpr_delete_local_after", N, "", kProfiler},
     {"dump_jaxpr_gcs_dir", N, "", kProfiler},
     {"enable_dropout", N, "", kNoDropout},
-    {"enable_data_shuffling", I},
-    {"data_shuffle_seed", I},
-    {"init_weights_seed", I},
     {"block_state_before_run_start", N, "", kXla},
     {"warm_input_reshard_before_run_start", N, "", kXla},
     {"train_shard_in_read", N, "", kXla},
@@ -562,20 +499,13 @@ constexpr MaxTextKey kKeys[] = {
     {"use_sequential_layers", F, "false"},
     {"num_communication_overlapping_steps", N, "", kOff},
     {"communication_overlapping_alpha", N, "", kOff},
-    {"gradient_clipping_threshold", I},
     {"gradient_accumulation_steps", F, "1", "one optimizer step per batch"},
-    {"opt_type", I},
     {"skip_step_on_spikes", F, "false"},
     {"skip_step_interval", N, "", kOff},
     {"skip_step_scaling_factor", N, "", kOff},
     {"trainable_parameters_mask", F, "[]",
      "every parameter is trained unless gemmax's freeze (a regex over Hugging Face names) says "
      "otherwise"},
-    {"adam_b1", I},
-    {"adam_b2", I},
-    {"adam_eps", I},
-    {"adam_eps_root", I},
-    {"adam_weight_decay", I},
     {"adamw_mask", F, "[]", "weight decay applies to every trained parameter"},
     {"mu_dtype", F, "\"\""},
     {"muon_type", N, "", kOff},
@@ -593,10 +523,6 @@ constexpr MaxTextKey kKeys[] = {
     {"rope_use_scale", N, "", kOff},
     {"rope_min_timescale", N, "", kRope},
     {"rope_max_timescale", N, "", kRope},
-    {"local_rope_max_timescale", I},
-    {"global_rope_max_timescale", I},
-    {"global_rope_proportion", I},
-    {"local_rope_proportion", I},
     {"max_position_embeddings", N, "", kOff},
     {"original_max_position_embeddings", N, "", kOff},
     {"rope_factor", N, "", kOff},
@@ -616,11 +542,6 @@ constexpr MaxTextKey kKeys[] = {
     {"decode_sampling_top_k", N, "", kInference},
     {"decode_sampling_temperature", N, "", kInference},
     {"eval_start_step", N, "", kOff},
-    {"eval_interval", I},
-    {"eval_steps", I},
-    {"target_eval_loss", I},
-    {"abort_on_nan_loss", I},
-    {"abort_on_inf_loss", I},
     {"enable_goodput_recording", N, "", kCloud},
     {"goodput_job_name", N, "", kCloud},
     {"monitor_goodput", N, "", kCloud},
@@ -633,7 +554,6 @@ constexpr MaxTextKey kKeys[] = {
     {"report_heartbeat_metric_for_gcp_monitoring", N, "", kCloud},
     {"heartbeat_reporting_interval_in_seconds", N, "", kCloud},
     {"report_performance_metric_for_gcp_monitoring", N, "", kCloud},
-    {"enable_tensorboard", I},
     {"use_vertex_tensorboard", N, "", kCloud},
     {"vertex_tensorboard_project", N, "", kCloud},
     {"vertex_tensorboard_region", N, "", kCloud},
@@ -903,8 +823,6 @@ std::string canonical_node(const YAML::Node& n) {
   return quoted(s);
 }
 
-std::string code(std::string_view s) { return str_cat("`", s, "`"); }
-
 }  // namespace
 
 std::span<const MaxTextKey> maxtext_keys() { return kKeys; }
@@ -944,102 +862,5 @@ constexpr MaxTextModel kModels[] = {
 }  // namespace
 
 std::span<const MaxTextModel> maxtext_models() { return kModels; }
-
-std::string maxtext_doc_markdown() {
-  auto count = [](KeyClass c) {
-    return std::count_if(std::begin(kKeys), std::end(kKeys),
-                         [&](const MaxTextKey& k) { return k.cls == c; });
-  };
-  std::string md =
-      "<!-- Generated by `gemmax info --maxtext-doc` from src/gemmax/config/maxtext_keys.cc;\n"
-      "     edit the table there, then regenerate (a test fails while the two differ). -->\n"
-      "# MaxText's configuration in gemmax\n\n"
-      "gemmax reads MaxText's configuration as MaxText reads it: its `configs/base.yml`, its\n"
-      "`configs/models/<name>.yml` files and its `key=value` command lines, lists included.\n"
-      "A MaxText command line runs with `gemmax train` in place of MaxText's trainer:\n\n"
-      "```sh\n"
-      "gemmax train maxtext/configs/base.yml model_name=gemma4-26b per_device_batch_size=2 \\\n"
-      "    max_target_length=16384 ici_fsdp_parallelism=128 remat_policy=full \\\n"
-      "    sparse_matmul=true megablox=true use_iota_embed=false num_vocab_tiling=16 \\\n"
-      "    dataset_type=synthetic dry_run=true\n"
-      "gemmax train maxtext/configs/models/gemma4-26b.yml steps=10 dataset_type=synthetic\n"
-      "```\n\n"
-      "## How files are read\n\n"
-      "- A config file that holds MaxText keys gemmax does not implement (MaxText's `base.yml`,\n"
-      "  a copy of it, a model file) is read in MaxText's order: that file, then the model file\n"
-      "  of `model_name` (gemmax's preset) over it, then the command line over both. Any other\n"
-      "  file is read in gemmax's order: the file and the command line, then the preset filling\n"
-      "  only the keys they did not set.\n"
-      "- A MaxText model file given as the config file (`models/gemma4-26b.yml`, which names no\n"
-      "  model) stands for `model_name=gemma4-26b`; another `model_name` with it is an error.\n"
-      "- `model_name: \"default\"` (MaxText's base model, a llama2 block) is not a Gemma-4 model:\n"
-      "  set `model_name` to one of the names below.\n"
-      "- A key set twice in one file with two different values is an error naming both.\n"
-      "- Values are compared as MaxText reads them: `True` is `true`, `10_000` is `10000`, "
-      "`1.e-5`\n"
-      "  is `1e-05`, `-1.0` is `-1`, `None` is `null`; a whole number written `12.0` is read\n"
-      "  by an integer key as `12`.\n\n"
-      "## Model names\n\n"
-      "| MaxText `model_name` | gemmax preset | in gemmax |\n|---|---|---|\n";
-  for (const MaxTextModel& m : kModels)
-    md += str_cat("| ", code(m.maxtext_name), " | ", m.preset.empty() ? "(none)" : code(m.preset),
-                  " | ", m.preset.empty() ? "not built yet: " : "", m.status, " |\n");
-  md +=
-      "\ngemmax's own presets (`gemma4-tiny`, `gemma4-small`, `gemma4-26b-a4b`) keep their "
-      "names.\n";
-  md += str_cat(
-      "\n## The keys\n\n"
-      "Every key of MaxText's `base.yml` and Gemma-4 model files (MaxText 0.2.5) is in one of\n"
-      "three classes. A key in none of them, and not one of gemmax's own (`configs/base.yml`), is\n"
-      "an error that suggests a key of near spelling, if there is one.\n\n"
-      "### Implemented (",
-      count(I),
-      ")\n\n"
-      "Read with MaxText's meaning; `configs/base.yml` gives gemmax's default and the values it\n"
-      "accepts.\n\n");
-  std::string plain;
-  for (const MaxTextKey& k : kKeys) {
-    if (k.cls != I) continue;
-    if (k.value.empty() && k.none_means.empty()) {
-      plain += (plain.empty() ? "" : ", ") + code(k.key);
-      continue;
-    }
-    md += "- " + code(k.key);
-    if (!k.value.empty()) md += str_cat(": read as gemmax's ", code(k.value));
-    if (!k.none_means.empty())
-      md += str_cat(k.value.empty() ? ": " : "; ", "MaxText's `None` is read as ",
-                    code(k.none_means));
-    md += "\n";
-  }
-  md += "- and " + plain + ".\n";
-  md += str_cat(
-      "\n### Fixed by construction (", count(F),
-      ")\n\n"
-      "gemmax does one thing where MaxText offers a choice. The key is accepted at the value that\n"
-      "says what gemmax does; any other value is an error naming the key, the value and what\n"
-      "gemmax does.\n\n"
-      "| key | accepted value | what gemmax does |\n|---|---|---|\n");
-  for (const MaxTextKey& k : kKeys)
-    if (k.cls == F)
-      md += str_cat("| ", code(k.key), " | ", code(k.value), " | ",
-                    k.note.empty() ? "MaxText's default, the only behaviour gemmax has" : k.note,
-                    " |\n");
-  md += str_cat(
-      "\n### No meaning here (", count(N),
-      ")\n\n"
-      "Accepted with any value and ignored; `gemmax train` names the ones a run sets in one line\n"
-      "at its start.\n\n");
-  std::vector<std::string_view> groups;
-  for (const MaxTextKey& k : kKeys)
-    if (k.cls == N && std::find(groups.begin(), groups.end(), k.note) == groups.end())
-      groups.push_back(k.note);
-  for (std::string_view g : groups) {
-    std::string keys;
-    for (const MaxTextKey& k : kKeys)
-      if (k.cls == N && k.note == g) keys += (keys.empty() ? "" : ", ") + code(k.key);
-    md += str_cat("- **", g, "**: ", keys, ".\n");
-  }
-  return md;
-}
 
 }  // namespace gemmax

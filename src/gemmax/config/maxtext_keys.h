@@ -1,5 +1,6 @@
-// MaxText's configuration keys and what each one is in gemmax: the one table that decides how a
-// MaxText config file or command-line key is read, and that docs/MAXTEXT.md is generated from.
+// MaxText's configuration keys that gemmax does not read as its own (keys.h declares those): the
+// table that decides how such a key in a MaxText config file or command line is read. With
+// keys.h it is what docs/MAXTEXT.md is generated from (scripts/config_docs.py).
 #pragma once
 
 #include <span>
@@ -13,7 +14,7 @@ class Node;
 namespace gemmax {
 
 enum class KeyClass {
-  Implemented,  // read with MaxText's meaning (a key of configs/base.yml)
+  Implemented,  // read with MaxText's meaning as a gemmax key of another name
   Fixed,        // accepted only at the value that is what gemmax does
   NoMeaning,    // accepted and ignored (TPU, XLA, cloud, profiler, multimodal, ...)
 };
@@ -21,13 +22,11 @@ enum class KeyClass {
 struct MaxTextKey {
   std::string_view key;
   KeyClass cls;
-  // Implemented: the gemmax key it sets when the names differ ("" when they are the same).
-  // Fixed: the one accepted value, in YAML form. NoMeaning: unused.
+  // Implemented: the gemmax key it sets. Fixed: the one accepted value, in YAML form.
+  // NoMeaning: unused.
   std::string_view value = {};
   // Fixed: what gemmax does (for errors and the doc). NoMeaning: why it has no meaning here.
   std::string_view note = {};
-  // Implemented: the value MaxText's None stands for ("" when None is not a valid value).
-  std::string_view none_means = {};
 };
 
 std::span<const MaxTextKey> maxtext_keys();
@@ -47,8 +46,5 @@ const MaxTextKey* find_maxtext_key(std::string_view key);
 // and mappings item by item. `yaml_text` is a YAML scalar or a flow list / mapping.
 std::string canonical_value(const std::string& yaml_text);
 std::string canonical_value(const YAML::Node& node);
-
-// docs/MAXTEXT.md, generated from the table (`gemmax info --maxtext-doc`).
-std::string maxtext_doc_markdown();
 
 }  // namespace gemmax

@@ -8,21 +8,6 @@
 
 namespace gemmax {
 
-InitScheme parse_init_scheme(const std::string& name) {
-  if (name == "maxtext") return InitScheme::MaxText;
-  if (name == "hf") return InitScheme::Hf;
-  fail("unknown init_scheme '", name, "': expected maxtext (MaxText's fan-in variance scaling, ",
-       "the default) or hf (every matrix from N(0, initializer_range^2))");
-}
-
-LoadBalanceDensity parse_load_balance_density(const std::string& name) {
-  if (name == "per_token") return LoadBalanceDensity::PerToken;
-  if (name == "per_choice") return LoadBalanceDensity::PerChoice;
-  fail("unknown load_balance_density '", name, "': expected per_token (the fraction of a ",
-       "sequence's tokens that chose the expert, the default) or per_choice (divided by ",
-       "num_experts_per_tok, as MaxText 0.2.5 computes it)");
-}
-
 int64_t ModelConfig::num_global_layers() const {
   int64_t n = 0;
   for (int64_t l = 0; l < num_layers; ++l) n += is_global(l);

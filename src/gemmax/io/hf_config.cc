@@ -201,6 +201,7 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
   }
 
   ModelConfig c;
+  c.name.clear();  // not model_name's preset: read_hf_config names it after its folder
   c.vocab_size = k.req_int("vocab_size");
   c.d_model = k.req_int("hidden_size");
   c.num_layers = k.req_int("num_hidden_layers");

@@ -54,24 +54,4 @@ Tensor rope_table(Backend& be, const StepInputs& in, const Tensor& inv_freq, DTy
   return t;
 }
 
-RematPolicy parse_remat_policy(const std::string& name) {
-  if (name == "none") return RematPolicy::None;
-  if (name == "minimal") return RematPolicy::Minimal;
-  if (name == "full") return RematPolicy::Full;
-  fail("unknown remat_policy '", name, "': expected one of full (keep only each layer's input), ",
-       "minimal (also keep the matmul outputs), none (keep everything)");
-}
-
-const char* remat_policy_name(RematPolicy p) {
-  switch (p) {
-    case RematPolicy::None:
-      return "none";
-    case RematPolicy::Minimal:
-      return "minimal";
-    case RematPolicy::Full:
-      return "full";
-  }
-  return "?";
-}
-
 }  // namespace gemmax

@@ -37,18 +37,6 @@ Tensor rope_inv_freq(int64_t head_dim, double theta, double proportion);
 // dtype of `act`; one per kind of layer, shared by all its layers.
 Tensor rope_table(Backend& be, const StepInputs& in, const Tensor& inv_freq, DType act);
 
-// What the forward keeps for the backward (docs/TRAINING.md §10). The backward of a layer first
-// re-runs the layer's forward, which fills in only what was not kept.
-enum class RematPolicy {
-  None,     // keep every activation of every layer
-  Minimal,  // keep the matmul outputs (q/k/v/out projections, MLP gate_up/down, router logits,
-            // expert grouped-matmul outputs); recompute the rest
-  Full,     // keep only each layer's input
-};
-// Throws gemmax::Error naming the key, the value and the valid names.
-RematPolicy parse_remat_policy(const std::string& name);
-const char* remat_policy_name(RematPolicy p);
-
 // The two classes of forward activations the remat policies tell apart.
 enum class ActClass { Matmul, Other };
 inline bool remat_keeps(RematPolicy p, ActClass c) {
@@ -74,33 +62,10 @@ struct RematActs : Matmuls, Others {
 // optimizations (each on by default, each off = the plain path it is tested against; docs/SEED.md).
 struct ModelOptions {
   DType act = DType::F32;                 // activation / compute dtype (`dtype`)
-  RematPolicy remat = RematPolicy::None;  // what the forward keeps
-  int64_t num_vocab_tiling = 1;  // tiles of positions along the sequence in the output head
-  // Seed change 2 (norm scales in fp32, docs/SEED.md#each-change): norm scales multiply in fp32
-  // before the one rounding of the output (false: round the normalised value to the activation
-  // dtype, then multiply in that dtype).
-  bool norm_scale_in_fp32 = true;
-  // Seed Part 2: the permute folds into the first grouped matmul's row loads and the un-permute
-  // into the second's row stores (false: explicit permute and combine gathers).
-  bool moe_fuse_permute_combine = true;
-  // Expert gate and up weights in one grouped matmul over [E, 2F, D] (false: two grouped matmuls
-  // over the gate and the up halves, the split layout).
-  bool moe_fused_gate_up = true;
-  // Seed Part 3: the backward's dlhs reads the expert weights transposed in place (false:
-  // materialises each expert's transposed weight first).
-  bool moe_dlhs_in_place = true;
-  // MaxText's logits_dot_in_fp32: the head's product, its logits and their gradient in fp32 (the
-  // normalised input widened, the fp32 master table) instead of the activation dtype.
-  bool logits_dot_in_fp32 = false;
-  // MaxText's activations_in_float32: GeGLU's gelu(gate) * up computed wide and rounded once
-  // (false: gelu(gate) rounded to the activation dtype before the product, MaxText's default).
-  bool activations_in_float32 = true;
-  // MaxText's float32_weight_sum: the expert combine's K weights stay fp32 (false: rounded to
-  // the activation dtype, and their gradient too, as MaxText's bf16 routing weights are).
-  bool float32_weight_sum = true;
-  // MaxText's float32_gate_logits: the router's norm, input and logits in fp32 from the layer
-  // input widened and the fp32 master router matrix (false: bf16 router input and logits).
-  bool float32_gate_logits = false;
+  RematPolicy remat = RematPolicy::None;  // what the forward keeps (`remat_policy`)
+  // The step's keys the model reads (keys.h says what each does): num_vocab_tiling, the seed's
+  // switches and MaxText's precision keys.
+  GEMMAX_MODEL_OPTION_KEYS(GEMMAX_KEY_FIELD)
   // MaxText's attention=dot_product with float32_qk_product=false, float32_logits=true: the
   // attention scores rounded to the activation dtype, softmax statistics in fp32 (false: fp32
   // scores, as MaxText's flash kernels and dot_product with float32_qk_product=true compute).

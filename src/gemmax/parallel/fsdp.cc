@@ -43,29 +43,19 @@ FsdpOptions fsdp_options(const ParallelConfig& config, int64_t tiles, const Mode
          " must be in [0, 8]: the layers whose all-gather is in flight while a layer computes "
          "(0: none, no overlap)");
   o.prefetch = int(prefetch);
-  const std::string& mode = config.fsdp_embedding;
   const EmbeddingBytes b = embedding_bytes(cfg, ranks, batch, seq, act, weight);
-  if (mode == "gather") {
-    o.embedding = EmbeddingMode::Gather;
-  } else if (mode == "vocab_parallel") {
-    o.embedding = EmbeddingMode::VocabParallel;
-  } else if (mode == "auto") {
-    o.embedding =
-        b.vocab_parallel < b.gather ? EmbeddingMode::VocabParallel : EmbeddingMode::Gather;
-    o.embedding_choice =
-        str_cat("auto: the table moves ", format_bytes(double(b.gather)), " per step gathered, ",
-                format_bytes(double(b.vocab_parallel)), " vocabulary-parallel");
-  } else {
-    fail("fsdp_embedding='", mode, "' is unknown: expected auto (the mode that moves fewer bytes),",
-         " gather (all-gather the table for the lookup and the head) or vocab_parallel (never ",
-         "gather it: lookup and head on each rank's vocabulary rows)");
+  switch (config.fsdp_embedding) {
+    case FsdpEmbedding::Gather: o.embedding = EmbeddingMode::Gather; break;
+    case FsdpEmbedding::VocabParallel: o.embedding = EmbeddingMode::VocabParallel; break;
+    case FsdpEmbedding::Auto:
+      o.embedding =
+          b.vocab_parallel < b.gather ? EmbeddingMode::VocabParallel : EmbeddingMode::Gather;
+      o.embedding_choice =
+          str_cat("auto: the table moves ", format_bytes(double(b.gather)), " per step gathered, ",
+                  format_bytes(double(b.vocab_parallel)), " vocabulary-parallel");
+      break;
   }
-  const std::string& axis = config.vocab_tiling_axis;
-  if (axis != "sequence" && axis != "batch")
-    fail("vocab_tiling_axis='", axis, "' is unknown: expected sequence (each rank tiles its own ",
-         "rows' positions) or batch (tiles of the global batch's rows, spread over the ranks by ",
-         "all-to-alls)");
-  o.tile_batch = axis == "batch";
+  o.tile_batch = config.vocab_tiling_axis == VocabTilingAxis::Batch;
   const int64_t rows = ranks * batch;
   if (o.tile_batch && ranks > 1 &&
       (tiles <= 0 || rows % tiles != 0 || (rows / tiles * seq) % ranks != 0))

@@ -47,12 +47,12 @@ TrainState make_eval_state(Backend& be, const ParamTable& table, DType weight_dt
 
 DataOptions run_data_options(const TrainConfig& c, int64_t vocab_size, int rank, int ranks) {
   DataOptions d;
-  d.dataset_type = c.data.dataset_type;
+  d.dataset_type = name_of(c.data.dataset_type);
   d.dataset_path = c.data.dataset_path;
-  d.tokenizer_type = c.data.tokenizer_type;
+  d.tokenizer_type = name_of(c.data.tokenizer_type);
   d.tokenizer_path = c.data.tokenizer_path;
   d.packing = c.data.packing;
-  d.packing_type = c.data.grain_packing_type;
+  d.packing_type = name_of(c.data.grain_packing_type);
   d.shuffle = c.data.enable_data_shuffling;
   d.shuffle_buffer = c.data.grain_shuffle_buffer_size;
   d.truncate = c.data.use_truncation;
@@ -78,7 +78,7 @@ DataOptions eval_data_options(const TrainConfig& c, const DataOptions& train) {
          train.batch, " (0: the same)");
   if (rows > 0) o.batch = rows;
   const int64_t tiles = c.step.num_vocab_tiling;
-  if (c.parallel.vocab_tiling_axis == "batch" && tiles > 0 && (o.ranks * o.batch) % tiles != 0)
+  if (c.parallel.vocab_tiling_axis == VocabTilingAxis::Batch && tiles > 0 && (o.ranks * o.batch) % tiles != 0)
     fail("eval_per_device_batch_size=", o.batch, " x ", o.ranks, " ranks = ", o.ranks * o.batch,
          " eval rows, which num_vocab_tiling=", tiles,
          " does not divide (vocab_tiling_axis=batch tiles the global batch's rows); set "

@@ -18,51 +18,34 @@ MemoryPlanInput memory_plan_input(const TrainConfig& c, int ranks) {
   if (in.batch <= 0) fail("per_device_batch_size must be positive, got ", in.batch);
   if (in.seq <= 0) fail("max_target_length must be positive, got ", in.seq);
   ModelOptions& o = in.options;
-  o.act = parse_dtype(s.dtype);
-  in.weight = parse_dtype(s.weight_dtype);
+  o.act = s.dtype;
+  in.weight = s.weight_dtype;
   const bool same = o.act == in.weight && (o.act == DType::F32 || o.act == DType::F64);
   const bool mixed = o.act == DType::BF16 && in.weight == DType::F32;
   if (!same && !mixed)
     fail("dtype=", dtype_name(o.act), " with weight_dtype=", dtype_name(in.weight),
-         " is not supported: use dtype=bfloat16 weight_dtype=float32 "
-         "(MaxText's default: bf16 "
-         "compute, fp32 master weights), or dtype=float32 (or float64) with "
-         "the same "
-         "weight_dtype");
-  o.remat = parse_remat_policy(s.remat_policy);
-  o.num_vocab_tiling = s.num_vocab_tiling;
+         " is not supported: use dtype=bfloat16 weight_dtype=float32 (MaxText's default: bf16 "
+         "compute, fp32 master weights), or dtype=float32 (or float64) with the same weight_dtype");
+  o.remat = s.remat_policy;
+#define GEMMAX_COPY_OPTION(Type, field, key, default_value, range, maxtext, help) o.field = s.field;
+  GEMMAX_MODEL_OPTION_KEYS(GEMMAX_COPY_OPTION)
+#undef GEMMAX_COPY_OPTION
   if (o.num_vocab_tiling <= 0 || in.seq % o.num_vocab_tiling != 0)
     fail("num_vocab_tiling=", o.num_vocab_tiling, " does not divide max_target_length=", in.seq,
-         ": the output head tiles positions along the sequence; use a divisor "
-         "of ",
-         in.seq, " (1 turns tiling off)");
-  o.norm_scale_in_fp32 = s.norm_scale_in_fp32;
-  o.logits_dot_in_fp32 = s.logits_dot_in_fp32;
-  o.activations_in_float32 = s.activations_in_float32;
-  o.float32_weight_sum = s.float32_weight_sum;
-  o.float32_gate_logits = s.float32_gate_logits;
-  if (s.attention != "autoselected" && s.attention != "flash" && s.attention != "dot_product")
-    fail("attention=", s.attention,
-         " is not an attention of gemmax: use autoselected or flash (flash attention, fp32 "
-         "scores) or dot_product (MaxText's plain attention, which float32_qk_product and "
-         "float32_logits switch)");
-  if (s.attention == "dot_product" && !s.float32_qk_product) {
+         ": the output head tiles positions along the sequence; use a divisor of ", in.seq,
+         " (1 turns tiling off)");
+  if (s.attention == Attention::DotProduct && !s.float32_qk_product) {
     o.attention_bf16_scores = true;
     o.attention_bf16_softmax = !s.float32_logits;  // MaxText's softmax in bf16
-    if (o.attention_bf16_softmax && c.backend.backend == "cuda")
+    if (o.attention_bf16_softmax && c.backend.backend == BackendKind::Cuda)
       fail("attention=dot_product with float32_qk_product=false and float32_logits=false (MaxText's "
            "softmax in bf16) is built on the reference and cpu backends, not on backend=cuda: set "
            "float32_logits=true (bf16 scores, softmax in fp32) or float32_qk_product=true (fp32 "
            "scores), or attention=flash, or train with backend=cpu");
   }
-  o.moe_fuse_permute_combine = s.moe_fuse_permute_combine;
-  o.moe_fused_gate_up = s.moe_fused_gate_up;
-  o.moe_dlhs_in_place = s.moe_dlhs_in_place;
   if (!o.moe_dlhs_in_place && !o.moe_fused_gate_up)
-    fail(
-        "moe_dlhs_in_place=false (a transposed copy of the expert weights) "
-        "needs "
-        "moe_fused_gate_up=true: the copy is of the fused [E, 2F, D] weight");
+    fail("moe_dlhs_in_place=false (a transposed copy of the expert weights) needs "
+         "moe_fused_gate_up=true: the copy is of the fused [E, 2F, D] weight");
   in.freeze = c.run.freeze;
   const int64_t fsdp = c.parallel.ici_fsdp_parallelism;
   if (fsdp == 0 || fsdp < -1)
@@ -83,21 +66,15 @@ MemoryPlanInput memory_plan_input(const Config& config, int ranks) {
 }
 
 BackendOptions backend_options(const TrainConfig& c) {
+  const BackendConfig& k = c.backend;
   BackendOptions b;
-  b.name = c.backend.backend;
-  b.num_threads = int(c.backend.num_threads);
-  if (b.num_threads < 0) fail("num_threads=", b.num_threads, " must be >= 0 (0: every core)");
-  b.isa = c.backend.cpu_kernels;
-  b.cuda_kernels = c.backend.cuda_kernels;
-  if (b.cuda_kernels != "fast" && b.cuda_kernels != "simple")
-    fail("cuda_kernels='", b.cuda_kernels, "': expected fast or simple");
-  b.cuda_gmm = c.backend.cuda_gmm;
-  if (b.cuda_gmm != "mma" && b.cuda_gmm != "sm90")
-    fail("cuda_gmm='", b.cuda_gmm, "': expected mma or sm90");
-  b.cuda_attention = c.backend.cuda_attention;
-  if (b.cuda_attention != "mma" && b.cuda_attention != "sm90" && b.cuda_attention != "cudnn")
-    fail("cuda_attention='", b.cuda_attention, "': expected mma, sm90 or cudnn");
-  b.cuda_sync_check = c.backend.cuda_sync_check;
+  b.name = name_of(k.backend);
+  b.num_threads = int(k.num_threads);
+  b.isa = name_of(k.cpu_kernels);
+  b.cuda_kernels = k.cuda_kernels;
+  b.cuda_gmm = k.cuda_gmm;
+  b.cuda_attention = k.cuda_attention;
+  b.cuda_sync_check = k.cuda_sync_check;
   return b;
 }
 
@@ -120,7 +97,7 @@ void check_memory_limit(const TrainConfig& c, const MemoryPlan& plan) {
 }
 
 void check_fits_this_machine(const TrainConfig& c, const MemoryPlan& plan) {
-  if (c.backend.backend == "cuda") return;  // device memory: the cuda allocator names the keys
+  if (c.backend.backend == BackendKind::Cuda) return;  // device memory: the cuda allocator names the keys
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return;
   const double machine = double(pages) * double(page);
@@ -130,8 +107,8 @@ void check_fits_this_machine(const TrainConfig& c, const MemoryPlan& plan) {
        ", more than this machine's ", format_bytes(machine),
        " of memory; nothing was allocated. It is sized by model_name=", c.model.name,
        " (and the model keys), per_device_batch_size=", s.per_device_batch_size,
-       ", max_target_length=", s.max_target_length, ", dtype=", s.dtype,
-       ", remat_policy=", s.remat_policy, " and num_vocab_tiling=", s.num_vocab_tiling,
+       ", max_target_length=", s.max_target_length, ", dtype=", dtype_name(s.dtype),
+       ", remat_policy=", name_of(s.remat_policy), " and num_vocab_tiling=", s.num_vocab_tiling,
        ": lower them (dry_run=true prints the plan), or shard the model over more ranks\n",
        format_memory_plan(plan));
 }

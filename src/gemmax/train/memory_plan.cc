@@ -93,7 +93,7 @@ std::string format_memory_plan(const MemoryPlan& plan, const MemoryTracker* meas
   std::ostringstream os;
   os << "memory plan per device: " << in.model.name << " | batch " << in.batch << " x seq "
      << in.seq << " | dtype " << dtype_name(o.act) << ", weights " << dtype_name(in.weight)
-     << " | remat " << remat_policy_name(o.remat) << " | num_vocab_tiling " << o.num_vocab_tiling;
+     << " | remat " << name_of(o.remat) << " | num_vocab_tiling " << o.num_vocab_tiling;
   if (in.fsdp > 1)
     os << " | FSDP over " << in.fsdp << " ranks (small vectors "
        << (in.fsdp_options.replicate_small ? "replicated" : "sharded") << ", embedding "

@@ -5,7 +5,6 @@
 namespace gemmax {
 
 AdamWConfig AdamWConfig::from(const OptimizerConfig& c) {
-  if (c.opt_type != "adamw") fail("opt_type '", c.opt_type, "' is not supported: use adamw");
   AdamWConfig a;
   a.b1 = c.adam_b1;
   a.b2 = c.adam_b2;
@@ -13,7 +12,7 @@ AdamWConfig AdamWConfig::from(const OptimizerConfig& c) {
   a.eps_root = c.adam_eps_root;
   a.weight_decay = c.adam_weight_decay;
   a.clip_norm = c.gradient_clipping_threshold;
-  a.maxtext_embedding_table = c.maxtext_embedding_table;
+  a.maxtext_embedding_table = c.embedding_table == EmbeddingTable::MaxText;
   return a;
 }
 

@@ -23,7 +23,7 @@ void refuse_run_outputs_over_inputs(const TrainConfig& c, const std::string& run
        c.run.tensorboard_dir.empty() ? "the run's TensorBoard folder" : "tensorboard_dir", true},
   };
   std::vector<PathRole> inputs;
-  if (c.data.dataset_type == "shards") {
+  if (c.data.dataset_type == DatasetType::Shards) {
     const std::string& spec = c.data.dataset_path;  // one path or a comma-separated list
     for (size_t begin = 0; begin <= spec.size();) {
       const size_t end = std::min(spec.find(',', begin), spec.size());

@@ -61,7 +61,7 @@ bool must_match_on_resume(const std::string& key) {
 // What a checkpoint written before `key` existed ran with, where that differs from the key's
 // default now (null: the checkpoint's run had today's default, or the key does not matter).
 nlohmann::json value_before_the_key(const std::string& key) {
-  if (key == "embedding_table") return "hf";  // the default until 2026-12-02
+  if (key == "embedding_table") return "hf";  // before the key, Adam trained HF's table
   return nullptr;
 }
 
@@ -95,7 +95,7 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
   }
   if (hooks_.at_start) hooks_.at_start();
   // Several GPUs: each rank takes its own device before its backend is made.
-  const bool device_comm = ranks > 1 && cfg_.backend.backend == "cuda";
+  const bool device_comm = ranks > 1 && cfg_.backend.backend == BackendKind::Cuda;
   const int device = device_comm ? cuda::use_device_of_rank(comm_->rank()) : 0;
   // The memory plan comes first: a run that cannot fit is refused before anything is allocated.
   const MemoryPlanInput plan_in = memory_plan_input(cfg_, ranks);
@@ -422,14 +422,14 @@ std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t step
 
 void Trainer::print_sample(std::ostream& log) const {
   const int64_t n = cfg_.run.sample_max_new_tokens;
-  if (n <= 0 || cfg_.data.dataset_type == "synthetic") return;
+  if (n <= 0 || cfg_.data.dataset_type == DatasetType::Synthetic) return;
   if (const ModelConfig& c = model_->config();
       c.has_per_layer_inputs() || c.num_kv_shared_layers > 0) {
     log << "gemmax: no closing sample: decoding the small block (" << c.name
         << ") is not built yet\n";
     return;
   }
-  const auto tokenizer = make_tokenizer(cfg_.data.tokenizer_type, cfg_.data.tokenizer_path);
+  const auto tokenizer = make_tokenizer(std::string(name_of(cfg_.data.tokenizer_type)), cfg_.data.tokenizer_path);
   SampleOptions opts;
   opts.max_new_tokens = n;
   opts.temperature = 0.7;
@@ -458,8 +458,8 @@ void Trainer::print_header(std::ostream& log) const {
   log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4)
       << f.total() / 1e12 << " TFLOP (learnable " << 3 * f.learnable / 1e12 << ", attention "
       << 3 * f.attention / 1e12 << ")\n";
-  log << "gemmax: backend " << backend_->describe() << " | dtype " << cfg_.step.dtype << " | remat "
-      << cfg_.step.remat_policy << " | data " << data_->describe() << "\n";
+  log << "gemmax: backend " << backend_->describe() << " | dtype " << dtype_name(cfg_.step.dtype)
+      << " | remat " << name_of(cfg_.step.remat_policy) << " | data " << data_->describe() << "\n";
   if (state_.sharded()) {
     const FsdpOptions& o = state_.fsdp;
     log << "gemmax: FSDP over " << comm_->size() << " ranks (" << comm_->name()

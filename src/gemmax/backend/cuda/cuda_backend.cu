@@ -342,14 +342,14 @@ CudaBackend::CudaBackend(const BackendOptions& options) {
   check_cuda(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming), "event");
   check_cuda(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming), "event");
   check_cublas(cublasLtCreate(&p_.lt_), "cublasLtCreate");
-  p_.fast_kernels_ = options.cuda_kernels != "simple";
-  p_.sm90_gmm_ = options.cuda_gmm == "sm90";
+  p_.fast_kernels_ = options.cuda_kernels == CudaKernels::Fast;
+  p_.sm90_gmm_ = options.cuda_gmm == CudaGmm::Sm90;
   GEMMAX_CHECK(!p_.sm90_gmm_ || (prop.major == 9 && prop.minor == 0), "cuda_gmm=sm90: ",
                prop.name, " is sm_", prop.major, prop.minor,
                "; the wgmma kernels are built for sm_90a (H100, H200) only: cuda_gmm=mma");
-  p_.attention_ = cuda_attention_path(options.cuda_attention);
+  p_.attention_ = options.cuda_attention;
   GEMMAX_CHECK(p_.attention_ == CudaAttention::kMma || (prop.major == 9 && prop.minor == 0),
-               "cuda_attention=", options.cuda_attention, ": ", prop.name, " is sm_", prop.major,
+               "cuda_attention=", name_of(options.cuda_attention), ": ", prop.name, " is sm_", prop.major,
                prop.minor, "; these kernels are built for sm_90a (H100, H200) only: cuda_attention=mma");
   // Refuses, saying why, a build without the cuDNN frontend or a cuDNN library too old.
   if (p_.attention_ == CudaAttention::kCudnn)

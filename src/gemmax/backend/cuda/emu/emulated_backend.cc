@@ -25,9 +25,9 @@ EmulatedBackend::EmulatedBackend(const BackendOptions& options) {
   p_.errors_ = reinterpret_cast<kern::DeviceError*>(base);
   p_.scratch_ = base + 256;
   p_.scratch_bytes_ = size_t(kScratchBytes) - 256;
-  p_.fast_kernels_ = options.cuda_kernels != "simple";
-  p_.sm90_gmm_ = options.cuda_gmm == "sm90";
-  p_.attention_ = cuda_attention_path(options.cuda_attention);
+  p_.fast_kernels_ = options.cuda_kernels == CudaKernels::Fast;
+  p_.sm90_gmm_ = options.cuda_gmm == CudaGmm::Sm90;
+  p_.attention_ = options.cuda_attention;
   // cuDNN's kernels are a library's, not PTX the emulator can run: refused by name (its host
   // glue is tested without a GPU, its kernels by bench/gpu_check.sh on one).
   GEMMAX_CHECK(p_.attention_ != CudaAttention::kCudnn,
