@@ -110,8 +110,10 @@ int cmd_info(int argc, char** argv) {
   std::cout << "per step (" << B << " x " << S << " tokens): " << f.total() / 1e12
             << " TFLOP = 3 x (learnable " << f.learnable / 1e12 << " + attention "
             << f.attention / 1e12 << ")\n";
-  std::cout << std::setprecision(2) << "per token:           " << f.total() / double(B) * double(S) / 1e9
-            << " GFLOP\n";
+  const double per_token = f.total() / (double(B) * double(S));
+  std::cout << std::setprecision(2) << "per token:           "
+            << (per_token < 1e9 ? per_token / 1e6 : per_token / 1e9)
+            << (per_token < 1e9 ? " MFLOP\n" : " GFLOP\n");
   return 0;
 }
 

@@ -37,14 +37,10 @@ std::string without_digit_separators(const std::string& s) {
   return out;
 }
 
-bool parse_int(const std::string& text, int64_t& out) {
-  const std::string s = without_digit_separators(text);
-  const char* end = s.data() + s.size();
-  auto [p, ec] = std::from_chars(s.data(), end, out);
-  return ec == std::errc() && p == end && !s.empty();
-}
+bool parse_int(const std::string& text, int64_t& out) { return parse_yaml_int(text, out); }
 
 bool parse_double(const std::string& text, double& out) {
+  if (int64_t i; parse_yaml_int(text, i)) return out = double(i), true;  // 010 is 8.0, as PyYAML
   const std::string s = without_digit_separators(text);
   if (s.empty()) return false;
   char* end = nullptr;
@@ -52,9 +48,12 @@ bool parse_double(const std::string& text, double& out) {
   return end == s.c_str() + s.size();
 }
 
+// YAML 1.1's booleans, as PyYAML (MaxText's reader) resolves them.
 bool parse_bool(const std::string& s, bool& out) {
-  if (s == "true" || s == "True" || s == "TRUE") return out = true, true;
-  if (s == "false" || s == "False" || s == "FALSE") return out = false, true;
+  for (const char* t : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"})
+    if (s == t) return out = true, true;
+  for (const char* f : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"})
+    if (s == f) return out = false, true;
   return false;
 }
 
@@ -177,6 +176,24 @@ YAML::Node parse_mapping(const std::string& text, const std::string& origin) {
 }
 
 }  // namespace
+
+bool parse_yaml_int(const std::string& text, int64_t& out) {
+  std::string_view s = text;
+  const bool negative = !s.empty() && s[0] == '-';
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  int base = 10;
+  if (s.starts_with("0b")) base = 2, s.remove_prefix(2);
+  else if (s.starts_with("0x")) base = 16, s.remove_prefix(2);
+  else if (s.size() > 1 && s[0] == '0') base = 8, s.remove_prefix(1);
+  // Separators may follow the first digit anywhere (10_000, 0x_ff is not a number).
+  if (s.empty() || s[0] == '_') return false;
+  std::string digits = negative ? "-" : "";
+  for (char c : s)
+    if (c != '_') digits += c;
+  const char* end = digits.data() + digits.size();
+  auto [p, ec] = std::from_chars(digits.data(), end, out, base);
+  return ec == std::errc() && p == end;
+}
 
 Config Config::load(const std::string& file, const std::vector<std::string>& overrides) {
   Config c;

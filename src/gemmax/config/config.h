@@ -23,6 +23,10 @@ namespace gemmax {
 
 using ConfigValue = std::variant<bool, int64_t, double, std::string>;
 
+// An integer as YAML 1.1 writes it and PyYAML (MaxText's reader) resolves it: decimal, 0b
+// binary, 0x hexadecimal, a leading 0 for octal (010 is 8), with _ separators (10_000).
+bool parse_yaml_int(const std::string& text, int64_t& out);
+
 class Config {
  public:
   // `file` may be empty. Throws gemmax::Error for an unknown key (naming the nearest valid

@@ -303,19 +303,20 @@
 // Evaluation on held-out data. MaxText's defaults are -1 and -1 (none); gemmax's demo prints a
 // held-out loss.
 #define GEMMAX_EVAL_KEYS(X)                                                                         \
-  X(int64_t, eval_interval, eval_interval, 500, any(), maxtext(),                                   \
+  X(int64_t, eval_interval, eval_interval, 500, either(-1, closed(1, kI64)), maxtext(),              \
     "evaluate after every N steps and at the end of the run; -1: never. Only where there is an "   \
     "eval set: eval_dataset_path, or the built-in corpus (shards without eval_dataset_path and "   \
     "synthetic data are not evaluated, and the log says so)")                                       \
-  X(int64_t, eval_steps, eval_steps, 4, any(), maxtext(),                                           \
+  X(int64_t, eval_steps, eval_steps, 4, either(-1, closed(1, kI64)), maxtext(),                     \
     "batches per evaluation; -1: one pass over the whole eval set")                                 \
   X(int64_t, eval_per_device_batch_size, eval_per_device_batch_size, 0, any(), maxtext(),           \
     "rows per eval batch; 0: per_device_batch_size (at most that)")                                 \
   X(std::string, eval_dataset_path, eval_dataset_path, "", any(), own(),                            \
     "shards held out for evaluation (a .bin shard, a folder, a comma-separated list); \"\" with "  \
     "dataset_type=builtin: the built-in corpus's held-out part")                                    \
-  X(double, target_eval_loss, target_eval_loss, 0.0, any(), maxtext(),                              \
-    "stop the run, with a checkpoint, once eval/avg_loss <= this; 0: off")
+  X(double, target_eval_loss, target_eval_loss, 0.0, half_open(0, kInf), maxtext(),                 \
+    "stop the run, with a checkpoint, once eval/avg_loss <= this; 0: off (needs an evaluation: "   \
+    "eval_interval > 0)")
 
 // Every part, in the order configs/base.yml lists them: P(part, Struct, KEYS).
 #define GEMMAX_KEY_PARTS(P)                                   \

@@ -11,6 +11,7 @@
 
 #include "gemmax/base/error.h"
 #include "gemmax/base/strings.h"
+#include "gemmax/config/config.h"
 
 namespace gemmax {
 namespace {
@@ -802,7 +803,9 @@ std::string canonical_node(const YAML::Node& n) {
   if (n.Tag() == "!") return quoted(s);  // quoted: a string
   std::string lower = s;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  if (lower == "true" || lower == "false") return lower;
+  if (lower == "true" || lower == "yes" || lower == "on") return "true";  // YAML 1.1's booleans
+  if (lower == "false" || lower == "no" || lower == "off") return "false";
+  if (int64_t i; parse_yaml_int(s, i)) return str_cat(i);  // 010 is 8, 0x10 is 16
   // Numbers as YAML 1.1 writes them (10_000, 1.e-05), compared by value.
   std::string digits;
   for (size_t i = 0; i < s.size(); ++i)

@@ -79,10 +79,19 @@ void check_sizes(const Config& c) {
            {"8 bytes x 4 (weights, gradients, two moments)", 32}});
 }
 
+// Keys that mean something only with another.
+void check_combinations(const Config& c) {
+  if (c.get_double("target_eval_loss") > 0 && c.get_int("eval_interval") == -1)
+    fail("target_eval_loss=", c.value_text("target_eval_loss"),
+         " stops a run on its evaluation, but eval_interval=-1 evaluates nothing: set "
+         "eval_interval to a number of steps, or target_eval_loss=0");
+}
+
 }  // namespace
 
 void validate_run_config(const Config& config) {
   check_ranges(config);
+  check_combinations(config);
   check_sizes(config);
 }
 
