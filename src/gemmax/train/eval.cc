@@ -118,6 +118,13 @@ EvalResult Evaluator::run(Backend& be, Gemma4Model& model, TrainState& state) {
     r.total_weights += b.loss.num_targets;
     r.moe_lb_loss += b.loss.lb_loss;
   }
+  // No counted target is no loss at all, not a loss of 0 (perplexity 1, and target_eval_loss
+  // would stop the run as converged). The counts are the global batch's: every rank fails.
+  if (r.total_weights == 0)
+    fail("the evaluation counted no target token in its ", describe(),
+         ": its loss masks mark nothing (sft_train_on_completion_only=true with shards whose "
+         "masks are all 0), or the eval set is empty; evaluate on shards with completions, set "
+         "sft_train_on_completion_only=false, or eval_interval=-1");
   return r;
 }
 

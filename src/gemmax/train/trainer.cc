@@ -543,6 +543,12 @@ TrainSummary Trainer::run(std::ostream& out) {
     m.tflops_per_sec = step_tflop / m.step_seconds;
     m.mfu = peak > 0 ? m.tflops_per_sec / peak : 0.0;
     m.total_weights = loss.num_targets;
+    if (loss.num_targets == 0 && sum.zero_target_steps++ == 0)
+      log << "gemmax: warning: step " << step << " counted no target token (its loss masks mark nothing): its loss is 0 and its "
+             "update only weight decay. metrics.jsonl's learning/total_weights counts each "
+             "step's targets; check the shards' masks (gemmax tokenize) or set "
+             "sft_train_on_completion_only=false"
+          << std::endl;
     m.skipped_steps = sum.skipped_steps;
     if (state_.sharded()) {
       const CommStats c = comm_->stats() - comm_before;

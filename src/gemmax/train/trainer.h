@@ -37,6 +37,7 @@ struct TrainSummary {
   double tokens_per_sec = 0, tflops_per_sec = 0;
   int stop_signal = 0;          // SIGINT / SIGTERM that stopped the run early, or 0
   int64_t skipped_steps = 0;    // steps not applied for a non-finite loss or gradient
+  int64_t zero_target_steps = 0;  // steps whose loss masks counted no target token
   std::string last_checkpoint;  // folder of the last checkpoint saved, if any
   int64_t evaluations = 0;      // evaluations run
   double last_eval_loss = 0;    // eval/avg_loss of the last one
