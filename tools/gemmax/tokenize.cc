@@ -77,6 +77,10 @@ int cmd_tokenize(int argc, char** argv) {
   std::vector<PathRole> inputs = {{o.tokenizer_path, "--tokenizer_path"},
                                   {o.chat_template_path, "--chat_template_path"}};
   for (const std::string& in : o.inputs) inputs.push_back({in, "input"});
+  // The files a template folder is read from are inputs too.
+  if (!o.chat_template_dir.empty())
+    for (const char* f : {"chat_template.jinja", "tokenizer_config.json"})
+      inputs.push_back({o.chat_template_dir + "/" + f, str_cat("--chat_template_dir's ", f)});
   refuse_outputs_over_inputs({{o.out, "--out"}}, inputs);
   const TokenizeResult r = tokenize_files(o);
   std::printf("wrote %s: %llu document%s, %llu tokens, tokenizer %s\n", o.out.c_str(),

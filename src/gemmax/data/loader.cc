@@ -73,7 +73,8 @@ class PackedLoader final : public DataLoader {
     if (o_.completion_only && !docs_.has_loss_mask())
       fail("sft_train_on_completion_only=true but ", what_,
            " carries no loss mask (token shard version 1, or the built-in corpus): make the data "
-           "with `gemmax tokenize --format prompt_completion` (or messages), or set "
+           "with `gemmax tokenize` from JSONL lines of {\"prompt\": ..., \"completion\": ...} or "
+           "{\"messages\": [...]}, or set "
            "sft_train_on_completion_only=false to count every token");
     const uint64_t global = uint64_t(o_.ranks * o_.batch * o_.seq);
     if (o_.eval && docs_.num_tokens() < global)
