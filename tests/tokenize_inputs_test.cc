@@ -31,3 +31,30 @@ TEST(TokenizeInputs, TheOutputOverATemplateFolderFileIsRefusedAndTheFileKept) {
 
 }  // namespace
 }  // namespace gemmax
+
+namespace gemmax {
+namespace {
+
+// gemmax export --out over the folder the run started from (load_parameters_path) is refused:
+// it would replace the base model with the fine-tuned one.
+TEST(ExportInputs, TheOutputOverTheRunsBaseModelIsRefused) {
+  testing::TempDir dir;
+  const std::string run = std::string(GEMMAX_BINARY) + " train backend=reference steps=1 "
+                          "sample_max_new_tokens=0 eval_interval=-1 per_device_batch_size=1 "
+                          "max_target_length=32 base_output_directory=" + dir.str();
+  std::string out;
+  ASSERT_EQ(testing::run_command(run + " run_name=base", &out), 0) << out;
+  const std::string base = dir / "hf_base";
+  ASSERT_EQ(testing::run_command(std::string(GEMMAX_BINARY) + " export --checkpoint " +
+                                     (dir / "base") + " --out " + base, &out), 0) << out;
+  ASSERT_EQ(testing::run_command(run + " run_name=tuned load_parameters_path=" + base, &out), 0) << out;
+  const std::string config_before = testing::read_file(base + "/config.json");
+  std::string refused;
+  EXPECT_EQ(testing::run_command(std::string(GEMMAX_BINARY) + " export --checkpoint " +
+                                     (dir / "tuned") + " --out " + base, &refused), 1) << refused;
+  EXPECT_NE(refused.find("load_parameters_path"), std::string::npos) << refused;
+  EXPECT_EQ(testing::read_file(base + "/config.json"), config_before);
+}
+
+}  // namespace
+}  // namespace gemmax

@@ -1,6 +1,8 @@
 // gemmax export: a train-state checkpoint -> a Hugging Face Gemma-4 folder.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "flags.h"
@@ -34,8 +36,17 @@ int cmd_export(int argc, char** argv) {
   }
   const CheckpointRef ref = find_train_checkpoint(flags.get("checkpoint"));
   const std::string out = flags.get("out");
-  refuse_outputs_over_inputs({{out, "--out", true}},
-                             {{ref.dir, "--checkpoint"}, {flags.get("checkpoint"), "--checkpoint"}});
+  std::vector<PathRole> inputs = {{ref.dir, "--checkpoint"}, {flags.get("checkpoint"), "--checkpoint"}};
+  // The model the run started from: exporting over it would replace the base model.
+  if (std::ifstream in(ref.dir + "/state.json"); in) {
+    const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+    if (state.is_object() && state.contains("config") && state["config"].is_object()) {
+      const nlohmann::json& base = state["config"].value("load_parameters_path", nlohmann::json());
+      if (base.is_string() && !base.get<std::string>().empty())
+        inputs.push_back({base.get<std::string>(), "the run's load_parameters_path"});
+    }
+  }
+  refuse_outputs_over_inputs({{out, "--out", true}}, inputs);
   const DType dtype = parse_dtype(flags.get("dtype", "bfloat16"));
   if (dtype != DType::BF16 && dtype != DType::F32)
     fail("gemmax export: --dtype must be bfloat16 or float32, got ", flags.get("dtype"));
