@@ -485,6 +485,13 @@ class Parser {
       n->kind = kw.text == "break" ? Node::Kind::Break : Node::Kind::Continue;
       if (!in_loop()) error(kw.loc, "'" + kw.text + "' outside a for loop");
       expect_block_end(kw.text);
+    } else if (kw.text == "elif" || kw.text == "else" || kw.text.starts_with("end")) {
+      // A closing or continuing tag with nothing open: a syntax error, as Jinja says.
+      error(kw.loc, "unexpected '{% " + kw.text + " %}': no open block takes it here (" +
+                        (kw.text == "elif" || kw.text == "else" || kw.text == "endif"
+                             ? std::string("an if")
+                             : "a " + kw.text.substr(3)) +
+                        " block must be open)");
     } else {
       error(kw.loc, "the statement '{% " + kw.text +
                         " %}' is not supported by gemmax's template "
