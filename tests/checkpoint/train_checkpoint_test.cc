@@ -59,7 +59,7 @@ Tensor final_weights(const std::vector<std::string>& args) {
 }
 
 // metrics.jsonl without the timing fields and the evaluations (each invocation also evaluates at
-// its end, so a split run has one more; eval_test.cc checks them): what must match.
+// its end, so a split run has one more; train/eval_test.cc checks them): what must match.
 std::vector<std::string> loss_lines(const TempDir& dir) {
   std::vector<std::string> out;
   std::ifstream in(dir / "r/metrics.jsonl");

@@ -139,9 +139,9 @@ class OpConformance : public ::testing::TestWithParam<Target> {
       ::gemmax::conformance::add_case(#Name, &Name##_case);   \
   static void Name##_case(::gemmax::conformance::Harness& h)
 
-// Shared by the attention cases and the cpu backend's scratch-size test (cpu_backend_test.cc):
-// 2 x 300 positions, 8 query heads over 2 kv heads, three documents in the second row, windows
-// of 100 and none; the backward too unless `forward_only`.
+// Shared by the attention cases and the cpu backend's scratch-size test
+// (backend/cpu/cpu_backend_test.cc): 2 x 300 positions, 8 query heads over 2 kv heads, three
+// documents in the second row, windows of 100 and none; the backward too unless `forward_only`.
 void attention_over_many_blocks(Harness& h, bool forward_only);
 // Attention's operands of shape s, in the order attention_calls reads them: q, k (both drawn at
 // qk_scale), v, the segment ids, o, lse, dout, dq, dk, dv.

@@ -1,4 +1,4 @@
-# cmake -DSOURCE=<repository root> -DWORK=<scratch folder> -P tests/check_layers_test.cmake
+# cmake -DSOURCE=<repository root> -DWORK=<scratch folder> -P tests/tools/check_layers_test.cmake
 #
 # The layering check (cmake/check_layers.cmake) passes on the tree as it is, and fails, naming
 # the file and both layers, on a copy with one upward include planted in it.

@@ -40,7 +40,7 @@ std::vector<Path> paths() {
 // The cpu attention with scratch too small for its caches, as long sequences run it: 360 KiB
 // repacks the backward's key panels per use and takes its keys in chunks; 170 KiB repacks the
 // forward's (too little for the backward's blocks: forward only). The default scratch is the
-// conformance suite's case AttentionOverManyBlocks (op_conformance_attention_test.cc), with its
+// conformance suite's case AttentionOverManyBlocks (backend/ops/attention_test.cc), with its
 // criterion against the fp64 reference.
 class CpuAttentionScratch : public ::testing::TestWithParam<Path> {};
 

@@ -1,7 +1,7 @@
-// Stand-ins for libgemmax_cuda.so that the loader must refuse by name (cuda_module_test.cc):
-// built with FAKE_OTHER_SOURCES, a module of another build (its interface hash differs); built
-// linked to a library that is then not on the loader's path, a module whose CUDA library is
-// missing.
+// Stand-ins for libgemmax_cuda.so that the loader must refuse by name
+// (backend/cuda_module_test.cc): built with FAKE_OTHER_SOURCES, a module of another build (its
+// interface hash differs); built linked to a library that is then not on the loader's path, a
+// module whose CUDA library is missing.
 #include "gemmax/backend/cuda/module_api.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // The op conformance suite's harness, its backends, and the check that every op has a case. The
-// cases are in op_conformance_*_test.cc; op_conformance.h says how they compare.
+// cases are in the other files of backend/ops/; op_conformance.h says how they compare.
 #include "op_conformance.h"
 
 #include <cmath>
@@ -152,7 +152,7 @@ TEST(OpConformanceTable, EveryOpHasACase) {
   std::ostringstream names;
   for (const std::string& m : missing) names << " " << m;
   EXPECT_TRUE(missing.empty()) << "ops no conformance case calls (add a CONFORMANCE_CASE in "
-                                  "tests/op_conformance_*_test.cc):"
+                                  "tests/backend/ops/):"
                                << names.str();
   EXPECT_GE(cases().size(), 10u);
 }

@@ -4,7 +4,7 @@
 # backend=cpu step, and says, for backend=cuda, which library its module lacks. Outside, with
 # the libraries in place, the same folder loads its module.
 #
-#   tests/package/hidden_cuda_test.sh BUILD WORK
+#   tests/tools/package/hidden_cuda_test.sh BUILD WORK
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$1

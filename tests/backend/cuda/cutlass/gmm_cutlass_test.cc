@@ -4,7 +4,7 @@
 // and at the end, many small groups, weight windows, with and without accumulation. Skipped
 // without a GPU (/gpu). Linked into the bench: `gmm_cutlass --test`, which bench/gpu_check.sh
 // runs in stage 3. Library kernels cannot run on the cuda emulator: the argument kernel that
-// feeds them is tested there (tests/cuda_gmm_grouped_args_test.cc).
+// feeds them is tested there (tests/backend/cuda/gmm_grouped_args_test.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
