@@ -42,15 +42,6 @@ int64_t held(const ShardLayout& l) {
   return n;
 }
 
-TEST(Rng, DiscardEqualsStepping) {
-  for (uint64_t n : {0ull, 1ull, 63ull, 64ull, 65ull, 1000ull, 123457ull}) {
-    Rng a(5, 17), b(5, 17);
-    a.discard(n);
-    for (uint64_t i = 0; i < n; ++i) b.next_u64();
-    for (int k = 0; k < 4; ++k) ASSERT_EQ(a.next_u64(), b.next_u64()) << "n " << n;
-  }
-}
-
 // Every element of every parameter lives on exactly one rank (or, replicated, whole on every
 // rank); every rank's buffers have the same size; the embedding's pieces are whole vocabulary
 // rows; the pieces of one rank do not overlap.
