@@ -27,6 +27,7 @@
 #include "gemmax/base/tensor.h"
 #include "gemmax/config/model_config.h"
 #include "gemmax/data/batch.h"
+#include "gemmax/data/tokenizer.h"
 #include "gemmax/model/params.h"
 
 namespace gemmax::testing {
@@ -245,6 +246,11 @@ inline Tensor bf16_rounded_matrices(const ParamTable& table, const Tensor& w) {
   return r;
 }
 
+// The index of the largest logit, the first of equal maxima.
+inline int32_t argmax(const std::vector<double>& l) {
+  return int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+}
+
 // ||x - ref|| / ||ref|| over all elements.
 inline double relative_l2(const Tensor& ref, const Tensor& x) {
   double d = 0, n = 0;
@@ -274,6 +280,13 @@ inline ModelConfig small_test_config(int64_t layers = 2) {
   c.sliding_window = 3;
   c.sliding_window_pattern = 2;  // layer 1, 3, ... global
   c.global_rope_proportion = 0.5;
+  return c;
+}
+
+// A byte-level model: small_test_config with the byte tokenizer's vocabulary.
+inline ModelConfig byte_config() {
+  ModelConfig c = small_test_config(2);
+  c.vocab_size = kByteVocabSize;
   return c;
 }
 
