@@ -152,4 +152,13 @@ OpCalls attention_calls(const AttentionShape& s, bool forward_only = false);
 // "B=2 S=9 H=4/2 hd=6 window=3 docs=2" (and " round_scores"): an attention case's name.
 std::string describe_attention(const AttentionShape& s, int docs);
 
+// Shared by the routing cases (moe_test.cc) and the grouped matmuls on a routing (gmm_test.cc):
+// T tokens choosing K of E experts (and the row widths a case runs at).
+struct RoutedSize {
+  int64_t T, K, E;
+  std::vector<int64_t> widths;
+};
+// Expert choices idx [T, K] that never pick expert 5: by a formula, or at random.
+Tensor choices(Harness& h, const RoutedSize& z, bool random);
+
 }  // namespace gemmax::conformance

@@ -1,7 +1,5 @@
 // Conformance cases (op_conformance.h): the router and the load-balance loss, the sort of token
-// copies by expert, permute and combine, and the grouped matmuls.
-#include <numeric>
-
+// copies by expert, permute and combine. The grouped matmuls are gmm_test.cc.
 #include "gemmax/base/convert.h"
 #include "op_conformance.h"
 #include "test_util.h"
@@ -70,14 +68,6 @@ CONFORMANCE_CASE(RouterLoadBalanceAndTheirBackward) {
       }
 }
 
-namespace {
-
-struct RoutedSize {
-  int64_t T, K, E;
-  std::vector<int64_t> widths;
-};
-
-// Expert choices idx [T, K] that never pick expert 5: by a formula, or at random.
 Tensor choices(Harness& h, const RoutedSize& z, bool random) {
   std::vector<int32_t> idx;
   for (int64_t t = 0; t < z.T; ++t)
@@ -88,8 +78,6 @@ Tensor choices(Harness& h, const RoutedSize& z, bool random) {
     }
   return h.ints(idx).view({z.T, z.K});
 }
-
-}  // namespace
 
 // A stable sort with an expert no token chose, small and over one sort chunk; permute, combine and
 // their backward through the sort's maps and in token order; rows of one element and of 16 bytes
@@ -137,168 +125,6 @@ CONFORMANCE_CASE(RouteSortPermuteAndCombine) {
           h.expect_near("combine_backward dy " + what, g[8], w[8], h.tol(dt));
           h.expect_near("combine_backward dweights " + what, g[9], w[9], 1e-5);
         }
-  }
-}
-
-// One MoE layer's products on a real routing (an expert with no rows): plain, with the permute
-// folded into the row loads (gathered from the tokens), on the gate and up halves of a fused
-// weight, accumulating; the second matmul writing back in token order and its backward reading
-// from there. The expert with no rows gets no weight gradient.
-CONFORMANCE_CASE(GroupedMatmulsOnARouting) {
-  const RoutedSize z{23, 3, 6, {}};
-  const int64_t T = z.T, K = z.K, E = z.E, TK = T * K, D = 37, F = 19;
-  auto [got, truth] =
-      h.run({choices(h, z, false), h.zeros({TK}, DType::I32), h.zeros({TK}, DType::I32),
-             h.zeros({TK}, DType::I32), h.zeros({E}, DType::I32)},
-            [&](Backend& be, const Tensors& t) {
-              be.route_sort({.routing = {t[1], t[2], t[3], t[4]}, .idx = t[0], .num_experts = E});
-            });
-  const Tensor order = truth[1], token = truth[3], sizes = truth[4];
-  for (DType dt : h.dtypes()) {
-    const std::string d = std::string(dtype_name(dt)) + " ";
-    struct Rows {
-      const char* what;
-      bool gather;
-      int64_t begin, rows;
-      bool accumulate;
-    };
-    for (const Rows& c :
-         {Rows{"plain", false, 0, -1, false}, Rows{"gathered", true, 0, -1, false},
-          Rows{"gate half", true, 0, F, false}, Rows{"up half accumulating", false, F, F, true}}) {
-      const int64_t n = c.rows < 0 ? 2 * F : c.rows;
-      // lhs: the tokens [T, D] when gathered, else sorted rows [T*K, D].
-      auto [g, w] = h.run(
-          {h.rand({c.gather ? T : TK, D}, dt), h.rand({E, 2 * F, D}, dt), sizes, token, order,
-           h.rand({TK, n}, dt), h.rand({TK, n}, dt), h.rand({TK, D}, dt), h.rand({E, 2 * F, D})},
-          [&](Backend& be, const Tensors& t) {
-            const GmmRows fwd{c.gather ? t[3] : Tensor(), Tensor(), c.begin, c.rows, c.accumulate};
-            be.gmm({.out = t[5], .lhs = t[0], .rhs = t[1], .group_sizes = t[2], .rows = fwd});
-            const GmmRows back{c.gather ? t[4] : Tensor(), Tensor(), c.begin, c.rows,
-                               c.accumulate};  // dlhs written in token-copy order
-            be.gmm_dlhs(
-                {.dlhs = t[7], .dout = t[6], .rhs = t[1], .group_sizes = t[2], .rows = back});
-            be.gmm_drhs(
-                {.drhs = t[8], .lhs = t[0], .dout = t[6], .group_sizes = t[2], .rows = fwd});
-          });
-      h.expect_near(d + "gmm " + c.what, g[5], w[5], h.tol(dt));
-      h.expect_near(d + "gmm_dlhs " + c.what, g[7], w[7], h.tol(dt));
-      h.expect_near(d + "gmm_drhs " + c.what, g[8], w[8], 1e-5);
-    }
-    auto [g, w] = h.run(
-        {h.rand({TK, F}, dt), h.rand({E, D, F}, dt), sizes, order, h.zeros({TK, D}, dt),
-         h.rand({TK, D}, dt), h.zeros({TK, F}, dt), h.zeros({E, D, F})},
-        [&](Backend& be, const Tensors& t) {
-          const GmmRows scattered{Tensor(), t[3]};
-          be.gmm({.out = t[4], .lhs = t[0], .rhs = t[1], .group_sizes = t[2], .rows = scattered});
-          be.gmm_dlhs(
-              {.dlhs = t[6], .dout = t[5], .rhs = t[1], .group_sizes = t[2], .rows = scattered});
-          be.gmm_drhs(
-              {.drhs = t[7], .lhs = t[0], .dout = t[5], .group_sizes = t[2], .rows = scattered});
-        });
-    h.expect_near(d + "gmm scattered", g[4], w[4], h.tol(dt));
-    h.expect_near(d + "gmm_dlhs gathered dout", g[6], w[6], h.tol(dt));
-    h.expect_near(d + "gmm_drhs gathered dout", g[7], w[7], 1e-5);
-    for (int64_t i = 5 * D * F; i < 6 * D * F; ++i)
-      ASSERT_EQ(get_as_double(g[7], i), 0.0) << "the expert with no rows got a gradient";
-  }
-}
-
-// Empty groups, a group over several tiles, lhs rows gathered from repeated tokens and out rows
-// scattered through a permutation, the gate and up windows of a fused weight, accumulation, and
-// float32 weight gradients of bfloat16 inputs; then the plain layout.
-CONFORMANCE_CASE(GroupedMatmulsWithMapsAndWindows) {
-  const std::vector<int32_t> sizes = {3, 0, 150, 1, 0, 70};
-  const int64_t G = int64_t(sizes.size()), m = 224, k = 72, N = 2 * 40, F = 40, T = 112;
-  std::vector<int32_t> token(m), perm(m);
-  for (int64_t r = 0; r < m; ++r) token[size_t(r)] = int32_t(h.rng().uniform_int(T));
-  std::iota(perm.begin(), perm.end(), 0);
-  for (int64_t r = m - 1; r > 0; --r)
-    std::swap(perm[size_t(r)], perm[h.rng().uniform_int(uint64_t(r + 1))]);
-  for (DType dt : h.dtypes()) {
-    for (bool up : {false, true})
-      for (bool acc : {false, true}) {
-        auto [got, truth] = h.run(
-            {h.rand({T, k}, dt), h.rand({G, N, k}, dt), h.ints(sizes), h.ints(token), h.ints(perm),
-             h.rand({m, F}, dt), h.rand({m, F}, dt), h.rand({m, k}, dt), h.rand({G, N, k})},
-            [&](Backend& be, const Tensors& t) {
-              const int64_t begin = up ? F : 0;
-              const GmmRows fwd{t[3], t[4], begin, F, acc};  // gather lhs, scatter out
-              be.gmm({.out = t[5], .lhs = t[0], .rhs = t[1], .group_sizes = t[2], .rows = fwd});
-              const GmmRows back{t[4], Tensor(), begin, F, acc};  // dlhs in perm, dout sorted
-              be.gmm_dlhs(
-                  {.dlhs = t[7], .dout = t[6], .rhs = t[1], .group_sizes = t[2], .rows = back});
-              be.gmm_drhs(
-                  {.drhs = t[8], .lhs = t[0], .dout = t[6], .group_sizes = t[2], .rows = fwd});
-            });
-        const std::string what = std::string(up ? "up" : "gate") + (acc ? " accumulate" : "");
-        h.expect_near("gmm " + what, got[5], truth[5], h.tol(dt));
-        h.expect_near("gmm_dlhs " + what, got[7], truth[7], h.tol(dt));
-        h.expect_near("gmm_drhs " + what, got[8], truth[8], 1e-5);
-      }
-    const Tensor lhs = h.rand({m, k}, dt), rhs = h.rand({G, N, k}, dt), dout = h.rand({m, N}, dt);
-    auto [got, truth] =
-        h.run({lhs, rhs, h.ints(sizes), h.zeros({m, N}, dt), dout, h.zeros({m, k}, dt),
-               h.zeros({G, N, k})},
-              [&](Backend& be, const Tensors& t) {
-                be.gmm({.out = t[3], .lhs = t[0], .rhs = t[1], .group_sizes = t[2]});
-                be.gmm_dlhs({.dlhs = t[5], .dout = t[4], .rhs = t[1], .group_sizes = t[2]});
-                be.gmm_drhs({.drhs = t[6], .lhs = t[0], .dout = t[4], .group_sizes = t[2]});
-              });
-    h.expect_near("gmm plain", got[3], truth[3], h.tol(dt));
-    h.expect_near("gmm_dlhs plain", got[5], truth[5], h.tol(dt));
-    h.expect_near("gmm_drhs plain", got[6], truth[6], 1e-5);
-    if (dt == DType::F32) continue;
-    // A bfloat16 weight gradient: within the contract (drhs at least as wide as the inputs); a
-    // backend that writes only float32 ones says so.
-    try {
-      auto [g16, t16] = h.run(
-          {lhs, dout, h.ints(sizes), h.zeros({G, N, k}, dt)}, [&](Backend& be, const Tensors& t) {
-            be.gmm_drhs({.drhs = t[3], .lhs = t[0], .dout = t[1], .group_sizes = t[2]});
-          });
-      h.expect_near("gmm_drhs plain into bfloat16", g16[3], t16[3], h.tol(dt));
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("writes float32 weight gradients"), std::string::npos)
-          << e.what();
-    }
-  }
-}
-
-// Many groups (a group table scanned by many threads of one block, several groups each).
-CONFORMANCE_CASE(GroupedMatmulsOverManyGroups) {
-  const int64_t G = 520, k = 16, N = 24;
-  std::vector<int32_t> sizes(G, 0);
-  for (int64_t g = 0; g < G; g += 7) sizes[size_t(g)] = int32_t(g % 3 + (g % 5 == 0 ? 130 : 0));
-  const int64_t m = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
-  const DType dt = DType::BF16;
-  auto [got, truth] =
-      h.run({h.rand({m, k}, dt), h.rand({G, N, k}, dt), h.ints(sizes), h.zeros({m, N}, dt),
-             h.rand({m, N}, dt), h.zeros({m, k}, dt), h.zeros({G, N, k})},
-            [&](Backend& be, const Tensors& t) {
-              be.gmm({.out = t[3], .lhs = t[0], .rhs = t[1], .group_sizes = t[2]});
-              be.gmm_dlhs({.dlhs = t[5], .dout = t[4], .rhs = t[1], .group_sizes = t[2]});
-              be.gmm_drhs({.drhs = t[6], .lhs = t[0], .dout = t[4], .group_sizes = t[2]});
-            });
-  h.expect_near("gmm", got[3], truth[3], h.tol(dt));
-  h.expect_near("gmm_dlhs", got[5], truth[5], h.tol(dt));
-  h.expect_near("gmm_drhs", got[6], truth[6], 1e-5);
-}
-
-// Group sizes that do not add up to the rows are an error naming both counts, at the call or at
-// the next synchronisation; in float32, and in bfloat16 at sizes the tensor-core kernels take.
-CONFORMANCE_CASE(GroupSizesThatDoNotAddUpAreReported) {
-  Backend& be = h.be();
-  for (const auto& [dt, width] :
-       {std::pair{DType::F32, int64_t(4)}, std::pair{DType::BF16, int64_t(8)}}) {
-    const Tensor lhs = be.to_device(h.rand({6, width}, dt), MemKind::Workspace);
-    const Tensor rhs = be.to_device(h.rand({2, 8, width}, dt), MemKind::Workspace);
-    const Tensor sizes = be.to_device(h.ints({2, 3}), MemKind::Workspace);
-    Tensor out = be.alloc({6, 8}, dt, MemKind::Workspace);
-    testing::expect_error(
-        [&] {
-          be.gmm({.out = out, .lhs = lhs, .rhs = rhs, .group_sizes = sizes});
-          be.to_host(out);
-        },
-        {"group sizes sum to 5", "6 rows"});
   }
 }
 
