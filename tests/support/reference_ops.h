@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "gemmax/backend/reference/reference_backend.h"
@@ -19,11 +18,7 @@ class ReferenceOps : public ::testing::Test {
   Rng rng{42};
   Tensor rand(const Shape& s, double scale = 1.0) { return random_tensor(s, rng, scale); }
   Tensor zeros(const Shape& s, DType t = DType::F64) { return Tensor::zeros(s, t); }
-  Tensor ints(const std::vector<int32_t>& v) {
-    Tensor t = Tensor::empty({int64_t(v.size())}, DType::I32);
-    std::copy(v.begin(), v.end(), t.data<int32_t>());
-    return t;
-  }
+  Tensor ints(const std::vector<int32_t>& v) { return int32_tensor(v); }
 };
 
 }  // namespace gemmax::testing

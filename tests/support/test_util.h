@@ -168,6 +168,23 @@ inline Tensor random_tensor(const Shape& shape, Rng& rng, double scale = 1.0,
   return t;
 }
 
+// Random values on the bfloat16 grid (normal(0, scale) rounded to bf16), held in `dtype`: every
+// floating dtype holds them exactly, so runs in different dtypes read the very same numbers.
+inline Tensor random_bf16_grid(const Shape& shape, Rng& rng, double scale = 1.0,
+                               DType dtype = DType::F32) {
+  Tensor t = Tensor::empty(shape, dtype);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    set_from_double(t, i, double(float(bf16(scale * rng.normal()))));
+  return t;
+}
+
+// A host int32 tensor [n] of `values` (token ids, group sizes, positions).
+inline Tensor int32_tensor(const std::vector<int32_t>& values) {
+  Tensor t = Tensor::empty({int64_t(values.size())}, DType::I32);
+  std::copy(values.begin(), values.end(), t.data<int32_t>());
+  return t;
+}
+
 inline double inner(const Tensor& a, const Tensor& b) {
   double s = 0;
   for (int64_t i = 0; i < a.numel(); ++i) s += get_as_double(a, i) * get_as_double(b, i);

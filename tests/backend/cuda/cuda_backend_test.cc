@@ -33,15 +33,10 @@ class CudaBackend : public ::testing::TestWithParam<const char*> {
 
   // Random values on the bf16 grid, on the device.
   Tensor rand(const Shape& s, DType dt) {
-    Tensor t = Tensor::empty(s, dt);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      set_from_double(t, i, double(float(bf16(rng.normal()))));
-    return be->to_device(t, MemKind::Workspace);
+    return be->to_device(testing::random_bf16_grid(s, rng, 1.0, dt), MemKind::Workspace);
   }
   Tensor ints(const std::vector<int32_t>& v) {
-    Tensor t = Tensor::empty({int64_t(v.size())}, DType::I32);
-    std::copy(v.begin(), v.end(), t.data<int32_t>());
-    return be->to_device(t, MemKind::Workspace);
+    return be->to_device(testing::int32_tensor(v), MemKind::Workspace);
   }
 
   std::unique_ptr<Backend> be;

@@ -3,7 +3,6 @@
 // that sees no slot.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "gemmax/backend/reference/reference_backend.h"
@@ -15,11 +14,7 @@ using testing::expect_error;
 using testing::max_abs_diff;
 using testing::random_tensor;
 
-Tensor ints(const std::vector<int32_t>& v) {
-  Tensor t = Tensor::empty({int64_t(v.size())}, DType::I32);
-  std::copy(v.begin(), v.end(), t.data<int32_t>());
-  return t;
-}
+constexpr auto& ints = testing::int32_tensor;
 
 // Slots in a scrambled order with empty ones between them, as a ring buffer leaves them.
 TEST(AttentionDecode, MatchesAttentionForwardWhateverTheSlotOrder) {

@@ -27,17 +27,10 @@ class Bf16Ops : public ::testing::Test {
 
   // Random fp32 values on the bf16 grid (exactly representable in both dtypes).
   Tensor grid(const Shape& s, double scale = 1.0) {
-    Tensor t = Tensor::empty(s, DType::F32);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      set_from_double(t, i, double(float(bf16(scale * rng.normal()))));
-    return t;
+    return testing::random_bf16_grid(s, rng, scale);
   }
   static Tensor as(const Tensor& t, DType dt) { return convert_dtype(t, dt); }
-  static Tensor ints(const std::vector<int32_t>& v) {
-    Tensor t = Tensor::empty({int64_t(v.size())}, DType::I32);
-    std::copy(v.begin(), v.end(), t.data<int32_t>());
-    return t;
-  }
+  static Tensor ints(const std::vector<int32_t>& v) { return testing::int32_tensor(v); }
   static Tensor zeros(const Shape& s, DType dt) { return Tensor::zeros(s, dt); }
 
   // b (bf16) is f (fp32) rounded to bf16, element by element.
