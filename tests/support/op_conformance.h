@@ -18,10 +18,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gemmax/backend/backend.h"
@@ -72,6 +75,81 @@ class RecordingBackend final : public Backend {
 using Tensors = std::vector<Tensor>;
 using OpCalls = std::function<void(Backend&, const Tensors&)>;
 
+// A case's operands by name: an aggregate of Tensors named after the op arguments they feed, in
+// the order the case draws them (struct Gmm { Tensor lhs, rhs, group_sizes, out; }), so that a
+// case reads got.out rather than got[3].
+namespace detail {
+struct AnyTensor {
+  operator Tensor() const;  // declared only: it counts an aggregate's members
+};
+template <class Ops, class... Seen>
+constexpr size_t count_fields() {
+  if constexpr (requires { Ops{Seen{}..., AnyTensor{}}; })
+    return count_fields<Ops, Seen..., AnyTensor>();
+  else
+    return sizeof...(Seen);
+}
+}  // namespace detail
+
+// Only Tensors: one member per Tensor's worth of bytes.
+template <class Ops>
+concept Operands = std::is_aggregate_v<Ops> &&
+                   detail::count_fields<Ops>() * sizeof(Tensor) == sizeof(Ops);
+
+// Pointers to the members of `ops`, in declaration order (to const members of a const ops).
+template <class Ops>
+  requires Operands<std::remove_const_t<Ops>>
+auto fields(Ops& ops) {
+  constexpr size_t n = detail::count_fields<std::remove_const_t<Ops>>();
+  static_assert(n <= 12, "fields: more than 12 operands; add a case below");
+  // clang-format off
+  if constexpr (n == 1) { auto& [a] = ops; return std::array{&a}; }
+  else if constexpr (n == 2) { auto& [a, b] = ops; return std::array{&a, &b}; }
+  else if constexpr (n == 3) { auto& [a, b, c] = ops; return std::array{&a, &b, &c}; }
+  else if constexpr (n == 4) { auto& [a, b, c, d] = ops; return std::array{&a, &b, &c, &d}; }
+  else if constexpr (n == 5) {
+    auto& [a, b, c, d, e] = ops;
+    return std::array{&a, &b, &c, &d, &e};
+  } else if constexpr (n == 6) {
+    auto& [a, b, c, d, e, f] = ops;
+    return std::array{&a, &b, &c, &d, &e, &f};
+  } else if constexpr (n == 7) {
+    auto& [a, b, c, d, e, f, g] = ops;
+    return std::array{&a, &b, &c, &d, &e, &f, &g};
+  } else if constexpr (n == 8) {
+    auto& [a, b, c, d, e, f, g, h] = ops;
+    return std::array{&a, &b, &c, &d, &e, &f, &g, &h};
+  } else if constexpr (n == 9) {
+    auto& [a, b, c, d, e, f, g, h, i] = ops;
+    return std::array{&a, &b, &c, &d, &e, &f, &g, &h, &i};
+  } else if constexpr (n == 10) {
+    auto& [a, b, c, d, e, f, g, h, i, j] = ops;
+    return std::array{&a, &b, &c, &d, &e, &f, &g, &h, &i, &j};
+  } else if constexpr (n == 11) {
+    auto& [a, b, c, d, e, f, g, h, i, j, k] = ops;
+    return std::array{&a, &b, &c, &d, &e, &f, &g, &h, &i, &j, &k};
+  } else {
+    auto& [a, b, c, d, e, f, g, h, i, j, k, l] = ops;
+    return std::array{&a, &b, &c, &d, &e, &f, &g, &h, &i, &j, &k, &l};
+  }
+  // clang-format on
+}
+
+// Named operands from tensors in member order: the inverse of fields().
+template <Operands Ops>
+Ops operands(const Tensors& tensors) {
+  Ops ops{};
+  size_t i = 0;
+  for (Tensor* t : fields(ops)) *t = tensors.at(i++);
+  return ops;
+}
+
+// The named outputs of a run: the backend under test's, and the reference's in fp64.
+template <Operands Ops>
+struct Outcome {
+  Ops got, truth;
+};
+
 class Harness {
  public:
   // `target`: the Target's name (all_targets), or the backend's name.
@@ -99,6 +177,15 @@ class Harness {
   // Runs `calls` on the backend under test, on device copies of `tensors`, and on the reference
   // backend, on fp64 copies of them.
   Outputs run(const Tensors& tensors, const OpCalls& calls);
+  // The same on named operands: `calls(be, ops)` gets them, and the outputs come back named.
+  template <Operands Ops, class Calls>
+  Outcome<Ops> run(const Ops& ops, const Calls& calls) {
+    Tensors tensors;
+    for (const Tensor* t : fields(ops)) tensors.push_back(*t);
+    Outputs out =
+        run(tensors, [&](Backend& be, const Tensors& t) { calls(be, operands<Ops>(t)); });
+    return {operands<Ops>(out.got), operands<Ops>(out.truth)};
+  }
 
   // |got - truth| <= rtol * max|truth| + atol + elem_rtol * |truth|, element by element.
   static void expect_near(const std::string& what, const Tensor& got, const Tensor& truth,
@@ -143,12 +230,16 @@ class OpConformance : public ::testing::TestWithParam<Target> {
 // (backend/cpu/cpu_backend_test.cc): 2 x 300 positions, 8 query heads over 2 kv heads, three
 // documents in the second row, windows of 100 and none; the backward too unless `forward_only`.
 void attention_over_many_blocks(Harness& h, bool forward_only);
-// Attention's operands of shape s, in the order attention_calls reads them: q, k (both drawn at
-// qk_scale), v, the segment ids, o, lse, dout, dq, dk, dv.
-Tensors attention_operands(Harness& h, DType dt, const AttentionShape& s,
-                           const std::vector<int32_t>& segments, double qk_scale);
+// Attention's operands: the forward's inputs, its outputs o and lse, dout and the gradients.
+struct AttentionOperands {
+  Tensor q, k, v, segment_ids, o, lse, dout, dq, dk, dv;
+};
+using AttentionCalls = std::function<void(Backend&, const AttentionOperands&)>;
+// Attention's operands of shape s, q and k drawn at qk_scale.
+AttentionOperands attention_operands(Harness& h, DType dt, const AttentionShape& s,
+                                     const std::vector<int32_t>& segments, double qk_scale);
 // attention_forward on attention_operands, then attention_backward unless `forward_only`.
-OpCalls attention_calls(const AttentionShape& s, bool forward_only = false);
+AttentionCalls attention_calls(const AttentionShape& s, bool forward_only = false);
 // "B=2 S=9 H=4/2 hd=6 window=3 docs=2" (and " round_scores"): an attention case's name.
 std::string describe_attention(const AttentionShape& s, int docs);
 
@@ -160,5 +251,9 @@ struct RoutedSize {
 };
 // Expert choices idx [T, K] that never pick expert 5: by a formula, or at random.
 Tensor choices(Harness& h, const RoutedSize& z, bool random);
+// route_sort's operands: the expert choices idx [T, K], then the Routing it writes.
+struct RouteSort {
+  Tensor idx, order, inverse, token, group_sizes;
+};
 
 }  // namespace gemmax::conformance

@@ -27,7 +27,6 @@ namespace gemmax {
 namespace {
 
 using conformance::Harness;
-using conformance::Tensors;
 
 std::unique_ptr<Backend> cuda_backend(bool gpu, const char* attention) {
   return testing::cuda_backend(gpu, &BackendOptions::cuda_attention, attention);
@@ -54,20 +53,22 @@ class AttentionSm90Bwd : public ::testing::TestWithParam<const char*> {
     const std::string what = conformance::describe_attention(s, docs);
     const DType dt = DType::BF16;
     Harness h(cuda_backend(gpu, "sm90"));
-    const Tensors inputs =
+    using conformance::AttentionOperands;
+    const AttentionOperands inputs =
         conformance::attention_operands(h, dt, s, documents(s.batch, s.seq, docs), 0.3);
-    const conformance::OpCalls calls = conformance::attention_calls(s);
+    const conformance::AttentionCalls calls = conformance::attention_calls(s);
     auto [got, truth] = h.run(inputs, calls);
     const std::unique_ptr<Backend> mma = cuda_backend(gpu, "mma");
-    Tensors dev;
-    for (const Tensor& t : inputs) dev.push_back(mma->to_device(t, MemKind::Workspace));
+    AttentionOperands dev = inputs;
+    for (Tensor* t : conformance::fields(dev)) *t = mma->to_device(*t, MemKind::Workspace);
     calls(*mma, dev);
-    const char* names[] = {"dq", "dk", "dv"};
-    for (int i = 0; i < 3; ++i) {
-      const Tensor mine = got[7 + i], theirs = convert_dtype(mma->to_host(dev[7 + i]), dt);
-      Harness::expect_near(std::string(names[i]) + " sm90 vs reference " + what, mine,
-                           truth[7 + i], 4 * Harness::tol(dt));
-      Harness::expect_near(std::string(names[i]) + " sm90 vs mma " + what, mine, theirs,
+    for (const auto& [name, field] :
+         {std::pair{"dq", &AttentionOperands::dq}, std::pair{"dk", &AttentionOperands::dk},
+          std::pair{"dv", &AttentionOperands::dv}}) {
+      const Tensor mine = got.*field, theirs = convert_dtype(mma->to_host(dev.*field), dt);
+      Harness::expect_near(std::string(name) + " sm90 vs reference " + what, mine, truth.*field,
+                           4 * Harness::tol(dt));
+      Harness::expect_near(std::string(name) + " sm90 vs mma " + what, mine, theirs,
                            2 * Harness::tol(dt));
     }
   }
@@ -120,24 +121,41 @@ TEST_P(AttentionSm90Bwd, TheNextSequenceCannotReachThisOne) {
         x[i] = std::numeric_limits<float>::infinity();
       return convert_dtype(t, DType::BF16);
     };
-    const Tensors inputs{poisoned(H, 0.3), poisoned(KV, 0.3), poisoned(KV, 1.0),
-                         h.ints(documents(2, S, 1)), poisoned(H, 1.0)};
+    struct Inputs {
+      Tensor q, k, v, segment_ids, dout;
+    };
+    const Inputs inputs{poisoned(H, 0.3), poisoned(KV, 0.3), poisoned(KV, 1.0),
+                        h.ints(documents(2, S, 1)), poisoned(H, 1.0)};
     std::vector<Tensor> out[2];  // dq, dk, dv of sequence 0, on sm90 and on mma
     const char* paths[] = {"sm90", "mma"};
     for (int path = 0; path < 2; ++path) {
       const std::unique_ptr<Backend> be = cuda_backend(gpu, paths[path]);
-      Tensors t;
-      for (const Tensor& x : inputs) t.push_back(be->to_device(x, MemKind::Workspace));
+      Inputs t = inputs;
+      for (Tensor* x : conformance::fields(t)) *x = be->to_device(*x, MemKind::Workspace);
       auto zeros = [&](const Shape& shape, DType dt) {
         return be->to_device(Tensor::zeros(shape, dt), MemKind::Workspace);
       };
       const Tensor o = zeros({T, H, hd}, DType::BF16), lse = zeros({2, H, S}, DType::F32);
       const Tensor dq = zeros({T, H, hd}, DType::BF16), dk = zeros({T, KV, hd}, DType::BF16),
                    dv = zeros({T, KV, hd}, DType::BF16);
-      be->attention_forward(
-          {.o = o, .lse = lse, .q = t[0], .k = t[1], .v = t[2], .segment_ids = t[3], .shape = s});
-      be->attention_backward({.dq = dq, .dk = dk, .dv = dv, .dout = t[4], .q = t[0], .k = t[1],
-                              .v = t[2], .o = o, .lse = lse, .segment_ids = t[3], .shape = s});
+      be->attention_forward({.o = o,
+                             .lse = lse,
+                             .q = t.q,
+                             .k = t.k,
+                             .v = t.v,
+                             .segment_ids = t.segment_ids,
+                             .shape = s});
+      be->attention_backward({.dq = dq,
+                              .dk = dk,
+                              .dv = dv,
+                              .dout = t.dout,
+                              .q = t.q,
+                              .k = t.k,
+                              .v = t.v,
+                              .o = o,
+                              .lse = lse,
+                              .segment_ids = t.segment_ids,
+                              .shape = s});
       for (const Tensor& g : {dq, dk, dv}) {
         const Tensor all = convert_dtype(be->to_host(g), DType::F32);
         Tensor first = Tensor::zeros({S, g.shape()[1], hd}, DType::F32);

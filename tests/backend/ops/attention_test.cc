@@ -15,33 +15,52 @@ void check_attention(Harness& h, DType dt, const AttentionShape& s,
                      bool forward_only = false) {
   auto [got, truth] =
       h.run(attention_operands(h, dt, s, segments, qk_scale), attention_calls(s, forward_only));
-  h.expect_near("attention o " + what, got[4], truth[4], 2 * h.tol(dt));
-  h.expect_near("attention lse " + what, got[5], truth[5], 1e-5, 1e-5);
+  h.expect_near("attention o " + what, got.o, truth.o, 2 * h.tol(dt));
+  h.expect_near("attention lse " + what, got.lse, truth.lse, 1e-5, 1e-5);
   if (forward_only) return;
-  h.expect_near("attention dq " + what, got[7], truth[7], 4 * h.tol(dt));
-  h.expect_near("attention dk " + what, got[8], truth[8], 4 * h.tol(dt));
-  h.expect_near("attention dv " + what, got[9], truth[9], 4 * h.tol(dt));
+  h.expect_near("attention dq " + what, got.dq, truth.dq, 4 * h.tol(dt));
+  h.expect_near("attention dk " + what, got.dk, truth.dk, 4 * h.tol(dt));
+  h.expect_near("attention dv " + what, got.dv, truth.dv, 4 * h.tol(dt));
 }
 
 }  // namespace
 
-Tensors attention_operands(Harness& h, DType dt, const AttentionShape& s,
-                           const std::vector<int32_t>& segments, double qk_scale) {
+AttentionOperands attention_operands(Harness& h, DType dt, const AttentionShape& s,
+                                     const std::vector<int32_t>& segments, double qk_scale) {
   const int64_t T = s.batch * s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
-  return {h.rand({T, H, hd}, dt, qk_scale), h.rand({T, KV, hd}, dt, qk_scale),
-          h.rand({T, KV, hd}, dt),          h.ints(segments),
-          h.zeros({T, H, hd}, dt),          h.zeros({s.batch, H, s.seq}),
-          h.rand({T, H, hd}, dt),           h.zeros({T, H, hd}, dt),
-          h.zeros({T, KV, hd}, dt),         h.zeros({T, KV, hd}, dt)};
+  return {.q = h.rand({T, H, hd}, dt, qk_scale),
+          .k = h.rand({T, KV, hd}, dt, qk_scale),
+          .v = h.rand({T, KV, hd}, dt),
+          .segment_ids = h.ints(segments),
+          .o = h.zeros({T, H, hd}, dt),
+          .lse = h.zeros({s.batch, H, s.seq}),
+          .dout = h.rand({T, H, hd}, dt),
+          .dq = h.zeros({T, H, hd}, dt),
+          .dk = h.zeros({T, KV, hd}, dt),
+          .dv = h.zeros({T, KV, hd}, dt)};
 }
 
-OpCalls attention_calls(const AttentionShape& s, bool forward_only) {
-  return [s, forward_only](Backend& be, const Tensors& t) {
-    be.attention_forward(
-        {.o = t[4], .lse = t[5], .q = t[0], .k = t[1], .v = t[2], .segment_ids = t[3], .shape = s});
+AttentionCalls attention_calls(const AttentionShape& s, bool forward_only) {
+  return [s, forward_only](Backend& be, const AttentionOperands& t) {
+    be.attention_forward({.o = t.o,
+                          .lse = t.lse,
+                          .q = t.q,
+                          .k = t.k,
+                          .v = t.v,
+                          .segment_ids = t.segment_ids,
+                          .shape = s});
     if (forward_only) return;
-    be.attention_backward({.dq = t[7], .dk = t[8], .dv = t[9], .dout = t[6], .q = t[0], .k = t[1],
-                           .v = t[2], .o = t[4], .lse = t[5], .segment_ids = t[3], .shape = s});
+    be.attention_backward({.dq = t.dq,
+                           .dk = t.dk,
+                           .dv = t.dv,
+                           .dout = t.dout,
+                           .q = t.q,
+                           .k = t.k,
+                           .v = t.v,
+                           .o = t.o,
+                           .lse = t.lse,
+                           .segment_ids = t.segment_ids,
+                           .shape = s});
   };
 }
 
@@ -114,20 +133,22 @@ CONFORMANCE_CASE(AttentionDecodeOverARingOfSlots) {
   for (DType dt : h.dtypes())
     for (int64_t window : {4, 0}) {
       const int64_t n = 3, H = 4, KV = 2, hd = 40, C = 9;
-      auto [got, truth] = h.run(
-          {h.zeros({n, H, hd}, dt), h.rand({n, H, hd}, dt), h.ints({5, 6, 7}),
-           h.rand({C, KV, hd}, dt), h.rand({C, KV, hd}, dt), h.ints({4, 5, 6, 7, -1, 0, 1, 2, 3})},
-          [&](Backend& be, const Tensors& t) {
-            be.attention_decode({.o = t[0],
-                                 .q = t[1],
-                                 .q_pos = t[2],
-                                 .k = t[3],
-                                 .v = t[4],
-                                 .kv_pos = t[5],
-                                 .window = window});
-          });
-      h.expect_near("attention_decode window=" + std::to_string(window), got[0], truth[0],
-                    h.tol(dt));
+      struct Ops {
+        Tensor o, q, q_pos, k, v, kv_pos;  // k, v, kv_pos: the cache's C slots
+      };
+      auto [got, truth] = h.run(Ops{h.zeros({n, H, hd}, dt), h.rand({n, H, hd}, dt),
+                                    h.ints({5, 6, 7}), h.rand({C, KV, hd}, dt),
+                                    h.rand({C, KV, hd}, dt), h.ints({4, 5, 6, 7, -1, 0, 1, 2, 3})},
+                                [&](Backend& be, const Ops& t) {
+                                  be.attention_decode({.o = t.o,
+                                                       .q = t.q,
+                                                       .q_pos = t.q_pos,
+                                                       .k = t.k,
+                                                       .v = t.v,
+                                                       .kv_pos = t.kv_pos,
+                                                       .window = window});
+                                });
+      h.expect_near("attention_decode window=" + std::to_string(window), got.o, truth.o, h.tol(dt));
     }
 }
 

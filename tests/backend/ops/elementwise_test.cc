@@ -10,24 +10,33 @@ namespace gemmax::conformance {
 CONFORMANCE_CASE(FillCopyAndElementwise) {
   for (DType dt : h.dtypes()) {
     const Tensor a = h.rand({3, 37}, dt), b = h.rand({3, 37}, dt), f32 = h.rand({111});
-    auto [got, truth] =
-        h.run({a, b, h.zeros({3, 37}, dt), h.zeros({111}, dt), h.zeros({5}, DType::F64),
-               h.zeros({4}, DType::I32), f32, h.zeros({3, 37})},
-              [](Backend& be, const Tensors& t) {
-                be.add({.out = t[2], .a = t[0], .b = t[1]});
-                be.axpy({.y = t[2], .alpha = -0.75, .x = t[1]});
-                be.scale({.x = t[0], .alpha = 1.5});
-                be.copy({.dst = t[3], .src = t[6]});  // float32 -> the dtype under test
-                be.copy({.dst = t[7], .src = t[1]});  // and back
-                be.fill({.x = t[4], .value = 2.5});
-                be.fill({.x = t[5], .value = 7});
-              });
-    h.expect_near("add, axpy", got[2], truth[2], 2 * h.tol(dt));
-    h.expect_near("scale", got[0], truth[0], h.tol(dt));
-    h.expect_near("copy from float32", got[3], truth[3], h.tol(dt));
-    h.expect_exact("copy to float32", got[7], truth[7]);
-    h.expect_exact("fill float64", got[4], truth[4]);
-    h.expect_exact("fill int32", got[5], truth[5]);
+    struct Ops {
+      Tensor a, b, sum, from_f32, f64, i32, f32, to_f32;
+    };
+    auto [got, truth] = h.run(Ops{.a = a,
+                                  .b = b,
+                                  .sum = h.zeros({3, 37}, dt),
+                                  .from_f32 = h.zeros({111}, dt),
+                                  .f64 = h.zeros({5}, DType::F64),
+                                  .i32 = h.zeros({4}, DType::I32),
+                                  .f32 = f32,
+                                  .to_f32 = h.zeros({3, 37})},
+                              [](Backend& be, const Ops& t) {
+                                be.add({.out = t.sum, .a = t.a, .b = t.b});
+                                be.axpy({.y = t.sum, .alpha = -0.75, .x = t.b});
+                                be.scale({.x = t.a, .alpha = 1.5});
+                                // float32 -> the dtype under test, and back
+                                be.copy({.dst = t.from_f32, .src = t.f32});
+                                be.copy({.dst = t.to_f32, .src = t.b});
+                                be.fill({.x = t.f64, .value = 2.5});
+                                be.fill({.x = t.i32, .value = 7});
+                              });
+    h.expect_near("add, axpy", got.sum, truth.sum, 2 * h.tol(dt));
+    h.expect_near("scale", got.a, truth.a, h.tol(dt));
+    h.expect_near("copy from float32", got.from_f32, truth.from_f32, h.tol(dt));
+    h.expect_exact("copy to float32", got.to_f32, truth.to_f32);
+    h.expect_exact("fill float64", got.f64, truth.f64);
+    h.expect_exact("fill int32", got.i32, truth.i32);
   }
 }
 
@@ -40,23 +49,26 @@ CONFORMANCE_CASE(SumSquaresAndScaledSum) {
                    dy = h.rand({n}, dt), s = h.rand({1});
       Tensor acc = h.zeros({1}, DType::F64);
       set_from_double(acc, 0, 0.25);
+      struct Ops {
+        Tensor x, sum, a, b, dy, s, y, dab, ds;
+      };
       auto [got, truth] =
-          h.run({x, acc, a, b, dy, s, h.zeros({n}, dt), h.zeros({n}, dt), h.rand({1})},
-                [](Backend& be, const Tensors& t) {
-                  be.sum_squares({.sum = t[1], .x = t[0]});
-                  be.scaled_sum_forward({.y = t[6], .a = t[2], .b = t[3], .s = t[5]});
+          h.run(Ops{x, acc, a, b, dy, s, h.zeros({n}, dt), h.zeros({n}, dt), h.rand({1})},
+                [](Backend& be, const Ops& t) {
+                  be.sum_squares({.sum = t.sum, .x = t.x});
+                  be.scaled_sum_forward({.y = t.y, .a = t.a, .b = t.b, .s = t.s});
                   be.scaled_sum_backward(
-                      {.dab = t[7], .ds = t[8], .dy = t[4], .a = t[2], .b = t[3], .s = t[5]});
+                      {.dab = t.dab, .ds = t.ds, .dy = t.dy, .a = t.a, .b = t.b, .s = t.s});
                 });
-      EXPECT_NEAR(get_as_double(got[1], 0), get_as_double(truth[1], 0),
-                  1e-12 * get_as_double(truth[1], 0));
-      h.expect_near("scaled_sum y", got[6], truth[6], h.tol(dt));
-      h.expect_near("scaled_sum dab", got[7], truth[7], h.tol(dt));
+      EXPECT_NEAR(get_as_double(got.sum, 0), get_as_double(truth.sum, 0),
+                  1e-12 * get_as_double(truth.sum, 0));
+      h.expect_near("scaled_sum y", got.y, truth.y, h.tol(dt));
+      h.expect_near("scaled_sum dab", got.dab, truth.dab, h.tol(dt));
       // bfloat16 rounds a + b (the forward's sum) before the product: one rounding a term.
       double terms = 0;
       for (int64_t i = 0; i < n; ++i)
         terms += std::abs(get_as_double(dy, i) * (get_as_double(a, i) + get_as_double(b, i)));
-      h.expect_near("scaled_sum ds", got[8], truth[8], 1e-5,
+      h.expect_near("scaled_sum ds", got.ds, truth.ds, 1e-5,
                     dt == DType::BF16 ? std::ldexp(terms, -9) : 0.0);
     }
 }
@@ -64,10 +76,13 @@ CONFORMANCE_CASE(SumSquaresAndScaledSum) {
 CONFORMANCE_CASE(TransposeGroups) {
   for (DType dt : h.dtypes())
     for (const Shape& s : {Shape{3, 45, 70}, Shape{3, 37, 45}}) {
-      auto [got, truth] = h.run(
-          {h.rand(s, dt), h.zeros({s[0], s[2], s[1]}, dt)},
-          [](Backend& be, const Tensors& t) { be.transpose_groups({.out = t[1], .in = t[0]}); });
-      h.expect_exact("transpose_groups", got[1], truth[1]);
+      struct Ops {
+        Tensor in, out;
+      };
+      auto [got, truth] =
+          h.run(Ops{.in = h.rand(s, dt), .out = h.zeros({s[0], s[2], s[1]}, dt)},
+                [](Backend& be, const Ops& t) { be.transpose_groups({.out = t.out, .in = t.in}); });
+      h.expect_exact("transpose_groups", got.out, truth.out);
     }
 }
 
@@ -77,6 +92,9 @@ CONFORMANCE_CASE(MatmulAllTranspositionsAndMixedOutput) {
   struct Size {
     int64_t M, N, K;
   };
+  struct Ops {
+    Tensor a, b, c, c_f32;  // c in the inputs' dtype, c_f32 in float32
+  };
   for (DType dt : h.dtypes())
     for (const Size& z : {Size{19, 45, 37}, Size{33, 17, 70}})
       for (bool ta : {false, true})
@@ -84,32 +102,31 @@ CONFORMANCE_CASE(MatmulAllTranspositionsAndMixedOutput) {
           for (bool acc : {false, true}) {
             const Tensor a = h.rand(ta ? Shape{z.K, z.M} : Shape{z.M, z.K}, dt);
             const Tensor b = h.rand(tb ? Shape{z.N, z.K} : Shape{z.K, z.N}, dt);
-            auto [got, truth] = h.run({a, b, h.rand({z.M, z.N}, dt), h.rand({z.M, z.N})},
-                                      [&](Backend& be, const Tensors& t) {
-                                        for (int out : {2, 3})
-                                          be.matmul({.c = t[out],
-                                                     .a = t[0],
+            auto [got, truth] = h.run(Ops{a, b, h.rand({z.M, z.N}, dt), h.rand({z.M, z.N})},
+                                      [&](Backend& be, const Ops& t) {
+                                        for (const Tensor& c : {t.c, t.c_f32})
+                                          be.matmul({.c = c,
+                                                     .a = t.a,
                                                      .trans_a = ta,
-                                                     .b = t[1],
+                                                     .b = t.b,
                                                      .trans_b = tb,
                                                      .accumulate = acc});
                                       });
             const std::string what = "matmul " + std::to_string(z.M) + " ta=" + std::to_string(ta) +
                                      " tb=" + std::to_string(tb) + " acc=" + std::to_string(acc);
-            h.expect_near(what, got[2], truth[2], h.tol(dt));
-            h.expect_near(what + " float32 out", got[3], truth[3], 1e-5);
+            h.expect_near(what, got.c, truth.c, h.tol(dt));
+            h.expect_near(what + " float32 out", got.c_f32, truth.c_f32, 1e-5);
           }
-  auto [got, truth] =
-      h.run({h.rand({700, 24}, DType::BF16), h.rand({700, 40}, DType::BF16), h.rand({24, 40})},
-            [](Backend& be, const Tensors& t) {
-              be.matmul({.c = t[2],
-                         .a = t[0],
-                         .trans_a = true,
-                         .b = t[1],
-                         .trans_b = false,
-                         .accumulate = true});
-            });
-  h.expect_near("weight gradient", got[2], truth[2], 1e-5);
+  struct Gradient {
+    Tensor a, b, c;
+  };
+  auto [got, truth] = h.run(
+      Gradient{h.rand({700, 24}, DType::BF16), h.rand({700, 40}, DType::BF16), h.rand({24, 40})},
+      [](Backend& be, const Gradient& t) {
+        be.matmul(
+            {.c = t.c, .a = t.a, .trans_a = true, .b = t.b, .trans_b = false, .accumulate = true});
+      });
+  h.expect_near("weight gradient", got.c, truth.c, 1e-5);
 }
 
 // Repeated tokens (their gradients add up), a float32 table under bfloat16 activations, and a
@@ -126,15 +143,20 @@ CONFORMANCE_CASE(EmbeddingLookupAndRepeatedTokenGradients) {
                           Size{600, 19, {5, 599, 5, 0, 17, 5, 599, 300, 5}, 4.5},
                           Size{7, 2056, {3, 6, 3, 0, 3}, 1.5}}) {
       const int64_t n = int64_t(z.tokens.size());
-      auto [got, truth] = h.run(
-          {h.ints(z.tokens), h.rand({z.V, z.D}), h.zeros({n, z.D}, dt), h.rand({n, z.D}, dt),
-           h.rand({z.V, z.D})},
-          [&](Backend& be, const Tensors& t) {
-            be.embedding_forward({.x = t[2], .tokens = t[0], .table = t[1], .scale = z.scale});
-            be.embedding_backward({.dtable = t[4], .dx = t[3], .tokens = t[0], .scale = z.scale});
-          });
-      h.expect_near("embedding_forward V=" + std::to_string(z.V), got[2], truth[2], h.tol(dt));
-      h.expect_near("embedding_backward V=" + std::to_string(z.V), got[4], truth[4], 1e-6);
+      struct Ops {
+        Tensor tokens, table, x, dx, dtable;
+      };
+      auto [got, truth] =
+          h.run(Ops{h.ints(z.tokens), h.rand({z.V, z.D}), h.zeros({n, z.D}, dt),
+                    h.rand({n, z.D}, dt), h.rand({z.V, z.D})},
+                [&](Backend& be, const Ops& t) {
+                  be.embedding_forward(
+                      {.x = t.x, .tokens = t.tokens, .table = t.table, .scale = z.scale});
+                  be.embedding_backward(
+                      {.dtable = t.dtable, .dx = t.dx, .tokens = t.tokens, .scale = z.scale});
+                });
+      h.expect_near("embedding_forward V=" + std::to_string(z.V), got.x, truth.x, h.tol(dt));
+      h.expect_near("embedding_backward V=" + std::to_string(z.V), got.dtable, truth.dtable, 1e-6);
     }
 }
 
@@ -161,6 +183,9 @@ CONFORMANCE_CASE(RmsNormAllForms) {
     int64_t rows, n;
     double x_scale;
   };
+  struct Ops {
+    Tensor x, w, residual, y, rstd, dy, dx, dw;  // w, residual and dw may be absent
+  };
   for (DType dt : h.dtypes())
     for (const Size& z :
          {Size{150, 70, 3.0}, Size{13, 8, 1.0}, Size{13, 300, 1.0}, Size{13, 1100, 1.0},
@@ -171,35 +196,36 @@ CONFORMANCE_CASE(RmsNormAllForms) {
             const int64_t rows = z.rows, n = z.n;
             const Tensor w = with_w ? h.rand({n}) : Tensor(),
                          res = residual ? h.rand({rows, n}, dt) : Tensor();
-            auto [got, truth] = h.run(
-                {h.rand({rows, n}, dt, z.x_scale), w, res, h.zeros({rows, n}, dt), h.zeros({rows}),
-                 h.rand({rows, n}, dt), h.rand({rows, n}, dt), with_w ? h.rand({n}) : Tensor()},
-                [&](Backend& be, const Tensors& t) {
-                  be.rmsnorm_forward({.y = t[3],
-                                      .rstd = t[4],
-                                      .x = t[0],
-                                      .w = t[1],
-                                      .eps = 1e-6,
-                                      .out_scale = 0.7,
-                                      .residual = t[2],
-                                      .round_before_scale = round_first});
-                  be.rmsnorm_backward({.dx = t[6],
-                                       .dw = t[7],
-                                       .dy = t[5],
-                                       .x = t[0],
-                                       .w = t[1],
-                                       .rstd = t[4],
-                                       .out_scale = 0.7,
-                                       .accumulate_dx = residual});
-                });
+            auto [got, truth] =
+                h.run(Ops{h.rand({rows, n}, dt, z.x_scale), w, res, h.zeros({rows, n}, dt),
+                          h.zeros({rows}), h.rand({rows, n}, dt), h.rand({rows, n}, dt),
+                          with_w ? h.rand({n}) : Tensor()},
+                      [&](Backend& be, const Ops& t) {
+                        be.rmsnorm_forward({.y = t.y,
+                                            .rstd = t.rstd,
+                                            .x = t.x,
+                                            .w = t.w,
+                                            .eps = 1e-6,
+                                            .out_scale = 0.7,
+                                            .residual = t.residual,
+                                            .round_before_scale = round_first});
+                        be.rmsnorm_backward({.dx = t.dx,
+                                             .dw = t.dw,
+                                             .dy = t.dy,
+                                             .x = t.x,
+                                             .w = t.w,
+                                             .rstd = t.rstd,
+                                             .out_scale = 0.7,
+                                             .accumulate_dx = residual});
+                      });
             const std::string what = "[" + std::to_string(rows) + ", " + std::to_string(n) + "]" +
                                      (with_w ? " w" : "") + (residual ? " residual" : "") +
                                      (round_first ? " round first" : "");
             // Rounding first takes two more roundings (x * rstd, and w) before the product's.
-            h.expect_near("rmsnorm y " + what, got[3], truth[3], (round_first ? 2 : 1) * h.tol(dt));
-            h.expect_near("rmsnorm rstd " + what, got[4], truth[4], 1e-6);
-            h.expect_near("rmsnorm dx " + what, got[6], truth[6], 2 * h.tol(dt));
-            if (with_w) h.expect_near("rmsnorm dw " + what, got[7], truth[7], 1e-5);
+            h.expect_near("rmsnorm y " + what, got.y, truth.y, (round_first ? 2 : 1) * h.tol(dt));
+            h.expect_near("rmsnorm rstd " + what, got.rstd, truth.rstd, 1e-6);
+            h.expect_near("rmsnorm dx " + what, got.dx, truth.dx, 2 * h.tol(dt));
+            if (with_w) h.expect_near("rmsnorm dw " + what, got.dw, truth.dw, 1e-5);
           }
 }
 
@@ -209,47 +235,55 @@ CONFORMANCE_CASE(RopeTableAndRotationsBothWays) {
   Tensor freq = Tensor::empty({hd / 2}, DType::F64);
   for (int64_t i = 0; i < hd / 2; ++i)
     freq.data<double>()[i] = i < 4 ? std::pow(1e4, -2.0 * double(i) / double(hd)) : 0.0;
+  struct Ops {
+    Tensor x, positions, inv_freq, x_inverse, table;  // x rotated forward, x_inverse back
+  };
   for (DType dt : h.dtypes())
     for (const std::vector<int32_t>& pos : {std::vector<int32_t>{0, 3, 1, 7, 2, 1000, 31},
                                             std::vector<int32_t>{0, 3, 1, 16000, 2, 9, 5}}) {
-      auto [got, truth] =
-          h.run({h.rand({T, heads, hd}, dt), h.ints(pos), freq, h.rand({T, heads, hd}, dt),
-                 h.zeros({T, hd / 2, 2})},
-                [](Backend& be, const Tensors& t) {
-                  be.rope_table({.table = t[4], .positions = t[1], .inv_freq = t[2]});
-                  be.rope({.x = t[0], .table = t[4], .inverse = false});
-                  be.rope({.x = t[3], .table = t[4], .inverse = true});
-                });
-      h.expect_exact("rope table", got[4], truth[4]);
-      h.expect_near("rope", got[0], truth[0], h.tol(dt));
-      h.expect_near("rope inverse", got[3], truth[3], h.tol(dt));
+      auto [got, truth] = h.run(
+          Ops{h.rand({T, heads, hd}, dt), h.ints(pos), freq, h.rand({T, heads, hd}, dt),
+              h.zeros({T, hd / 2, 2})},
+          [](Backend& be, const Ops& t) {
+            be.rope_table({.table = t.table, .positions = t.positions, .inv_freq = t.inv_freq});
+            be.rope({.x = t.x, .table = t.table, .inverse = false});
+            be.rope({.x = t.x_inverse, .table = t.table, .inverse = true});
+          });
+      h.expect_exact("rope table", got.table, truth.table);
+      h.expect_near("rope", got.x, truth.x, h.tol(dt));
+      h.expect_near("rope inverse", got.x_inverse, truth.x_inverse, h.tol(dt));
     }
 }
 
 // Fused [gate | up] rows and separate halves; rows of 37 (one element per access) and 40 (16
 // bytes per access); a backward that wants only one half.
 CONFORMANCE_CASE(GegluFusedAndSplit) {
+  // fused: [gate | up] rows; gate, up: the split halves; dup_alone: the backward wanting up only.
+  struct Ops {
+    Tensor fused, gate, up, a_fused, a_split, da, dfused, dgate, dup, dup_alone;
+  };
   for (DType dt : h.dtypes())
     for (const int64_t F : {37, 40})
       for (const int64_t m : {9, 29}) {
         auto [got, truth] = h.run(
-            {h.rand({m, 2 * F}, dt, 2.0), h.rand({m, F}, dt, 2.0), h.rand({m, F}, dt),
-             h.zeros({m, F}, dt), h.zeros({m, F}, dt), h.rand({m, F}, dt), h.zeros({m, 2 * F}, dt),
-             h.zeros({m, F}, dt), h.zeros({m, F}, dt), h.zeros({m, F}, dt)},
-            [](Backend& be, const Tensors& t) {
-              be.geglu_forward({.a = t[3], .h = t[0]});
-              be.geglu_forward({.a = t[4], .h = t[1], .up = t[2]});
-              be.geglu_backward({.dh = t[6], .da = t[5], .h = t[0]});
-              be.geglu_backward({.dh = t[7], .dup = t[8], .da = t[5], .h = t[1], .up = t[2]});
-              be.geglu_backward({.dup = t[9], .da = t[5], .h = t[1], .up = t[2]});
+            Ops{h.rand({m, 2 * F}, dt, 2.0), h.rand({m, F}, dt, 2.0), h.rand({m, F}, dt),
+                h.zeros({m, F}, dt), h.zeros({m, F}, dt), h.rand({m, F}, dt),
+                h.zeros({m, 2 * F}, dt), h.zeros({m, F}, dt), h.zeros({m, F}, dt),
+                h.zeros({m, F}, dt)},
+            [](Backend& be, const Ops& t) {
+              be.geglu_forward({.a = t.a_fused, .h = t.fused});
+              be.geglu_forward({.a = t.a_split, .h = t.gate, .up = t.up});
+              be.geglu_backward({.dh = t.dfused, .da = t.da, .h = t.fused});
+              be.geglu_backward({.dh = t.dgate, .dup = t.dup, .da = t.da, .h = t.gate, .up = t.up});
+              be.geglu_backward({.dup = t.dup_alone, .da = t.da, .h = t.gate, .up = t.up});
             });
         const std::string what = " [" + std::to_string(m) + ", " + std::to_string(F) + "]";
-        h.expect_near("geglu fused" + what, got[3], truth[3], h.tol(dt));
-        h.expect_near("geglu split" + what, got[4], truth[4], h.tol(dt));
-        h.expect_near("geglu fused dh" + what, got[6], truth[6], h.tol(dt));
-        h.expect_near("geglu split dgate" + what, got[7], truth[7], h.tol(dt));
-        h.expect_near("geglu split dup" + what, got[8], truth[8], h.tol(dt));
-        h.expect_near("geglu dup alone" + what, got[9], truth[9], h.tol(dt));
+        h.expect_near("geglu fused" + what, got.a_fused, truth.a_fused, h.tol(dt));
+        h.expect_near("geglu split" + what, got.a_split, truth.a_split, h.tol(dt));
+        h.expect_near("geglu fused dh" + what, got.dfused, truth.dfused, h.tol(dt));
+        h.expect_near("geglu split dgate" + what, got.dgate, truth.dgate, h.tol(dt));
+        h.expect_near("geglu split dup" + what, got.dup, truth.dup, h.tol(dt));
+        h.expect_near("geglu dup alone" + what, got.dup_alone, truth.dup_alone, h.tol(dt));
       }
 }
 

@@ -8,6 +8,20 @@
 
 namespace gemmax::conformance {
 
+namespace {
+
+// The three products on whole weights, rows in sorted order.
+struct Gmm {
+  Tensor lhs, rhs, group_sizes, out, dout, dlhs, drhs;
+};
+void plain_gmm(Backend& be, const Gmm& t) {
+  be.gmm({.out = t.out, .lhs = t.lhs, .rhs = t.rhs, .group_sizes = t.group_sizes});
+  be.gmm_dlhs({.dlhs = t.dlhs, .dout = t.dout, .rhs = t.rhs, .group_sizes = t.group_sizes});
+  be.gmm_drhs({.drhs = t.drhs, .lhs = t.lhs, .dout = t.dout, .group_sizes = t.group_sizes});
+}
+
+}  // namespace
+
 // One MoE layer's products on a real routing (an expert with no rows): plain, with the permute
 // folded into the row loads (gathered from the tokens), on the gate and up halves of a fused
 // weight, accumulating; the second matmul writing back in token order and its backward reading
@@ -16,12 +30,14 @@ CONFORMANCE_CASE(GroupedMatmulsOnARouting) {
   const RoutedSize z{23, 3, 6, {}};
   const int64_t T = z.T, K = z.K, E = z.E, TK = T * K, D = 37, F = 19;
   auto [got, truth] =
-      h.run({choices(h, z, false), h.zeros({TK}, DType::I32), h.zeros({TK}, DType::I32),
-             h.zeros({TK}, DType::I32), h.zeros({E}, DType::I32)},
-            [&](Backend& be, const Tensors& t) {
-              be.route_sort({.routing = {t[1], t[2], t[3], t[4]}, .idx = t[0], .num_experts = E});
+      h.run(RouteSort{choices(h, z, false), h.zeros({TK}, DType::I32), h.zeros({TK}, DType::I32),
+                      h.zeros({TK}, DType::I32), h.zeros({E}, DType::I32)},
+            [&](Backend& be, const RouteSort& t) {
+              be.route_sort({.routing = {t.order, t.inverse, t.token, t.group_sizes},
+                             .idx = t.idx,
+                             .num_experts = E});
             });
-  const Tensor order = truth[1], token = truth[3], sizes = truth[4];
+  const Tensor order = truth.order, token = truth.token, sizes = truth.group_sizes;
   for (DType dt : h.dtypes()) {
     const std::string d = std::string(dtype_name(dt)) + " ";
     struct Rows {
@@ -35,39 +51,67 @@ CONFORMANCE_CASE(GroupedMatmulsOnARouting) {
           Rows{"gate half", true, 0, F, false}, Rows{"up half accumulating", false, F, F, true}}) {
       const int64_t n = c.rows < 0 ? 2 * F : c.rows;
       // lhs: the tokens [T, D] when gathered, else sorted rows [T*K, D].
+      struct Ops {
+        Tensor lhs, rhs, group_sizes, token, order, out, dout, dlhs, drhs;
+      };
       auto [g, w] = h.run(
-          {h.rand({c.gather ? T : TK, D}, dt), h.rand({E, 2 * F, D}, dt), sizes, token, order,
-           h.rand({TK, n}, dt), h.rand({TK, n}, dt), h.rand({TK, D}, dt), h.rand({E, 2 * F, D})},
-          [&](Backend& be, const Tensors& t) {
-            const GmmRows fwd{c.gather ? t[3] : Tensor(), Tensor(), c.begin, c.rows, c.accumulate};
-            be.gmm({.out = t[5], .lhs = t[0], .rhs = t[1], .group_sizes = t[2], .rows = fwd});
-            const GmmRows back{c.gather ? t[4] : Tensor(), Tensor(), c.begin, c.rows,
+          Ops{h.rand({c.gather ? T : TK, D}, dt), h.rand({E, 2 * F, D}, dt), sizes, token, order,
+              h.rand({TK, n}, dt), h.rand({TK, n}, dt), h.rand({TK, D}, dt), h.rand({E, 2 * F, D})},
+          [&](Backend& be, const Ops& t) {
+            const GmmRows fwd{c.gather ? t.token : Tensor(), Tensor(), c.begin, c.rows,
+                              c.accumulate};
+            be.gmm({.out = t.out,
+                    .lhs = t.lhs,
+                    .rhs = t.rhs,
+                    .group_sizes = t.group_sizes,
+                    .rows = fwd});
+            const GmmRows back{c.gather ? t.order : Tensor(), Tensor(), c.begin, c.rows,
                                c.accumulate};  // dlhs written in token-copy order
-            be.gmm_dlhs(
-                {.dlhs = t[7], .dout = t[6], .rhs = t[1], .group_sizes = t[2], .rows = back});
-            be.gmm_drhs(
-                {.drhs = t[8], .lhs = t[0], .dout = t[6], .group_sizes = t[2], .rows = fwd});
+            be.gmm_dlhs({.dlhs = t.dlhs,
+                         .dout = t.dout,
+                         .rhs = t.rhs,
+                         .group_sizes = t.group_sizes,
+                         .rows = back});
+            be.gmm_drhs({.drhs = t.drhs,
+                         .lhs = t.lhs,
+                         .dout = t.dout,
+                         .group_sizes = t.group_sizes,
+                         .rows = fwd});
           });
-      h.expect_near(d + "gmm " + c.what, g[5], w[5], h.tol(dt));
-      h.expect_near(d + "gmm_dlhs " + c.what, g[7], w[7], h.tol(dt));
-      h.expect_near(d + "gmm_drhs " + c.what, g[8], w[8], 1e-5);
+      h.expect_near(d + "gmm " + c.what, g.out, w.out, h.tol(dt));
+      h.expect_near(d + "gmm_dlhs " + c.what, g.dlhs, w.dlhs, h.tol(dt));
+      h.expect_near(d + "gmm_drhs " + c.what, g.drhs, w.drhs, 1e-5);
     }
+    // The second matmul: out written back in token order, its backward reading dout from there.
+    struct Scattered {
+      Tensor lhs, rhs, group_sizes, order, out, dout, dlhs, drhs;
+    };
     auto [g, w] = h.run(
-        {h.rand({TK, F}, dt), h.rand({E, D, F}, dt), sizes, order, h.zeros({TK, D}, dt),
-         h.rand({TK, D}, dt), h.zeros({TK, F}, dt), h.zeros({E, D, F})},
-        [&](Backend& be, const Tensors& t) {
-          const GmmRows scattered{Tensor(), t[3]};
-          be.gmm({.out = t[4], .lhs = t[0], .rhs = t[1], .group_sizes = t[2], .rows = scattered});
-          be.gmm_dlhs(
-              {.dlhs = t[6], .dout = t[5], .rhs = t[1], .group_sizes = t[2], .rows = scattered});
-          be.gmm_drhs(
-              {.drhs = t[7], .lhs = t[0], .dout = t[5], .group_sizes = t[2], .rows = scattered});
+        Scattered{h.rand({TK, F}, dt), h.rand({E, D, F}, dt), sizes, order, h.zeros({TK, D}, dt),
+                  h.rand({TK, D}, dt), h.zeros({TK, F}, dt), h.zeros({E, D, F})},
+        [&](Backend& be, const Scattered& t) {
+          const GmmRows scattered{Tensor(), t.order};
+          be.gmm({.out = t.out,
+                  .lhs = t.lhs,
+                  .rhs = t.rhs,
+                  .group_sizes = t.group_sizes,
+                  .rows = scattered});
+          be.gmm_dlhs({.dlhs = t.dlhs,
+                       .dout = t.dout,
+                       .rhs = t.rhs,
+                       .group_sizes = t.group_sizes,
+                       .rows = scattered});
+          be.gmm_drhs({.drhs = t.drhs,
+                       .lhs = t.lhs,
+                       .dout = t.dout,
+                       .group_sizes = t.group_sizes,
+                       .rows = scattered});
         });
-    h.expect_near(d + "gmm scattered", g[4], w[4], h.tol(dt));
-    h.expect_near(d + "gmm_dlhs gathered dout", g[6], w[6], h.tol(dt));
-    h.expect_near(d + "gmm_drhs gathered dout", g[7], w[7], 1e-5);
+    h.expect_near(d + "gmm scattered", g.out, w.out, h.tol(dt));
+    h.expect_near(d + "gmm_dlhs gathered dout", g.dlhs, w.dlhs, h.tol(dt));
+    h.expect_near(d + "gmm_drhs gathered dout", g.drhs, w.drhs, 1e-5);
     for (int64_t i = 5 * D * F; i < 6 * D * F; ++i)
-      ASSERT_EQ(get_as_double(g[7], i), 0.0) << "the expert with no rows got a gradient";
+      ASSERT_EQ(get_as_double(g.drhs, i), 0.0) << "the expert with no rows got a gradient";
   }
 }
 
@@ -82,48 +126,62 @@ CONFORMANCE_CASE(GroupedMatmulsWithMapsAndWindows) {
   std::iota(perm.begin(), perm.end(), 0);
   for (int64_t r = m - 1; r > 0; --r)
     std::swap(perm[size_t(r)], perm[h.rng().uniform_int(uint64_t(r + 1))]);
+  // token: the rows gathered into lhs; perm: the forward's out rows and the backward's dlhs rows.
+  struct Mapped {
+    Tensor lhs, rhs, group_sizes, token, perm, out, dout, dlhs, drhs;
+  };
+  struct Drhs {
+    Tensor lhs, dout, group_sizes, drhs;
+  };
   for (DType dt : h.dtypes()) {
     for (bool up : {false, true})
       for (bool acc : {false, true}) {
         auto [got, truth] = h.run(
-            {h.rand({T, k}, dt), h.rand({G, N, k}, dt), h.ints(sizes), h.ints(token), h.ints(perm),
-             h.rand({m, F}, dt), h.rand({m, F}, dt), h.rand({m, k}, dt), h.rand({G, N, k})},
-            [&](Backend& be, const Tensors& t) {
+            Mapped{h.rand({T, k}, dt), h.rand({G, N, k}, dt), h.ints(sizes), h.ints(token),
+                   h.ints(perm), h.rand({m, F}, dt), h.rand({m, F}, dt), h.rand({m, k}, dt),
+                   h.rand({G, N, k})},
+            [&](Backend& be, const Mapped& t) {
               const int64_t begin = up ? F : 0;
-              const GmmRows fwd{t[3], t[4], begin, F, acc};  // gather lhs, scatter out
-              be.gmm({.out = t[5], .lhs = t[0], .rhs = t[1], .group_sizes = t[2], .rows = fwd});
-              const GmmRows back{t[4], Tensor(), begin, F, acc};  // dlhs in perm, dout sorted
-              be.gmm_dlhs(
-                  {.dlhs = t[7], .dout = t[6], .rhs = t[1], .group_sizes = t[2], .rows = back});
-              be.gmm_drhs(
-                  {.drhs = t[8], .lhs = t[0], .dout = t[6], .group_sizes = t[2], .rows = fwd});
+              const GmmRows fwd{t.token, t.perm, begin, F, acc};  // gather lhs, scatter out
+              be.gmm({.out = t.out,
+                      .lhs = t.lhs,
+                      .rhs = t.rhs,
+                      .group_sizes = t.group_sizes,
+                      .rows = fwd});
+              const GmmRows back{t.perm, Tensor(), begin, F, acc};  // dlhs in perm, dout sorted
+              be.gmm_dlhs({.dlhs = t.dlhs,
+                           .dout = t.dout,
+                           .rhs = t.rhs,
+                           .group_sizes = t.group_sizes,
+                           .rows = back});
+              be.gmm_drhs({.drhs = t.drhs,
+                           .lhs = t.lhs,
+                           .dout = t.dout,
+                           .group_sizes = t.group_sizes,
+                           .rows = fwd});
             });
         const std::string what = std::string(up ? "up" : "gate") + (acc ? " accumulate" : "");
-        h.expect_near("gmm " + what, got[5], truth[5], h.tol(dt));
-        h.expect_near("gmm_dlhs " + what, got[7], truth[7], h.tol(dt));
-        h.expect_near("gmm_drhs " + what, got[8], truth[8], 1e-5);
+        h.expect_near("gmm " + what, got.out, truth.out, h.tol(dt));
+        h.expect_near("gmm_dlhs " + what, got.dlhs, truth.dlhs, h.tol(dt));
+        h.expect_near("gmm_drhs " + what, got.drhs, truth.drhs, 1e-5);
       }
     const Tensor lhs = h.rand({m, k}, dt), rhs = h.rand({G, N, k}, dt), dout = h.rand({m, N}, dt);
-    auto [got, truth] =
-        h.run({lhs, rhs, h.ints(sizes), h.zeros({m, N}, dt), dout, h.zeros({m, k}, dt),
-               h.zeros({G, N, k})},
-              [&](Backend& be, const Tensors& t) {
-                be.gmm({.out = t[3], .lhs = t[0], .rhs = t[1], .group_sizes = t[2]});
-                be.gmm_dlhs({.dlhs = t[5], .dout = t[4], .rhs = t[1], .group_sizes = t[2]});
-                be.gmm_drhs({.drhs = t[6], .lhs = t[0], .dout = t[4], .group_sizes = t[2]});
-              });
-    h.expect_near("gmm plain", got[3], truth[3], h.tol(dt));
-    h.expect_near("gmm_dlhs plain", got[5], truth[5], h.tol(dt));
-    h.expect_near("gmm_drhs plain", got[6], truth[6], 1e-5);
+    auto [got, truth] = h.run(Gmm{lhs, rhs, h.ints(sizes), h.zeros({m, N}, dt), dout,
+                                  h.zeros({m, k}, dt), h.zeros({G, N, k})},
+                              plain_gmm);
+    h.expect_near("gmm plain", got.out, truth.out, h.tol(dt));
+    h.expect_near("gmm_dlhs plain", got.dlhs, truth.dlhs, h.tol(dt));
+    h.expect_near("gmm_drhs plain", got.drhs, truth.drhs, 1e-5);
     if (dt == DType::F32) continue;
     // A bfloat16 weight gradient: within the contract (drhs at least as wide as the inputs); a
     // backend that writes only float32 ones says so.
     try {
       auto [g16, t16] = h.run(
-          {lhs, dout, h.ints(sizes), h.zeros({G, N, k}, dt)}, [&](Backend& be, const Tensors& t) {
-            be.gmm_drhs({.drhs = t[3], .lhs = t[0], .dout = t[1], .group_sizes = t[2]});
+          Drhs{lhs, dout, h.ints(sizes), h.zeros({G, N, k}, dt)}, [&](Backend& be, const Drhs& t) {
+            be.gmm_drhs(
+                {.drhs = t.drhs, .lhs = t.lhs, .dout = t.dout, .group_sizes = t.group_sizes});
           });
-      h.expect_near("gmm_drhs plain into bfloat16", g16[3], t16[3], h.tol(dt));
+      h.expect_near("gmm_drhs plain into bfloat16", g16.drhs, t16.drhs, h.tol(dt));
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("writes float32 weight gradients"), std::string::npos)
           << e.what();
@@ -139,16 +197,12 @@ CONFORMANCE_CASE(GroupedMatmulsOverManyGroups) {
   const int64_t m = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
   const DType dt = DType::BF16;
   auto [got, truth] =
-      h.run({h.rand({m, k}, dt), h.rand({G, N, k}, dt), h.ints(sizes), h.zeros({m, N}, dt),
-             h.rand({m, N}, dt), h.zeros({m, k}, dt), h.zeros({G, N, k})},
-            [&](Backend& be, const Tensors& t) {
-              be.gmm({.out = t[3], .lhs = t[0], .rhs = t[1], .group_sizes = t[2]});
-              be.gmm_dlhs({.dlhs = t[5], .dout = t[4], .rhs = t[1], .group_sizes = t[2]});
-              be.gmm_drhs({.drhs = t[6], .lhs = t[0], .dout = t[4], .group_sizes = t[2]});
-            });
-  h.expect_near("gmm", got[3], truth[3], h.tol(dt));
-  h.expect_near("gmm_dlhs", got[5], truth[5], h.tol(dt));
-  h.expect_near("gmm_drhs", got[6], truth[6], 1e-5);
+      h.run(Gmm{h.rand({m, k}, dt), h.rand({G, N, k}, dt), h.ints(sizes), h.zeros({m, N}, dt),
+                h.rand({m, N}, dt), h.zeros({m, k}, dt), h.zeros({G, N, k})},
+            plain_gmm);
+  h.expect_near("gmm", got.out, truth.out, h.tol(dt));
+  h.expect_near("gmm_dlhs", got.dlhs, truth.dlhs, h.tol(dt));
+  h.expect_near("gmm_drhs", got.drhs, truth.drhs, 1e-5);
 }
 
 // Group sizes that do not add up to the rows are an error naming both counts, at the call or at

@@ -39,23 +39,26 @@ CONFORMANCE_CASE(SoftcapCrossEntropyLossAndGradient) {
       for (double cap : {0.0, 30.0})
         for (bool grad : {false, true}) {
           const int64_t C = int64_t(z.targets.size());
-          auto [got, truth] = h.run({h.rand({C, z.V}, dt, 8.0), h.zeros({1}, DType::F64),
-                                     h.ints(z.targets), h.ints(z.mask)},
-                                    [&](Backend& be, const Tensors& t) {
-                                      be.softcap_cross_entropy({.logits = t[0],
-                                                                .loss = t[1],
-                                                                .targets = t[2],
-                                                                .mask = t[3],
+          struct Ops {
+            Tensor logits, loss, targets, mask;
+          };
+          auto [got, truth] = h.run(Ops{h.rand({C, z.V}, dt, 8.0), h.zeros({1}, DType::F64),
+                                        h.ints(z.targets), h.ints(z.mask)},
+                                    [&](Backend& be, const Ops& t) {
+                                      be.softcap_cross_entropy({.logits = t.logits,
+                                                                .loss = t.loss,
+                                                                .targets = t.targets,
+                                                                .mask = t.mask,
                                                                 .cap = cap,
                                                                 .grad_scale = z.grad_scale,
                                                                 .write_grad = grad});
                                     });
           const std::string what = "V=" + std::to_string(z.V) + " cap " + std::to_string(cap) +
                                    (grad ? " gradient" : " capped logits");
-          EXPECT_NEAR(get_as_double(got[1], 0), get_as_double(truth[1], 0),
-                      1e-5 * get_as_double(truth[1], 0) + capped_rounding(dt, cap, z.mask))
+          EXPECT_NEAR(get_as_double(got.loss, 0), get_as_double(truth.loss, 0),
+                      1e-5 * get_as_double(truth.loss, 0) + capped_rounding(dt, cap, z.mask))
               << what << " " << dtype_name(dt);
-          h.expect_near("softcap " + what, got[0], truth[0], capped_tol(dt, cap));
+          h.expect_near("softcap " + what, got.logits, truth.logits, capped_tol(dt, cap));
         }
 }
 
@@ -81,12 +84,21 @@ CONFORMANCE_CASE(VocabParallelCrossEntropy) {
       }
       in.insert(in.end(), {part, local, h.zeros({3, R}, DType::F64)});
     }
-    auto slice = [](const Tensors& t, size_t k, int i) { return t[2 + 3 * k + size_t(i)]; };
+    // The run's tensors are a list (the slices are counted at run time), read through one layout:
+    // the loss and the mask, then each slice's logits, targets and stats.
+    struct Slice {
+      Tensor logits, targets, stats;
+    };
+    auto loss_of = [](const Tensors& t) { return t[0]; };
+    auto mask_of = [](const Tensors& t) { return t[1]; };
+    auto slice = [](const Tensors& t, size_t k) {
+      return Slice{t[2 + 3 * k], t[3 + 3 * k], t[4 + 3 * k]};
+    };
     // Row `row` of every slice's stats becomes the max or the sum over the slices.
     auto combine = [&](Backend& be, const Tensors& t, int row, bool max) {
       std::vector<Tensor> host;  // copies: on a host backend to_host is the tensor itself
       for (size_t k = 0; k < slices; ++k)
-        host.push_back(convert_dtype(be.to_host(slice(t, k, 2)), DType::F64));
+        host.push_back(convert_dtype(be.to_host(slice(t, k).stats), DType::F64));
       for (int64_t r = 0; r < R; ++r) {
         double acc = max ? -HUGE_VAL : 0;
         for (const Tensor& s : host) {
@@ -95,23 +107,24 @@ CONFORMANCE_CASE(VocabParallelCrossEntropy) {
         }
         for (const Tensor& s : host) set_from_double(s, row * R + r, acc);
       }
-      for (size_t k = 0; k < slices; ++k) be.upload(slice(t, k, 2), host[k]);
+      for (size_t k = 0; k < slices; ++k) be.upload(slice(t, k).stats, host[k]);
     };
     const OpCalls passes = [&](Backend& be, const Tensors& t) {
       for (size_t k = 0; k < slices; ++k)
-        be.vocab_ce_max({.logits = slice(t, k, 0), .stats = slice(t, k, 2), .cap = 30.0});
+        be.vocab_ce_max({.logits = slice(t, k).logits, .stats = slice(t, k).stats, .cap = 30.0});
       combine(be, t, 0, true);
       for (size_t k = 0; k < slices; ++k)
-        be.vocab_ce_sums(
-            {.logits = slice(t, k, 0), .stats = slice(t, k, 2), .targets = slice(t, k, 1)});
+        be.vocab_ce_sums({.logits = slice(t, k).logits,
+                          .stats = slice(t, k).stats,
+                          .targets = slice(t, k).targets});
       combine(be, t, 1, false);
       combine(be, t, 2, false);
       for (size_t k = 0; k < slices; ++k)
-        be.vocab_ce_finish({.logits = slice(t, k, 0),
-                            .loss = t[0],
-                            .stats = slice(t, k, 2),
-                            .targets = slice(t, k, 1),
-                            .mask = t[1],
+        be.vocab_ce_finish({.logits = slice(t, k).logits,
+                            .loss = loss_of(t),
+                            .stats = slice(t, k).stats,
+                            .targets = slice(t, k).targets,
+                            .mask = mask_of(t),
                             .cap = 30.0,
                             .grad_scale = 0.25,
                             .loss_begin = int64_t(k) * 3,
@@ -126,12 +139,12 @@ CONFORMANCE_CASE(VocabParallelCrossEntropy) {
           << e.what();
       return;
     }
-    EXPECT_NEAR(get_as_double(out.got[0], 0), get_as_double(out.truth[0], 0),
-                1e-5 * get_as_double(out.truth[0], 0) + capped_rounding(dt, 30.0, mask))
+    EXPECT_NEAR(get_as_double(loss_of(out.got), 0), get_as_double(loss_of(out.truth), 0),
+                1e-5 * get_as_double(loss_of(out.truth), 0) + capped_rounding(dt, 30.0, mask))
         << dtype_name(dt);
     for (size_t k = 0; k < slices; ++k)
-      h.expect_near("vocab slice " + std::to_string(k) + " gradient", slice(out.got, k, 0),
-                    slice(out.truth, k, 0), capped_tol(dt, 30.0));
+      h.expect_near("vocab slice " + std::to_string(k) + " gradient", slice(out.got, k).logits,
+                    slice(out.truth, k).logits, capped_tol(dt, 30.0));
   }
 }
 
@@ -155,24 +168,28 @@ CONFORMANCE_CASE(AdamWWithClippingAndTheNonFiniteSkip) {
                  v = h.zeros({n});
     for (int64_t i = 0; i < n; ++i) set_from_double(v, i, 0.01 * double(i % 7));
     const AdamWStep st{.lr = 1e-2, .weight_decay = 0.1, .clip_norm = 1.0, .t = 3};
-    auto [got, truth] = h.run({p, g, m, v, scalars}, [&](Backend& be, const Tensors& t) {
-      auto part = [&](int i) { return t[size_t(i)].flat_slice(offset, {n - offset}); };
-      be.adamw_step({.param = part(0),
-                     .grad = part(1),
-                     .m = part(2),
-                     .v = part(3),
+    struct Ops {
+      Tensor param, grad, m, v, scalars;
+    };
+    const Ops before{p, g, m, v, scalars};
+    auto [got, truth] = h.run(before, [&](Backend& be, const Ops& t) {
+      auto part = [&](const Tensor& x) { return x.flat_slice(offset, {n - offset}); };
+      be.adamw_step({.param = part(t.param),
+                     .grad = part(t.grad),
+                     .m = part(t.m),
+                     .v = part(t.v),
                      .step = st,
-                     .scalars = t[4]});
+                     .scalars = t.scalars});
     });
     const std::string what = " n=" + std::to_string(n) + " offset=" + std::to_string(offset) +
                              " scalar " + std::to_string(int64_t(slot)) + " = " +
                              std::to_string(value);
     const bool finite = std::isfinite(value);
-    const Tensor before[] = {p, g, m, v};
-    for (int i : {0, 2, 3}) {
-      h.expect_near("adamw " + std::to_string(i) + what, got[size_t(i)], truth[size_t(i)], 1e-6);
+    for (const auto& [name, field] :
+         {std::pair{"param", &Ops::param}, std::pair{"m", &Ops::m}, std::pair{"v", &Ops::v}}) {
+      h.expect_near(std::string("adamw ") + name + what, got.*field, truth.*field, 1e-6);
       if (!finite)
-        h.expect_exact("adamw skipped " + std::to_string(i) + what, got[size_t(i)], before[i]);
+        h.expect_exact(std::string("adamw skipped ") + name + what, got.*field, before.*field);
     }
   }
 }
