@@ -57,7 +57,7 @@ TEST_P(ModelOnKernels, LossAndGradientsMatchTheReference) {
     EXPECT_NEAR(lk.total_loss, lr.total_loss, 1e-6 * lr.total_loss) << experts << " experts";
     EXPECT_LE(testing::relative_l2(gr, gk), 1e-5) << experts << " experts, float32";
     // bfloat16 on the kernels: as close to fp32 as fp32 is to itself under a bf16 rounding of
-    // every weight (the criterion of bf16_test.cc).
+    // every weight (the criterion of model/bf16_test.cc).
     const Tensor gkb = testing::model_gradients(*be, cfg, batch, DType::BF16, w, &lkb);
     const Tensor gn = testing::model_gradients(ref, cfg, batch, DType::F32,
                                 testing::trained_like_weights(table, std::ldexp(1.0, -9), 11), &ln);
