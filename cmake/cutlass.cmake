@@ -35,7 +35,7 @@ if(gemmax_cutlass_include)
   if(GEMMAX_TESTS)
     find_package(GTest REQUIRED)
     # Not in ctest: the tests need a GPU (bench/gpu_check.sh runs them in stage 3).
-    target_sources(gmm_cutlass PRIVATE tests/cutlass/gmm_cutlass_test.cc)
+    target_sources(gmm_cutlass PRIVATE tests/backend/cuda/cutlass/gmm_cutlass_test.cc)
     target_compile_definitions(gmm_cutlass PRIVATE GEMMAX_CUTLASS_TESTS)
     target_link_libraries(gmm_cutlass PRIVATE GTest::gtest)
   endif()

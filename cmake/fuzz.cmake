@@ -34,3 +34,12 @@ else()
     set_tests_properties(fuzz.${t} PROPERTIES SKIP_REGULAR_EXPRESSION "skipped:")
   endforeach()
 endif()
+
+# Each target's layer: its label for `ctest -L <layer>`, as the other tests have.
+foreach(target_layer safetensors_fuzz:io token_shard_fuzz:data config_fuzz:config hf_config_fuzz:io
+                     train_checkpoint_fuzz:checkpoint tokenizer_fuzz:data chat_template_fuzz:data)
+  string(REPLACE ":" ";" target_layer ${target_layer})
+  list(GET target_layer 0 t)
+  list(GET target_layer 1 layer)
+  set_tests_properties(fuzz.${t} PROPERTIES LABELS ${layer})
+endforeach()

@@ -2,8 +2,9 @@
 // wgmma, warp-specialised cooperative schedule, persistent tile scheduler), bfloat16 in, float32
 // accumulation, for the grouped matmul's three products on rows in sorted order, contiguous:
 // the measured comparator of the own kernels (bench/cutlass/gmm_cutlass_bench.cc and
-// tests/cutlass/gmm_cutlass_test.cc). Group sizes stay on the device: GroupTableKernel and
-// GroupedGemmArgsKernel (kernels/gmm_grouped_args.h) write the library's per-group arrays.
+// tests/backend/cuda/cutlass/gmm_cutlass_test.cc). Group sizes stay on the device:
+// GroupTableKernel and GroupedGemmArgsKernel (kernels/gmm_grouped_args.h) write the library's
+// per-group arrays.
 // Only this library's .cu sees CUTLASS; built when its headers are there (cmake/cutlass.cmake).
 #pragma once
 

@@ -3,8 +3,8 @@
 // model's expert shapes (T*K rows routed uniformly at random over E experts, as `gemmax bench`):
 //
 //   gmm_cutlass model_name=gemma4-26b-a4b per_device_batch_size=2 max_target_length=16384
-//   gmm_cutlass --test       (its GPU tests, tests/cutlass/gmm_cutlass_test.cc; skipped without
-//   one)
+//   gmm_cutlass --test       (its GPU tests, tests/backend/cuda/cutlass/gmm_cutlass_test.cc;
+//   skipped without one)
 //
 // The products are the MoE layer's six: gate_up and down, forward, dlhs and drhs (float32
 // gradients). Before anything is timed, each CUTLASS product is checked against the mma kernel's
@@ -297,7 +297,8 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
 #ifdef GEMMAX_CUTLASS_TESTS
-  // `gmm_cutlass --test [--gtest_...]`: the GmmCutlass tests (tests/cutlass/gmm_cutlass_test.cc).
+  // `gmm_cutlass --test [--gtest_...]`: the GmmCutlass tests
+  // (tests/backend/cuda/cutlass/gmm_cutlass_test.cc).
   if (argc > 1 && std::string(argv[1]) == "--test") {
     int n = argc - 1;
     argv[1] = argv[0];

@@ -1,5 +1,5 @@
 // Callbacks at fixed points of a training run, for whoever embeds the trainer: tests and the fault
-// tests' driver (tests/fault_train/fault_train.cc) use them to make a rank fail at a chosen
+// tests' driver (tests/support/fault_train.cc) use them to make a rank fail at a chosen
 // moment. The shipped `gemmax train` installs none, so a run never reads a test key or takes a
 // test branch.
 #pragma once
