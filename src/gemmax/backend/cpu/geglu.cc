@@ -69,9 +69,9 @@ GEMMAX_AVX512 void geglu_grad_row_avx512(T* dgate, T* dup, const T* da, const T*
 
 // ---- GeGLU ------------------------------------------------------------------------------------
 
-void CpuBackend::do_geglu_forward(const GegluForwardArgs& args) {
+void CpuBackend::do_geglu_forward(const GegluForwardArgs& args, NoDims) {
   const auto& [a, h, up, round_gelu] = args;
-  if (is_wide(a)) return reference_.do_geglu_forward(args);
+  if (is_wide(a)) return reference_.do_geglu_forward(args, {});
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
   const bool avx512 = wide_vectors(isa_);
   dispatch<float, bf16>(a, "geglu_forward", [&]<class T>() {
@@ -86,9 +86,9 @@ void CpuBackend::do_geglu_forward(const GegluForwardArgs& args) {
   });
 }
 
-void CpuBackend::do_geglu_backward(const GegluBackwardArgs& args) {
+void CpuBackend::do_geglu_backward(const GegluBackwardArgs& args, NoDims) {
   const auto& [dh, dup, da, h, up, round_gelu] = args;
-  if (is_wide(da)) return reference_.do_geglu_backward(args);
+  if (is_wide(da)) return reference_.do_geglu_backward(args, {});
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
   const bool avx512 = wide_vectors(isa_);
   dispatch<float, bf16>(da, "geglu_backward", [&]<class T>() {

@@ -72,9 +72,9 @@ void for_each_group(const std::vector<Group>& groups, const GemmScratch& scratch
 
 }  // namespace
 
-void CpuBackend::do_gmm(const GmmArgs& args) {
+void CpuBackend::do_gmm(const GmmArgs& args, NoDims) {
   const auto& [out, lhs, rhs, group_sizes, rows] = args;
-  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.do_gmm(args);
+  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.do_gmm(args, {});
   const int64_t k = lhs.dim(1), N = rhs.dim(1), m = out.dim(0);
   const auto [w0, n] = window(rows, N);
   check_map(rows.in, m, lhs.dim(0), "gmm lhs");
@@ -101,9 +101,9 @@ void CpuBackend::do_gmm(const GmmArgs& args) {
   });
 }
 
-void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
+void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args, NoDims) {
   const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
-  if (!fast_dtypes({&dlhs, &dout, &rhs})) return reference_.do_gmm_dlhs(args);
+  if (!fast_dtypes({&dlhs, &dout, &rhs})) return reference_.do_gmm_dlhs(args, {});
   const int64_t k = rhs.dim(2), N = rhs.dim(1), m = dlhs.dim(0);
   const auto [w0, n] = window(rows, N);
   check_map(rows.in, m, m, "gmm_dlhs dlhs");
@@ -131,9 +131,9 @@ void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
   });
 }
 
-void CpuBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
+void CpuBackend::do_gmm_drhs(const GmmDrhsArgs& args, NoDims) {
   const auto& [drhs, lhs, dout, group_sizes, rows] = args;
-  if (!fast_dtypes({&drhs, &lhs, &dout})) return reference_.do_gmm_drhs(args);
+  if (!fast_dtypes({&drhs, &lhs, &dout})) return reference_.do_gmm_drhs(args, {});
   const int64_t k = lhs.dim(1), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
   const auto [w0, n] = window(rows, N);

@@ -35,7 +35,7 @@ GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const c
 
 }  // namespace
 
-void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
+void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args, NoDims) {
   const auto& [a, h, up, round_gelu] = args;
   const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
   dispatch<float, bf16, double>(a, "geglu_forward", [&]<class T>() {
@@ -51,7 +51,7 @@ void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_geglu_backward(const GegluBackwardArgs& args) {
+void ReferenceBackend::do_geglu_backward(const GegluBackwardArgs& args, NoDims) {
   const auto& [dh, dup, da, h, up, round_gelu] = args;
   const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
   dispatch<float, bf16, double>(da, "geglu_backward", [&]<class T>() {

@@ -69,7 +69,7 @@ std::vector<int32_t> row_groups(const Tensor& group_sizes, int64_t m) {
 }  // namespace
 
 // out[r] (+)= lhs[r] . rhs[g]^T: per row an "NT" product with its group's weight rows.
-void ReferenceBackend::do_gmm(const GmmArgs& args) {
+void ReferenceBackend::do_gmm(const GmmArgs& args, NoDims) {
   const auto& [out, lhs, rhs, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), N = rhs.dim(1), m = out.dim(0);
   const GroupedRows R = grouped_rows(rows, m, N);
@@ -94,7 +94,7 @@ void ReferenceBackend::do_gmm(const GmmArgs& args) {
 }
 
 // dlhs[r] (+)= dout[r] . rhs[g]: "NN" on rhs as stored ([n, k] per group), no transposed copy.
-void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
+void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args, NoDims) {
   const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
   const int64_t k = rhs.dim(2), N = rhs.dim(1), m = dlhs.dim(0);
   const GroupedRows R = grouped_rows(rows, m, N);
@@ -125,7 +125,7 @@ void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
 
 // drhs[g] += dout_g^T . lhs_g : "TN" over the group's rows; empty groups are left untouched.
 // drhs may be wider than lhs and dout (fp32 expert-weight gradients of bf16 activations).
-void ReferenceBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
+void ReferenceBackend::do_gmm_drhs(const GmmDrhsArgs& args, NoDims) {
   const auto& [drhs, lhs, dout, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);

@@ -20,7 +20,7 @@ inline GegluLayout geglu_layout(const Tensor& a, const Tensor& h, const Tensor& 
 }
 
 template <class P>
-void geglu_forward(P& p, const GegluForwardArgs& args) {
+void geglu_forward(P& p, const GegluForwardArgs& args, NoDims) {
   const auto& [a, h, up, round_gelu] = args;
   GegluLayout g = geglu_layout(a, h, up, "geglu_forward");
   g.args.round_gelu = round_gelu;
@@ -35,7 +35,7 @@ void geglu_forward(P& p, const GegluForwardArgs& args) {
 }
 
 template <class P>
-void geglu_backward(P& p, const GegluBackwardArgs& args) {
+void geglu_backward(P& p, const GegluBackwardArgs& args, NoDims) {
   const auto& [dh, dup, da, h, up, round_gelu] = args;
   GegluLayout g = geglu_layout(da, h, up, "geglu_backward");
   g.args.round_gelu = round_gelu;

@@ -32,7 +32,7 @@ inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, in
 }
 
 template <class P>
-void gmm(P& p, const GmmArgs& args) {
+void gmm(P& p, const GmmArgs& args, NoDims) {
   const auto& [out, lhs, rhs, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
   const kern::GmmArgs a =
@@ -51,7 +51,7 @@ void gmm(P& p, const GmmArgs& args) {
 }
 
 template <class P>
-void gmm_dlhs(P& p, const GmmDlhsArgs& args) {
+void gmm_dlhs(P& p, const GmmDlhsArgs& args, NoDims) {
   const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
   const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
   const kern::GmmArgs a = gmm_args(rows, group_sizes, m, k, N, m, dout.dim(0), p.errors(),
@@ -71,7 +71,7 @@ void gmm_dlhs(P& p, const GmmDlhsArgs& args) {
 }
 
 template <class P>
-void gmm_drhs(P& p, const GmmDrhsArgs& args) {
+void gmm_drhs(P& p, const GmmDrhsArgs& args, NoDims) {
   const auto& [drhs, lhs, dout, group_sizes, rows] = args;
   const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
   const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
