@@ -265,8 +265,9 @@ TEST(GmmSm90Emulated, TheSm90KernelRunsAndReportsBadGroupSizes) {
   const Tensor rhs = be.to_device(rand({2, 8, 8}), MemKind::Workspace);
   const Tensor sizes = be.to_device(ints({2, 3}), MemKind::Workspace);
   Tensor out = be.alloc({6, 8}, DType::BF16, MemKind::Workspace);
-  const kern::GmmArgs a = cuda::ops::gmm_args(kAllRows, sizes, 6, 8, 8, 6, 6,
-                                              be.platform().errors(), kern::kOpGmm, "gmm");
+  const GmmDims d{.m = 6, .k = 8, .G = 2, .N = 8, .n = 8, .in_rows = 6, .out_rows = 6};
+  const kern::GmmArgs a =
+      cuda::ops::gmm_args(kAllRows, sizes, d, be.platform().errors(), kern::kOpGmm, "gmm");
   EXPECT_TRUE(cuda::ops::gmm_sm90<gemmax::bf16>(be.platform(), out, lhs, rhs, a));
   testing::expect_error([&] { be.to_host(out); }, {"gmm", "sum to 5", "6 rows"});
   // The backward products' sm90 kernels, the same way.

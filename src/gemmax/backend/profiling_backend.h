@@ -60,9 +60,10 @@ class ProfilingBackend final : public Backend {
   // Executed FLOPs of the products (0 for the other ops).
   static double flops(const auto&, const auto&) { return 0; }
   static double flops(const MatmulArgs& a, NoDims);
-  static double flops(const GmmArgs& a, NoDims);
-  static double flops(const GmmDlhsArgs& a, NoDims);
-  static double flops(const GmmDrhsArgs& a, NoDims);
+  // gmm, gmm_dlhs, gmm_drhs: an [m, n] x [n, k] product each.
+  static double flops(const auto&, const GmmDims& d) {
+    return 2.0 * double(d.m) * double(d.n) * double(d.k);
+  }
   static double flops(const AttentionForwardArgs& a, NoDims) { return attention_flops(a.shape, 2); }
   static double flops(const AttentionBackwardArgs& a, NoDims) {
     return attention_flops(a.shape, 5);

@@ -9,22 +9,21 @@
 
 namespace gemmax::cuda::ops {
 
-inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, int64_t m, int64_t k,
-                              int64_t N, int64_t in_rows, int64_t out_rows, kern::DeviceError* err,
-                              int32_t op, const char* name) {
+inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, const GmmDims& d,
+                              kern::DeviceError* err, int32_t op, const char* name) {
   kern::GmmArgs a{};
   a.group_sizes = ptr<int32_t>(group_sizes);
-  a.G = group_sizes.numel();
-  a.m = m;
-  a.k = k;
-  a.N = N;
-  a.w0 = rows.weight_begin;
-  a.n = rows.weight_rows < 0 ? N - rows.weight_begin : rows.weight_rows;
+  a.G = d.G;
+  a.m = d.m;
+  a.k = d.k;
+  a.N = d.N;
+  a.w0 = d.w0;
+  a.n = d.n;
   GEMMAX_CHECK(a.G <= 4096, "cuda backend: ", name, " over ", a.G, " groups (at most 4096)");
   a.in_map = ptr<int32_t>(rows.in);
   a.out_map = ptr<int32_t>(rows.out);
-  a.in_rows = in_rows;
-  a.out_rows = out_rows;
+  a.in_rows = d.in_rows;
+  a.out_rows = d.out_rows;
   a.accumulate = rows.accumulate;
   a.err = err;
   a.op = op;
@@ -32,11 +31,10 @@ inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, in
 }
 
 template <class P>
-void gmm(P& p, const GmmArgs& args, NoDims) {
+void gmm(P& p, const GmmArgs& args, GmmDims d) {
   const auto& [out, lhs, rhs, group_sizes, rows] = args;
-  const int64_t k = lhs.dim(1), G = rhs.dim(0), N = rhs.dim(1), m = out.dim(0);
-  const kern::GmmArgs a =
-      gmm_args(rows, group_sizes, m, k, N, lhs.dim(0), m, p.errors(), kern::kOpGmm, "gmm");
+  const int64_t G = d.G, m = d.m;
+  const kern::GmmArgs a = gmm_args(rows, group_sizes, d, p.errors(), kern::kOpGmm, "gmm");
   if (m == 0 || a.n == 0) return;
   dispatch<float, bf16>(out, "gmm", [&]<class E>() {
     if (gmm_sm90<E>(p, out, lhs, rhs, a) || gmm_fast<E>(p, out, lhs, rhs, a)) return;
@@ -51,11 +49,10 @@ void gmm(P& p, const GmmArgs& args, NoDims) {
 }
 
 template <class P>
-void gmm_dlhs(P& p, const GmmDlhsArgs& args, NoDims) {
+void gmm_dlhs(P& p, const GmmDlhsArgs& args, GmmDims d) {
   const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
-  const int64_t k = rhs.dim(2), G = rhs.dim(0), N = rhs.dim(1), m = dlhs.dim(0);
-  const kern::GmmArgs a = gmm_args(rows, group_sizes, m, k, N, m, dout.dim(0), p.errors(),
-                                   kern::kOpGmmDlhs, "gmm_dlhs");
+  const int64_t k = d.k, G = d.G, m = d.m;
+  const kern::GmmArgs a = gmm_args(rows, group_sizes, d, p.errors(), kern::kOpGmmDlhs, "gmm_dlhs");
   if (m == 0 || k == 0) return;
   dispatch<float, bf16>(dlhs, "gmm_dlhs", [&]<class E>() {
     if (gmm_dlhs_sm90<E>(p, dlhs, dout, rhs, a) || gmm_dlhs_fast<E>(p, dlhs, dout, rhs, a))
@@ -71,12 +68,10 @@ void gmm_dlhs(P& p, const GmmDlhsArgs& args, NoDims) {
 }
 
 template <class P>
-void gmm_drhs(P& p, const GmmDrhsArgs& args, NoDims) {
+void gmm_drhs(P& p, const GmmDrhsArgs& args, GmmDims d) {
   const auto& [drhs, lhs, dout, group_sizes, rows] = args;
-  const int64_t k = lhs.dim(1), G = drhs.dim(0), N = drhs.dim(1);
-  const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
-  const kern::GmmArgs a = gmm_args(rows, group_sizes, m, k, N, lhs.dim(0), dout.dim(0), p.errors(),
-                                   kern::kOpGmmDrhs, "gmm_drhs");
+  const int64_t k = d.k, G = d.G, m = d.m;
+  const kern::GmmArgs a = gmm_args(rows, group_sizes, d, p.errors(), kern::kOpGmmDrhs, "gmm_drhs");
   GEMMAX_CHECK(G <= 65535, "gmm_drhs: ", G, " groups");
   if (m == 0 || k == 0 || a.n == 0) return;
   dispatch<float, bf16>(lhs, "gmm_drhs", [&]<class E>() {
