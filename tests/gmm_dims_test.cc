@@ -1,5 +1,6 @@
-// The grouped matmuls' derived sizes (GmmDims, from validate) and the host backends' row map
-// checks.
+// The grouped matmuls' derived sizes (GmmDims, from validate) and the cuda backend's choice of
+// kernels for them, on the emulator: every fast path checks the alignment of every operand it
+// reads or writes.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,11 +10,19 @@
 #include <vector>
 
 #include "gemmax/backend/backend_factory.h"
+#include "gemmax/backend/cuda/emu/emulated_backend.h"
+#include "gemmax/backend/reference/reference_backend.h"
+#include "gemmax/base/rng.h"
+#include "cuda_paths.h"
 #include "op_conformance.h"
 #include "test_util.h"
 
 namespace gemmax {
 namespace {
+
+using testing::copy_for;
+using testing::host_clone;
+using testing::host_result;
 
 Tensor ints(const std::vector<int32_t>& v) { return conformance::Harness::ints(v); }
 
@@ -109,6 +118,37 @@ TEST(GmmDims, HostBackendsRefuseARowMapEntryOutOfRange) {
         },
         {"gmm_drhs lhs row map entry 9 at 4 is outside [0, 7)"});
   }
+}
+
+// A bfloat16 drhs one element into its buffer (2 bytes off 16) with cuda_gmm=sm90: the sm90
+// kernels store pairs of bfloat16 as one 32-bit word, which a GPU refuses at that address, so
+// the call runs the plain kernels and says so, as the mma path does.
+TEST(GmmPaths, Sm90DrhsRefusesADrhsThatIsNotAligned) {
+  const int64_t G = 2, m = 16, k = 16, N = 16;
+  Rng rng{5};
+  const Tensor lhs = testing::random_tensor({m, k}, rng, 1.0, DType::BF16);
+  const Tensor dout = testing::random_tensor({m, N}, rng, 1.0, DType::BF16);
+  const Tensor buffer = testing::random_tensor({1 + G * N * k}, rng, 1.0, DType::BF16);
+  const Tensor sizes = ints({9, 7});
+
+  ReferenceBackend ref;
+  const Tensor want = host_clone(buffer);
+  ref.gmm_drhs(
+      {.drhs = want.flat_slice(1, {G, N, k}), .lhs = lhs, .dout = dout, .group_sizes = sizes});
+
+  const std::unique_ptr<Backend> be =
+      testing::cuda_backend(false, &BackendOptions::cuda_gmm, "sm90");
+  const cuda::SlowPathNotes& notes =
+      dynamic_cast<cuda::EmulatedBackend&>(*be).platform().slow_paths();
+  const Tensor got = copy_for(*be, buffer);
+  const Tensor drhs = got.flat_slice(1, {G, N, k});
+  ASSERT_NE(reinterpret_cast<uintptr_t>(drhs.raw()) % 16, 0u);
+  be->gmm_drhs({.drhs = drhs,
+                .lhs = copy_for(*be, lhs),
+                .dout = copy_for(*be, dout),
+                .group_sizes = copy_for(*be, sizes)});
+  EXPECT_EQ(notes.count(), 1u) << "gmm_drhs ran the sm90 kernels on a drhs off 16 bytes";
+  testing::expect_close_bf16("drhs", host_result(*be, got), want);
 }
 
 }  // namespace

@@ -84,7 +84,8 @@ bool gmm_drhs_sm90(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& do
   if constexpr (!std::is_same_v<E, bf16> || std::is_same_v<TC, double>) {
     return false;
   } else {
-    if (!p.sm90_gmm() || !gmm_mma_applies(p, "gmm_drhs", a, {{"lhs", &lhs}, {"dout", &dout}}))
+    if (!p.sm90_gmm() ||
+        !gmm_mma_applies(p, "gmm_drhs", a, {{"drhs", &drhs}, {"lhs", &lhs}, {"dout", &dout}}))
       return false;
     using M = kern::GmmSm90;
     kern::GmmDrhsSm90Params<TC> q{};
