@@ -1,5 +1,6 @@
 // Grouped matmuls over the expert-sorted rows, with row maps and weight windows (GmmRows). The
-// group sizes stay on the device: the grid covers the most row tiles any split can have.
+// group sizes stay on the device: the grid covers the most row tiles any split can have. Each
+// call takes one path (gmm_path): the sm90 kernels, the mma.sync ones or the plain ones here.
 #pragma once
 
 #include "gemmax/backend/cuda/kernels/gmm_simple.h"
@@ -33,17 +34,25 @@ inline kern::GmmArgs gmm_args(const GmmRows& rows, const Tensor& group_sizes, co
 template <class P>
 void gmm(P& p, const GmmArgs& args, GmmDims d) {
   const auto& [out, lhs, rhs, group_sizes, rows] = args;
-  const int64_t G = d.G, m = d.m;
   const kern::GmmArgs a = gmm_args(rows, group_sizes, d, p.errors(), kern::kOpGmm, "gmm");
-  if (m == 0 || a.n == 0) return;
+  if (d.m == 0 || d.n == 0) return;
   dispatch<float, bf16>(out, "gmm", [&]<class E>() {
-    if (gmm_sm90<E>(p, out, lhs, rhs, a) || gmm_fast<E>(p, out, lhs, rhs, a)) return;
+    if constexpr (kGmmTensorCoreTypes<E>) {
+      switch (gmm_path(p, args, a)) {
+        case GmmPath::kSm90:
+          return gmm_sm90(p, out, lhs, rhs, a);
+        case GmmPath::kMma:
+          return gmm_fast(p, out, lhs, rhs, a);
+        case GmmPath::kPlain:
+          break;
+      }
+    }
     using K = kern::GmmForwardSimpleKernel;
     Launch l;
-    l.gx = uint32_t(kern::gmm_max_row_tiles(m, G, kern::GmmSimple::kTile));
-    l.gy = uint32_t(kern::ceil_div(a.n, kern::GmmSimple::kTile));
+    l.gx = uint32_t(kern::gmm_max_row_tiles(d.m, d.G, kern::GmmSimple::kTile));
+    l.gy = uint32_t(kern::ceil_div(d.n, kern::GmmSimple::kTile));
     l.threads = kern::GmmSimple::kThreads;
-    l.smem = kern::GmmSimple::smem_bytes(G);
+    l.smem = kern::GmmSimple::smem_bytes(d.G);
     p.template launch<K>(l, ptr<E>(out), (const E*)ptr<E>(lhs), (const E*)ptr<E>(rhs), a);
   });
 }
@@ -51,18 +60,25 @@ void gmm(P& p, const GmmArgs& args, GmmDims d) {
 template <class P>
 void gmm_dlhs(P& p, const GmmDlhsArgs& args, GmmDims d) {
   const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
-  const int64_t k = d.k, G = d.G, m = d.m;
   const kern::GmmArgs a = gmm_args(rows, group_sizes, d, p.errors(), kern::kOpGmmDlhs, "gmm_dlhs");
-  if (m == 0 || k == 0) return;
+  if (d.m == 0 || d.k == 0) return;
   dispatch<float, bf16>(dlhs, "gmm_dlhs", [&]<class E>() {
-    if (gmm_dlhs_sm90<E>(p, dlhs, dout, rhs, a) || gmm_dlhs_fast<E>(p, dlhs, dout, rhs, a))
-      return;
+    if constexpr (kGmmTensorCoreTypes<E>) {
+      switch (gmm_path(p, args, a)) {
+        case GmmPath::kSm90:
+          return gmm_dlhs_sm90(p, dlhs, dout, rhs, a);
+        case GmmPath::kMma:
+          return gmm_dlhs_fast(p, dlhs, dout, rhs, a);
+        case GmmPath::kPlain:
+          break;
+      }
+    }
     using K = kern::GmmDlhsSimpleKernel;
     Launch l;
-    l.gx = uint32_t(kern::gmm_max_row_tiles(m, G, kern::GmmSimple::kTile));
-    l.gy = uint32_t(kern::ceil_div(k, kern::GmmSimple::kTile));
+    l.gx = uint32_t(kern::gmm_max_row_tiles(d.m, d.G, kern::GmmSimple::kTile));
+    l.gy = uint32_t(kern::ceil_div(d.k, kern::GmmSimple::kTile));
     l.threads = kern::GmmSimple::kThreads;
-    l.smem = kern::GmmSimple::smem_bytes(G);
+    l.smem = kern::GmmSimple::smem_bytes(d.G);
     p.template launch<K>(l, ptr<E>(dlhs), (const E*)ptr<E>(dout), (const E*)ptr<E>(rhs), a);
   });
 }
@@ -70,22 +86,28 @@ void gmm_dlhs(P& p, const GmmDlhsArgs& args, GmmDims d) {
 template <class P>
 void gmm_drhs(P& p, const GmmDrhsArgs& args, GmmDims d) {
   const auto& [drhs, lhs, dout, group_sizes, rows] = args;
-  const int64_t k = d.k, G = d.G, m = d.m;
   const kern::GmmArgs a = gmm_args(rows, group_sizes, d, p.errors(), kern::kOpGmmDrhs, "gmm_drhs");
-  GEMMAX_CHECK(G <= 65535, "gmm_drhs: ", G, " groups");
-  if (m == 0 || k == 0 || a.n == 0) return;
+  GEMMAX_CHECK(d.G <= 65535, "gmm_drhs: ", d.G, " groups");
+  if (d.m == 0 || d.k == 0 || d.n == 0) return;
   dispatch<float, bf16>(lhs, "gmm_drhs", [&]<class E>() {
     dispatch<float, bf16, double>(drhs, "gmm_drhs", [&]<class TC>() {
-      if (gmm_drhs_sm90<E, TC>(p, drhs, lhs, dout, a) ||
-          gmm_drhs_fast<E, TC>(p, drhs, lhs, dout, a))
-        return;
+      if constexpr (kGmmTensorCoreTypes<E, TC>) {
+        switch (gmm_path(p, args, a)) {
+          case GmmPath::kSm90:
+            return gmm_drhs_sm90<TC>(p, drhs, lhs, dout, a);
+          case GmmPath::kMma:
+            return gmm_drhs_fast<TC>(p, drhs, lhs, dout, a);
+          case GmmPath::kPlain:
+            break;
+        }
+      }
       using K = kern::GmmDrhsSimpleKernel;
       Launch l;
-      l.gx = uint32_t(kern::ceil_div(k, kern::GmmSimple::kTile));
-      l.gy = uint32_t(kern::ceil_div(a.n, kern::GmmSimple::kTile));
-      l.gz = uint32_t(G);
+      l.gx = uint32_t(kern::ceil_div(d.k, kern::GmmSimple::kTile));
+      l.gy = uint32_t(kern::ceil_div(d.n, kern::GmmSimple::kTile));
+      l.gz = uint32_t(d.G);
       l.threads = kern::GmmSimple::kThreads;
-      l.smem = kern::GmmSimple::smem_bytes(G);
+      l.smem = kern::GmmSimple::smem_bytes(d.G);
       p.template launch<K>(l, ptr<TC>(drhs), (const E*)ptr<E>(lhs), (const E*)ptr<E>(dout), a);
     });
   });
