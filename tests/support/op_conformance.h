@@ -59,10 +59,10 @@ class RecordingBackend final : public Backend {
   Tensor to_host(const Tensor& t) override { return inner_->to_host(t); }
 
  protected:
-#define GEMMAX_OP_RECORDED(op, Args, family) \
-  void do_##op(const Args& args) override {  \
-    called_.insert(#op);                     \
-    inner_->op(args);                        \
+#define GEMMAX_OP_RECORDED(op, Args, family)              \
+  void do_##op(const Args& args, OpDims<Args>) override { \
+    called_.insert(#op);                                  \
+    inner_->op(args);                                     \
   }
   GEMMAX_BACKEND_OPS(GEMMAX_OP_RECORDED)
 #undef GEMMAX_OP_RECORDED

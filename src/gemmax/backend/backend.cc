@@ -12,7 +12,7 @@ namespace {
 }  // namespace
 
 #define GEMMAX_OP_UNSUPPORTED(name, Args, family) \
-  void Backend::do_##name(const Args&) { no_vocab_ce(*this); }
+  void Backend::do_##name(const Args&, OpDims<Args>) { no_vocab_ce(*this); }
 GEMMAX_VOCAB_LOSS_OPS(GEMMAX_OP_UNSUPPORTED)
 #undef GEMMAX_OP_UNSUPPORTED
 

@@ -5,7 +5,8 @@
 // bf16 product engine, vectorised fused kernels, OpenMP) and `cuda` (Hopper kernels).
 //
 // Each op is declared once, in backend/ops/: its argument struct with the contract, and one
-// `validate` that the public entry point below runs before the backend's implementation (do_<op>).
+// `validate` that the public entry point below runs before the backend's implementation (do_<op>),
+// which receives the sizes validate derives (OpDims, backend/ops/op_args.h).
 //
 // Conventions:
 // - Tensors are row-major and contiguous; 2-D shapes are [rows, cols].
@@ -86,10 +87,7 @@ class Backend {
 
   // ---- the ops (backend/ops/): be.gmm({.out = y, .lhs = x, ...}) checks the contract, then runs
 #define GEMMAX_OP_ENTRY(name, Args, family) \
-  void name(const Args& args) {             \
-    validate(args);                         \
-    do_##name(args);                        \
-  }
+  void name(const Args& args) { do_##name(args, validated(args)); }
   GEMMAX_BACKEND_OPS(GEMMAX_OP_ENTRY)
 #undef GEMMAX_OP_ENTRY
 
@@ -97,10 +95,12 @@ class Backend {
   // The implementations, called with validated arguments. The decorators forward to another
   // backend's implementations without validating again.
   friend class ProfilingBackend;
-#define GEMMAX_OP_PURE(name, Args, family) virtual void do_##name(const Args& args) = 0;
+#define GEMMAX_OP_PURE(name, Args, family) \
+  virtual void do_##name(const Args& args, OpDims<Args> dims) = 0;
   GEMMAX_REQUIRED_OPS(GEMMAX_OP_PURE)
 #undef GEMMAX_OP_PURE
-#define GEMMAX_OP_UNSUPPORTED(name, Args, family) virtual void do_##name(const Args& args);
+#define GEMMAX_OP_UNSUPPORTED(name, Args, family) \
+  virtual void do_##name(const Args& args, OpDims<Args> dims);
   GEMMAX_VOCAB_LOSS_OPS(GEMMAX_OP_UNSUPPORTED)
 #undef GEMMAX_OP_UNSUPPORTED
 };

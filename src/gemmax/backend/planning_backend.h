@@ -37,7 +37,7 @@ class PlanningBackend final : public Backend {
 
  protected:
 #define GEMMAX_OP_NOTHING(name, Args, family) \
-  void do_##name(const Args&) override {}
+  void do_##name(const Args&, OpDims<Args>) override {}
   GEMMAX_BACKEND_OPS(GEMMAX_OP_NOTHING)
 #undef GEMMAX_OP_NOTHING
 

@@ -38,18 +38,8 @@ double OpProfile::total_flops() const {
   return s;
 }
 
-double ProfilingBackend::flops(const MatmulArgs& a) {
+double ProfilingBackend::flops(const MatmulArgs& a, NoDims) {
   return 2.0 * double(a.c.numel()) * double(a.trans_a ? a.a.dim(0) : a.a.dim(1));
-}
-double ProfilingBackend::flops(const GmmArgs& a) {
-  return 2.0 * double(a.out.numel()) * double(a.lhs.dim(1));
-}
-double ProfilingBackend::flops(const GmmDlhsArgs& a) {
-  return 2.0 * double(a.dlhs.numel()) * double(a.dout.dim(1));
-}
-double ProfilingBackend::flops(const GmmDrhsArgs& a) {
-  const double m = double(a.rows.in.defined() ? a.rows.in.numel() : a.lhs.dim(0));
-  return 2.0 * m * double(a.dout.dim(1)) * double(a.lhs.dim(1));
 }
 
 double ProfilingBackend::attention_flops(const AttentionShape& s, int products) {

@@ -49,22 +49,25 @@ class ProfilingBackend final : public Backend {
   Tensor to_host(const Tensor& t) override { return inner_.to_host(t); }
 
  protected:
-#define GEMMAX_OP_PROFILED(name, Args, family)                           \
-  void do_##name(const Args& args) override {                            \
-    run(OpFamily::family, flops(args), [&] { inner_.do_##name(args); }); \
+#define GEMMAX_OP_PROFILED(name, Args, family)                                       \
+  void do_##name(const Args& args, OpDims<Args> dims) override {                     \
+    run(OpFamily::family, flops(args, dims), [&] { inner_.do_##name(args, dims); }); \
   }
   GEMMAX_BACKEND_OPS(GEMMAX_OP_PROFILED)
 #undef GEMMAX_OP_PROFILED
 
  public:
   // Executed FLOPs of the products (0 for the other ops).
-  static double flops(const auto&) { return 0; }
-  static double flops(const MatmulArgs& a);
-  static double flops(const GmmArgs& a);
-  static double flops(const GmmDlhsArgs& a);
-  static double flops(const GmmDrhsArgs& a);
-  static double flops(const AttentionForwardArgs& a) { return attention_flops(a.shape, 2); }
-  static double flops(const AttentionBackwardArgs& a) { return attention_flops(a.shape, 5); }
+  static double flops(const auto&, const auto&) { return 0; }
+  static double flops(const MatmulArgs& a, NoDims);
+  // gmm, gmm_dlhs, gmm_drhs: an [m, n] x [n, k] product each.
+  static double flops(const auto&, const GmmDims& d) {
+    return 2.0 * double(d.m) * double(d.n) * double(d.k);
+  }
+  static double flops(const AttentionForwardArgs& a, NoDims) { return attention_flops(a.shape, 2); }
+  static double flops(const AttentionBackwardArgs& a, NoDims) {
+    return attention_flops(a.shape, 5);
+  }
   // FLOPs of `products` [S, hd] x [hd, keys] products over the visible (query, key) pairs of
   // one head (causal, windowed; segments not counted), times batch and heads.
   static double attention_flops(const AttentionShape& s, int products);

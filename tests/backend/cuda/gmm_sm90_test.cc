@@ -265,25 +265,33 @@ TEST(GmmSm90Emulated, TheSm90KernelRunsAndReportsBadGroupSizes) {
   const Tensor rhs = be.to_device(rand({2, 8, 8}), MemKind::Workspace);
   const Tensor sizes = be.to_device(ints({2, 3}), MemKind::Workspace);
   Tensor out = be.alloc({6, 8}, DType::BF16, MemKind::Workspace);
-  const kern::GmmArgs a = cuda::ops::gmm_args(kAllRows, sizes, 6, 8, 8, 6, 6,
-                                              be.platform().errors(), kern::kOpGmm, "gmm");
-  EXPECT_TRUE(cuda::ops::gmm_sm90<gemmax::bf16>(be.platform(), out, lhs, rhs, a));
+  const GmmDims d{.m = 6, .k = 8, .G = 2, .N = 8, .n = 8, .in_rows = 6, .out_rows = 6};
+  const kern::GmmArgs a =
+      cuda::ops::gmm_args(kAllRows, sizes, d, be.platform().errors(), kern::kOpGmm, "gmm");
+  using cuda::ops::GmmPath;
+  const GmmArgs fwd{.out = out, .lhs = lhs, .rhs = rhs, .group_sizes = sizes};
+  EXPECT_EQ(cuda::ops::gmm_path(be.platform(), fwd, a), GmmPath::kSm90);
+  cuda::ops::gmm_sm90(be.platform(), out, lhs, rhs, a);
   testing::expect_error([&] { be.to_host(out); }, {"gmm", "sum to 5", "6 rows"});
   // The backward products' sm90 kernels, the same way.
   kern::GmmArgs b = a;
   b.op = kern::kOpGmmDlhs;
-  EXPECT_TRUE(cuda::ops::gmm_dlhs_sm90<gemmax::bf16>(be.platform(), out, lhs, rhs, b));
+  const GmmDlhsArgs bwd{.dlhs = out, .dout = lhs, .rhs = rhs, .group_sizes = sizes};
+  EXPECT_EQ(cuda::ops::gmm_path(be.platform(), bwd, b), GmmPath::kSm90);
+  cuda::ops::gmm_dlhs_sm90(be.platform(), out, lhs, rhs, b);
   testing::expect_error([&] { be.to_host(out); }, {"gmm_dlhs", "sum to 5", "6 rows"});
   Tensor dw = be.alloc({2, 8, 8}, DType::F32, MemKind::Workspace);
   b.op = kern::kOpGmmDrhs;
-  EXPECT_TRUE((cuda::ops::gmm_drhs_sm90<gemmax::bf16, float>(be.platform(), dw, lhs, lhs, b)));
+  const GmmDrhsArgs wgrad{.drhs = dw, .lhs = lhs, .dout = lhs, .group_sizes = sizes};
+  EXPECT_EQ(cuda::ops::gmm_path(be.platform(), wgrad, b), GmmPath::kSm90);
+  cuda::ops::gmm_drhs_sm90<float>(be.platform(), dw, lhs, lhs, b);
   testing::expect_error([&] { be.to_host(dw); }, {"gmm_drhs", "sum to 5", "6 rows"});
   // Float32 runs and cuda_gmm=mma do not take it.
   auto& off = dynamic_cast<cuda::EmulatedBackend&>(*mma);
-  EXPECT_FALSE(cuda::ops::gmm_sm90<gemmax::bf16>(off.platform(), out, lhs, rhs, a));
-  EXPECT_FALSE(cuda::ops::gmm_sm90<float>(be.platform(), out, lhs, rhs, a));
-  EXPECT_FALSE(cuda::ops::gmm_dlhs_sm90<gemmax::bf16>(off.platform(), out, lhs, rhs, a));
-  EXPECT_FALSE((cuda::ops::gmm_drhs_sm90<gemmax::bf16, float>(off.platform(), dw, lhs, lhs, a)));
+  EXPECT_EQ(cuda::ops::gmm_path(off.platform(), fwd, a), GmmPath::kMma);
+  EXPECT_FALSE(cuda::ops::kGmmTensorCoreTypes<float>);
+  EXPECT_EQ(cuda::ops::gmm_path(off.platform(), bwd, a), GmmPath::kMma);
+  EXPECT_EQ(cuda::ops::gmm_path(off.platform(), wgrad, a), GmmPath::kMma);
 }
 
 // The whole model's bfloat16 forward and backward with every grouped matmul on the sm90 kernels

@@ -454,9 +454,9 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
 
 }  // namespace
 
-void CpuBackend::do_attention_forward(const AttentionForwardArgs& args) {
+void CpuBackend::do_attention_forward(const AttentionForwardArgs& args, NoDims) {
   const auto& [o, lse, q, k, v, segment_ids, shape] = args;
-  if (is_wide(q)) return reference_.do_attention_forward(args);
+  if (is_wide(q)) return reference_.do_attention_forward(args, {});
   check(lse);
   const Geometry g(shape);
   dispatch<float, bf16>(q, "attention_forward", [&]<class T>() {
@@ -468,9 +468,9 @@ void CpuBackend::do_attention_forward(const AttentionForwardArgs& args) {
   });
 }
 
-void CpuBackend::do_attention_backward(const AttentionBackwardArgs& args) {
+void CpuBackend::do_attention_backward(const AttentionBackwardArgs& args, NoDims) {
   const auto& [dq, dk, dv, dout, q, k, v, o, lse, segment_ids, shape] = args;
-  if (is_wide(q)) return reference_.do_attention_backward(args);
+  if (is_wide(q)) return reference_.do_attention_backward(args, {});
   check(lse);
   const Geometry g(shape);
   dispatch<float, bf16>(q, "attention_backward", [&]<class T>() {
@@ -481,8 +481,8 @@ void CpuBackend::do_attention_backward(const AttentionBackwardArgs& args) {
   });
 }
 
-void CpuBackend::do_attention_decode(const AttentionDecodeArgs& args) {
-  reference_.do_attention_decode(args);
+void CpuBackend::do_attention_decode(const AttentionDecodeArgs& args, NoDims) {
+  reference_.do_attention_decode(args, {});
 }
 
 }  // namespace gemmax

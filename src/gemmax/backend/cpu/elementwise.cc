@@ -44,12 +44,12 @@ GEMMAX_SIMD_BODY double scaled_sum_grad(T* o, const T* dy, const T* a, const T* 
 
 }  // namespace
 
-void CpuBackend::do_fill(const FillArgs& args) {
+void CpuBackend::do_fill(const FillArgs& args, NoDims) {
   const auto& [x, value] = args;
-  if (is_wide(x)) return reference_.do_fill(args);
+  if (is_wide(x)) return reference_.do_fill(args, {});
   const int64_t n = x.numel();
   if (value == 0.0 || x.dtype() == DType::I32 || x.dtype() == DType::U8) {
-    if (value != 0.0) return reference_.do_fill(args);
+    if (value != 0.0) return reference_.do_fill(args, {});
     char* p = static_cast<char*>(x.raw());
     const size_t bytes = x.nbytes();
 #pragma omp parallel for if (bytes > (size_t(1) << 20))
@@ -65,7 +65,7 @@ void CpuBackend::do_fill(const FillArgs& args) {
   });
 }
 
-void CpuBackend::do_copy(const CopyArgs& args) {
+void CpuBackend::do_copy(const CopyArgs& args, NoDims) {
   const auto& [dst, src] = args;
   const int64_t n = src.numel();
   if (dst.dtype() == src.dtype()) {
@@ -77,7 +77,7 @@ void CpuBackend::do_copy(const CopyArgs& args) {
       std::memcpy(d + c * chunk, s + c * chunk, size_t(std::min(chunk, bytes - c * chunk)));
     return;
   }
-  if (!is_fast(dst) || !is_fast(src)) return reference_.do_copy(args);
+  if (!is_fast(dst) || !is_fast(src)) return reference_.do_copy(args, {});
   // fp32 <-> bf16 (a layer's fp32 weights to their bf16 compute copy): one rounding.
   const bool avx512 = wide_vectors(isa_);
   dispatch2<float, bf16>(dst, src, "copy", [&]<class D, class S>() {
@@ -94,9 +94,9 @@ void CpuBackend::do_copy(const CopyArgs& args) {
   });
 }
 
-void CpuBackend::do_add(const AddArgs& args) {
+void CpuBackend::do_add(const AddArgs& args, NoDims) {
   const auto& [out, a, b] = args;
-  if (is_wide(out)) return reference_.do_add(args);
+  if (is_wide(out)) return reference_.do_add(args, {});
   dispatch<float, bf16>(out, "add", [&]<class T>() {
     T* o = out.data<T>();
     const T *pa = a.data<T>(), *pb = b.data<T>();
@@ -106,9 +106,9 @@ void CpuBackend::do_add(const AddArgs& args) {
   });
 }
 
-void CpuBackend::do_axpy(const AxpyArgs& args) {
+void CpuBackend::do_axpy(const AxpyArgs& args, NoDims) {
   const auto& [y, alpha, x] = args;
-  if (is_wide(y)) return reference_.do_axpy(args);
+  if (is_wide(y)) return reference_.do_axpy(args, {});
   dispatch<float, bf16>(y, "axpy", [&]<class T>() {
     T* py = y.data<T>();
     const T* px = x.data<T>();
@@ -119,9 +119,9 @@ void CpuBackend::do_axpy(const AxpyArgs& args) {
   });
 }
 
-void CpuBackend::do_scale(const ScaleArgs& args) {
+void CpuBackend::do_scale(const ScaleArgs& args, NoDims) {
   const auto& [x, alpha] = args;
-  if (is_wide(x)) return reference_.do_scale(args);
+  if (is_wide(x)) return reference_.do_scale(args, {});
   dispatch<float, bf16>(x, "scale", [&]<class T>() {
     T* p = x.data<T>();
     const float a = float(alpha);
@@ -131,9 +131,9 @@ void CpuBackend::do_scale(const ScaleArgs& args) {
   });
 }
 
-void CpuBackend::do_sum_squares(const SumSquaresArgs& args) {
+void CpuBackend::do_sum_squares(const SumSquaresArgs& args, NoDims) {
   const auto& [sum, x] = args;
-  if (is_wide(x)) return reference_.do_sum_squares(args);
+  if (is_wide(x)) return reference_.do_sum_squares(args, {});
   dispatch<float, bf16>(x, "sum_squares", [&]<class T>() {
     const T* p = x.data<T>();
     add_to_scalar(sum, ordered_sum(x.numel(), [p](int64_t b, int64_t e) {
@@ -142,9 +142,9 @@ void CpuBackend::do_sum_squares(const SumSquaresArgs& args) {
   });
 }
 
-void CpuBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
+void CpuBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args, NoDims) {
   const auto& [y, a, b, s] = args;
-  if (is_wide(y)) return reference_.do_scaled_sum_forward(args);
+  if (is_wide(y)) return reference_.do_scaled_sum_forward(args, {});
   const float scale = float(get_as_double(s, 0));
   dispatch<float, bf16>(y, "scaled_sum_forward", [&]<class T>() {
     T* o = y.data<T>();
@@ -158,9 +158,9 @@ void CpuBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
   });
 }
 
-void CpuBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args) {
+void CpuBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args, NoDims) {
   const auto& [dab, ds, dy, a, b, s] = args;
-  if (is_wide(dy)) return reference_.do_scaled_sum_backward(args);
+  if (is_wide(dy)) return reference_.do_scaled_sum_backward(args, {});
   const float scale = float(get_as_double(s, 0));
   dispatch<float, bf16>(dy, "scaled_sum_backward", [&]<class T>() {
     const T *pd = dy.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
@@ -172,9 +172,9 @@ void CpuBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args) {
   });
 }
 
-void CpuBackend::do_transpose_groups(const TransposeGroupsArgs& args) {
+void CpuBackend::do_transpose_groups(const TransposeGroupsArgs& args, NoDims) {
   const auto& [out, in] = args;
-  if (is_wide(in)) return reference_.do_transpose_groups(args);
+  if (is_wide(in)) return reference_.do_transpose_groups(args, {});
   GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&
                    out.dim(1) == in.dim(2) && out.dim(2) == in.dim(1) && out.dtype() == in.dtype(),
                "transpose_groups: ", in.str(), " into ", out.str());

@@ -9,9 +9,9 @@
 namespace gemmax {
 using namespace cpu;
 
-void CpuBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
+void CpuBackend::do_embedding_forward(const EmbeddingForwardArgs& args, NoDims) {
   const auto& [x, tokens, table, scale] = args;
-  if (is_wide(x) || is_wide(table)) return reference_.do_embedding_forward(args);
+  if (is_wide(x) || is_wide(table)) return reference_.do_embedding_forward(args, {});
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
   GEMMAX_CHECK(x.numel() == n * d, "embedding_forward: x ", x.str(), " for ", n, " tokens");
   const int32_t* tok = tokens.data<int32_t>();
@@ -32,9 +32,9 @@ void CpuBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
   });
 }
 
-void CpuBackend::do_embedding_backward(const EmbeddingBackwardArgs& args) {
+void CpuBackend::do_embedding_backward(const EmbeddingBackwardArgs& args, NoDims) {
   const auto& [dtable, dx, tokens, scale] = args;
-  if (is_wide(dtable) || is_wide(dx)) return reference_.do_embedding_backward(args);
+  if (is_wide(dtable) || is_wide(dx)) return reference_.do_embedding_backward(args, {});
   const int64_t n = tokens.numel(), d = dtable.dim(1);
   const int32_t* tok = tokens.data<int32_t>();
   dispatch2<float, bf16>(dtable, dx, "embedding_backward", [&]<class W, class T>() {

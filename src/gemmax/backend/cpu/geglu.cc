@@ -11,19 +11,6 @@ using namespace cpu;
 
 namespace {
 
-struct GegluRows {
-  int64_t m, F, stride;
-  bool split;
-};
-
-GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const char* op) {
-  const int64_t F = a.dim(-1), m = a.numel() / F;
-  const bool split = up.defined();
-  GEMMAX_CHECK(split ? h.numel() == m * F && up.numel() == m * F : h.numel() == 2 * m * F, op,
-               ": h ", h.str(), " for a ", a.str());
-  return {m, F, split ? F : 2 * F, split};
-}
-
 // Round: gelu(gate) rounded to T before the product (activations_in_float32=false).
 template <bool Round, class T>
 GEMMAX_SIMD_BODY void geglu_row(T* a, const T* gate, const T* up, int64_t F) {
@@ -69,10 +56,9 @@ GEMMAX_AVX512 void geglu_grad_row_avx512(T* dgate, T* dup, const T* da, const T*
 
 // ---- GeGLU ------------------------------------------------------------------------------------
 
-void CpuBackend::do_geglu_forward(const GegluForwardArgs& args) {
+void CpuBackend::do_geglu_forward(const GegluForwardArgs& args, GegluDims g) {
   const auto& [a, h, up, round_gelu] = args;
-  if (is_wide(a)) return reference_.do_geglu_forward(args);
-  const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
+  if (is_wide(a)) return reference_.do_geglu_forward(args, g);
   const bool avx512 = wide_vectors(isa_);
   dispatch<float, bf16>(a, "geglu_forward", [&]<class T>() {
     const T* pg = h.data<T>();
@@ -86,10 +72,9 @@ void CpuBackend::do_geglu_forward(const GegluForwardArgs& args) {
   });
 }
 
-void CpuBackend::do_geglu_backward(const GegluBackwardArgs& args) {
+void CpuBackend::do_geglu_backward(const GegluBackwardArgs& args, GegluDims g) {
   const auto& [dh, dup, da, h, up, round_gelu] = args;
-  if (is_wide(da)) return reference_.do_geglu_backward(args);
-  const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
+  if (is_wide(da)) return reference_.do_geglu_backward(args, g);
   const bool avx512 = wide_vectors(isa_);
   dispatch<float, bf16>(da, "geglu_backward", [&]<class T>() {
     const T* pg = h.data<T>();

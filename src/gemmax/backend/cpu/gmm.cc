@@ -40,19 +40,6 @@ Rows<T> rows_of(T* base, int64_t ld, const Tensor& map, int64_t first) {
   return Rows<T>{base + first * ld, ld, nullptr};
 }
 
-void check_map(const Tensor& map, int64_t m, int64_t limit, const char* what) {
-  if (!map.defined()) return;
-  const int32_t* p = map.data<int32_t>();
-  for (int64_t r = 0; r < m; ++r)
-    GEMMAX_CHECK(p[r] >= 0 && p[r] < limit, what, " row map entry ", p[r], " at ", r,
-                 " is outside [0, ", limit, ")");
-}
-
-// The weight rows a GmmRows window selects: [begin, begin + rows) of each group's N.
-std::pair<int64_t, int64_t> window(const GmmRows& rows, int64_t N) {
-  return {rows.weight_begin, rows.weight_rows < 0 ? N - rows.weight_begin : rows.weight_rows};
-}
-
 // Runs one product per group: with enough groups, whole groups per thread (each on its own
 // scratch, no barrier inside a grouped matmul; any schedule gives the same result, as every
 // output row is computed by one thread in one order); with few, the groups one after another,
@@ -72,13 +59,11 @@ void for_each_group(const std::vector<Group>& groups, const GemmScratch& scratch
 
 }  // namespace
 
-void CpuBackend::do_gmm(const GmmArgs& args) {
+void CpuBackend::do_gmm(const GmmArgs& args, GmmDims d) {
   const auto& [out, lhs, rhs, group_sizes, rows] = args;
-  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.do_gmm(args);
-  const int64_t k = lhs.dim(1), N = rhs.dim(1), m = out.dim(0);
-  const auto [w0, n] = window(rows, N);
-  check_map(rows.in, m, lhs.dim(0), "gmm lhs");
-  check_map(rows.out, m, m, "gmm out");
+  if (!fast_dtypes({&out, &lhs, &rhs})) return reference_.do_gmm(args, d);
+  const int64_t k = d.k, N = d.N, m = d.m, w0 = d.w0, n = d.n;
+  check_row_maps_on_host(rows, d, "gmm lhs", "gmm out");
   dispatch<float, bf16>(out, "gmm", [&]<class T>() {
     const T *pl = lhs.data<T>(), *pr = rhs.data<T>();
     T* po = out.data<T>();
@@ -101,13 +86,11 @@ void CpuBackend::do_gmm(const GmmArgs& args) {
   });
 }
 
-void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
+void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args, GmmDims d) {
   const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
-  if (!fast_dtypes({&dlhs, &dout, &rhs})) return reference_.do_gmm_dlhs(args);
-  const int64_t k = rhs.dim(2), N = rhs.dim(1), m = dlhs.dim(0);
-  const auto [w0, n] = window(rows, N);
-  check_map(rows.in, m, m, "gmm_dlhs dlhs");
-  check_map(rows.out, m, dout.dim(0), "gmm_dlhs dout");
+  if (!fast_dtypes({&dlhs, &dout, &rhs})) return reference_.do_gmm_dlhs(args, d);
+  const int64_t k = d.k, N = d.N, m = d.m, w0 = d.w0, n = d.n;
+  check_row_maps_on_host(rows, d, "gmm_dlhs dlhs", "gmm_dlhs dout");
   dispatch<float, bf16>(dlhs, "gmm_dlhs", [&]<class T>() {
     // dlhs = dout . W_g, W_g [n, k] read in place (its rows are the reduction).
     const T *pd = dout.data<T>(), *pr = rhs.data<T>();
@@ -131,18 +114,15 @@ void CpuBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
   });
 }
 
-void CpuBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
+void CpuBackend::do_gmm_drhs(const GmmDrhsArgs& args, GmmDims d) {
   const auto& [drhs, lhs, dout, group_sizes, rows] = args;
-  if (!fast_dtypes({&drhs, &lhs, &dout})) return reference_.do_gmm_drhs(args);
-  const int64_t k = lhs.dim(1), N = drhs.dim(1);
-  const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
-  const auto [w0, n] = window(rows, N);
+  if (!fast_dtypes({&drhs, &lhs, &dout})) return reference_.do_gmm_drhs(args, d);
+  const int64_t k = d.k, N = d.N, m = d.m, w0 = d.w0, n = d.n;
   GEMMAX_CHECK(drhs.dtype() == DType::F32,
                "cpu backend: gmm_drhs: the fast path writes float32 "
                "weight gradients, got drhs ",
                drhs.str());
-  check_map(rows.in, m, lhs.dim(0), "gmm_drhs lhs");
-  check_map(rows.out, m, dout.dim(0), "gmm_drhs dout");
+  check_row_maps_on_host(rows, d, "gmm_drhs lhs", "gmm_drhs dout");
   dispatch<float, bf16>(lhs, "gmm_drhs", [&]<class T>() {
     // drhs[g][w0 + j][c] += sum over the group's rows of dout[r][j] lhs[r][c]
     const T *pd = dout.data<T>(), *pl = lhs.data<T>();

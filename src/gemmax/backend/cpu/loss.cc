@@ -67,9 +67,9 @@ GEMMAX_AVX512 void grad_row_avx512(T* row, int64_t V, float lse, float g, float 
 
 }  // namespace
 
-void CpuBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args) {
+void CpuBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args, NoDims) {
   const auto& [logits, loss, targets, mask, cap, grad_scale, write_grad] = args;
-  if (is_wide(logits)) return reference_.do_softcap_cross_entropy(args);
+  if (is_wide(logits)) return reference_.do_softcap_cross_entropy(args, {});
   const int64_t C = logits.dim(0), V = logits.dim(1);
   const int32_t* tgt = targets.data<int32_t>();
   const int32_t* msk = mask.data<int32_t>();
@@ -107,12 +107,14 @@ void CpuBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args) {
   add_to_scalar(loss, total);
 }
 
-void CpuBackend::do_vocab_ce_max(const VocabCeMaxArgs& args) { reference_.do_vocab_ce_max(args); }
-void CpuBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args) {
-  reference_.do_vocab_ce_sums(args);
+void CpuBackend::do_vocab_ce_max(const VocabCeMaxArgs& args, NoDims) {
+  reference_.do_vocab_ce_max(args, {});
 }
-void CpuBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args) {
-  reference_.do_vocab_ce_finish(args);
+void CpuBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args, NoDims) {
+  reference_.do_vocab_ce_sums(args, {});
+}
+void CpuBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args, NoDims) {
+  reference_.do_vocab_ce_finish(args, {});
 }
 
 }  // namespace gemmax

@@ -17,10 +17,10 @@ using namespace cpu;
 
 // ---- router ----------------------------------------------------------------------------------
 
-void CpuBackend::do_router_forward(const RouterForwardArgs& args) {
+void CpuBackend::do_router_forward(const RouterForwardArgs& args, TopKDims dims) {
   const auto& [probs, idx, weights, logits, per_expert_scale, renormalize] = args;
-  if (is_wide(logits)) return reference_.do_router_forward(args);
-  const int64_t T_ = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
+  if (is_wide(logits)) return reference_.do_router_forward(args, dims);
+  const int64_t T_ = dims.T, E = dims.E, K = dims.K;
   GEMMAX_CHECK(probs.numel() == T_ * E && idx.dim(0) == T_ && weights.numel() == T_ * K &&
                    per_expert_scale.numel() == E && K <= E,
                "router_forward shapes: logits ", logits.str(), " probs ", probs.str(), " idx ",
@@ -71,11 +71,11 @@ void CpuBackend::do_router_forward(const RouterForwardArgs& args) {
   });
 }
 
-void CpuBackend::do_router_backward(const RouterBackwardArgs& args) {
+void CpuBackend::do_router_backward(const RouterBackwardArgs& args, TopKDims dims) {
   const auto& [dlogits, dper_expert_scale, dweights, probs, idx, per_expert_scale, renormalize,
                lb_dprobs, seq] = args;
-  if (is_wide(dlogits)) return reference_.do_router_backward(args);
-  const int64_t T_ = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
+  if (is_wide(dlogits)) return reference_.do_router_backward(args, dims);
+  const int64_t T_ = dims.T, E = dims.E, K = dims.K;
   const int32_t* pidx = idx.data<int32_t>();
   const float* pp = probs.data<float>();
   const float* pdw = dweights.data<float>();
@@ -132,10 +132,10 @@ void CpuBackend::do_router_backward(const RouterBackwardArgs& args) {
   });
 }
 
-void CpuBackend::do_load_balance_forward(const LoadBalanceForwardArgs& args) {
+void CpuBackend::do_load_balance_forward(const LoadBalanceForwardArgs& args, TopKDims dims) {
   const auto& [density, loss, probs, idx, seq, coefficient] = args;
-  if (is_wide(probs)) return reference_.do_load_balance_forward(args);
-  const int64_t T_ = probs.dim(0), E = probs.dim(1), K = idx.dim(1), B = T_ / seq;
+  if (is_wide(probs)) return reference_.do_load_balance_forward(args, dims);
+  const int64_t T_ = dims.T, E = dims.E, K = dims.K, B = T_ / seq;
   const int32_t* pidx = idx.data<int32_t>();
   const float* pp = probs.data<float>();
   float* pd = density.data<float>();
@@ -163,13 +163,13 @@ void CpuBackend::do_load_balance_forward(const LoadBalanceForwardArgs& args) {
 
 // ---- dispatch --------------------------------------------------------------------------------
 
-void CpuBackend::do_route_sort(const RouteSortArgs& args) {
-  reference_.do_route_sort(args);  // a serial counting sort: stable
+void CpuBackend::do_route_sort(const RouteSortArgs& args, NoDims) {
+  reference_.do_route_sort(args, {});  // a serial counting sort: stable
 }
 
-void CpuBackend::do_permute(const PermuteArgs& args) {
+void CpuBackend::do_permute(const PermuteArgs& args, NoDims) {
   const auto& [xs, x, order, k] = args;
-  if (is_wide(x)) return reference_.do_permute(args);
+  if (is_wide(x)) return reference_.do_permute(args, {});
   const int64_t rows = order.numel(), d = x.dim(-1);
   const int32_t* po = order.data<int32_t>();
   const size_t row_bytes = size_t(d) * dtype_size(x.dtype());
@@ -180,10 +180,10 @@ void CpuBackend::do_permute(const PermuteArgs& args) {
     std::memcpy(pxs + size_t(r) * row_bytes, px + size_t(po[r] / k) * row_bytes, row_bytes);
 }
 
-void CpuBackend::do_permute_backward(const PermuteBackwardArgs& args) {
+void CpuBackend::do_permute_backward(const PermuteBackwardArgs& args, TokenCopyDims dims) {
   const auto& [dx, dxs, inverse, k, accumulate] = args;
-  if (is_wide(dx)) return reference_.do_permute_backward(args);
-  const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
+  if (is_wide(dx)) return reference_.do_permute_backward(args, dims);
+  const int64_t d = dims.d, T_ = dims.T;
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   dispatch<float, bf16>(dx, "permute_backward", [&]<class T>() {
     const T* g = dxs.data<T>();
@@ -208,10 +208,10 @@ void CpuBackend::do_permute_backward(const PermuteBackwardArgs& args) {
   });
 }
 
-void CpuBackend::do_combine_forward(const CombineForwardArgs& args) {
+void CpuBackend::do_combine_forward(const CombineForwardArgs& args, TokenCopyDims dims) {
   const auto& [m, y, inverse, weights] = args;
-  if (is_wide(m)) return reference_.do_combine_forward(args);
-  const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
+  if (is_wide(m)) return reference_.do_combine_forward(args, dims);
+  const int64_t d = dims.d, T_ = dims.T, K = dims.K;
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   const float* pw = weights.data<float>();
   dispatch<float, bf16>(m, "combine_forward", [&]<class T>() {
@@ -237,10 +237,10 @@ void CpuBackend::do_combine_forward(const CombineForwardArgs& args) {
   });
 }
 
-void CpuBackend::do_combine_backward(const CombineBackwardArgs& args) {
+void CpuBackend::do_combine_backward(const CombineBackwardArgs& args, TokenCopyDims dims) {
   const auto& [dy, dweights, dm, y, order, weights] = args;
-  if (is_wide(dm)) return reference_.do_combine_backward(args);
-  const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = weights.numel(), K = rows / T_;
+  if (is_wide(dm)) return reference_.do_combine_backward(args, dims);
+  const int64_t d = dims.d, rows = weights.numel(), K = dims.K;
   const int32_t* po = order.defined() ? order.data<int32_t>() : nullptr;
   const float* pw = weights.data<float>();
   float* pdw = dweights.data<float>();

@@ -98,9 +98,9 @@ GEMMAX_AVX512 void rope_head_avx512(T* v, const float* cs, int64_t half, float s
 
 }  // namespace
 
-void CpuBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args) {
+void CpuBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args, NoDims) {
   const auto& [y, rstd, x, w, eps, out_scale, residual, round_before_scale] = args;
-  if (is_wide(x)) return reference_.do_rmsnorm_forward(args);
+  if (is_wide(x)) return reference_.do_rmsnorm_forward(args, {});
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   GEMMAX_CHECK(y.numel() == x.numel() && rstd.numel() == rows && y.dtype() == x.dtype() &&
                    rstd.dtype() == DType::F32,
@@ -129,9 +129,9 @@ void CpuBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args) {
   });
 }
 
-void CpuBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args) {
+void CpuBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args, NoDims) {
   const auto& [dx, dw, dy, x, w, rstd, out_scale, accumulate_dx] = args;
-  if (is_wide(x)) return reference_.do_rmsnorm_backward(args);
+  if (is_wide(x)) return reference_.do_rmsnorm_backward(args, {});
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   GEMMAX_CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && rstd.numel() == rows &&
                    dx.dtype() == x.dtype() && dy.dtype() == x.dtype(),
@@ -170,9 +170,9 @@ void CpuBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args) {
   for (int64_t i = 0; i < n; ++i) set_from_double(dw, i, get_as_double(dw, i) + sums[size_t(i)]);
 }
 
-void CpuBackend::do_rope_table(const RopeTableArgs& args) {
+void CpuBackend::do_rope_table(const RopeTableArgs& args, NoDims) {
   const auto& [table, positions, inv_freq] = args;
-  if (is_wide(table)) return reference_.do_rope_table(args);
+  if (is_wide(table)) return reference_.do_rope_table(args, {});
   const int64_t T_ = positions.numel(), half = inv_freq.numel();
   GEMMAX_CHECK(table.numel() == T_ * half * 2 && table.dtype() == DType::F32, "rope_table: table ",
                table.str(), " for ", T_, " positions and ", half, " frequencies");
@@ -188,9 +188,9 @@ void CpuBackend::do_rope_table(const RopeTableArgs& args) {
     }
 }
 
-void CpuBackend::do_rope(const RopeArgs& args) {
+void CpuBackend::do_rope(const RopeArgs& args, NoDims) {
   const auto& [x, table, inverse] = args;
-  if (is_wide(x)) return reference_.do_rope(args);
+  if (is_wide(x)) return reference_.do_rope(args, {});
   GEMMAX_CHECK(x.ndim() == 3 && table.numel() == x.dim(0) * x.dim(2) && table.dtype() == DType::F32,
                "rope shapes: x ", x.str(), " table ", table.str());
   const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;

@@ -36,9 +36,9 @@ GEMMAX_AVX512 void adamw_avx512(float* p, float* m, float* v, const float* g, in
 
 }  // namespace
 
-void CpuBackend::do_adamw_step(const AdamwStepArgs& args) {
+void CpuBackend::do_adamw_step(const AdamwStepArgs& args, NoDims) {
   const auto& [param, grad, m, v, s, scalars] = args;
-  if (is_wide(param)) return reference_.do_adamw_step(args);
+  if (is_wide(param)) return reference_.do_adamw_step(args, {});
   check_same(param, grad, "adamw_step");
   check_same(param, m, "adamw_step");
   check_same(param, v, "adamw_step");

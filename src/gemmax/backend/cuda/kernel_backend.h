@@ -17,11 +17,11 @@ class KernelBackend : public Backend {
   P& platform() { return p_; }
 
  protected:
-  void do_matmul(const MatmulArgs& args) override {
+  void do_matmul(const MatmulArgs& args, NoDims) override {
     p_.matmul(args.c, args.a, args.trans_a, args.b, args.trans_b, args.accumulate);
   }
 #define GEMMAX_OP_KERNELS(name, Args, family) \
-  void do_##name(const Args& args) override { ops::name(p_, args); }
+  void do_##name(const Args& args, OpDims<Args> dims) override { ops::name(p_, args, dims); }
   GEMMAX_CUDA_OPS(GEMMAX_OP_KERNELS)
 #undef GEMMAX_OP_KERNELS
 

@@ -28,8 +28,14 @@ struct GegluBackwardArgs {
   bool round_gelu = false;
 };
 
-void validate(const GegluForwardArgs& args);
-void validate(const GegluBackwardArgs& args);
+// The rows of a GeGLU: m rows of F; `stride` elements between rows of h (F split, 2F fused).
+struct GegluDims {
+  int64_t m = 0, F = 0, stride = 0;
+  bool split = false;  // up in a tensor of its own
+};
+
+GegluDims validate(const GegluForwardArgs& args);
+GegluDims validate(const GegluBackwardArgs& args);
 
 #define GEMMAX_GEGLU_OPS(X)                            \
   X(geglu_forward, GegluForwardArgs, NormsElementwise) \

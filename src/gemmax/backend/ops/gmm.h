@@ -50,9 +50,26 @@ struct GmmDrhsArgs {
   const GmmRows& rows = kAllRows;
 };
 
-void validate(const GmmArgs& args);
-void validate(const GmmDlhsArgs& args);
-void validate(const GmmDrhsArgs& args);
+// The sizes of a grouped matmul, as validate works them out from the operands and GmmRows.
+struct GmmDims {
+  int64_t m = 0;          // sorted rows (the group sizes sum to it)
+  int64_t k = 0;          // the weights' row length: lhs's (dlhs's) columns
+  int64_t G = 0;          // groups
+  int64_t N = 0;          // rows of each group's weight
+  int64_t w0 = 0, n = 0;  // the weight window: rows [w0, w0 + n) of N; out's (dout's) columns
+  // Rows of the input-side and the output-side tensor: the ranges of the `in` and `out` maps.
+  int64_t in_rows = 0, out_rows = 0;
+};
+
+GmmDims validate(const GmmArgs& args);
+GmmDims validate(const GmmDlhsArgs& args);
+GmmDims validate(const GmmDrhsArgs& args);
+
+// The host backends' check of the row maps' entries (data, which validate does not read): each
+// `in` entry in [0, d.in_rows), each `out` entry in [0, d.out_rows). `in_side` and `out_side`
+// name the two tensors in the message ("gmm lhs", "gmm out").
+void check_row_maps_on_host(const GmmRows& rows, const GmmDims& d, const char* in_side,
+                            const char* out_side);
 
 #define GEMMAX_GMM_OPS(X)                 \
   X(gmm, GmmArgs, GroupedMatmul)          \

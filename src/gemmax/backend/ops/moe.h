@@ -92,14 +92,24 @@ struct CombineBackwardArgs {
   const Tensor& weights;
 };
 
-void validate(const RouterForwardArgs& args);
-void validate(const RouterBackwardArgs& args);
-void validate(const LoadBalanceForwardArgs& args);
+// The sizes of the router's ops: T tokens, E experts, K of them chosen per token.
+struct TopKDims {
+  int64_t T = 0, E = 0, K = 0;
+};
+// The sizes of the ops between token rows and their copies: T tokens of K copies each, rows of d
+// elements (T = 0 when d = 0, K = 0 when T = 0).
+struct TokenCopyDims {
+  int64_t T = 0, K = 0, d = 0;
+};
+
+TopKDims validate(const RouterForwardArgs& args);
+TopKDims validate(const RouterBackwardArgs& args);
+TopKDims validate(const LoadBalanceForwardArgs& args);
 void validate(const RouteSortArgs& args);
 void validate(const PermuteArgs& args);
-void validate(const PermuteBackwardArgs& args);
-void validate(const CombineForwardArgs& args);
-void validate(const CombineBackwardArgs& args);
+TokenCopyDims validate(const PermuteBackwardArgs& args);
+TokenCopyDims validate(const CombineForwardArgs& args);
+TokenCopyDims validate(const CombineBackwardArgs& args);
 
 #define GEMMAX_MOE_OPS(X)                                         \
   X(router_forward, RouterForwardArgs, RoutingPermute)            \

@@ -7,12 +7,18 @@
 // A field without a default is required (omitting it does not compile); an optional tensor
 // defaults to kNoTensor, an undefined tensor.
 //
+// A validate that works out sizes from the operands (a row count, a weight window) returns them,
+// and do_<op> receives them (OpDims), so that no backend derives them again; a validate that
+// derives nothing returns void, and its do_<op> receives NoDims.
+//
 // Each header lists its ops in an X-macro, X(name, Args, family): backend/ops/op_list.h joins the
 // lists, and the Backend interface, the planning and profiling decorators, the cuda kernel backend
 // and the cuda instantiations are written from them.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "gemmax/base/tensor.h"
 
@@ -32,6 +38,34 @@ enum class OpFamily : uint8_t {
   Optimizer,
   kCount
 };
+
+struct NoDims {};
+
+namespace op_detail {
+template <class D>
+struct Dims {
+  using type = D;
+};
+template <>
+struct Dims<void> {
+  using type = NoDims;
+};
+}  // namespace op_detail
+
+// What validate(const Args&) returns, NoDims for void.
+template <class Args>
+using OpDims = typename op_detail::Dims<decltype(validate(std::declval<const Args&>()))>::type;
+
+// Checks args (validate) and returns its dims.
+template <class Args>
+OpDims<Args> validated(const Args& args) {
+  if constexpr (std::is_void_v<decltype(validate(args))>) {
+    validate(args);
+    return {};
+  } else {
+    return validate(args);
+  }
+}
 
 // fp64 runs (gradient checks) keep fp64 statistics; everything else keeps fp32.
 inline DType stat_dtype(DType activation) {

@@ -33,4 +33,5 @@
   GEMMAX_VOCAB_LOSS_OPS(X)
 
 // A backend's declarations of its implementations: `GEMMAX_BACKEND_OPS(GEMMAX_OP_OVERRIDE)`.
-#define GEMMAX_OP_OVERRIDE(name, Args, family) void do_##name(const Args& args) override;
+#define GEMMAX_OP_OVERRIDE(name, Args, family) \
+  void do_##name(const Args& args, OpDims<Args> dims) override;

@@ -21,7 +21,7 @@ inline int64_t first_key(int64_t i, int64_t window) {
 
 }  // namespace
 
-void ReferenceBackend::do_attention_forward(const AttentionForwardArgs& args) {
+void ReferenceBackend::do_attention_forward(const AttentionForwardArgs& args, NoDims) {
   const auto& [o, lse, q, k, v, segment_ids, s] = args;
   const int64_t S = s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   const int64_t group = H / KV;
@@ -72,7 +72,7 @@ void ReferenceBackend::do_attention_forward(const AttentionForwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_attention_backward(const AttentionBackwardArgs& args) {
+void ReferenceBackend::do_attention_backward(const AttentionBackwardArgs& args, NoDims) {
   const auto& [dq, dk, dv, dout, q, k, v, o, lse, segment_ids, s] = args;
   const int64_t S = s.seq, H = s.num_heads, KV = s.num_kv_heads, hd = s.head_dim;
   const int64_t group = H / KV;

@@ -19,7 +19,7 @@ inline bool visible(int32_t key_pos, int32_t query_pos, int64_t window) {
 
 }  // namespace
 
-void ReferenceBackend::do_attention_decode(const AttentionDecodeArgs& args) {
+void ReferenceBackend::do_attention_decode(const AttentionDecodeArgs& args, NoDims) {
   const auto& [o, q, q_pos, k, v, kv_pos, window] = args;
   const int64_t n = q.dim(0), H = q.dim(1), hd = q.dim(2), C = k.dim(0), KV = k.dim(1);
   const int64_t group = H / KV;

@@ -19,7 +19,7 @@ void ReferenceBackend::upload(const Tensor& dst, const Tensor& host) {
   std::memcpy(dst.raw(), host.raw(), host.nbytes());
 }
 
-void ReferenceBackend::do_fill(const FillArgs& args) {
+void ReferenceBackend::do_fill(const FillArgs& args, NoDims) {
   const auto& [x, value] = args;
   if (value == 0.0) {
     std::memset(x.raw(), 0, x.nbytes());
@@ -29,7 +29,7 @@ void ReferenceBackend::do_fill(const FillArgs& args) {
   for (int64_t i = 0; i < n; ++i) set_from_double(x, i, value);
 }
 
-void ReferenceBackend::do_copy(const CopyArgs& args) {
+void ReferenceBackend::do_copy(const CopyArgs& args, NoDims) {
   const auto& [dst, src] = args;
   if (dst.dtype() == src.dtype()) {
     std::memcpy(dst.raw(), src.raw(), src.nbytes());
@@ -50,7 +50,7 @@ void ReferenceBackend::do_copy(const CopyArgs& args) {
   for (int64_t i = 0; i < n; ++i) set_from_double(dst, i, get_as_double(src, i));
 }
 
-void ReferenceBackend::do_add(const AddArgs& args) {
+void ReferenceBackend::do_add(const AddArgs& args, NoDims) {
   const auto& [out, a, b] = args;
   dispatch<float, bf16, double>(out, "add", [&]<class T>() {
     T* o = out.data<T>();
@@ -61,7 +61,7 @@ void ReferenceBackend::do_add(const AddArgs& args) {
   });
 }
 
-void ReferenceBackend::do_axpy(const AxpyArgs& args) {
+void ReferenceBackend::do_axpy(const AxpyArgs& args, NoDims) {
   const auto& [y, alpha, x] = args;
   dispatch<float, bf16, double>(y, "axpy", [&]<class T>() {
     T* py = y.data<T>();
@@ -73,7 +73,7 @@ void ReferenceBackend::do_axpy(const AxpyArgs& args) {
   });
 }
 
-void ReferenceBackend::do_scale(const ScaleArgs& args) {
+void ReferenceBackend::do_scale(const ScaleArgs& args, NoDims) {
   const auto& [x, alpha] = args;
   dispatch<float, bf16, double>(x, "scale", [&]<class T>() {
     T* p = x.data<T>();
@@ -84,7 +84,7 @@ void ReferenceBackend::do_scale(const ScaleArgs& args) {
   });
 }
 
-void ReferenceBackend::do_sum_squares(const SumSquaresArgs& args) {
+void ReferenceBackend::do_sum_squares(const SumSquaresArgs& args, NoDims) {
   const auto& [sum, x] = args;
   dispatch<float, bf16, double>(x, "sum_squares", [&]<class T>() {
     const T* p = x.data<T>();
@@ -93,7 +93,7 @@ void ReferenceBackend::do_sum_squares(const SumSquaresArgs& args) {
   });
 }
 
-void ReferenceBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
+void ReferenceBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args, NoDims) {
   const auto& [y, a, b, s] = args;
   const double scale = get_as_double(s, 0);
   dispatch<float, bf16, double>(y, "scaled_sum_forward", [&]<class T>() {
@@ -108,7 +108,7 @@ void ReferenceBackend::do_scaled_sum_forward(const ScaledSumForwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args) {
+void ReferenceBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args, NoDims) {
   const auto& [dab, ds, dy, a, b, s] = args;
   const double scale = get_as_double(s, 0);
   dispatch<float, bf16, double>(dy, "scaled_sum_backward", [&]<class T>() {
@@ -124,7 +124,7 @@ void ReferenceBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args)
   });
 }
 
-void ReferenceBackend::do_transpose_groups(const TransposeGroupsArgs& args) {
+void ReferenceBackend::do_transpose_groups(const TransposeGroupsArgs& args, NoDims) {
   const auto& [out, in] = args;
   const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2);
   dispatch<float, bf16, double>(in, "transpose_groups", [&]<class T>() {

@@ -5,7 +5,7 @@
 namespace gemmax {
 using ref::calc_t;
 
-void ReferenceBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
+void ReferenceBackend::do_embedding_forward(const EmbeddingForwardArgs& args, NoDims) {
   const auto& [x, tokens, table, scale] = args;
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
   const int32_t* tok = tokens.data<int32_t>();
@@ -23,7 +23,7 @@ void ReferenceBackend::do_embedding_forward(const EmbeddingForwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_embedding_backward(const EmbeddingBackwardArgs& args) {
+void ReferenceBackend::do_embedding_backward(const EmbeddingBackwardArgs& args, NoDims) {
   const auto& [dtable, dx, tokens, scale] = args;
   const int64_t n = tokens.numel(), d = dtable.dim(1);
   const int32_t* tok = tokens.data<int32_t>();

@@ -19,25 +19,10 @@ inline double gelu_tanh_grad(double x) {
   return 0.5 * (1.0 + tau) + 0.5 * x * (1.0 - tau * tau) * kSqrt2OverPi * (1.0 + 0.134145 * x * x);
 }
 
-// Rows of [gate | up] in one tensor (up undefined), or gate and up in two.
-struct GegluRows {
-  int64_t m, F, stride;  // rows, width, elements between rows of h
-  bool split;
-};
-
-GegluRows geglu_rows(const Tensor& a, const Tensor& h, const Tensor& up, const char* op) {
-  const int64_t F = a.dim(-1), m = a.numel() / F;
-  const bool split = up.defined();
-  GEMMAX_CHECK(split ? h.numel() == m * F && up.numel() == m * F : h.numel() == 2 * m * F, op,
-               ": h ", h.str(), split ? " up " + up.str() : std::string(), " for a ", a.str());
-  return {m, F, split ? F : 2 * F, split};
-}
-
 }  // namespace
 
-void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
+void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args, GegluDims g) {
   const auto& [a, h, up, round_gelu] = args;
-  const GegluRows g = geglu_rows(a, h, up, "geglu_forward");
   dispatch<float, bf16, double>(a, "geglu_forward", [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;
@@ -51,9 +36,8 @@ void ReferenceBackend::do_geglu_forward(const GegluForwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_geglu_backward(const GegluBackwardArgs& args) {
+void ReferenceBackend::do_geglu_backward(const GegluBackwardArgs& args, GegluDims g) {
   const auto& [dh, dup, da, h, up, round_gelu] = args;
-  const GegluRows g = geglu_rows(da, h, up, "geglu_backward");
   dispatch<float, bf16, double>(da, "geglu_backward", [&]<class T>() {
     const T* pg = h.data<T>();
     const T* pu = g.split ? up.data<T>() : pg + g.F;

@@ -28,34 +28,18 @@ void for_each_group(const Tensor& group_sizes, int64_t total_rows, F&& f) {
   }
 }
 
-// The sorted rows of a grouped matmul and where they live (GmmRows): row r of the input side is row
-// in(r) of its tensor, of the output side row out(r); each group's weight is rows [w0, w0 + n) of
-// its [N, k] block.
-struct GroupedRows {
+// Where the sorted rows of a grouped matmul live (GmmRows): row r of the input side is row in(r)
+// of its tensor, of the output side row out(r).
+struct RowMaps {
   const int32_t* in_map = nullptr;
   const int32_t* out_map = nullptr;
-  int64_t m = 0, w0 = 0, n = 0, N = 0;  // rows; weight window; full weight rows per group
+  explicit RowMaps(const GmmRows& rows) {
+    if (rows.in.defined()) in_map = rows.in.data<int32_t>();
+    if (rows.out.defined()) out_map = rows.out.data<int32_t>();
+  }
   int64_t in(int64_t r) const { return in_map ? in_map[r] : r; }
   int64_t out(int64_t r) const { return out_map ? out_map[r] : r; }
 };
-
-GroupedRows grouped_rows(const GmmRows& rows, int64_t m, int64_t N) {
-  GroupedRows g;
-  g.m = m;
-  g.N = N;
-  g.w0 = rows.weight_begin;
-  g.n = rows.weight_rows < 0 ? N - rows.weight_begin : rows.weight_rows;
-  if (rows.in.defined()) g.in_map = rows.in.data<int32_t>();
-  if (rows.out.defined()) g.out_map = rows.out.data<int32_t>();
-  return g;
-}
-
-void check_map_range(const int32_t* map, int64_t m, int64_t limit, const char* what) {
-  if (!map) return;
-  for (int64_t r = 0; r < m; ++r)
-    GEMMAX_CHECK(map[r] >= 0 && map[r] < limit, what, " row map entry ", map[r], " at ", r,
-                 " is outside [0, ", limit, ")");
-}
 
 // The group of each sorted row.
 std::vector<int32_t> row_groups(const Tensor& group_sizes, int64_t m) {
@@ -69,12 +53,11 @@ std::vector<int32_t> row_groups(const Tensor& group_sizes, int64_t m) {
 }  // namespace
 
 // out[r] (+)= lhs[r] . rhs[g]^T: per row an "NT" product with its group's weight rows.
-void ReferenceBackend::do_gmm(const GmmArgs& args) {
+void ReferenceBackend::do_gmm(const GmmArgs& args, GmmDims d) {
   const auto& [out, lhs, rhs, group_sizes, rows] = args;
-  const int64_t k = lhs.dim(1), N = rhs.dim(1), m = out.dim(0);
-  const GroupedRows R = grouped_rows(rows, m, N);
-  check_map_range(R.in_map, m, lhs.dim(0), "gmm lhs");
-  check_map_range(R.out_map, m, m, "gmm out");
+  const int64_t k = d.k, N = d.N, m = d.m;
+  check_row_maps_on_host(rows, d, "gmm lhs", "gmm out");
+  const RowMaps R(rows);
   const std::vector<int32_t> grp = row_groups(group_sizes, m);
   dispatch<float, bf16, double>(out, "gmm", [&]<class T>() {
     const T *pl = lhs.data<T>(), *pw = rhs.data<T>();
@@ -82,9 +65,9 @@ void ReferenceBackend::do_gmm(const GmmArgs& args) {
 #pragma omp parallel for
     for (int64_t r = 0; r < m; ++r) {
       const T* a = pl + R.in(r)*k;
-      T* o = po + R.out(r) * R.n;
-      for (int64_t j = 0; j < R.n; ++j) {
-        const T* w = pw + (grp[r] * N + R.w0 + j) * k;
+      T* o = po + R.out(r) * d.n;
+      for (int64_t j = 0; j < d.n; ++j) {
+        const T* w = pw + (grp[r] * N + d.w0 + j) * k;
         double s = rows.accumulate ? double(o[j]) : 0.0;
         for (int64_t c = 0; c < k; ++c) s += double(a[c]) * double(w[c]);
         o[j] = T(s);
@@ -94,12 +77,11 @@ void ReferenceBackend::do_gmm(const GmmArgs& args) {
 }
 
 // dlhs[r] (+)= dout[r] . rhs[g]: "NN" on rhs as stored ([n, k] per group), no transposed copy.
-void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
+void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args, GmmDims d) {
   const auto& [dlhs, dout, rhs, group_sizes, rows] = args;
-  const int64_t k = rhs.dim(2), N = rhs.dim(1), m = dlhs.dim(0);
-  const GroupedRows R = grouped_rows(rows, m, N);
-  check_map_range(R.in_map, m, m, "gmm_dlhs dlhs");
-  check_map_range(R.out_map, m, dout.dim(0), "gmm_dlhs dout");
+  const int64_t k = d.k, N = d.N, m = d.m;
+  check_row_maps_on_host(rows, d, "gmm_dlhs dlhs", "gmm_dlhs dout");
+  const RowMaps R(rows);
   const std::vector<int32_t> grp = row_groups(group_sizes, m);
   dispatch<float, bf16, double>(dlhs, "gmm_dlhs", [&]<class T>() {
     const T *pd = dout.data<T>(), *pw = rhs.data<T>();
@@ -109,12 +91,12 @@ void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
       std::vector<double> acc(k);
 #pragma omp for
       for (int64_t r = 0; r < m; ++r) {
-        const T* d = pd + R.out(r) * R.n;
+        const T* g = pd + R.out(r) * d.n;
         T* o = pl + R.in(r)*k;
         for (int64_t c = 0; c < k; ++c) acc[c] = rows.accumulate ? double(o[c]) : 0.0;
-        for (int64_t j = 0; j < R.n; ++j) {
-          const double dj = double(d[j]);
-          const T* w = pw + (grp[r] * N + R.w0 + j) * k;
+        for (int64_t j = 0; j < d.n; ++j) {
+          const double dj = double(g[j]);
+          const T* w = pw + (grp[r] * N + d.w0 + j) * k;
           for (int64_t c = 0; c < k; ++c) acc[c] += dj * double(w[c]);
         }
         for (int64_t c = 0; c < k; ++c) o[c] = T(acc[c]);
@@ -125,13 +107,11 @@ void ReferenceBackend::do_gmm_dlhs(const GmmDlhsArgs& args) {
 
 // drhs[g] += dout_g^T . lhs_g : "TN" over the group's rows; empty groups are left untouched.
 // drhs may be wider than lhs and dout (fp32 expert-weight gradients of bf16 activations).
-void ReferenceBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
+void ReferenceBackend::do_gmm_drhs(const GmmDrhsArgs& args, GmmDims d) {
   const auto& [drhs, lhs, dout, group_sizes, rows] = args;
-  const int64_t k = lhs.dim(1), N = drhs.dim(1);
-  const int64_t m = rows.in.defined() ? rows.in.numel() : lhs.dim(0);
-  const GroupedRows R = grouped_rows(rows, m, N);
-  check_map_range(R.in_map, m, lhs.dim(0), "gmm_drhs lhs");
-  check_map_range(R.out_map, m, dout.dim(0), "gmm_drhs dout");
+  const int64_t k = d.k, N = d.N, m = d.m;
+  check_row_maps_on_host(rows, d, "gmm_drhs lhs", "gmm_drhs dout");
+  const RowMaps R(rows);
   std::vector<std::array<int64_t, 3>> groups;  // (g, first, rows)
   for_each_group(group_sizes, m, [&](int64_t g, int64_t first, int64_t n) {
     groups.push_back({g, first, n});
@@ -145,12 +125,12 @@ void ReferenceBackend::do_gmm_drhs(const GmmDrhsArgs& args) {
       std::vector<double> acc(k);
 #pragma omp for collapse(2)
       for (int64_t gi = 0; gi < ng; ++gi)
-        for (int64_t j = 0; j < R.n; ++j) {
+        for (int64_t j = 0; j < d.n; ++j) {
           const auto [g, first, n] = groups[gi];
-          TC* w = pw + (g * N + R.w0 + j) * k;
+          TC* w = pw + (g * N + d.w0 + j) * k;
           for (int64_t c = 0; c < k; ++c) acc[c] = double(w[c]);
           for (int64_t r = first; r < first + n; ++r) {
-            const double dj = double(pd[R.out(r) * R.n + j]);
+            const double dj = double(pd[R.out(r) * d.n + j]);
             const T* a = pl + R.in(r)*k;
             for (int64_t c = 0; c < k; ++c) acc[c] += dj * double(a[c]);
           }

@@ -8,7 +8,7 @@
 
 namespace gemmax {
 
-void ReferenceBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args) {
+void ReferenceBackend::do_softcap_cross_entropy(const SoftcapCrossEntropyArgs& args, NoDims) {
   const auto& [logits, loss, targets, mask, cap, grad_scale, write_grad] = args;
   const int64_t C = logits.dim(0), V = logits.dim(1);
   const int32_t* tgt = targets.data<int32_t>();
@@ -49,7 +49,7 @@ namespace {
 
 }  // namespace
 
-void ReferenceBackend::do_vocab_ce_max(const VocabCeMaxArgs& args) {
+void ReferenceBackend::do_vocab_ce_max(const VocabCeMaxArgs& args, NoDims) {
   const auto& [logits, stats, cap] = args;
   const int64_t R = logits.dim(0), V = logits.dim(1);
   double* mx = stats.data<double>();
@@ -67,7 +67,7 @@ void ReferenceBackend::do_vocab_ce_max(const VocabCeMaxArgs& args) {
   });
 }
 
-void ReferenceBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args) {
+void ReferenceBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args, NoDims) {
   const auto& [logits, stats, targets] = args;
   const int64_t R = logits.dim(0), V = logits.dim(1);
   double* st = stats.data<double>();
@@ -85,7 +85,7 @@ void ReferenceBackend::do_vocab_ce_sums(const VocabCeSumsArgs& args) {
   });
 }
 
-void ReferenceBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args) {
+void ReferenceBackend::do_vocab_ce_finish(const VocabCeFinishArgs& args, NoDims) {
   const auto& [logits, loss, stats, targets, mask, cap, grad_scale, loss_begin, loss_end,
                write_grad] = args;
   const int64_t R = logits.dim(0), V = logits.dim(1);

@@ -82,7 +82,7 @@ Dims matmul_dims(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b
 
 }  // namespace
 
-void ReferenceBackend::do_matmul(const MatmulArgs& args) {
+void ReferenceBackend::do_matmul(const MatmulArgs& args, NoDims) {
   const auto& [c, a, trans_a, b, trans_b, accumulate] = args;
   const Dims d = matmul_dims(c, a, trans_a, b, trans_b);
   dispatch2<float, bf16, double>(c, a, "matmul", [&]<class TC, class T>() {

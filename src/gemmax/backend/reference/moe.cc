@@ -11,9 +11,9 @@
 namespace gemmax {
 using ref::stat_t;
 
-void ReferenceBackend::do_router_forward(const RouterForwardArgs& args) {
+void ReferenceBackend::do_router_forward(const RouterForwardArgs& args, TopKDims dims) {
   const auto& [probs, idx, weights, logits, per_expert_scale, renormalize] = args;
-  const int64_t T_ = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
+  const int64_t T_ = dims.T, E = dims.E, K = dims.K;
   int32_t* pidx = idx.data<int32_t>();
   const std::vector<double> pes = ref::read_vector(per_expert_scale);  // fp32 master weights
   dispatch<float, bf16, double>(logits, "router_forward", [&]<class T>() {
@@ -51,10 +51,10 @@ void ReferenceBackend::do_router_forward(const RouterForwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_router_backward(const RouterBackwardArgs& args) {
+void ReferenceBackend::do_router_backward(const RouterBackwardArgs& args, TopKDims dims) {
   const auto& [dlogits, dper_expert_scale, dweights, probs, idx, per_expert_scale, renormalize,
                lb_dprobs, seq] = args;
-  const int64_t T_ = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
+  const int64_t T_ = dims.T, E = dims.E, K = dims.K;
   const int32_t* pidx = idx.data<int32_t>();
   const std::vector<double> pes = ref::read_vector(per_expert_scale);
   dispatch<float, bf16, double>(dlogits, "router_backward", [&]<class T>() {
@@ -108,9 +108,9 @@ void ReferenceBackend::do_router_backward(const RouterBackwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_load_balance_forward(const LoadBalanceForwardArgs& args) {
+void ReferenceBackend::do_load_balance_forward(const LoadBalanceForwardArgs& args, TopKDims dims) {
   const auto& [density, loss, probs, idx, seq, coefficient] = args;
-  const int64_t T_ = probs.dim(0), E = probs.dim(1), K = idx.dim(1), B = T_ / seq;
+  const int64_t T_ = dims.T, E = dims.E, K = dims.K, B = T_ / seq;
   const int32_t* pidx = idx.data<int32_t>();
   double total = 0;
   dispatch<float, bf16, double>(probs, "load_balance_forward", [&]<class S>() {
@@ -132,7 +132,7 @@ void ReferenceBackend::do_load_balance_forward(const LoadBalanceForwardArgs& arg
   if (loss.defined()) ref::add_to_scalar(loss, coefficient * total / double(B * E));
 }
 
-void ReferenceBackend::do_route_sort(const RouteSortArgs& args) {
+void ReferenceBackend::do_route_sort(const RouteSortArgs& args, NoDims) {
   const auto& [routing, idx, num_experts] = args;
   const int64_t n = idx.numel();
   const int32_t* pidx = idx.data<int32_t>();
@@ -157,7 +157,7 @@ void ReferenceBackend::do_route_sort(const RouteSortArgs& args) {
   }
 }
 
-void ReferenceBackend::do_permute(const PermuteArgs& args) {
+void ReferenceBackend::do_permute(const PermuteArgs& args, NoDims) {
   const auto& [xs, x, order, k] = args;
   const int64_t rows = order.numel(), d = x.dim(-1);
   const int32_t* po = order.data<int32_t>();
@@ -169,9 +169,9 @@ void ReferenceBackend::do_permute(const PermuteArgs& args) {
   });
 }
 
-void ReferenceBackend::do_permute_backward(const PermuteBackwardArgs& args) {
+void ReferenceBackend::do_permute_backward(const PermuteBackwardArgs& args, TokenCopyDims dims) {
   const auto& [dx, dxs, inverse, k, accumulate] = args;
-  const int64_t d = dx.dim(-1), T_ = dx.numel() / d;
+  const int64_t d = dims.d, T_ = dims.T;
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   dispatch<float, bf16, double>(dx, "permute_backward", [&]<class T>() {
     const T* g = dxs.data<T>();
@@ -186,9 +186,9 @@ void ReferenceBackend::do_permute_backward(const PermuteBackwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_combine_forward(const CombineForwardArgs& args) {
+void ReferenceBackend::do_combine_forward(const CombineForwardArgs& args, TokenCopyDims dims) {
   const auto& [m, y, inverse, weights] = args;
-  const int64_t d = m.dim(-1), T_ = m.numel() / d, K = weights.numel() / T_;
+  const int64_t d = dims.d, T_ = dims.T, K = dims.K;
   const int32_t* inv = inverse.defined() ? inverse.data<int32_t>() : nullptr;
   dispatch<float, bf16, double>(m, "combine_forward", [&]<class T>() {
     const T* py = y.data<T>();
@@ -207,9 +207,9 @@ void ReferenceBackend::do_combine_forward(const CombineForwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_combine_backward(const CombineBackwardArgs& args) {
+void ReferenceBackend::do_combine_backward(const CombineBackwardArgs& args, TokenCopyDims dims) {
   const auto& [dy, dweights, dm, y, order, weights] = args;
-  const int64_t d = dm.dim(-1), T_ = dm.numel() / d, rows = weights.numel(), K = rows / T_;
+  const int64_t d = dims.d, rows = weights.numel(), K = dims.K;
   const int32_t* po = order.defined() ? order.data<int32_t>() : nullptr;
   dispatch<float, bf16, double>(dm, "combine_backward", [&]<class T>() {
     const T *pdm = dm.data<T>(), *py = y.data<T>();

@@ -9,7 +9,7 @@ namespace gemmax {
 using ref::calc_t;
 using ref::stat_t;
 
-void ReferenceBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args) {
+void ReferenceBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args, NoDims) {
   const auto& [y, rstd, x, w, eps, out_scale, residual, round_before_scale] = args;
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   // The scale may be wider than x (fp32 master weights, bf16 activations): it is read into fp64
@@ -40,7 +40,7 @@ void ReferenceBackend::do_rmsnorm_forward(const RmsnormForwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args) {
+void ReferenceBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args, NoDims) {
   const auto& [dx, dw, dy, x, w, rstd, out_scale, accumulate_dx] = args;
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   const std::vector<double> wv = ref::read_vector(w);
@@ -79,7 +79,7 @@ void ReferenceBackend::do_rmsnorm_backward(const RmsnormBackwardArgs& args) {
   });
 }
 
-void ReferenceBackend::do_rope_table(const RopeTableArgs& args) {
+void ReferenceBackend::do_rope_table(const RopeTableArgs& args, NoDims) {
   const auto& [table, positions, inv_freq] = args;
   const int64_t T_ = positions.numel(), half = inv_freq.numel();
   const int32_t* pos = positions.data<int32_t>();
@@ -96,7 +96,7 @@ void ReferenceBackend::do_rope_table(const RopeTableArgs& args) {
   });
 }
 
-void ReferenceBackend::do_rope(const RopeArgs& args) {
+void ReferenceBackend::do_rope(const RopeArgs& args, NoDims) {
   const auto& [x, table, inverse] = args;
   const int64_t T_ = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
   const double sign = inverse ? -1.0 : 1.0;

@@ -7,7 +7,7 @@
 namespace gemmax {
 using ref::check_same;
 
-void ReferenceBackend::do_adamw_step(const AdamwStepArgs& args) {
+void ReferenceBackend::do_adamw_step(const AdamwStepArgs& args, NoDims) {
   const auto& [param, grad, m, v, s, scalars] = args;
   check_same(param, grad, "adamw_step");
   check_same(param, m, "adamw_step");

@@ -47,7 +47,8 @@ class EmuPlatform {
   void encode_tensor_map(kern::TensorMap2d&) {}  // the emulator reads the plain fields
   void encode_tensor_map(kern::TensorMap3d&) {}
   void matmul(const Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb, bool acc) {
-    reference_.do_matmul({.c = c, .a = a, .trans_a = ta, .b = b, .trans_b = tb, .accumulate = acc});
+    reference_.do_matmul({.c = c, .a = a, .trans_a = ta, .b = b, .trans_b = tb, .accumulate = acc},
+                         {});
   }
 
  private:

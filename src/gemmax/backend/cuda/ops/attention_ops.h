@@ -109,7 +109,7 @@ bool attention_cudnn(P& p, const char* op, const kern::AttnDims& d, const Attent
 }
 
 template <class P>
-void attention_forward(P& p, const AttentionForwardArgs& args) {
+void attention_forward(P& p, const AttentionForwardArgs& args, NoDims) {
   const auto& [o, lse, q, k, v, seg, s] = args;
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
@@ -273,7 +273,7 @@ bool attention_backward_sm90(P& p, const Tensor& dq, const Tensor& dk, const Ten
 }
 
 template <class P>
-void attention_backward(P& p, const AttentionBackwardArgs& args) {
+void attention_backward(P& p, const AttentionBackwardArgs& args, NoDims) {
   const auto& [dq, dk, dv, dout, q, k, v, o, lse, seg, s] = args;
   const kern::AttnDims d = attention_dims(q, k, v, o, lse, seg, s);
   if (q.numel() == 0) return;
@@ -311,7 +311,7 @@ void attention_backward(P& p, const AttentionBackwardArgs& args) {
 }
 
 template <class P>
-void attention_decode(P& p, const AttentionDecodeArgs& args) {
+void attention_decode(P& p, const AttentionDecodeArgs& args, NoDims) {
   const auto& [o, q, q_pos, k, v, kv_pos, window] = args;
   GEMMAX_CHECK(q.dim(2) <= 32 * kern::kAttnMaxCols, "cuda backend: head_dim ", q.dim(2),
                " is over the attention kernels' limit of ", 32 * kern::kAttnMaxCols);

@@ -10,7 +10,7 @@
 namespace gemmax::cuda::ops {
 
 template <class P>
-void fill(P& p, const FillArgs& args) {
+void fill(P& p, const FillArgs& args, NoDims) {
   const auto& [x, value] = args;
   const int64_t n = x.numel();
   if (n == 0) return;
@@ -25,7 +25,7 @@ void fill(P& p, const FillArgs& args) {
 }
 
 template <class P>
-void copy(P& p, const CopyArgs& args) {
+void copy(P& p, const CopyArgs& args, NoDims) {
   const auto& [dst, src] = args;
   if (dst.numel() == 0) return;
   if (dst.dtype() == src.dtype()) {
@@ -43,7 +43,7 @@ void copy(P& p, const CopyArgs& args) {
 }
 
 template <class P>
-void add(P& p, const AddArgs& args) {
+void add(P& p, const AddArgs& args, NoDims) {
   const auto& [out, a, b] = args;
   dispatch<float, bf16, double>(out, "add", [&]<class E>() {
     p.template launch<kern::AddKernel>(stride_launch(out.numel()), ptr<E>(out),
@@ -53,7 +53,7 @@ void add(P& p, const AddArgs& args) {
 }
 
 template <class P>
-void axpy(P& p, const AxpyArgs& args) {
+void axpy(P& p, const AxpyArgs& args, NoDims) {
   const auto& [y, alpha, x] = args;
   dispatch<float, bf16, double>(y, "axpy", [&]<class E>() {
     p.template launch<kern::AxpyKernel>(stride_launch(y.numel()), ptr<E>(y), kern::acc_t<E>(alpha),
@@ -62,7 +62,7 @@ void axpy(P& p, const AxpyArgs& args) {
 }
 
 template <class P>
-void scale(P& p, const ScaleArgs& args) {
+void scale(P& p, const ScaleArgs& args, NoDims) {
   const auto& [x, alpha] = args;
   dispatch<float, bf16, double>(x, "scale", [&]<class E>() {
     p.template launch<kern::ScaleKernel>(stride_launch(x.numel()), ptr<E>(x), kern::acc_t<E>(alpha),
@@ -71,7 +71,7 @@ void scale(P& p, const ScaleArgs& args) {
 }
 
 template <class P>
-void sum_squares(P& p, const SumSquaresArgs& args) {
+void sum_squares(P& p, const SumSquaresArgs& args, NoDims) {
   const auto& [sum, x] = args;
   check_scalar(sum, "sum_squares");
   Scratch s = p.scratch();
@@ -82,7 +82,7 @@ void sum_squares(P& p, const SumSquaresArgs& args) {
 }
 
 template <class P>
-void scaled_sum_forward(P& p, const ScaledSumForwardArgs& args) {
+void scaled_sum_forward(P& p, const ScaledSumForwardArgs& args, NoDims) {
   const auto& [y, a, b, s] = args;
   dispatch<float, bf16, double>(y, "scaled_sum_forward", [&]<class E>() {
     dispatch<float, bf16, double>(s, "scaled_sum_forward", [&]<class S>() {
@@ -94,7 +94,7 @@ void scaled_sum_forward(P& p, const ScaledSumForwardArgs& args) {
 }
 
 template <class P>
-void scaled_sum_backward(P& p, const ScaledSumBackwardArgs& args) {
+void scaled_sum_backward(P& p, const ScaledSumBackwardArgs& args, NoDims) {
   const auto& [dab, ds, dy, a, b, s] = args;
   Scratch sc = p.scratch();
   dispatch<float, bf16, double>(dy, "scaled_sum_backward", [&]<class E>() {
@@ -108,7 +108,7 @@ void scaled_sum_backward(P& p, const ScaledSumBackwardArgs& args) {
 }
 
 template <class P>
-void transpose_groups(P& p, const TransposeGroupsArgs& args) {
+void transpose_groups(P& p, const TransposeGroupsArgs& args, NoDims) {
   const auto& [out, in] = args;
   const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2);
   if (in.numel() == 0) return;

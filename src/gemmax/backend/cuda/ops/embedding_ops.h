@@ -6,7 +6,7 @@
 namespace gemmax::cuda::ops {
 
 template <class P>
-void embedding_forward(P& p, const EmbeddingForwardArgs& args) {
+void embedding_forward(P& p, const EmbeddingForwardArgs& args, NoDims) {
   const auto& [x, tokens, table, scale] = args;
   const int64_t n = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
   if (n == 0) return;
@@ -21,7 +21,7 @@ void embedding_forward(P& p, const EmbeddingForwardArgs& args) {
 }
 
 template <class P>
-void embedding_backward(P& p, const EmbeddingBackwardArgs& args) {
+void embedding_backward(P& p, const EmbeddingBackwardArgs& args, NoDims) {
   const auto& [dtable, dx, tokens, scale] = args;
   const int64_t n = tokens.numel(), vocab = dtable.dim(0), d = dtable.dim(1);
   if (n == 0) return;

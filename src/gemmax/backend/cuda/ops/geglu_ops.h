@@ -10,19 +10,12 @@ struct GegluLayout {
   kern::GegluArgs args;
   bool split;
 };
-inline GegluLayout geglu_layout(const Tensor& a, const Tensor& h, const Tensor& up,
-                                const char* op) {
-  const int64_t F = a.dim(-1), m = a.numel() / F;
-  const bool split = up.defined();
-  GEMMAX_CHECK(split ? h.numel() == m * F && up.numel() == m * F : h.numel() == 2 * m * F, op,
-               ": h ", h.str(), split ? " up " + up.str() : std::string(), " for a ", a.str());
-  return {{m, F, split ? F : 2 * F}, split};
-}
+inline GegluLayout geglu_layout(const GegluDims& d) { return {{d.m, d.F, d.stride}, d.split}; }
 
 template <class P>
-void geglu_forward(P& p, const GegluForwardArgs& args) {
+void geglu_forward(P& p, const GegluForwardArgs& args, GegluDims dims) {
   const auto& [a, h, up, round_gelu] = args;
-  GegluLayout g = geglu_layout(a, h, up, "geglu_forward");
+  GegluLayout g = geglu_layout(dims);
   g.args.round_gelu = round_gelu;
   if (a.numel() == 0) return;
   dispatch<float, bf16>(a, "geglu_forward", [&]<class E>() {
@@ -35,9 +28,9 @@ void geglu_forward(P& p, const GegluForwardArgs& args) {
 }
 
 template <class P>
-void geglu_backward(P& p, const GegluBackwardArgs& args) {
+void geglu_backward(P& p, const GegluBackwardArgs& args, GegluDims dims) {
   const auto& [dh, dup, da, h, up, round_gelu] = args;
-  GegluLayout g = geglu_layout(da, h, up, "geglu_backward");
+  GegluLayout g = geglu_layout(dims);
   g.args.round_gelu = round_gelu;
   if (da.numel() == 0) return;
   dispatch<float, bf16>(da, "geglu_backward", [&]<class E>() {

@@ -1,7 +1,7 @@
-// The tensor-core grouped matmuls of bfloat16 runs (kernels/gmm_mma.h). Each returns false when
-// it does not apply (another dtype, fast kernels off, row lengths not a multiple of 8 or
-// operands not 16-byte aligned) and the caller runs the plain kernels; a bfloat16 run that
-// falls back says so once per op and shape class (SlowPathNotes).
+// The tensor-core grouped matmuls of bfloat16 runs (kernels/gmm_mma.h), and the choice of
+// kernels for a call (gmm_path): the tensor cores take it unless fast kernels are off, a row
+// length is not a multiple of 8 or an operand is not 16-byte aligned; then the plain kernels
+// run, and the run says so once per op and shape class (SlowPathNotes).
 #pragma once
 
 #include <cstdint>
@@ -14,27 +14,51 @@
 
 namespace gemmax::cuda::ops {
 
-// Whether the tensor-core kernels apply to a bfloat16 grouped matmul; if not, the fallback is
-// announced.
+// Whether the tensor-core kernels are built for inputs E and output TC: bfloat16 inputs, a
+// bfloat16 or float32 output.
+template <class E, class TC = E>
+constexpr bool kGmmTensorCoreTypes = std::is_same_v<E, bf16> && !std::is_same_v<TC, double>;
+
+// The kernels that run one call: the plain ones, mma.sync (this file) or the sm90 ones
+// (cuda_gmm=sm90, gmm_sm90_ops.h).
+enum class GmmPath { kPlain, kMma, kSm90 };
+
+// The path of a call of tensor-core types over `operands`, every tensor its kernels read or
+// write; a refusal is announced.
 template <class P>
-bool gmm_mma_applies(P& p, const char* op, const kern::GmmArgs& a,
-                     std::initializer_list<std::pair<const char*, const Tensor*>> operands) {
+GmmPath choose_gmm_path(P& p, const char* op, const kern::GmmArgs& a,
+                        std::initializer_list<std::pair<const char*, const Tensor*>> operands) {
   if (!p.fast_kernels()) {
     p.slow_paths().note(op, "", "cuda_kernels=simple (cuda_kernels=fast runs the tensor cores)");
-    return false;
+    return GmmPath::kPlain;
   }
   const std::string shape = str_cat("[k=", a.k, ", n=", a.n, "]");
   if (a.k % 8 != 0 || a.n % 8 != 0) {
     p.slow_paths().note(op, shape, "the tensor-core kernels need k and n multiples of 8");
-    return false;
+    return GmmPath::kPlain;
   }
   for (const auto& [name, t] : operands)
     if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) {
       p.slow_paths().note(op, shape,
                           str_cat(name, " is not 16-byte aligned (a view at an odd offset?)"));
-      return false;
+      return GmmPath::kPlain;
     }
-  return true;
+  return p.sm90_gmm() ? GmmPath::kSm90 : GmmPath::kMma;
+}
+
+template <class P>
+GmmPath gmm_path(P& p, const GmmArgs& args, const kern::GmmArgs& a) {
+  return choose_gmm_path(p, "gmm", a, {{"out", &args.out}, {"lhs", &args.lhs}, {"rhs", &args.rhs}});
+}
+template <class P>
+GmmPath gmm_path(P& p, const GmmDlhsArgs& args, const kern::GmmArgs& a) {
+  return choose_gmm_path(p, "gmm_dlhs", a,
+                         {{"dlhs", &args.dlhs}, {"dout", &args.dout}, {"rhs", &args.rhs}});
+}
+template <class P>
+GmmPath gmm_path(P& p, const GmmDrhsArgs& args, const kern::GmmArgs& a) {
+  return choose_gmm_path(p, "gmm_drhs", a,
+                         {{"drhs", &args.drhs}, {"lhs", &args.lhs}, {"dout", &args.dout}});
 }
 
 inline Launch gmm_mma_launch(int64_t gx, int64_t gy, int64_t gz) {
@@ -65,56 +89,35 @@ kern::GmmArgs with_group_table(P& p, kern::GmmArgs a, int64_t tile_rows = kern::
   return a;
 }
 
-template <class E, class P>
-bool gmm_fast(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
+// The launches of GmmPath::kMma.
+template <class P>
+void gmm_fast(P& p, const Tensor& out, const Tensor& lhs, const Tensor& rhs,
               const kern::GmmArgs& a) {
-  if constexpr (!std::is_same_v<E, bf16>) {
-    return false;
-  } else {
-    if (!gmm_mma_applies(p, "gmm", a, {{"out", &out}, {"lhs", &lhs}, {"rhs", &rhs}}))
-      return false;
-    using M = kern::GmmMma;
-    const Launch l = gmm_mma_launch(kern::ceil_div(a.n, M::BN),
-                                    kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
-    p.template launch<kern::GmmForwardMmaKernel>(l, ptr<bf16>(out), (const bf16*)ptr<bf16>(lhs),
-                                                 (const bf16*)ptr<bf16>(rhs),
-                                                 with_group_table(p, a));
-    return true;
-  }
+  using M = kern::GmmMma;
+  const Launch l =
+      gmm_mma_launch(kern::ceil_div(a.n, M::BN), kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
+  p.template launch<kern::GmmForwardMmaKernel>(l, ptr<bf16>(out), (const bf16*)ptr<bf16>(lhs),
+                                               (const bf16*)ptr<bf16>(rhs), with_group_table(p, a));
 }
 
-template <class E, class P>
-bool gmm_dlhs_fast(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
+template <class P>
+void gmm_dlhs_fast(P& p, const Tensor& dlhs, const Tensor& dout, const Tensor& rhs,
                    const kern::GmmArgs& a) {
-  if constexpr (!std::is_same_v<E, bf16>) {
-    return false;
-  } else {
-    if (!gmm_mma_applies(p, "gmm_dlhs", a, {{"dlhs", &dlhs}, {"dout", &dout}, {"rhs", &rhs}}))
-      return false;
-    using M = kern::GmmMma;
-    const Launch l = gmm_mma_launch(kern::ceil_div(a.k, M::BN),
-                                    kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
-    p.template launch<kern::GmmDlhsMmaKernel>(l, ptr<bf16>(dlhs), (const bf16*)ptr<bf16>(dout),
-                                              (const bf16*)ptr<bf16>(rhs), with_group_table(p, a));
-    return true;
-  }
+  using M = kern::GmmMma;
+  const Launch l =
+      gmm_mma_launch(kern::ceil_div(a.k, M::BN), kern::gmm_max_row_tiles(a.m, a.G, M::BM), 1);
+  p.template launch<kern::GmmDlhsMmaKernel>(l, ptr<bf16>(dlhs), (const bf16*)ptr<bf16>(dout),
+                                            (const bf16*)ptr<bf16>(rhs), with_group_table(p, a));
 }
 
-template <class E, class TC, class P>
-bool gmm_drhs_fast(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
+// drhs of TC: bfloat16 or float32.
+template <class TC, class P>
+void gmm_drhs_fast(P& p, const Tensor& drhs, const Tensor& lhs, const Tensor& dout,
                    const kern::GmmArgs& a) {
-  if constexpr (!std::is_same_v<E, bf16> || std::is_same_v<TC, double>) {
-    return false;
-  } else {
-    if (!gmm_mma_applies(p, "gmm_drhs", a, {{"drhs", &drhs}, {"lhs", &lhs}, {"dout", &dout}}))
-      return false;
-    using M = kern::GmmMma;
-    const Launch l =
-        gmm_mma_launch(kern::ceil_div(a.k, M::BN), kern::ceil_div(a.n, M::BM), a.G);
-    p.template launch<kern::GmmDrhsMmaKernel>(l, ptr<TC>(drhs), (const bf16*)ptr<bf16>(lhs),
-                                              (const bf16*)ptr<bf16>(dout), with_group_table(p, a));
-    return true;
-  }
+  using M = kern::GmmMma;
+  const Launch l = gmm_mma_launch(kern::ceil_div(a.k, M::BN), kern::ceil_div(a.n, M::BM), a.G);
+  p.template launch<kern::GmmDrhsMmaKernel>(l, ptr<TC>(drhs), (const bf16*)ptr<bf16>(lhs),
+                                            (const bf16*)ptr<bf16>(dout), with_group_table(p, a));
 }
 
 }  // namespace gemmax::cuda::ops

@@ -7,7 +7,7 @@
 namespace gemmax::cuda::ops {
 
 template <class P>
-void softcap_cross_entropy(P& p, const SoftcapCrossEntropyArgs& args) {
+void softcap_cross_entropy(P& p, const SoftcapCrossEntropyArgs& args, NoDims) {
   const auto& [logits, loss, targets, mask, cap, grad_scale, write_grad] = args;
   const int64_t C = logits.dim(0), V = logits.dim(1);
   check_scalar(loss, "softcap_cross_entropy");

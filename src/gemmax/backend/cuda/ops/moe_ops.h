@@ -19,9 +19,9 @@ inline Launch row_blocks(int64_t rows, int threads = 128) {
 }
 
 template <class P>
-void router_forward(P& p, const RouterForwardArgs& args) {
+void router_forward(P& p, const RouterForwardArgs& args, TopKDims dims) {
   const auto& [probs, idx, weights, logits, scale, renormalize] = args;
-  const int64_t T = logits.dim(0), E = logits.dim(1), K = idx.dim(1);
+  const int64_t T = dims.T, E = dims.E, K = dims.K;
   GEMMAX_CHECK(E <= 32 * kern::kMaxExpertsPerLane && K <= 32 && K <= E,
                "cuda backend: router with ", E, " experts top-", K, " (at most ",
                32 * kern::kMaxExpertsPerLane, " experts and top-32)");
@@ -39,9 +39,9 @@ void router_forward(P& p, const RouterForwardArgs& args) {
 }
 
 template <class P>
-void router_backward(P& p, const RouterBackwardArgs& args) {
+void router_backward(P& p, const RouterBackwardArgs& args, TopKDims dims) {
   const auto& [dlogits, dscale, dweights, probs, idx, scale, renormalize, lb_dprobs, seq] = args;
-  const int64_t T = dlogits.dim(0), E = dlogits.dim(1), K = idx.dim(1);
+  const int64_t T = dims.T, E = dims.E, K = dims.K;
   check_stat(probs, "router_backward");
   check_stat(dweights, "router_backward");
   check_stat(lb_dprobs, "router_backward");
@@ -72,9 +72,9 @@ void router_backward(P& p, const RouterBackwardArgs& args) {
 }
 
 template <class P>
-void load_balance_forward(P& p, const LoadBalanceForwardArgs& args) {
+void load_balance_forward(P& p, const LoadBalanceForwardArgs& args, TopKDims dims) {
   const auto& [density, loss, probs, idx, seq, coefficient] = args;
-  const int64_t T = probs.dim(0), E = probs.dim(1), K = idx.dim(1);
+  const int64_t T = dims.T, E = dims.E, K = dims.K;
   check_stat(probs, "load_balance_forward");
   check_stat(density, "load_balance_forward");
   if (loss.defined()) check_scalar(loss, "load_balance_forward");
@@ -101,13 +101,13 @@ void load_balance_forward(P& p, const LoadBalanceForwardArgs& args) {
 }
 
 template <class P>
-void route_sort(P& p, const RouteSortArgs& args) {
+void route_sort(P& p, const RouteSortArgs& args, NoDims) {
   const auto& [r, idx, num_experts] = args;
   const int64_t n = idx.numel();
   GEMMAX_CHECK(num_experts <= kern::kMaxBins, "cuda backend: route_sort sorts up to ",
                kern::kMaxBins, " experts, got ", num_experts);
   if (n == 0) {
-    fill(p, FillArgs{.x = r.group_sizes, .value = 0.0});
+    fill(p, FillArgs{.x = r.group_sizes, .value = 0.0}, {});
     return;
   }
   Scratch s = p.scratch();
@@ -119,7 +119,7 @@ void route_sort(P& p, const RouteSortArgs& args) {
 }
 
 template <class P>
-void permute(P& p, const PermuteArgs& args) {
+void permute(P& p, const PermuteArgs& args, NoDims) {
   const auto& [xs, x, order, k] = args;
   const int64_t rows = order.numel(), d = x.dim(-1);
   if (rows == 0) return;
@@ -131,9 +131,9 @@ void permute(P& p, const PermuteArgs& args) {
 }
 
 template <class P>
-void permute_backward(P& p, const PermuteBackwardArgs& args) {
+void permute_backward(P& p, const PermuteBackwardArgs& args, TokenCopyDims dims) {
   const auto& [dx, dxs, inverse, k, accumulate] = args;
-  const int64_t d = dx.dim(-1), T = dx.numel() / d;
+  const int64_t d = dims.d, T = dims.T;
   if (T == 0) return;
   dispatch<float, bf16>(dx, "permute_backward", [&]<class E>() {
     p.template launch<kern::PermuteBackwardKernel>(row_blocks(T), ptr<E>(dx), (const E*)ptr<E>(dxs),
@@ -143,9 +143,9 @@ void permute_backward(P& p, const PermuteBackwardArgs& args) {
 }
 
 template <class P>
-void combine_forward(P& p, const CombineForwardArgs& args) {
+void combine_forward(P& p, const CombineForwardArgs& args, TokenCopyDims dims) {
   const auto& [m, y, inverse, weights] = args;
-  const int64_t d = m.dim(-1), T = m.numel() / d, K = T ? weights.numel() / T : 0;
+  const int64_t d = dims.d, T = dims.T, K = dims.K;
   check_stat(weights, "combine_forward");
   if (T == 0) return;
   dispatch<float, bf16>(m, "combine_forward", [&]<class E>() {
@@ -157,9 +157,9 @@ void combine_forward(P& p, const CombineForwardArgs& args) {
 }
 
 template <class P>
-void combine_backward(P& p, const CombineBackwardArgs& args) {
+void combine_backward(P& p, const CombineBackwardArgs& args, TokenCopyDims dims) {
   const auto& [dy, dweights, dm, y, order, weights] = args;
-  const int64_t d = dm.dim(-1), T = dm.numel() / d, rows = weights.numel(), K = T ? rows / T : 0;
+  const int64_t d = dims.d, rows = weights.numel(), K = dims.K;
   check_stat(weights, "combine_backward");
   check_stat(dweights, "combine_backward");
   if (rows == 0) return;

@@ -18,7 +18,7 @@ inline Launch rows_launch(int64_t rows, int width) {
 }
 
 template <class P>
-void rmsnorm_forward(P& p, const RmsnormForwardArgs& args) {
+void rmsnorm_forward(P& p, const RmsnormForwardArgs& args, NoDims) {
   const auto& [y, rstd, x, w, eps, out_scale, residual, round_before_scale] = args;
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   check_stat(rstd, "rmsnorm_forward");
@@ -40,7 +40,7 @@ void rmsnorm_forward(P& p, const RmsnormForwardArgs& args) {
 }
 
 template <class P>
-void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args) {
+void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args, NoDims) {
   const auto& [dx, dw, dy, x, w, rstd, out_scale, accumulate_dx] = args;
   const int64_t n = x.dim(-1), rows = x.numel() / n;
   check_stat(rstd, "rmsnorm_backward");
@@ -80,7 +80,7 @@ void rmsnorm_backward(P& p, const RmsnormBackwardArgs& args) {
 }
 
 template <class P>
-void rope_table(P& p, const RopeTableArgs& args) {
+void rope_table(P& p, const RopeTableArgs& args, NoDims) {
   const auto& [table, positions, inv_freq] = args;
   const int64_t T = positions.numel(), half = inv_freq.numel();
   check_stat(table, "rope_table");
@@ -91,7 +91,7 @@ void rope_table(P& p, const RopeTableArgs& args) {
 }
 
 template <class P>
-void rope(P& p, const RopeArgs& args) {
+void rope(P& p, const RopeArgs& args, NoDims) {
   const auto& [x, table, inverse] = args;
   check_stat(table, "rope");
   const int64_t T = x.dim(0), heads = x.dim(1), half = x.dim(2) / 2;

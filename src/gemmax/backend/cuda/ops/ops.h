@@ -21,12 +21,12 @@ namespace gemmax::cuda::ops {
 
 #define GEMMAX_CUDA_OP_DECLARE(name, Args, family) \
   template <class P>                               \
-  void name(P& p, const Args& args);
+  void name(P& p, const Args& args, OpDims<Args> dims);
 GEMMAX_CUDA_OPS(GEMMAX_CUDA_OP_DECLARE)
 #undef GEMMAX_CUDA_OP_DECLARE
 
 // In a cuda_*.cu: the instantiation of an op for the GPU.
 #define GEMMAX_CUDA_OP_INSTANTIATE(name, Args, family) \
-  template void name<CudaPlatform>(CudaPlatform & p, const Args& args);
+  template void name<CudaPlatform>(CudaPlatform & p, const Args& args, OpDims<Args> dims);
 
 }  // namespace gemmax::cuda::ops

@@ -9,7 +9,7 @@
 namespace gemmax::cuda::ops {
 
 template <class P>
-void adamw_step(P& p, const AdamwStepArgs& args) {
+void adamw_step(P& p, const AdamwStepArgs& args, NoDims) {
   const auto& [param, grad, m, v, st, scalars] = args;
   // The cuda kernels update param, m and v of one dtype from a gradient of that dtype.
   check_same(param, grad, "adamw_step");
