@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   const Family families[] = {
       {"avx512_bf16", Isa::Avx512Bf16, dnnl::cpu_isa::avx512_core_bf16, "cpx"},
       {"avx512_fp32", Isa::Avx512Fp32, dnnl::cpu_isa::avx512_core, "skx"},
-      {"avx2", Isa::Portable, dnnl::cpu_isa::avx2, "hsw"},
+      {"avx2", Isa::Avx2, dnnl::cpu_isa::avx2, "hsw"},
   };
   if (threads < 1) {
     std::fprintf(stderr, "gemm_choice: threads must be at least 1, got '%s'\n", argv[1]);

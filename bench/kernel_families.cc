@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   std::string why;
   const Isa chosen = choose_isa("auto", &why);
   std::vector<Isa> families;
-  for (Isa isa : {Isa::Amx, Isa::Avx512Bf16, Isa::Avx512Fp32, Isa::Portable})
+  for (Isa isa : {Isa::Amx, Isa::Avx512Bf16, Isa::Avx512Fp32, Isa::Avx2})
     if (isa_runs_here(isa)) families.push_back(isa);
   std::printf("threads %d, %d rounds; auto chooses %s (%s)\n", threads, rounds, isa_name(chosen),
               why.c_str());

@@ -1,6 +1,6 @@
 // CUTLASS's sm90 grouped GEMM for the grouped matmul's products (cutlass_gmm.h). Each product is
 // one instantiation of the ptr-array kernel, which differ only in which stride of each operand
-// is the unit one (see kernels/gmm_grouped_args.h for the mapping onto the library's terms).
+// is the unit one (gmm_grouped_args.h maps them onto the library's terms).
 #include <cuda_runtime.h>
 
 #include <cstring>

@@ -3,15 +3,15 @@
 // accumulation, for the grouped matmul's three products on rows in sorted order, contiguous:
 // the measured comparator of the own kernels (bench/cutlass/gmm_cutlass_bench.cc and
 // tests/backend/cuda/cutlass/gmm_cutlass_test.cc). Group sizes stay on the device:
-// GroupTableKernel and GroupedGemmArgsKernel (kernels/gmm_grouped_args.h) write the library's
-// per-group arrays.
+// GroupTableKernel and GroupedGemmArgsKernel (gmm_grouped_args.h, beside this file) write the
+// library's per-group arrays.
 // Only this library's .cu sees CUTLASS; built when its headers are there (cmake/cutlass.cmake).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
-#include "gemmax/backend/cuda/kernels/gmm_grouped_args.h"
+#include "gmm_grouped_args.h"
 
 namespace gemmax::cutlass_gmm {
 

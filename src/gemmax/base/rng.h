@@ -27,8 +27,6 @@ class Rng {
   void discard(uint64_t n);
 
   using State = std::array<uint64_t, 4>;
-  State state() const { return s_; }
-  void set_state(const State& s) { s_ = s; }
 
  private:
   void seed_from(uint64_t seed);

@@ -86,7 +86,6 @@ class Tensor {
   static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
-  bool is_planned() const { return storage_ && storage_->ptr == nullptr && storage_->tracker; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int ndim() const { return int(shape_.size()); }

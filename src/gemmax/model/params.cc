@@ -92,18 +92,6 @@ Tensor ParamTable::view(const Tensor& flat, const std::string& name) const {
   return flat.flat_slice(s.offset, s.shape);
 }
 
-std::string_view fsdp_role_name(FsdpRole role) {
-  switch (role) {
-    case FsdpRole::LayerMatrix:
-      return "layer matrix";
-    case FsdpRole::SmallVector:
-      return "small vector";
-    case FsdpRole::VocabRows:
-      return "vocabulary rows";
-  }
-  return "?";
-}
-
 InitDistribution init_distribution(const ModelConfig& c, const ParamSpec& s) {
   GEMMAX_CHECK(s.init != ParamInit::Ones, "init_distribution: ", s.name, " starts at 1");
   if (c.init_scheme == InitScheme::Hf) return {c.initializer_range, false};

@@ -56,7 +56,6 @@ enum class FsdpRole : uint8_t {
   // docs/FSDP.md#the-seeds-sharding-choices).
   VocabRows,
 };
-std::string_view fsdp_role_name(FsdpRole role);
 
 struct ParamSpec {
   std::string

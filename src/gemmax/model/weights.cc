@@ -84,13 +84,4 @@ LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act,
   return c;
 }
 
-int64_t layer_matrix_params(const ModelConfig& c, int64_t l) {
-  const int64_t D = c.d_model, hd = c.layer_head_dim(l), kv = c.layer_kv_heads(l);
-  const int64_t attn = c.num_heads * hd * D * 2 +
-                       (c.kv_shared(l) ? 0 : kv * hd * D * (c.layer_has_v_proj(l) ? 2 : 1));
-  const int64_t mlp = 3 * c.layer_mlp_dim(l) * D + 2 * c.per_layer_input_dim * D;
-  const int64_t moe = c.has_moe() ? c.num_experts * D + c.num_experts * 3 * c.moe_mlp_dim * D : 0;
-  return attn + mlp + moe;
-}
-
 }  // namespace gemmax

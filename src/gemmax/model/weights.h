@@ -82,7 +82,5 @@ Tensor compute_copy(Backend& be, const Tensor& master, DType act);
 // fp32_router (float32_gate_logits): the router's matrix stays the fp32 master too.
 LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act,
                              bool fp32_router = false);
-// The elements of one layer's matrices: what compute_weights copies.
-int64_t layer_matrix_params(const ModelConfig& cfg, int64_t layer);
 
 }  // namespace gemmax

@@ -31,7 +31,7 @@ void PrintTo(const Path& p, std::ostream* os) { *os << p.name; }
 
 std::vector<Path> paths() {
   std::vector<Path> v;
-  for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::AmxEmulated, cpu::Isa::Avx512Fp32,
+  for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::AmxEmulated, cpu::Isa::Avx512Fp32,
                        cpu::Isa::Avx512Bf16, cpu::Isa::Amx})
     if (cpu::isa_runs_here(isa)) v.push_back({cpu::isa_name(isa), cpu::isa_name(isa)});
   return v;
@@ -175,16 +175,16 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CpuModel, ::testing::ValuesIn(paths()),
 namespace gemmax {
 namespace {
 
-// Without AVX-512 the cpu backend runs its portable kernels and says so in one line; forced
+// Without AVX-512 the cpu backend runs its avx2 kernels and says so in one line; forced
 // here by cpu_kernels=avx2. The run trains.
-TEST(CpuRun, PortablePathTrainsAndSaysSo) {
+TEST(CpuRun, Avx2PathTrainsAndSaysSo) {
   testing::TempDir dir;
   std::string out;
   const std::string cmd = std::string(GEMMAX_BINARY) + " train base_output_directory=" + dir.str() +
                           " run_name=p cpu_kernels=avx2 base_emb_dim=32 max_target_length=32 "
                           "per_device_batch_size=2 steps=3 sample_max_new_tokens=0";
   ASSERT_EQ(testing::run_command(cmd, &out), 0) << out;
-  EXPECT_NE(out.find("backend cpu (portable kernels, slower: "), std::string::npos) << out;
+  EXPECT_NE(out.find("backend cpu (avx2 kernels, slower: "), std::string::npos) << out;
   EXPECT_NE(out.find("done: 3 steps"), std::string::npos) << out;
   EXPECT_NE(out.find("forced by cpu_kernels=avx2"), std::string::npos) << out;
   // cpu_isa, the key's former name, still works (older run folders' configs and checkpoints).
@@ -196,7 +196,7 @@ TEST(CpuRun, PortablePathTrainsAndSaysSo) {
                                  &out),
             0)
       << out;
-  EXPECT_NE(out.find("backend cpu (portable kernels, slower: "), std::string::npos) << out;
+  EXPECT_NE(out.find("backend cpu (avx2 kernels, slower: "), std::string::npos) << out;
   out.clear();
   EXPECT_NE(
       testing::run_command(std::string(GEMMAX_BINARY) + " train cpu_kernels=sse9 steps=1", &out),
@@ -245,7 +245,7 @@ TEST(CpuRun, BenchPrintsTheFamilyAndTheInstructionPeaks) {
                                  &out),
             0)
       << out;
-  EXPECT_NE(out.find("cpu (portable kernels, slower: forced by cpu_kernels=avx2; 2 threads)"),
+  EXPECT_NE(out.find("cpu (avx2 kernels, slower: forced by cpu_kernels=avx2; 2 threads)"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("instruction peaks (register-resident loops, 2 threads at once"),

@@ -17,7 +17,7 @@ namespace {
 // Every kernel family this CPU runs (amx_emulated everywhere).
 std::vector<Isa> isas() {
   std::vector<Isa> v;
-  for (Isa isa : {Isa::Portable, Isa::AmxEmulated, Isa::Avx512Fp32, Isa::Avx512Bf16, Isa::Amx})
+  for (Isa isa : {Isa::Avx2, Isa::AmxEmulated, Isa::Avx512Fp32, Isa::Avx512Bf16, Isa::Amx})
     if (isa_runs_here(isa)) v.push_back(isa);
   return v;
 }

@@ -1,4 +1,4 @@
-// GroupedGemmArgsKernel (kernels/gmm_grouped_args.h), the device-side arguments of CUTLASS's
+// GroupedGemmArgsKernel (bench/cutlass/gmm_grouped_args.h), the device-side arguments of CUTLASS's
 // grouped GEMM, on the cuda emulator after GroupTableKernel, against arrays computed here from
 // the group sizes: each product's shapes, pointers and strides; empty groups at the start, in
 // the middle and at the end; weight windows; many small groups; sizes that do not add up.
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gemmax/backend/cuda/emu/emulated_backend.h"
-#include "gemmax/backend/cuda/kernels/gmm_grouped_args.h"
+#include "gmm_grouped_args.h"
 
 namespace gemmax {
 namespace {

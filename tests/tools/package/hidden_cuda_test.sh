@@ -6,7 +6,7 @@
 #
 #   tests/tools/package/hidden_cuda_test.sh BUILD WORK
 set -eu
-here=$(cd "$(dirname "$0")/../.." && pwd)
+here=$(cd "$(dirname "$0")/../../.." && pwd)
 build=$1
 work=$2
 rm -rf "$work"

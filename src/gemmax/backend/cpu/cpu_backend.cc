@@ -46,9 +46,9 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 }
 
 std::string CpuBackend::describe() const {
-  if (isa_ == Isa::Portable)
-    return str_cat("cpu (portable kernels, slower: ", isa_why_, "; ", threads_, " threads)");
-  return str_cat("cpu (", isa_name(isa_), " kernels, ", isa_why_, "; ", threads_, " threads)");
+  const char* slower = isa_ == Isa::Avx2 ? ", slower:" : ",";
+  return str_cat("cpu (", isa_name(isa_), " kernels", slower, " ", isa_why_, "; ", threads_,
+                 " threads)");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype, MemKind kind) {

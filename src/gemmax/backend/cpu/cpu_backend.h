@@ -1,8 +1,8 @@
 // The cpu backend: the training step at the speed of the machine's vector units.
 //
 // - Products (matmuls, grouped matmuls, attention) run through gemmax's product engine
-//   (gemm.h): bf16 inputs with fp32 accumulation on AVX-512 BF16 (vdpbf16ps), a portable
-//   path elsewhere; grouped matmuls read and write tokens in place through row maps.
+//   (gemm.h): bf16 inputs with fp32 accumulation on AVX-512 BF16 (vdpbf16ps), the avx2
+//   family elsewhere; grouped matmuls read and write tokens in place through row maps.
 // - Attention is blocked with an online softmax (attention.cc): fully masked blocks are
 //   skipped, memory is O(block).
 // - Everything else is fused, vectorised loops over rows (norms, RoPE, GeGLU, router, loss,
@@ -33,7 +33,6 @@ class CpuBackend final : public Backend {
     return scratch_.defined() ? int64_t(scratch_.nbytes()) : 0;
   }
   cpu::Isa isa() const { return isa_; }
-  const std::string& isa_reason() const { return isa_why_; }  // why this family (isa.h)
 
   Tensor alloc(const Shape& shape, DType dtype, MemKind kind) override;
   void upload(const Tensor& dst, const Tensor& host) override;

@@ -6,7 +6,7 @@
 // (amx_tiles.h): HardwareTiles on AMX machines, EmulatedTiles everywhere else (tests, CI).
 //
 // The panels and A^T blocks are packed as for avx512_bf16 (AVX-512 on AMX machines; the
-// portable packing, the same layout, under the emulation); fp32 products take the FMA kernels.
+// avx2 packing, the same layout, under the emulation); fp32 products take the FMA kernels.
 #include <algorithm>
 #include <cstring>
 
@@ -79,10 +79,10 @@ void amx_tile(int rows, const bf16* const* a, int64_t a_step, const bf16* panel,
 
 template <>
 const GemmKernels<bf16>& amx_kernels<bf16>(bool emulated) {
-  static const GemmKernels<bf16> hw{avx512_kernels<bf16>().pack_b, avx512_kernels<bf16>().pack_at,
+  static const GemmKernels<bf16> hw{avx512_bf16_kernels<bf16>().pack_b,
+                                    avx512_bf16_kernels<bf16>().pack_at,
                                     amx_tile<HardwareTiles, bf16>, amx_tile<HardwareTiles, float>};
-  static const GemmKernels<bf16> emu{portable_kernels<bf16>().pack_b,
-                                     portable_kernels<bf16>().pack_at,
+  static const GemmKernels<bf16> emu{avx2_kernels<bf16>().pack_b, avx2_kernels<bf16>().pack_at,
                                      amx_tile<EmulatedTiles, bf16>, amx_tile<EmulatedTiles, float>};
   return emulated ? emu : hw;
 }

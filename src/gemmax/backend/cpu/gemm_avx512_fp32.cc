@@ -246,10 +246,10 @@ GEMMAX_AVX512_FMA void tile_rows(int rows, const T* const* a, int64_t a_step, co
 }  // namespace
 
 template <>
-const GemmKernels<bf16>& fma_kernels<bf16>() {
+const GemmKernels<bf16>& avx512_fp32_kernels<bf16>() {
   // A^T blocks stay bf16 pairs (the tile widens A); B panels are widened at packing.
   static const GemmKernels<bf16> k{pack_b_wide,
-                                   avx512_kernels<bf16>().pack_at,
+                                   avx512_bf16_kernels<bf16>().pack_at,
                                    tile_rows<bf16, bf16>,
                                    tile_rows<bf16, float>,
                                    2,
@@ -258,9 +258,10 @@ const GemmKernels<bf16>& fma_kernels<bf16>() {
 }
 
 template <>
-const GemmKernels<float>& fma_kernels<float>() {
-  static const GemmKernels<float> k{avx512_kernels<float>().pack_b, avx512_kernels<float>().pack_at,
-                                    tile_rows<float, bf16>, tile_rows<float, float>};
+const GemmKernels<float>& avx512_fp32_kernels<float>() {
+  static const GemmKernels<float> k{avx512_bf16_kernels<float>().pack_b,
+                                    avx512_bf16_kernels<float>().pack_at, tile_rows<float, bf16>,
+                                    tile_rows<float, float>};
   return k;
 }
 

@@ -1,5 +1,5 @@
 // The per-ISA pieces of the products (gemm.h): packing B panels and A^T blocks, and the
-// register tile. gemm.cc holds the loops around them; gemm_avx512.cc and gemm_portable.cc
+// register tile. gemm.cc holds the loops around them; gemm_avx512_bf16.cc and gemm_avx2.cc
 // implement them.
 //
 // Layouts. The reduction index runs in groups of kPair elements (2 for bf16: the pairs
@@ -46,32 +46,32 @@ struct GemmKernels {
 };
 
 // One family's kernels for element type T (isa.h): vdpbf16ps (fp32 data: FMA), FP32 FMA on
-// widened bf16, AMX tiles (bf16 only; hardware or emulated), portable.
+// widened bf16, AMX tiles (bf16 only; hardware or emulated), plain C++ (avx2).
 template <class T>
-const GemmKernels<T>& avx512_kernels();
+const GemmKernels<T>& avx512_bf16_kernels();
 template <class T>
-const GemmKernels<T>& fma_kernels();
+const GemmKernels<T>& avx512_fp32_kernels();
 template <class T>
 const GemmKernels<T>& amx_kernels(bool emulated);
 template <class T>
-const GemmKernels<T>& portable_kernels();
+const GemmKernels<T>& avx2_kernels();
 
 template <class T>
 const GemmKernels<T>& kernels(Isa isa) {
   switch (isa) {
     case Isa::Avx512Bf16:
-      return avx512_kernels<T>();
+      return avx512_bf16_kernels<T>();
     case Isa::Avx512Fp32:
-      return fma_kernels<T>();
+      return avx512_fp32_kernels<T>();
     case Isa::Amx:
     case Isa::AmxEmulated:
       if constexpr (sizeof(T) == 2) return amx_kernels<T>(isa == Isa::AmxEmulated);
       // fp32 products have no AMX instruction: FMA where the CPU has AVX-512.
-      return cpu_features().avx512 ? fma_kernels<T>() : portable_kernels<T>();
-    case Isa::Portable:
+      return cpu_features().avx512 ? avx512_fp32_kernels<T>() : avx2_kernels<T>();
+    case Isa::Avx2:
       break;
   }
-  return portable_kernels<T>();
+  return avx2_kernels<T>();
 }
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

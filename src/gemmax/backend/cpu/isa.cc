@@ -71,7 +71,7 @@ bool isa_runs_here(Isa isa) {
     case Isa::Avx512Bf16:
       return f.avx512_bf16;
     case Isa::AmxEmulated:
-    case Isa::Portable:
+    case Isa::Avx2:
       return true;
   }
   return false;
@@ -104,8 +104,8 @@ Isa choose_isa(const std::string& requested, std::string* why) {
           ", so FP32 FMA");
       return Isa::Avx512Fp32;
     }
-    say("auto: no AVX-512 on this CPU (portable kernels, slower)");
-    return Isa::Portable;
+    say("auto: no AVX-512 on this CPU (avx2 kernels, slower)");
+    return Isa::Avx2;
   }
   Isa isa;
   const char* need = nullptr;
@@ -124,7 +124,7 @@ Isa choose_isa(const std::string& requested, std::string* why) {
     isa = Isa::Avx512Bf16;
     need = "no AVX-512 BF16 instructions";
   } else if (requested == "avx2") {
-    isa = Isa::Portable;
+    isa = Isa::Avx2;
   } else {
     fail("unknown cpu_kernels '", requested,
          "': expected auto, amx, amx_emulated, avx512_fp32, avx512_bf16 or avx2");
@@ -146,7 +146,7 @@ const char* isa_name(Isa isa) {
       return "avx512_fp32";
     case Isa::Avx512Bf16:
       return "avx512_bf16";
-    case Isa::Portable:
+    case Isa::Avx2:
       return "avx2";
   }
   return "?";

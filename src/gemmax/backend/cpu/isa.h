@@ -20,7 +20,7 @@
 
 namespace gemmax::cpu {
 
-enum class Isa { Amx, AmxEmulated, Avx512Fp32, Avx512Bf16, Portable };
+enum class Isa { Amx, AmxEmulated, Avx512Fp32, Avx512Bf16, Avx2 };
 
 // What this CPU (and its OS) offers.
 struct CpuFeatures {
@@ -40,6 +40,6 @@ const char* isa_name(Isa isa);
 // Whether this CPU can run the family (amx_emulated and avx2 run everywhere).
 bool isa_runs_here(Isa isa);
 
-inline bool wide_vectors(Isa isa) { return isa != Isa::Portable && cpu_has_avx512_bf16(); }
+inline bool wide_vectors(Isa isa) { return isa != Isa::Avx2 && cpu_has_avx512_bf16(); }
 
 }  // namespace gemmax::cpu

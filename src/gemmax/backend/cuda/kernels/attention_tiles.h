@@ -32,11 +32,6 @@ GEMMAX_HD TileRange key_tiles(int64_t q0, int64_t q1, int64_t window, int64_t ti
   if (q1 <= q0) return {0, 0};
   return {first_visible_key(q0, window) / tile, (q1 - 1) / tile + 1};
 }
-// Tiles of size `tile` along the queries that keys [k0, k1) are seen by.
-GEMMAX_HD TileRange query_tiles(int64_t k0, int64_t k1, int64_t S, int64_t window, int64_t tile) {
-  if (k1 <= k0) return {0, 0};
-  return {k0 / tile, last_visible_query(k1 - 1, S, window) / tile + 1};
-}
 
 // Interior tiles: most tiles of a long sequence hold only visible pairs, and skip the mask (its
 // int64 causal, window and segment tests are about half of a tile's instructions). A warp's own

@@ -1,8 +1,8 @@
-// AVX-512 kernels of the products: bf16 pairs through vdpbf16ps (fp32 accumulation, 64 flops
-// per instruction), fp32 through FMA. Only these functions use AVX-512 (target attributes):
-// the rest of the binary runs on any x86-64-v3 CPU, and gemm.cc calls these only after
-// isa.h found the instructions. The packing needs no BF16 instruction (GEMMAX_AVX512_PACK):
-// the avx512_fp32 family packs with it on CPUs without AVX-512 BF16.
+// The avx512_bf16 family's kernels of the products: bf16 pairs through vdpbf16ps (fp32
+// accumulation, 64 flops per instruction), fp32 through FMA. Only these functions use AVX-512
+// (target attributes): the rest of the binary runs on any x86-64-v3 CPU, and gemm.cc calls
+// these only after isa.h found the instructions. The packing needs no BF16 instruction
+// (GEMMAX_AVX512_PACK): the avx512_fp32 family packs with it on CPUs without AVX-512 BF16.
 #include <immintrin.h>
 
 #include <cstring>
@@ -248,14 +248,14 @@ GEMMAX_AVX512 void tile_rows_f32(int rows, const float* const* a, int64_t a_step
 }  // namespace
 
 template <>
-const GemmKernels<bf16>& avx512_kernels<bf16>() {
+const GemmKernels<bf16>& avx512_bf16_kernels<bf16>() {
   static const GemmKernels<bf16> k{pack_b_bf16, pack_at_bf16, tile_rows_bf16<bf16>,
                                    tile_rows_bf16<float>};
   return k;
 }
 
 template <>
-const GemmKernels<float>& avx512_kernels<float>() {
+const GemmKernels<float>& avx512_bf16_kernels<float>() {
   static const GemmKernels<float> k{pack_b_f32, pack_at_f32, tile_rows_f32<bf16>,
                                     tile_rows_f32<float>};
   return k;

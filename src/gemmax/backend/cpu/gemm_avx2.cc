@@ -1,6 +1,7 @@
-// Portable kernels of the products, for CPUs without AVX-512 BF16 (and forced by
-// cpu_isa=avx2): the same packed layouts and tiles in plain C++, which the compiler vectorises
-// for the build's target (AVX2 + FMA at -march=x86-64-v3). bf16 products are formed in fp32.
+// The avx2 family's kernels of the products, for CPUs without AVX-512 (and forced by
+// cpu_kernels=avx2): the same packed layouts and tiles in plain C++, which the compiler
+// vectorises for the build's target (AVX2 + FMA at -march=x86-64-v3). bf16 products are formed
+// in fp32.
 #include <cstring>
 
 #include "gemmax/backend/cpu/gemm_kernels.h"
@@ -70,14 +71,14 @@ void pack_at(T* block, const Rows<const T>& a, int64_t r0, int64_t mc, int64_t n
 }  // namespace
 
 template <>
-const GemmKernels<bf16>& portable_kernels<bf16>() {
+const GemmKernels<bf16>& avx2_kernels<bf16>() {
   static const GemmKernels<bf16> k{pack_b<bf16>, pack_at<bf16>, tile<bf16, bf16>,
                                    tile<bf16, float>};
   return k;
 }
 
 template <>
-const GemmKernels<float>& portable_kernels<float>() {
+const GemmKernels<float>& avx2_kernels<float>() {
   static const GemmKernels<float> k{pack_b<float>, pack_at<float>, tile<float, bf16>,
                                     tile<float, float>};
   return k;
