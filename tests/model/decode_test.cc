@@ -19,10 +19,10 @@ using testing::max_abs_diff;
 using testing::random_weights;
 
 struct DecodeFixture {
-  ModelConfig cfg = testing::small_test_config(4);  // layers 1, 3 global; window 3
+  ModelConfig cfg;  // layers 1, 3 global; window 3
   ReferenceBackend be;
   std::vector<int32_t> tokens;
-  DecodeFixture() {
+  explicit DecodeFixture(const ModelConfig& c = testing::small_test_config(4)) : cfg(c) {
     Rng rng(5);
     for (int i = 0; i < 13; ++i) tokens.push_back(int32_t(rng.uniform_int(cfg.vocab_size)));
   }
@@ -50,11 +50,17 @@ double row_diff(const Tensor& got, const Tensor& ref, int64_t p) {
   return max_abs_diff(got, ref.rows(p, p + 1).view(got.shape()));
 }
 
-TEST(Decoder, PrefillAndStepsGiveTheForwardLogitsAtEveryPosition) {
-  DecodeFixture f;
+// Both blocks: the MoE one, and the small block of gemma4-e2b/e4b (per-layer inputs; layers 2
+// and 3 attend over the caches of layers 0 and 1, and keep none of their own).
+class DecoderOn : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DecoderOn, PrefillAndStepsGiveTheForwardLogitsAtEveryPosition) {
+  const bool small_block = GetParam();
+  DecodeFixture f(small_block ? testing::small_block_config() : testing::small_test_config(4));
   ASSERT_GT(f.S(), 3 * f.cfg.sliding_window) << "the ring must wrap";
   ASSERT_FALSE(f.cfg.is_global(0));
   ASSERT_TRUE(f.cfg.is_global(1));
+  ASSERT_EQ(f.cfg.kv_shared(3), small_block);
   for (DType dt : {DType::F64, DType::F32}) {
     Gemma4Model model(f.cfg, f.be, {dt, RematPolicy::None, 1});
     const Tensor w = random_weights(model.params(), 7, dt);
@@ -70,6 +76,8 @@ TEST(Decoder, PrefillAndStepsGiveTheForwardLogitsAtEveryPosition) {
     {
       Decoder d(model, w, {f.S(), /*prefill_chunk=*/1});
       EXPECT_EQ(d.cache_slots(0), f.cfg.sliding_window);
+      for (int64_t l = 0; l < f.cfg.num_layers; ++l)
+        if (f.cfg.kv_shared(l)) EXPECT_EQ(d.cache_slots(l), 0) << "layer " << l;
       worst_steps = row_diff(d.prefill(std::span(toks).first(1)), ref, 0);
       for (int64_t p = 1; p < f.S(); ++p)
         worst_steps = std::max(worst_steps, row_diff(d.step(toks[p]), ref, p));
@@ -98,14 +106,19 @@ TEST(Decoder, PrefillAndStepsGiveTheForwardLogitsAtEveryPosition) {
     EXPECT_LE(worst_steps, tol) << dtype_name(dt);
     EXPECT_LE(worst_prefill, tol) << dtype_name(dt);
     EXPECT_LE(worst_mixed, tol) << dtype_name(dt);
-    std::cout << "decode vs forward, " << dtype_name(dt) << " (max |logit| " << scale << "): steps "
-              << worst_steps << ", prefill chunks of 4 " << worst_prefill << ", prefill 5 + steps "
-              << worst_mixed << "\n";
+    std::cout << "decode vs forward, " << (small_block ? "small block, " : "") << dtype_name(dt)
+              << " (max |logit| " << scale << "): steps " << worst_steps << ", prefill chunks of 4 "
+              << worst_prefill << ", prefill 5 + steps " << worst_mixed << "\n";
     ::testing::Test::RecordProperty(
         std::string("max_abs_diff_") + std::string(dtype_name(dt)),
         std::to_string(std::max({worst_steps, worst_prefill, worst_mixed})));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Blocks, DecoderOn, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "SmallBlock" : "MoeBlock";
+                         });
 
 TEST(Decoder, SlidingLayersKeepOnlyTheirWindow) {
   DecodeFixture f;

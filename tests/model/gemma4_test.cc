@@ -19,6 +19,7 @@ using testing::make_batch;
 using testing::random_tensor;
 
 using testing::random_weights;
+using testing::small_block_config;
 
 // experts: 5, the MoE layer; 1, the dense layer of gemma4-31b (no router, no experts).
 ModelConfig test_config(int64_t experts) {
@@ -27,19 +28,6 @@ ModelConfig test_config(int64_t experts) {
   return c;
 }
 
-// The small block (gemma4-e2b/e4b): 4 layers (1 and 3 global) with per-layer inputs; layers 2
-// and 3 read the K/V of layers 0 and 1 and have double-wide MLPs.
-ModelConfig small_block_config() {
-  ModelConfig c = testing::small_test_config(4);
-  c.num_experts = 1;
-  c.share_kv_projections = false;
-  c.global_num_kv_heads = c.num_kv_heads;  // as transformers has it without K = V
-  c.per_layer_input_dim = 6;
-  c.per_layer_vocab = c.vocab_size;
-  c.num_kv_shared_layers = 2;
-  c.double_wide_mlp = true;
-  return c;
-}
 
 struct Fixture {
   explicit Fixture(int64_t experts = 5) : cfg(test_config(experts)) {}

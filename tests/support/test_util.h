@@ -300,6 +300,20 @@ inline ModelConfig small_test_config(int64_t layers = 2) {
   return c;
 }
 
+// The small block (gemma4-e2b/e4b): 4 layers (1 and 3 global) with per-layer inputs; layers 2
+// and 3 read the K/V of layers 0 and 1 and have double-wide MLPs.
+inline ModelConfig small_block_config() {
+  ModelConfig c = small_test_config(4);
+  c.num_experts = 1;
+  c.share_kv_projections = false;
+  c.global_num_kv_heads = c.num_kv_heads;  // as transformers has it without K = V
+  c.per_layer_input_dim = 6;
+  c.per_layer_vocab = c.vocab_size;
+  c.num_kv_shared_layers = 2;
+  c.double_wide_mlp = true;
+  return c;
+}
+
 // A byte-level model: small_test_config with the byte tokenizer's vocabulary.
 inline ModelConfig byte_config() {
   ModelConfig c = small_test_config(2);

@@ -63,6 +63,31 @@ TEST(SampleCli, GeneratesFromAHuggingFaceFolder) {
   EXPECT_EQ(s1.out, s2.out);
 }
 
+// The small block (gemma4-e2b/e4b: per-layer inputs, layers on their donors' K/V) samples too,
+// its greedy text the in-process generate()'s.
+TEST(SampleCli, GeneratesFromASmallBlockFolder) {
+  TempDir dir;
+  ModelConfig cfg = testing::small_block_config();
+  cfg.vocab_size = cfg.per_layer_vocab = kByteVocabSize;
+  const ParamTable table(cfg);
+  const Tensor w = random_weights(table, 5, DType::F32);
+  write_hf_checkpoint(dir.str(), hf_named_tensors(table, w, "model.", DType::F32), 1 << 30);
+  write_hf_config(cfg, DType::F32, dir / "config.json");
+
+  std::string err;
+  const CliResult r = gemmax_stdout(
+      "sample --model " + dir.str() + " --prompt 'Hello' --max_new_tokens 8 --temperature 0", &err);
+  ASSERT_EQ(r.status, 0) << r.out << err;
+  ReferenceBackend be;
+  const HfModelFolder folder = read_hf_model_folder(dir.str());
+  ASSERT_EQ(folder.config.num_kv_shared_layers, 2);
+  ASSERT_TRUE(folder.config.has_per_layer_inputs());
+  Gemma4Model m(folder.config, be, {DType::F32, RematPolicy::None, 1});
+  const std::string text =
+      generate_text(m, w, *make_byte_tokenizer(), "Hello", {.max_new_tokens = 8, .temperature = 0});
+  EXPECT_EQ(r.out.rfind(text + "\n", 0), 0u) << "cli:\n" << r.out << "\nin process:\n" << text;
+}
+
 TEST(SampleCli, BadInputGivesTheFix) {
   TempDir dir;
   const ModelConfig cfg = testing::small_test_config(2);  // vocab 37 < the byte tokenizer's

@@ -6,6 +6,7 @@
 #include "gemmax/base/progress.h"
 #include "gemmax/model/head.h"
 #include "gemmax/model/layer.h"
+#include "gemmax/model/per_layer_inputs.h"
 
 namespace gemmax {
 
@@ -15,9 +16,6 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   const DType act = model.options().act;
   GEMMAX_CHECK(weights.numel() == model.params().total(), "decoder: weights ", weights.str(),
                " for a model of ", model.params().total(), " parameters");
-  if (c.has_per_layer_inputs() || c.num_kv_shared_layers > 0)
-    fail("decoder: the small block of model '", c.name, "' (per-layer inputs, shared K/V) is "
-         "trained and evaluated, not decoded, in gemmax yet; set sample_max_new_tokens=0");
   if (options_.max_length <= 0)
     fail("decoder: max_length must be positive (prompt + new tokens), got ", options_.max_length);
   if (options_.prefill_chunk < 0)
@@ -31,9 +29,12 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   weights_.embed = master.embed;  // the lookup reads the master table, as in training
   head_embed_ = compute_copy(be_, master.embed, head_dot_dtype(model.options()));
   weights_.final_norm = master.final_norm;
+  if (c.has_per_layer_inputs())  // the table stays the master, as the embedding's does
+    weights_.per_layer = {master.per_layer.table,
+                          compute_copy(be_, master.per_layer.model_proj, act),
+                          master.per_layer.proj_norm};
   for (const LayerWeights& w : master.layers)
-    weights_.layers.push_back(
-        compute_weights(be_, w, act, model.options().float32_gate_logits));
+    weights_.layers.push_back(compute_weights(be_, w, act, model.options().float32_gate_logits));
   rope_local_ = be_.to_device(
       rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_proportion), MemKind::Workspace);
   rope_global_ =
@@ -42,6 +43,7 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
 
   caches_.resize(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.kv_shared(l)) continue;  // attends over its donor's cache: holds nothing itself
     LayerCache& lc = caches_[l];
     lc.window = c.is_global(l) ? 0 : c.sliding_window;
     lc.slots = lc.window == 0
@@ -126,6 +128,15 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
                          .tokens = in.tokens,
                          .table = weights_.embed,
                          .scale = std::sqrt(double(c.d_model))});
+  // The small block: this pass's per-layer inputs, and its donors' K/V for the sharing layers'
+  // projections (their attention reads the donors' caches, which hold these positions too).
+  DonorKv donor_kv(c.num_layers);
+  if (c.num_kv_shared_layers > 0) ctx.donor_kv = &donor_kv;
+  PerLayerInputActs pli;
+  if (c.has_per_layer_inputs()) {
+    per_layer_inputs_forward(ctx, weights_.per_layer, x, pli);
+    ctx.per_layer_inputs = pli.pli;
+  }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     Tensor y = be_.alloc({n, c.d_model}, act, MemKind::Activations);
     LayerActs acts;
@@ -145,13 +156,17 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
 }
 
 void Decoder::attend(const LayerContext& ctx, int64_t layer, AttentionActs& a) {
-  LayerCache& lc = caches_[layer];
+  const ModelConfig& c = model_.config();
+  // A sharing layer reads its donor's cache, which the donor (an earlier layer of the same
+  // kind) has already written for this pass.
+  const bool shared = c.kv_shared(layer);
+  LayerCache& lc = caches_[shared ? c.kv_donor(layer) : layer];
   const int64_t n = ctx.tokens(), start = length_;  // length_ advances after the whole pass
   GEMMAX_CHECK(n <= lc.slots, "decoder: ", n, " tokens in one pass over ", lc.slots, " slots");
   // Write the new keys and values first (in at most two runs where the ring wraps): the
   // queries attend to them too. The slots overwritten hold positions <= start - window,
   // which no query of this pass can see.
-  for (int64_t i = 0; i < n;) {
+  for (int64_t i = 0; i < n && !shared;) {
     const int64_t slot = (start + i) % lc.slots;
     const int64_t m = std::min(n - i, lc.slots - slot);
     be_.copy({.dst = lc.k.rows(slot, slot + m), .src = a.k.rows(i, i + m)});

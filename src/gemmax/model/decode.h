@@ -7,7 +7,8 @@
 // last `window` positions, plus room for one prefill chunk, whose keys are written before its
 // queries attend (so the oldest key the chunk's first query needs is still there). Stepping
 // one token at a time with prefill_chunk 1 keeps exactly `window` slots; either way memory is
-// O(window), not O(length).
+// O(window), not O(length). The small block's sharing layers keep no cache: they attend over
+// their donor's.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,7 @@ class Decoder final : private AttentionCore {
 
   int64_t length() const { return length_; }  // positions appended so far
   void reset() { length_ = 0; }               // forget the sequence (slots are rewritten)
+  // 0 for a layer that shares its donor's K/V (gemma4-e2b/e4b's last layers): it keeps none.
   int64_t cache_slots(int64_t layer) const { return caches_[layer].slots; }
   size_t cache_bytes() const;  // k, v and positions of every layer
 
