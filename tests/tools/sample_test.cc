@@ -2,6 +2,8 @@
 // the same weights, repeatable with a seed; bad input gives the fix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/checkpoint/hf_model.h"
 #include "gemmax/io/hf_checkpoint.h"
@@ -61,6 +63,51 @@ TEST(SampleCli, GeneratesFromAHuggingFaceFolder) {
   const CliResult s1 = gemmax_stdout(sampled, &err), s2 = gemmax_stdout(sampled, &err);
   ASSERT_EQ(s1.status, 0) << s1.out << err;
   EXPECT_EQ(s1.out, s2.out);
+}
+
+// A folder's generation_config.json: generation stops at any of its eos ids, and do_sample
+// false is greedy; a flag overrides the file.
+TEST(SampleCli, FollowsTheFoldersGenerationConfig) {
+  TempDir dir;
+  const ModelConfig cfg = byte_config();
+  const ParamTable table(cfg);
+  const Tensor w = random_weights(table, 4, DType::F32);
+  write_hf_checkpoint(dir.str(), hf_named_tensors(table, w, "model.", DType::F32), 1 << 30);
+  write_hf_config(cfg, DType::F32, dir / "config.json");
+  // The greedy continuation in process, and an id it reaches after a few tokens.
+  ReferenceBackend be;
+  Gemma4Model m(cfg, be, {DType::F32, RematPolicy::None, 1});
+  const auto tok = make_byte_tokenizer();
+  const Generation g = generate(m, w, *tok, "Hello", {.max_new_tokens = 8, .temperature = 0});
+  ASSERT_EQ(g.new_ids.size(), 8u) << "stopped at the tokenizer's eos: pick another seed";
+  const int32_t stop = g.new_ids[3];
+  const size_t first = size_t(std::ranges::find(g.new_ids, stop) - g.new_ids.begin());
+  testing::write_file(dir / "generation_config.json",
+                      R"({"do_sample": false, "temperature": 5.0, "eos_token_id": [)" +
+                          std::to_string(tok->eos_id()) + ", " + std::to_string(stop) + "]}");
+
+  std::string err;
+  const std::string sample = "sample --model " + dir.str() + " --prompt 'Hello' --max_new_tokens 8";
+  const CliResult r = gemmax_stdout(sample, &err);
+  ASSERT_EQ(r.status, 0) << r.out << err;
+  EXPECT_NE(err.find("generation_config.json: greedy (do_sample false), stops at ids "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("generated " + std::to_string(first + 1) + " tokens (eos)"), std::string::npos)
+      << err;
+  const std::vector<int32_t> kept(g.new_ids.begin(), g.new_ids.begin() + first + 1);
+  EXPECT_EQ(r.out, "Hello" + tok->decode(kept) + "\n");
+  // --temperature overrides do_sample false: sampling with a seed differs from greedy.
+  const CliResult s = gemmax_stdout(sample + " --temperature 1 --seed 5", &err);
+  ASSERT_EQ(s.status, 0) << s.out << err;
+  EXPECT_NE(s.out, r.out) << "seed 5 samples the greedy text: pick another seed";
+
+  testing::write_file(dir / "generation_config.json", R"({"eos_token_id": "1"})");
+  const CliResult bad = gemmax_stdout(sample, &err);
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(err.find("generation_config.json': 'eos_token_id' must be a token id"),
+            std::string::npos)
+      << err;
 }
 
 // The small block (gemma4-e2b/e4b: per-layer inputs, layers on their donors' K/V) samples too,

@@ -8,6 +8,7 @@
 #include "gemmax/backend/backend.h"
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/checkpoint/model_dir.h"
+#include "gemmax/io/generation_config.h"
 #include "gemmax/model/generate.h"
 
 namespace gemmax {
@@ -23,6 +24,9 @@ const char* kUsage =
     "safetensors; or a gemmax run, checkpoints/ or step_N folder: its newest checkpoint),\n"
     "decoding one token at a time with a KV cache. The prompt is framed as a\n"
     "training document (bos, then its tokens); generation stops at eos or after N tokens.\n"
+    "Where DIR holds a generation_config.json, its eos_token_id list is where generation\n"
+    "stops and its do_sample, temperature, top_k and top_p are the defaults, as transformers'\n"
+    "generate() reads them (do_sample false: greedy); the flags below override them.\n"
     "  --max_new_tokens  default 64\n"
     "  --temperature     default 1; 0 is greedy (the most likely token every time)\n"
     "  --top_k           keep the K most likely tokens; default 0 (no limit)\n"
@@ -81,6 +85,20 @@ int cmd_sample(int argc, char** argv) {
   const std::string prompt = flags.get("prompt");
   if (prompt.empty()) fail("gemmax sample: --prompt is empty; give some text to continue");
   SampleOptions opts;
+  // generation_config.json's defaults first (a run folder has none), the flags over them.
+  if (const auto gen = read_generation_config(dir)) {
+    opts.stop_ids = gen->eos_ids;
+    opts.temperature = gen->do_sample ? gen->temperature : 0.0;
+    opts.top_k = gen->do_sample ? gen->top_k : 0;
+    opts.top_p = gen->do_sample ? gen->top_p : 1.0;
+    std::string ids;
+    for (int32_t id : opts.stop_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+    std::cerr << "gemmax: generation_config.json: "
+              << (gen->do_sample ? str_cat("sampling at temperature ", opts.temperature, ", top_k ",
+                                           opts.top_k, ", top_p ", opts.top_p)
+                                 : std::string("greedy (do_sample false)"))
+              << (ids.empty() ? "" : ", stops at ids " + ids) << "\n";
+  }
   opts.max_new_tokens = flags.get_int("max_new_tokens", opts.max_new_tokens);
   opts.temperature = flags.get_double("temperature", opts.temperature);
   opts.top_k = flags.get_int("top_k", opts.top_k);

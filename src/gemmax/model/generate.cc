@@ -1,5 +1,6 @@
 #include "gemmax/model/generate.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "gemmax/base/progress.h"
@@ -44,7 +45,9 @@ Generation generate(const Gemma4Model& model, const Tensor& weights, const Token
   for (;;) {
     const int32_t next = sampler.sample(logits);
     g.new_ids.push_back(next);
-    if (next == tokenizer.eos_id()) {
+    if (options.stop_ids.empty()
+            ? next == tokenizer.eos_id()
+            : std::ranges::find(options.stop_ids, next) != options.stop_ids.end()) {
       g.stopped_at_eos = true;
       break;
     }

@@ -13,10 +13,10 @@ namespace gemmax {
 
 struct Generation {
   std::vector<int32_t> prompt_ids;  // bos (if the tokenizer has one), then the prompt's ids
-  std::vector<int32_t> new_ids;     // sampled; ends with eos if stopped_at_eos
+  std::vector<int32_t> new_ids;     // sampled; ends with the stop id if stopped_at_eos
   std::string prompt_text;          // the prompt ids decoded
   std::string completion;           // the new ids decoded, as they continue the prompt
-  bool stopped_at_eos = false;
+  bool stopped_at_eos = false;      // at an eos id (SampleOptions::stop_ids)
   double prefill_seconds = 0;  // the prompt's pass, up to its logits
   double decode_seconds = 0;   // every later pass, with sampling
   int64_t decode_steps = 0;    // passes of one generated token each

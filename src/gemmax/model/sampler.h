@@ -16,6 +16,9 @@ struct SampleOptions {
   int64_t top_k = 0;         // keep the k most likely tokens; 0: all
   double top_p = 1.0;        // then keep the fewest most likely whose probability reaches p
   uint64_t seed = 0;
+  // Generation ends after any of these ids (generation_config.json's eos_token_id list);
+  // empty: the tokenizer's eos.
+  std::vector<int32_t> stop_ids;
 };
 
 // Throws gemmax::Error naming the first bad field and its valid range.
