@@ -50,7 +50,7 @@ using NodePtr = std::unique_ptr<Node>;
 using Body = std::vector<NodePtr>;
 
 struct Node {
-  enum class Kind { Text, Output, If, For, Set, SetBlock, Macro, Break, Continue };
+  enum class Kind { Text, Output, If, For, Set, SetBlock, Macro, Break, Continue, Generation };
   Kind kind;
   Loc loc;
   std::string text;                                // Text
@@ -59,7 +59,7 @@ struct Node {
   std::string attribute;                           // Set: `set targets[0].attribute = expr`
   ExprPtr filter;                                  // For: `for x in xs if filter`
   std::vector<std::pair<ExprPtr, Body>> branches;  // If: (condition, body); else: null condition
-  Body body, else_body;                            // For (else: no iteration), SetBlock, Macro
+  Body body, else_body;  // For (else: no iteration), SetBlock, Macro, Generation
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro: names and defaults (or null)
 };
 

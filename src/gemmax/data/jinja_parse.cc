@@ -9,6 +9,7 @@
 
 #include "gemmax/base/error.h"
 #include "gemmax/data/jinja_ast.h"
+#include "gemmax/data/jinja_value.h"
 
 namespace gemmax::jinja {
 namespace {
@@ -31,10 +32,6 @@ struct Token {
   std::string text;
   Loc loc;
 };
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
 
 class Lexer {
  public:
@@ -65,7 +62,7 @@ class Lexer {
       const char type = src_[start + 1];
       const char mod = start + 2 < src_.size() ? src_[start + 2] : 0;
       if (mod == '-') {
-        while (!text.empty() && is_space(text.back())) text.pop_back();
+        while (size_t n = py_space_before(text, text.size())) text.resize(text.size() - n);
       } else if (type != '{' && mod != '+') {   // lstrip_blocks
         const size_t l = text.rfind('\n') + 1;  // npos + 1 == 0
         if ((l > 0 || line_starting) && text.find_first_not_of(" \t", l) == std::string::npos)
@@ -119,7 +116,7 @@ class Lexer {
 
   void finish_tag(bool strip_after, bool trim_newline) {
     if (strip_after) {
-      while (pos_ < src_.size() && is_space(src_[pos_])) ++pos_;
+      while (size_t n = py_space_at(src_, pos_)) pos_ += n;
     } else if (trim_newline && pos_ < src_.size() && src_[pos_] == '\n') {
       ++pos_;
     }
@@ -131,7 +128,7 @@ class Lexer {
       return at + 1 < src_.size() && src_[at] == close && src_[at + 1] == '}';
     };
     for (;;) {
-      while (pos_ < src_.size() && is_space(src_[pos_])) ++pos_;
+      while (size_t n = py_space_at(src_, pos_)) pos_ += n;
       if (pos_ >= src_.size())
         error(tag_loc, std::string("a tag that is never closed with '") + close + "}'");
       const Loc at = loc(pos_);
@@ -277,7 +274,8 @@ class Lexer {
 };
 
 const char* kStatements =
-    "if, elif, else, endif, for, endfor, set, endset, macro, endmacro, break, continue";
+    "if, elif, else, endif, for, endfor, set, endset, macro, endmacro, break, continue, "
+    "generation, endgeneration";
 
 class Parser {
  public:
@@ -293,14 +291,31 @@ class Parser {
   [[noreturn]] void error(Loc at, const std::string& what) {
     fail(name_, ":", at.line, ":", at.column, ": ", what);
   }
-  // Nesting (of blocks, parentheses, unary operators) is bounded so that the recursive descent
-  // cannot overflow the stack on a hostile template.
+  // Nesting (of blocks, parentheses, unary operators) is bounded so that the recursive descent,
+  // the renderer and the tree's destructor cannot overflow the stack on a hostile template.
+  static constexpr int kMaxDepth = 500;
+  void deeper() {
+    if (++depth_ > kMaxDepth)
+      error(peek().loc, "the template nests or chains deeper than " + std::to_string(kMaxDepth) +
+                            " levels (blocks, brackets, or operators and filters in one "
+                            "expression such as a + b + ...); split it with {% set %}");
+  }
   struct Nest {
     Parser& p;
-    explicit Nest(Parser& parser) : p(parser) {
-      if (++p.depth_ > 200) p.error(p.peek().loc, "the template nests deeper than 200 levels");
-    }
+    explicit Nest(Parser& parser) : p(parser) { p.deeper(); }
     ~Nest() { --p.depth_; }
+  };
+  // A chain (a + b + c, x | f | g, a.b[c](d)) is parsed by a loop but builds a tree as deep as
+  // it is long: each link counts as a level.
+  struct Chain {
+    Parser& p;
+    int links = 0;
+    explicit Chain(Parser& parser) : p(parser) {}
+    void link() {
+      ++links;
+      p.deeper();
+    }
+    ~Chain() { p.depth_ -= links; }
   };
 
   const Token& peek(size_t ahead = 0) const { return t_[std::min(p_ + ahead, t_.size() - 1)]; }
@@ -481,6 +496,14 @@ class Parser {
       std::string stop;
       n->body = parse_body({"endmacro"}, stop);
       expect_block_end("endmacro");
+    } else if (kw.text == "generation") {
+      // transformers' AssistantTracker extension: the text inside is the assistant's, the text
+      // its assistant mask counts; rendered as is.
+      n->kind = Node::Kind::Generation;
+      expect_block_end("generation");
+      std::string stop;
+      n->body = parse_body({"endgeneration"}, stop);
+      expect_block_end("endgeneration");
     } else if (kw.text == "break" || kw.text == "continue") {
       n->kind = kw.text == "break" ? Node::Kind::Break : Node::Kind::Continue;
       if (!in_loop()) error(kw.loc, "'" + kw.text + "' outside a for loop");
@@ -532,8 +555,10 @@ class Parser {
   }
 
   ExprPtr parse_expr() {
+    Chain chain(*this);
     ExprPtr e = parse_or();
     while (is_name("if")) {
+      chain.link();
       const Loc at = next().loc;
       auto c = make(Expr::Kind::Cond, at);
       c->args.push_back(std::move(e));
@@ -553,7 +578,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr e = parse_and();
+    Chain chain(*this);
     while (is_name("or")) {
+      chain.link();
       const Loc at = next().loc;
       e = binary("or", at, std::move(e), parse_and());
     }
@@ -561,7 +588,9 @@ class Parser {
   }
   ExprPtr parse_and() {
     ExprPtr e = parse_not();
+    Chain chain(*this);
     while (is_name("and")) {
+      chain.link();
       const Loc at = next().loc;
       e = binary("and", at, std::move(e), parse_not());
     }
@@ -577,8 +606,10 @@ class Parser {
     return parse_compare();
   }
   ExprPtr parse_compare() {
+    Chain chain(*this);
     ExprPtr e = parse_math1();
     for (;;) {
+      chain.link();
       const Loc at = peek().loc;
       std::string op;
       if (peek().kind == Token::Kind::Op &&
@@ -599,7 +630,9 @@ class Parser {
   }
   ExprPtr parse_math1() {
     ExprPtr e = parse_concat();
+    Chain chain(*this);
     while (is_op("+") || is_op("-")) {
+      chain.link();
       const Token& t = next();
       e = binary(t.text, t.loc, std::move(e), parse_concat());
     }
@@ -607,7 +640,9 @@ class Parser {
   }
   ExprPtr parse_concat() {
     ExprPtr e = parse_math2();
+    Chain chain(*this);
     while (is_op("~")) {
+      chain.link();
       const Loc at = next().loc;
       e = binary("~", at, std::move(e), parse_math2());
     }
@@ -615,7 +650,9 @@ class Parser {
   }
   ExprPtr parse_math2() {
     ExprPtr e = parse_pow();
+    Chain chain(*this);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain.link();
       const Token& t = next();
       e = binary(t.text, t.loc, std::move(e), parse_pow());
     }
@@ -623,7 +660,9 @@ class Parser {
   }
   ExprPtr parse_pow() {
     ExprPtr e = parse_unary(true);
+    Chain chain(*this);
     while (is_op("**")) {
+      chain.link();
       const Loc at = next().loc;
       e = binary("**", at, std::move(e), parse_unary(true));
     }
@@ -723,7 +762,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    Chain chain(*this);
     for (;;) {
+      chain.link();
       const Loc at = peek().loc;
       if (skip_op(".")) {
         const Token& t = next();
@@ -793,7 +834,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr e) {
+    Chain chain(*this);
     for (;;) {
+      chain.link();
       if (is_op("|")) {
         const Loc at = next().loc;
         const Token& t = peek();

@@ -14,11 +14,10 @@ namespace {
 
 // Bounds that keep a hostile template from exhausting memory or time (templates are code that
 // comes with model folders); real chat templates stay far below them.
-constexpr size_t kMaxOutput = size_t(1) << 26;  // 64 MiB of rendered text
 constexpr size_t kMaxString = size_t(1) << 24;  // 16 MiB in one computed string
 constexpr int kMaxDepth = 200;                  // nested macro calls
+constexpr ptrdiff_t kMaxStack = 2 << 20;        // bytes of stack for nested evaluations
 constexpr int64_t kMaxRange = 100'000;          // elements of range() and of repeated sequences
-constexpr int64_t kMaxSteps = 20'000'000;       // statements and expressions evaluated
 
 const std::set<std::string> kFilters = {
     "abs",    "capitalize", "count",  "d",          "default", "dictsort", "e",      "escape",
@@ -54,33 +53,66 @@ std::string upper(std::string s) {
   for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
-bool is_py_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
+// str.strip/lstrip/rstrip: `chars` is a set of code points; without it, Python's whitespace.
 std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
-  auto drop = [&](char c) {
-    return chars && !chars->is_undefined() && chars->kind != Value::Kind::None
-               ? chars->s.find(c) != std::string::npos
-               : is_py_space(c);
+  const bool by_chars = chars && !chars->is_undefined() && chars->kind != Value::Kind::None;
+  std::vector<std::string> set;
+  if (by_chars) set = code_points(chars->s);
+  auto drop = [&](const std::string& cp) {
+    return by_chars ? std::find(set.begin(), set.end(), cp) != set.end() : is_py_space(cp);
   };
-  size_t b = 0, e = s.size();
+  const std::vector<std::string> cps = code_points(s);
+  size_t b = 0, e = cps.size();
   if (left)
-    while (b < e && drop(s[b])) ++b;
+    while (b < e && drop(cps[b])) ++b;
   if (right)
-    while (e > b && drop(s[e - 1])) --e;
-  return s.substr(b, e - b);
+    while (e > b && drop(cps[e - 1])) --e;
+  std::string out;
+  for (size_t k = b; k < e; ++k) out += cps[k];
+  return out;
+}
+
+// str.split() without a separator: runs of Python's whitespace, at most `max` splits.
+std::vector<Value> split_whitespace(const std::string& s, int64_t max) {
+  const std::vector<std::string> cps = code_points(s);
+  std::vector<Value> out;
+  size_t k = 0;
+  while (k < cps.size()) {
+    while (k < cps.size() && is_py_space(cps[k])) ++k;
+    if (k >= cps.size()) break;
+    std::string word;
+    if (max >= 0 && int64_t(out.size()) == max) {  // the rest as it is, as Python keeps it
+      for (; k < cps.size(); ++k) word += cps[k];
+      out.push_back(Value::string(std::move(word)));
+      break;
+    }
+    for (; k < cps.size() && !is_py_space(cps[k]); ++k) word += cps[k];
+    out.push_back(Value::string(std::move(word)));
+  }
+  return out;
 }
 
 class Renderer {
  public:
-  Renderer(const std::string& name, const Body& body) : name_(name), body_(body) {}
+  Renderer(const std::string& name, const Body& body, const Limits& limits, RenderTrace* trace)
+      : name_(name), body_(body), limits_(limits), trace_(trace) {
+    budget_.max_bytes = limits.max_bytes;
+  }
 
   std::string run(const nlohmann::ordered_json& context) {
+    stack_base_ = static_cast<const char*>(__builtin_frame_address(0));
+    BudgetScope scope(budget_);
     Scope global;
     if (!context.is_object()) fail(name_, ": the template's context must be a JSON object");
-    for (const auto& [k, v] : context.items()) global.vars[k] = Value::from_json(v);
+    try {
+      for (const auto& [k, v] : context.items()) global.vars[k] = Value::from_json(v);
+    } catch (const BudgetExceeded&) {
+      budget_error(Loc{});
+    }
     add_globals(global);
+    if (trace_) watch_messages(global);
     std::string out;
+    top_ = &out;
     render(body_, global, out);
     return out;
   }
@@ -88,6 +120,37 @@ class Renderer {
  private:
   [[noreturn]] void error(Loc at, const std::string& what) const {
     fail(name_, ":", at.line, ":", at.column, ": ", what);
+  }
+  [[noreturn]] void budget_error(Loc at) const {
+    error(at, "the template made more than " + std::to_string(limits_.max_bytes >> 20) +
+                  " MiB of strings and lists (a loop that doubles a list or a string?); raise "
+                  "the limit with " +
+                  limits_.bytes_option + " if the template is trusted");
+  }
+
+  // A message read while an earlier one's iteration writes output: that iteration's text
+  // depends on what follows it (Gemma 4 writes a call's tool responses in the call's turn).
+  const Value& read(const Value& v) {
+    if (current_message_ != std::string::npos && v.kind == Value::Kind::Dict &&
+        lookahead_at_ == std::string::npos) {
+      auto it = watched_.find(v.dict.get());
+      if (it != watched_.end() && it->second > current_message_) lookahead_at_ = top_->size();
+    }
+    return v;
+  }
+
+  // The identity of each message dict, so that a loop over `messages` (or a slice or filter
+  // of it) is seen whatever the template calls it.
+  void watch_messages(Scope& global) {
+    const Value* m = global.lookup("messages");
+    const size_t n = m && m->kind == Value::Kind::List ? m->list->size() : 0;
+    trace_->message_output.assign(n, {std::string::npos, std::string::npos});
+    trace_->repeated.assign(n, false);
+    trace_->reads_later.assign(n, false);
+    trace_->generation.clear();
+    trace_->generation_elsewhere = false;
+    for (size_t k = 0; k < n; ++k)
+      if ((*m->list)[k].kind == Value::Kind::Dict) watched_[(*m->list)[k].dict.get()] = k;
   }
 
   void add_globals(Scope& g) {
@@ -144,12 +207,17 @@ class Renderer {
   }
 
   void write(std::string& out, const std::string& s, Loc at) {
-    if (out.size() + s.size() > kMaxOutput) error(at, "the template's output exceeds 64 MiB");
+    if (int64_t(out.size() + s.size()) > limits_.max_output)
+      error(at,
+            "the template's output exceeds " + std::to_string(limits_.max_output >> 20) + " MiB");
     out += s;
   }
 
   void step(Loc at) {
-    if (++steps_ > kMaxSteps) error(at, "the template runs too long (over 20 million steps)");
+    if (++steps_ > limits_.max_steps)
+      error(at, "the template runs too long (over " + std::to_string(limits_.max_steps) +
+                    " steps: statements and expressions evaluated); raise the limit with " +
+                    limits_.steps_option + " if the template is trusted");
   }
 
   Flow render(const Node& n, Scope& scope, std::string& out) {
@@ -192,6 +260,15 @@ class Renderer {
       case Node::Kind::Macro:
         scope.vars[n.targets[0]] = make_macro(n);
         return Flow::Normal;
+      case Node::Kind::Generation: {
+        const size_t begin = out.size();
+        const Flow f = render(n.body, scope, out);
+        if (trace_ && &out == top_)
+          trace_->generation.emplace_back(begin, out.size());
+        else if (trace_)
+          trace_->generation_elsewhere = true;
+        return f;
+      }
       case Node::Kind::Break:
         return Flow::Break;
       case Node::Kind::Continue:
@@ -247,7 +324,29 @@ class Renderer {
                           return a.positional[size_t(k) % a.positional.size()];
                         }));
       s.vars["loop"] = Value::make_dict(std::move(loop));
-      if (render(n.body, s, out) == Flow::Break) break;
+      const Items* item =
+          items[size_t(k)].kind == Value::Kind::Dict ? items[size_t(k)].dict.get() : nullptr;
+      auto watched = item && &out == top_ && current_message_ == std::string::npos
+                         ? watched_.find(item)
+                         : watched_.end();
+      const size_t begin = out.size();
+      if (watched != watched_.end()) {
+        current_message_ = watched->second;
+        lookahead_at_ = std::string::npos;
+      }
+      const Flow f = render(n.body, s, out);
+      if (watched != watched_.end()) {
+        const size_t m = current_message_;
+        current_message_ = std::string::npos;
+        if (out.size() > begin) {
+          auto& range = trace_->message_output[m];
+          if (range.first != std::string::npos) trace_->repeated[m] = true;
+          range = {begin, out.size()};
+          if (lookahead_at_ != std::string::npos && out.size() > lookahead_at_)
+            trace_->reads_later[m] = true;
+        }
+      }
+      if (f == Flow::Break) break;
     }
     return Flow::Normal;
   }
@@ -324,12 +423,24 @@ class Renderer {
 
   Value eval(const Expr& e, Scope& scope) {
     step(e.loc);
+    // Recursive macros over deep expressions nest evaluations beyond either bound alone; the
+    // stack they use is measured, so the bound holds whatever a frame costs in this build.
+    const char* here = static_cast<const char*>(__builtin_frame_address(0));
+    if (stack_base_ - here > kMaxStack)
+      error(e.loc, "the template evaluates expressions nested too deeply (over " +
+                       std::to_string(kMaxStack >> 20) +
+                       " MiB of stack, through recursive macros)");
     try {
       return eval_unchecked(e, scope);
     } catch (const CallError& c) {
       error(e.loc, c.message);
     } catch (const RaisedError& r) {
       error(e.loc, "the template raised an exception: " + r.message);
+    } catch (const BudgetExceeded&) {
+      budget_error(e.loc);
+    } catch (const std::bad_alloc&) {
+      error(e.loc, "out of memory while rendering; lower " + limits_.bytes_option +
+                       " below what this machine can hold");
     }
   }
 
@@ -346,9 +457,9 @@ class Renderer {
         return Value::undefined(e.name);
       }
       case Expr::Kind::GetAttr:
-        return get_attr(eval(*e.args[0], scope), e.name, e.loc);
+        return get_attr(read(eval(*e.args[0], scope)), e.name, e.loc);
       case Expr::Kind::GetItem:
-        return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope), e.loc);
+        return get_item(read(eval(*e.args[0], scope)), eval(*e.args[1], scope), e.loc);
       case Expr::Kind::Slice: {
         Value obj = eval(*e.args[0], scope);
         Value b[3];
@@ -366,7 +477,7 @@ class Renderer {
         return (*callee.fn)(a);
       }
       case Expr::Kind::Filter: {
-        Value v = eval(*e.args[0], scope);
+        Value v = read(eval(*e.args[0], scope));
         CallArgs a = args(e, scope);
         return filter(e.name, std::move(v), a, e.loc);
       }
@@ -576,22 +687,8 @@ class Renderer {
           const Value* maxv = arg(a, 1, "maxsplit");
           int64_t max = maxv && maxv->kind == Value::Kind::Int ? maxv->i : -1;
           std::vector<Value> out;
-          if (!sep || sep->kind == Value::Kind::None) {  // runs of whitespace
-            size_t k = 0;
-            while (k < s.size()) {
-              while (k < s.size() && is_py_space(s[k])) ++k;
-              if (k >= s.size()) break;
-              if (max >= 0 && int64_t(out.size()) == max) {
-                std::string rest = s.substr(k);
-                while (!rest.empty() && is_py_space(rest.back())) rest.pop_back();
-                out.push_back(Value::string(rest));
-                break;
-              }
-              size_t e = k;
-              while (e < s.size() && !is_py_space(s[e])) ++e;
-              out.push_back(Value::string(s.substr(k, e - k)));
-              k = e;
-            }
+          if (!sep || sep->kind == Value::Kind::None) {
+            out = split_whitespace(s, max);
           } else {
             if (!sep->is_string() || sep->s.empty())
               throw CallError("split(): empty or non-string separator");
@@ -669,8 +766,8 @@ class Renderer {
   Value binary(const std::string& op, const Value& a, const Value& b, Loc at) {
     if (op == "==") return Value::boolean(equal(a, b));
     if (op == "!=") return Value::boolean(!equal(a, b));
-    if (op == "in") return Value::boolean(contains(b, a, at));
-    if (op == "notin") return Value::boolean(!contains(b, a, at));
+    if (op == "in") return Value::boolean(contains(read(b), a, at));
+    if (op == "notin") return Value::boolean(!contains(read(b), a, at));
     if (op == "~") return bounded(to_str(a) + to_str(b), at);
     if (op == "<" || op == "<=" || op == ">" || op == ">=") {
       for (const Value* v : {&a, &b})
@@ -687,6 +784,7 @@ class Renderer {
     if (op == "+") {
       if (a.is_string() && b.is_string()) return bounded(a.s + b.s, at);
       if (a.kind == Value::Kind::List && b.kind == Value::Kind::List && a.tuple == b.tuple) {
+        check_budget((a.list->size() + b.list->size()) * sizeof(Value));
         std::vector<Value> items = *a.list;
         items.insert(items.end(), b.list->begin(), b.list->end());
         return Value::make_list(std::move(items), a.tuple);
@@ -708,6 +806,7 @@ class Renderer {
         return Value::string(std::move(out));
       }
       if (seq.kind != Value::Kind::List) bad();
+      check_budget(size_t(n * len) * sizeof(Value));
       std::vector<Value> items;
       for (int64_t k = 0; k < n; ++k) items.insert(items.end(), seq.list->begin(), seq.list->end());
       return Value::make_list(std::move(items), seq.tuple);
@@ -907,10 +1006,16 @@ class Renderer {
       if (!v.is_number()) throw CallError("round() of a " + std::string(type_name(v)));
       return Value::number(std::nearbyint(v.as_double() * scale) / scale);
     }
-    if (name == "wordcount") {
-      CallArgs none;
-      return Value::integer(
-          int64_t(method(Value::string(to_str(v)), "split").fn->operator()(none).list->size()));
+    if (name == "wordcount") {  // runs of \w, as Jinja counts words
+      const std::string s = to_str(v);
+      int64_t words = 0;
+      bool in_word = false;
+      for (size_t k = 0; k < s.size();) {
+        const bool w = py_word_char(next_code_point(s, k));
+        words += w && !in_word;
+        in_word = w;
+      }
+      return Value::integer(words);
     }
     std::vector<Value> items = iterate(v, at);
     if (name == "list") return Value::make_list(std::move(items));
@@ -1087,8 +1192,16 @@ class Renderer {
 
   const std::string& name_;
   const Body& body_;
+  const Limits& limits_;
+  RenderTrace* trace_;
+  Budget budget_;
+  const std::string* top_ = nullptr;  // the output itself (macros and set blocks render apart)
+  std::unordered_map<const Items*, size_t> watched_;
+  size_t current_message_ = std::string::npos;  // the watched iteration in progress
+  size_t lookahead_at_ = std::string::npos;     // the output size when it read a later message
   Scope* global_ = nullptr;
   int depth_ = 0;
+  const char* stack_base_ = nullptr;  // the frame of run(): the stack grows down from it
   int64_t steps_ = 0;
 };
 
@@ -1097,13 +1210,43 @@ class Renderer {
 bool known_filter(const std::string& name) { return kFilters.count(name) > 0; }
 bool known_test(const std::string& name) { return kTests.count(name) > 0; }
 
+namespace {
+void collect_names(const Expr& e, std::set<std::string>& names) {
+  if (e.kind == Expr::Kind::Name) names.insert(e.name);
+  for (const ExprPtr& a : e.args)
+    if (a) collect_names(*a, names);
+  for (const auto& [k, a] : e.keywords)
+    if (a) collect_names(*a, names);
+}
+void collect_names(const Body& body, std::set<std::string>& names, bool& generation) {
+  for (const NodePtr& n : body) {
+    if (n->kind == Node::Kind::Generation) generation = true;
+    for (const Expr* e : {n->expr.get(), n->filter.get()})
+      if (e) collect_names(*e, names);
+    for (const auto& [cond, b] : n->branches) {
+      if (cond) collect_names(*cond, names);
+      collect_names(b, names, generation);
+    }
+    for (const auto& [p, def] : n->params)
+      if (def) collect_names(*def, names);
+    collect_names(n->body, names, generation);
+    collect_names(n->else_body, names, generation);
+  }
+}
+}  // namespace
+
 Template::Template(std::string_view source, std::string name)
-    : name_(std::move(name)), body_(std::make_unique<Body>(parse(source, name_))) {}
+    : name_(std::move(name)), body_(std::make_unique<Body>(parse(source, name_))) {
+  std::set<std::string> names;
+  collect_names(*body_, names, has_generation_);
+  names_.assign(names.begin(), names.end());
+}
 Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
 
-std::string Template::render(const nlohmann::ordered_json& context) const {
-  return Renderer(name_, *body_).run(context);
+std::string Template::render(const nlohmann::ordered_json& context, const Limits& limits,
+                             RenderTrace* trace) const {
+  return Renderer(name_, *body_, limits, trace).run(context);
 }
 
 }  // namespace gemmax::jinja

@@ -1,5 +1,8 @@
 #include "gemmax/data/jinja_value.h"
 
+#include <unicode/uchar.h>
+#include <unicode/utf8.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -35,13 +38,34 @@ Value Value::number(double x) {
   v.f = x;
   return v;
 }
+namespace {
+thread_local Budget* current_budget = nullptr;
+
+void charge(size_t bytes) {
+  Budget* b = current_budget;
+  if (b && (b->bytes += int64_t(bytes)) > b->max_bytes) throw BudgetExceeded{};
+}
+}  // namespace
+
+void check_budget(size_t bytes) {
+  const Budget* b = current_budget;
+  if (b && b->bytes + int64_t(bytes) > b->max_bytes) throw BudgetExceeded{};
+}
+
+BudgetScope::BudgetScope(Budget& b) : previous_(current_budget) { current_budget = &b; }
+BudgetScope::~BudgetScope() { current_budget = previous_; }
+
 Value Value::string(std::string x) {
+  charge(x.size());
   Value v;
   v.kind = Kind::String;
   v.s = std::move(x);
   return v;
 }
 Value Value::make_list(std::vector<Value> x, bool tuple) {
+  size_t bytes = x.size() * sizeof(Value);
+  for (const Value& e : x) bytes += e.s.size();  // its strings were copied into it
+  charge(bytes);
   Value v;
   v.kind = Kind::List;
   v.list = std::make_shared<std::vector<Value>>(std::move(x));
@@ -214,12 +238,16 @@ std::string float_repr(double x) {
   return sign + digits.substr(0, size_t(exponent) + 1) + "." + digits.substr(size_t(exponent) + 1);
 }
 
+// Python's repr() of a str: quoted, with \\, the quote, \\n \\r \\t and every code point that
+// is not printable escaped as \\xNN, \\uNNNN or \\UNNNNNNNN.
 std::string string_repr(const std::string& s) {
   const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
   const char q = dq ? '"' : '\'';
   std::string out(1, q);
-  for (unsigned char c : s) {
-    if (c == q || c == '\\') {
+  for (size_t at = 0; at < s.size();) {
+    const size_t begin = at;
+    const uint32_t c = next_code_point(s, at);
+    if (c == uint32_t(q) || c == '\\') {
       out += '\\';
       out += char(c);
     } else if (c == '\n') {
@@ -228,12 +256,16 @@ std::string string_repr(const std::string& s) {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    } else if (!py_printable(c)) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf,
+                    c < 0x100     ? "\\x%02x"
+                    : c < 0x10000 ? "\\u%04x"
+                                  : "\\U%08x",
+                    c);
       out += buf;
     } else {
-      out += char(c);
+      out.append(s, begin, at - begin);
     }
   }
   return out + q;
@@ -417,6 +449,79 @@ std::vector<std::string> code_points(const std::string& s) {
     k += n;
   }
   return out;
+}
+
+bool is_py_space(const std::string& cp) {
+  if (cp.size() == 1) {
+    const unsigned char c = cp[0];
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
+  }
+  // The rest of CPython's _PyUnicode_IsWhitespace table, as UTF-8.
+  static const char* const kWide[] = {"\u0085", "\u00A0", "\u1680", "\u2000", "\u2001",
+                                      "\u2002", "\u2003", "\u2004", "\u2005", "\u2006",
+                                      "\u2007", "\u2008", "\u2009", "\u200A", "\u2028",
+                                      "\u2029", "\u202F", "\u205F", "\u3000"};
+  for (const char* w : kWide)
+    if (cp == w) return true;
+  return false;
+}
+
+uint32_t next_code_point(const std::string& s, size_t& at) {
+  const size_t begin = at;
+  UChar32 c;
+  U8_NEXT(reinterpret_cast<const uint8_t*>(s.data()), at, s.size(), c);
+  if (c < 0) {  // invalid: the byte alone
+    at = begin + 1;
+    return static_cast<unsigned char>(s[begin]);
+  }
+  return uint32_t(c);
+}
+
+bool py_printable(uint32_t cp) {
+  if (cp == ' ') return true;
+  switch (u_charType(UChar32(cp))) {
+    case U_CONTROL_CHAR:         // Cc
+    case U_FORMAT_CHAR:          // Cf
+    case U_SURROGATE:            // Cs
+    case U_PRIVATE_USE_CHAR:     // Co
+    case U_UNASSIGNED:           // Cn
+    case U_LINE_SEPARATOR:       // Zl
+    case U_PARAGRAPH_SEPARATOR:  // Zp
+    case U_SPACE_SEPARATOR:      // Zs
+      return false;
+    default:
+      return true;
+  }
+}
+
+bool py_word_char(uint32_t cp) {
+  if (cp == '_') return true;
+  switch (u_charType(UChar32(cp))) {  // str.isalnum(): the letters and the numbers
+    case U_UPPERCASE_LETTER:
+    case U_LOWERCASE_LETTER:
+    case U_TITLECASE_LETTER:
+    case U_MODIFIER_LETTER:
+    case U_OTHER_LETTER:
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_LETTER_NUMBER:
+    case U_OTHER_NUMBER:
+      return true;
+    default:
+      return false;
+  }
+}
+
+size_t py_space_at(const std::string& s, size_t at) {
+  if (at >= s.size()) return 0;
+  const unsigned char c = s[at];
+  const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 0;
+  return n && at + n <= s.size() && is_py_space(s.substr(at, n)) ? n : 0;
+}
+
+size_t py_space_before(const std::string& s, size_t end) {
+  for (size_t n = 1; n <= 3 && n <= end; ++n)
+    if (py_space_at(s, end - n) == n) return n;
+  return 0;
 }
 
 }  // namespace gemmax::jinja

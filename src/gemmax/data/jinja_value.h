@@ -13,6 +13,27 @@
 namespace gemmax::jinja {
 
 struct Value;
+
+// The bytes one render's strings and lists take as they are made, as a running total (a copy
+// counts again), against its limit. Value's factories charge the render running on this
+// thread; with none running they charge nothing.
+struct Budget {
+  int64_t max_bytes = 0;
+  int64_t bytes = 0;
+};
+struct BudgetExceeded {};
+// Throws BudgetExceeded if making `bytes` more would spend the running budget: checked before
+// a large copy, so that the copy itself cannot exhaust the machine.
+void check_budget(size_t bytes);  // thrown by a factory once the running render's budget is spent
+class BudgetScope {               // makes `b` the budget of this thread's render while it lives
+ public:
+  explicit BudgetScope(Budget& b);
+  ~BudgetScope();
+
+ private:
+  Budget* previous_;
+};
+
 struct CallArgs {
   std::vector<Value> positional;
   std::vector<std::pair<std::string, Value>> keywords;
@@ -64,5 +85,19 @@ std::string repr(const Value& v);    // Python's repr()
 std::string to_json(const Value& v, int indent = -1, bool sort_keys = false);
 // Code points of UTF-8 text (invalid bytes count as one each).
 std::vector<std::string> code_points(const std::string& s);
+// Python's str.isspace() for one code point given as its UTF-8 bytes: the whitespace that
+// strip(), split() and trim remove, Unicode's (U+00A0, U+2028, U+3000, ...) and not only ASCII's.
+bool is_py_space(const std::string& code_point);
+// The byte length of the whitespace code point that starts at s[at] (ends before s[end]); 0 if
+// none.
+size_t py_space_at(const std::string& s, size_t at);
+// The code point of UTF-8 text at s[at] (advancing `at`); an invalid byte is itself, as a
+// code point of its value, one byte long.
+uint32_t next_code_point(const std::string& s, size_t& at);
+// Python's str.isprintable() of one code point (repr() escapes the others) and its regex \w
+// (what Jinja's wordcount counts runs of), from ICU's general categories.
+bool py_printable(uint32_t cp);
+bool py_word_char(uint32_t cp);
+size_t py_space_before(const std::string& s, size_t end);
 
 }  // namespace gemmax::jinja
