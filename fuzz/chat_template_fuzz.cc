@@ -1,24 +1,45 @@
 // The chat-template renderer's input: any text parsed as a Jinja template and rendered on a
-// small conversation. Templates are code from model folders, so a hostile one must end in
-// gemmax::Error (bounded output, recursion and ranges), never a crash or a hang.
+// conversation as tokenize renders it (the spans of its assistant turns found in one traced
+// render, or the plain way). Templates are code from model folders, so a hostile one must end
+// in gemmax::Error (bounded memory, steps, output, nesting and chains), never a crash or a hang.
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
+#include <string>
 
 #include "gemmax/base/error.h"
-#include "gemmax/data/jinja.h"
+#include "gemmax/data/chat_template.h"
+
+namespace {
+
+// A system prompt, tools, a tool call and its response, reasoning, null keys, Unicode
+// whitespace, and enough turns that quadratic work shows.
+nlohmann::ordered_json example() {
+  nlohmann::ordered_json e = nlohmann::ordered_json::parse(R"({
+    "messages": [{"role": "system", "content": "Be brief.\u3000"},
+                 {"role": "user", "content": " Hi \n"},
+                 {"role": "assistant", "content": null, "reasoning": "think", "tool_calls":
+                   [{"id": "c1", "function": {"name": "f",
+                     "arguments": {"a": 1, "b": [true, null, 2.5]}}}]},
+                 {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                 {"role": "assistant", "content": "Hello", "tool_calls": null}],
+    "tools": [{"function": {"name": "f", "parameters": {"type": "object"}}}],
+    "chat_template_kwargs": {"enable_thinking": true}})");
+  for (int k = 0; k < 20; ++k) {
+    e["messages"].push_back({{"role", "user"}, {"content", "q" + std::to_string(k)}});
+    e["messages"].push_back({{"role", "assistant"}, {"content", "a\u00a0" + std::to_string(k)}});
+  }
+  return e;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const nlohmann::ordered_json context = nlohmann::ordered_json::parse(R"({
-    "messages": [{"role": "system", "content": "Be brief."},
-                 {"role": "user", "content": " Hi \n"},
-                 {"role": "assistant", "content": "Hello", "tool_calls": [{"function":
-                   {"name": "f", "arguments": {"a": 1, "b": [true, null, 2.5]}}}]}],
-    "tools": [{"function": {"name": "f", "parameters": {"type": "object"}}}],
-    "bos_token": "<bos>", "eos_token": "<eos>", "add_generation_prompt": true})");
+  static const nlohmann::ordered_json e = example();
+  const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    gemmax::jinja::Template t(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
-    t.render(context);
+    const gemmax::ChatTemplate t(gemmax::ChatTemplateSource{text, "fuzz"});
+    const gemmax::Conversation c = t.conversation(e);
+    t.render(c, size % 2 ? gemmax::SpanSearch::kOneRender : gemmax::SpanSearch::kPrefixRenders);
   } catch (const gemmax::Error&) {
   }
   return 0;

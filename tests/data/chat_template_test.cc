@@ -599,8 +599,8 @@ TEST(ChatTemplate, ErrorsNameTheTemplateLineAndColumn) {
                 .find("tmpl.jinja:2:8: the filter 'frobnicate' is not supported"),
             std::string::npos)
       << error_of("ok\n{{ x | frobnicate }}");
-  EXPECT_NE(error_of("{% generation %}x{% endgeneration %}")
-                .find("tmpl.jinja:1:4: the statement '{% generation %}' is not supported"),
+  EXPECT_NE(error_of("{% call f() %}x{% endcall %}")
+                .find("tmpl.jinja:1:4: the statement '{% call %}' is not supported"),
             std::string::npos);
   EXPECT_NE(error_of("{% if x %}never closed").find("expected '{% endif %}'"), std::string::npos);
   EXPECT_NE(error_of("{{ 'unterminated }}").find("tmpl.jinja:1:4: a string that is never closed"),
@@ -631,7 +631,7 @@ TEST(ChatTemplate, ModelFolderTemplateAsTransformersFindsIt) {
                       "{{ bos_token }}file");  // wins, as in transformers
   s = chat_template_from_model_dir(dir.str());
   EXPECT_EQ(s.text, "{{ bos_token }}file");
-  EXPECT_EQ(ChatTemplate(s).render_text(json::array({{{"role", "user"}, {"content", "x"}}}), false),
+  EXPECT_EQ(ChatTemplate(s).render_text({json::array({{{"role", "user"}, {"content", "x"}}})}, false),
             "<s>file");
   TempDir empty;
   try {
@@ -698,8 +698,6 @@ TEST(ChatTemplate, TokenizeMasksInTheAssistantTurns) {
       {"unknown role \"robot\""}, o);
   bad(R"({"messages": [{"role": "user", "content": "only a question"}]})", {"no assistant turn"},
       o);
-  bad(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}]})",
-      {"empty after tokenization"}, o);
   TokenizeOptions g3 = o;
   g3.chat_template_path.clear();
   g3.chat_template = kGemma3;

@@ -40,6 +40,14 @@ const char* kUsage =
     "                             bos_token/eos_token text)\n"
     "  --chat_template_path FILE  a Jinja chat template file (MaxText's chat_template_path)\n"
     "  --chat_template TEXT       the template itself (MaxText's chat_template)\n"
+    "  --chat_template_max_mib N  the strings and lists one render may make, as a running\n"
+    "                             total (default 512; a template is untrusted input)\n"
+    "  --chat_template_max_steps N\n"
+    "                             the statements and expressions one render may evaluate\n"
+    "                             (default 20000000)\n"
+    "  --chat_spans_by_prefix_renders\n"
+    "                             find the assistant turns by rendering each turn's prompt and\n"
+    "                             turn alone (2 renders a turn), not in the one full render\n"
     "  --help                     this text\n"
     "\n"
     "Example:\n"
@@ -53,9 +61,19 @@ const char* kUsage =
 
 int cmd_tokenize(int argc, char** argv) {
   const Flags flags("tokenize", argc, argv,
-                    {{"out"}, {"tokenizer"}, {"tokenizer_type"}, {"tokenizer_path"},
-                     {"text_key"}, {"no-bos", false}, {"lines", false}, {"chat_template_dir"},
-                     {"chat_template_path"}, {"chat_template"}},
+                    {{"out"},
+                     {"tokenizer"},
+                     {"tokenizer_type"},
+                     {"tokenizer_path"},
+                     {"text_key"},
+                     {"no-bos", false},
+                     {"lines", false},
+                     {"chat_template_dir"},
+                     {"chat_template_path"},
+                     {"chat_template"},
+                     {"chat_template_max_mib"},
+                     {"chat_template_max_steps"},
+                     {"chat_spans_by_prefix_renders", false}},
                     /*allow_positional=*/true);
   if (flags.help()) {
     std::fputs(kUsage, stdout);
@@ -72,6 +90,9 @@ int cmd_tokenize(int argc, char** argv) {
   o.chat_template_dir = flags.get("chat_template_dir", "");
   o.chat_template_path = flags.get("chat_template_path", "");
   o.chat_template = flags.get("chat_template", "");
+  o.chat_template_max_mib = flags.get_int("chat_template_max_mib", o.chat_template_max_mib);
+  o.chat_template_max_steps = flags.get_int("chat_template_max_steps", o.chat_template_max_steps);
+  o.chat_spans_by_prefix_renders = flags.has("chat_spans_by_prefix_renders");
   if (o.inputs.empty())
     fail("gemmax tokenize: give at least one input file (see gemmax tokenize --help)");
   std::vector<PathRole> inputs = {{o.tokenizer_path, "--tokenizer_path"},

@@ -1,7 +1,9 @@
 #include "gemmax/data/chat_template.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "gemmax/base/error.h"
@@ -80,51 +82,146 @@ ChatTemplateSource chat_template_from_model_dir(const std::string& dir) {
        "; expected a string, or a list of {\"name\", \"template\"} with one named \"default\"");
 }
 
-ChatTemplate::ChatTemplate(const ChatTemplateSource& source)
-    : template_(source.text, source.name), bos_(source.bos_token), eos_(source.eos_token) {}
+ChatTemplate::ChatTemplate(const ChatTemplateSource& source, jinja::Limits limits)
+    : template_(source.text, source.name),
+      limits_(std::move(limits)),
+      bos_(source.bos_token),
+      eos_(source.eos_token) {}
 
-std::string ChatTemplate::render_text(const nlohmann::ordered_json& messages,
-                                      bool add_generation_prompt) const {
-  nlohmann::ordered_json context = {{"messages", messages},
-                                    {"bos_token", bos_},
-                                    {"eos_token", eos_},
-                                    {"add_generation_prompt", add_generation_prompt}};
-  return template_.render(context);
-}
-
-RenderedChat ChatTemplate::render(const nlohmann::ordered_json& messages) const {
+Conversation ChatTemplate::conversation(const nlohmann::ordered_json& example) const {
+  using json = nlohmann::ordered_json;
   static const char* kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+  if (!example.is_object() || !example.contains("messages"))
+    fail("a conversation is a JSON object with \"messages\"");
+  const json& messages = example["messages"];
   if (!messages.is_array() || messages.empty())
     fail("\"messages\" must be a non-empty list of {\"role\", \"content\"} turns");
+  Conversation c;
+  c.messages = json::array();
   for (size_t k = 0; k < messages.size(); ++k) {
-    const auto& m = messages[k];
+    const json& m = messages[k];
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       fail("message ", k, " is not an object with a string \"role\"");
     const std::string role = m["role"].get<std::string>();
     if (std::find(std::begin(kRoles), std::end(kRoles), role) == std::end(kRoles))
       fail("message ", k, " has the unknown role \"", role,
            "\"; expected system, developer, user, assistant or tool");
-    if (!m.contains("content")) fail("message ", k, " (", role, ") has no \"content\"");
+    // transformers drops the keys whose value is null (OpenAI's exports write "content": null
+    // and "tool_calls": null), then fills every name of the reasoning from the first one given.
+    json kept = json::object();
+    for (const auto& [key, value] : m.items())
+      if (!value.is_null()) kept[key] = value;
+    const json* reasoning = nullptr;
+    for (const char* key : {"reasoning_content", "thinking", "reasoning"})
+      if (!reasoning && kept.contains(key)) reasoning = &kept[key];
+    if (reasoning) {
+      json aliased = {{"thinking", *reasoning}};
+      for (const auto& [key, value] : kept.items()) aliased[key] = value;
+      aliased["reasoning_content"] = *reasoning;
+      kept = std::move(aliased);
+    }
+    c.messages.push_back(std::move(kept));
   }
-  RenderedChat r;
-  r.text = render_text(messages, false);
+  c.variables["tools"] = example.value("tools", json());
+  c.variables["documents"] = example.value("documents", json());
+  if (example.contains("chat_template_kwargs")) {
+    const json& kwargs = example["chat_template_kwargs"];
+    if (!kwargs.is_object())
+      fail("\"chat_template_kwargs\" is ", kwargs.type_name(),
+           "; expected an object of the template's keyword arguments");
+    for (const auto& [key, value] : kwargs.items()) {
+      if (key == "messages" || key == "add_generation_prompt")
+        fail("\"chat_template_kwargs\" sets \"", key, "\", which the renderer sets itself");
+      c.variables[key] = value;
+    }
+  }
+  // Other keys of the line reach the template only where it reads them (e.g. enable_thinking);
+  // the rest (ids, sources) are the dataset's own.
+  const std::vector<std::string>& names = template_.names();
+  for (const auto& [key, value] : example.items())
+    if (key != "messages" && key != "chat_template_kwargs" && !c.variables.contains(key) &&
+        std::binary_search(names.begin(), names.end(), key))
+      c.variables[key] = value;
+  return c;
+}
+
+std::string ChatTemplate::render_text(const Conversation& c, bool add_generation_prompt,
+                                      jinja::RenderTrace* trace) const {
+  // transformers: render(messages, tools, documents, add_generation_prompt, **special tokens,
+  // **kwargs), the keyword arguments overriding the special tokens.
+  nlohmann::ordered_json context = {{"messages", c.messages},
+                                    {"add_generation_prompt", add_generation_prompt},
+                                    {"bos_token", bos_},
+                                    {"eos_token", eos_}};
+  for (const auto& [key, value] : c.variables.items()) context[key] = value;
+  return template_.render(context, limits_, trace);
+}
+
+std::pair<size_t, size_t> ChatTemplate::prefix_span(const Conversation& c, size_t k,
+                                                    const std::string& full) const {
   // An assistant turn's counted text is what rendering it adds to the conversation before it
   // followed by the generation prompt: MaxText's and TRL's completion of a prompt.
-  for (size_t k = 0; k < messages.size(); ++k) {
-    if (messages[k]["role"] != "assistant") continue;
-    nlohmann::ordered_json before = nlohmann::ordered_json::array(), upto;
-    for (size_t j = 0; j < k; ++j) before.push_back(messages[j]);
-    upto = before;
-    upto.push_back(messages[k]);
-    const std::string prompt = k == 0 ? std::string() : render_text(before, true);
-    const std::string with_turn = render_text(upto, false);
-    if (with_turn.compare(0, prompt.size(), prompt) != 0 ||
-        r.text.compare(0, with_turn.size(), with_turn) != 0)
-      fail("the chat template does not render message ", k,
-           " (assistant) as an extension of the conversation before it (with the generation "
-           "prompt), so its tokens cannot be told apart; write this conversation as "
-           "{\"prompt\", \"completion\"} pairs");
-    r.assistant_spans.emplace_back(prompt.size(), with_turn.size());
+  Conversation before = c, upto = c;
+  before.messages = nlohmann::ordered_json::array();
+  for (size_t j = 0; j < k; ++j) before.messages.push_back(c.messages[j]);
+  upto.messages = before.messages;
+  upto.messages.push_back(c.messages[k]);
+  const std::string prompt = k == 0 ? std::string() : render_text(before, true);
+  const std::string with_turn = render_text(upto, false);
+  if (with_turn.compare(0, prompt.size(), prompt) != 0 ||
+      full.compare(0, with_turn.size(), with_turn) != 0)
+    fail("the chat template does not render message ", k,
+         " (assistant) as an extension of the conversation before it (with the generation "
+         "prompt), so its tokens cannot be told apart; write this conversation as "
+         "{\"prompt\", \"completion\"} pairs, or give the template {% generation %} blocks");
+  return {prompt.size(), with_turn.size()};
+}
+
+RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) const {
+  jinja::RenderTrace trace;
+  RenderedChat r;
+  r.text = render_text(c, false, &trace);
+  if (template_.has_generation_blocks()) {
+    if (trace.generation_elsewhere)
+      fail(template_.name(),
+           ": a {% generation %} block is rendered inside a macro or a set "
+           "block, so where its text lands in the output is unknown; put the blocks in the "
+           "template's own output");
+    for (const auto& span : trace.generation)
+      if (span.second > span.first) r.assistant_spans.push_back(span);
+    return r;
+  }
+  const size_t n = c.messages.size();
+  // The generation prompt as such: what add_generation_prompt adds after the first assistant
+  // turn's prompt. A traced turn that opens with it is counted from just after it.
+  std::optional<std::string> generation_prompt;
+  auto prompt_text = [&]() -> const std::optional<std::string>& {
+    if (generation_prompt || search != SpanSearch::kOneRender) return generation_prompt;
+    generation_prompt = std::string();  // none found: every turn the plain way
+    for (size_t k = 1; k < n; ++k) {
+      if (c.messages[k]["role"] != "assistant") continue;
+      Conversation before = c;
+      before.messages = nlohmann::ordered_json::array();
+      for (size_t j = 0; j < k; ++j) before.messages.push_back(c.messages[j]);
+      const std::string open = render_text(before, true), closed = render_text(before, false);
+      if (open.size() > closed.size() && open.compare(0, closed.size(), closed) == 0)
+        generation_prompt = open.substr(closed.size());
+      break;
+    }
+    return generation_prompt;
+  };
+  for (size_t k = 0; k < n; ++k) {
+    if (c.messages[k]["role"] != "assistant") continue;
+    const auto [begin, end] = trace.message_output[k];
+    if (search == SpanSearch::kOneRender && k > 0 && begin != std::string::npos &&
+        !trace.repeated[k] && !trace.reads_later[k]) {
+      const std::string& g = *prompt_text();
+      if (!g.empty() && r.text.compare(begin, g.size(), g) == 0) {
+        r.assistant_spans.emplace_back(begin + g.size(), k + 1 == n ? r.text.size() : end);
+        continue;
+      }
+    }
+    r.assistant_spans.push_back(prefix_span(c, k, r.text));
   }
   return r;
 }

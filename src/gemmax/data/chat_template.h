@@ -25,24 +25,51 @@ ChatTemplateSource chat_template_from_file(const std::string& path);
 
 struct RenderedChat {
   std::string text;
-  // Byte ranges [begin, end) of `text` that the loss counts: for each assistant turn, what its
-  // rendering adds after the generation prompt (its content and the turn's closing text).
+  // Byte ranges [begin, end) of `text` that the loss counts, one per assistant turn: the
+  // template's {% generation %} blocks where it has them (transformers' assistant mask), else
+  // what the turn's rendering adds after the generation prompt (its content and closing text).
   std::vector<std::pair<size_t, size_t>> assistant_spans;
+};
+
+// How the assistant spans are found, for templates without {% generation %} blocks. Both give
+// the same spans wherever the template renders each turn the same whatever follows it.
+enum class SpanSearch {
+  kOneRender,      // the full render, its loop over the messages traced; the plain way where
+                   // the trace cannot tell a turn apart
+  kPrefixRenders,  // the plain way: each turn's prompt and turn rendered alone (2 renders a turn)
+};
+
+// One conversation as transformers' apply_chat_template receives it: the messages, with the
+// keys whose value is null dropped and the reasoning fields aliased as transformers does, and
+// the template's other variables (tools, documents, extra keyword arguments).
+struct Conversation {
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json variables = nlohmann::ordered_json::object();
 };
 
 class ChatTemplate {
  public:
-  explicit ChatTemplate(const ChatTemplateSource& source);
+  explicit ChatTemplate(const ChatTemplateSource& source, jinja::Limits limits = {});
   const std::string& bos_token() const { return bos_; }
   const std::string& eos_token() const { return eos_; }
 
-  // Renders `messages` (a list of {role, content, ...}; roles system, developer, user,
-  // assistant, tool) with add_generation_prompt false. Throws gemmax::Error naming the problem.
-  RenderedChat render(const nlohmann::ordered_json& messages) const;
-  std::string render_text(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
+  // A JSONL line or dataset row as TRL passes it to the template: its "messages" (a list of
+  // {role, content, ...}; roles system, developer, user, assistant, tool), its "tools" and
+  // "documents" (null when absent, as transformers passes them), the entries of its
+  // "chat_template_kwargs", and any other top-level key the template reads by name.
+  Conversation conversation(const nlohmann::ordered_json& example) const;
+
+  // Renders with add_generation_prompt false. Throws gemmax::Error naming the problem.
+  RenderedChat render(const Conversation& c, SpanSearch search = SpanSearch::kOneRender) const;
+  std::string render_text(const Conversation& c, bool add_generation_prompt,
+                          jinja::RenderTrace* trace = nullptr) const;
 
  private:
+  std::pair<size_t, size_t> prefix_span(const Conversation& c, size_t k,
+                                        const std::string& full) const;
+
   jinja::Template template_;
+  jinja::Limits limits_;
   std::string bos_, eos_;
 };
 

@@ -44,17 +44,29 @@ void for_each_line(const std::string& text, F f) {
 bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
 std::unique_ptr<ChatTemplate> load_chat_template(const TokenizeOptions& o) {
+  if (o.chat_template_max_mib <= 0 || o.chat_template_max_steps <= 0)
+    fail("tokenize: --chat_template_max_mib and --chat_template_max_steps must be positive (got ",
+         o.chat_template_max_mib, " and ", o.chat_template_max_steps, ")");
+  jinja::Limits limits;
+  limits.max_bytes = o.chat_template_max_mib << 20;
+  limits.max_steps = o.chat_template_max_steps;
+  limits.bytes_option = "--chat_template_max_mib";
+  limits.steps_option = "--chat_template_max_steps";
   const int given =
       !o.chat_template_dir.empty() + !o.chat_template_path.empty() + !o.chat_template.empty();
   if (given > 1)
-    fail("tokenize: give one chat template: --chat_template_dir, --chat_template_path or "
-         "--chat_template (", given, " given)");
+    fail(
+        "tokenize: give one chat template: --chat_template_dir, --chat_template_path or "
+        "--chat_template (",
+        given, " given)");
   if (!o.chat_template_dir.empty())
-    return std::make_unique<ChatTemplate>(chat_template_from_model_dir(o.chat_template_dir));
+    return std::make_unique<ChatTemplate>(chat_template_from_model_dir(o.chat_template_dir),
+                                          limits);
   if (!o.chat_template_path.empty())
-    return std::make_unique<ChatTemplate>(chat_template_from_file(o.chat_template_path));
+    return std::make_unique<ChatTemplate>(chat_template_from_file(o.chat_template_path), limits);
   if (!o.chat_template.empty())
-    return std::make_unique<ChatTemplate>(ChatTemplateSource{o.chat_template, "--chat_template"});
+    return std::make_unique<ChatTemplate>(ChatTemplateSource{o.chat_template, "--chat_template"},
+                                          limits);
   return nullptr;
 }
 
@@ -104,16 +116,20 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
   auto add_pair = [&](const std::string& path, size_t line, const nlohmann::json& j) {
     for (const char* key : {"prompt", "completion"}) {
       if (!j.contains(key))
-        fail(path, ":", line, ": a prompt-completion pair needs both \"prompt\" and "
-             "\"completion\"; \"", key, "\" is missing");
+        fail(path, ":", line,
+             ": a prompt-completion pair needs both \"prompt\" and "
+             "\"completion\"; \"",
+             key, "\" is missing");
       if (!j[key].is_string())
         fail(path, ":", line, ": field \"", key, "\" is ", j[key].type_name(),
              ", expected a string");
     }
     std::vector<int32_t> ids = tok->encode(j["prompt"].get_ref<const std::string&>());
-    const std::vector<int32_t> completion = tok->encode(j["completion"].get_ref<const std::string&>());
+    const std::vector<int32_t> completion =
+        tok->encode(j["completion"].get_ref<const std::string&>());
     if (completion.empty())
-      fail(path, ":", line, ": the completion is empty after tokenization: nothing to learn from "
+      fail(path, ":", line,
+           ": the completion is empty after tokenization: nothing to learn from "
            "this pair; drop it or give it a completion");
     std::vector<uint8_t> mask(ids.size(), 0);
     ids.insert(ids.end(), completion.begin(), completion.end());
@@ -125,28 +141,23 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
   // The template writes bos itself (or not); an eos it writes at the very end is the document's.
   auto add_conversation = [&](const std::string& path, size_t line, const std::string& raw) {
     if (!chat)
-      fail(path, ":", line, ": a \"messages\" conversation needs a chat template: give "
+      fail(path, ":", line,
+           ": a \"messages\" conversation needs a chat template: give "
            "--chat_template_dir HF_DIR (its chat_template.jinja or tokenizer_config.json), "
            "--chat_template_path FILE or --chat_template TEXT");
-    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(raw);
     RenderedChat rendered;
     try {
-      rendered = chat->render(j["messages"]);
+      const Conversation c = chat->conversation(nlohmann::ordered_json::parse(raw));
+      rendered = chat->render(
+          c, o.chat_spans_by_prefix_renders ? SpanSearch::kPrefixRenders : SpanSearch::kOneRender);
     } catch (const Error& e) {
       fail(path, ":", line, ": ", e.what());
     }
-    // An answer with no content teaches nothing but the turn's closing marker.
-    size_t turn = 0;
-    for (const auto& m : j["messages"]) {
-      if (m["role"] != "assistant") continue;
-      ++turn;
-      if (m["content"].is_string() && tok->encode(m["content"].get<std::string>()).empty() &&
-          !m.contains("tool_calls"))
-        fail(path, ":", line, ": assistant turn ", turn, " is empty after tokenization: nothing "
-             "to learn from it; drop it or give it content");
-    }
+    // An empty answer ("", blanks, null, []) is kept as transformers renders it: its counted
+    // tokens are the turn's closing text.
     if (rendered.assistant_spans.empty())
-      fail(path, ":", line, ": the conversation has no assistant turn: nothing for the loss to "
+      fail(path, ":", line,
+           ": the conversation has no assistant turn: nothing for the loss to "
            "count; drop it or add the answer");
     std::vector<int32_t> ids;
     std::vector<uint8_t> mask;
@@ -155,7 +166,8 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
       const size_t before = ids.size();
       encode_rendered(*tok, *chat, std::string_view(rendered.text).substr(pos, end - pos), ids);
       if (counted && ids.size() == before)
-        fail(path, ":", line, ": assistant turn ", turn + 1, " is empty after tokenization: "
+        fail(path, ":", line, ": assistant turn ", turn + 1,
+             " is empty after tokenization: "
              "nothing to learn from it; drop it or give it content");
       mask.resize(ids.size(), counted);
       pos = end;
@@ -177,7 +189,8 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
     for (size_t k = 0; k < ids.size(); ++k)
       if (ids[k] == tok->eos_id())
         fail(path, ":", line, ": the chat template writes the eos token (\"", chat->eos_token(),
-             "\") inside the conversation, at token ", k, "; a token shard separates documents "
+             "\") inside the conversation, at token ", k,
+             "; a token shard separates documents "
              "by eos, so a document may not contain it");
     writer.add_document(ids, bos, mask);
     ++r.conversations;

@@ -14,7 +14,7 @@ struct TokenizeOptions {
   // and conversations make a version-2 shard whose loss mask counts the completions and the
   // assistant turns (docs/DATA.md).
   std::vector<std::string> inputs;
-  std::string out;                  // the shard to write
+  std::string out;  // the shard to write
   std::string tokenizer_type = "byte";
   std::string tokenizer_path;
   bool add_bos = true;            // documents are written as [bos] tokens eos
@@ -25,6 +25,10 @@ struct TokenizeOptions {
   std::string chat_template_dir;
   std::string chat_template_path;
   std::string chat_template;
+  // A render's bounds (a template is untrusted input) and how the assistant spans are found.
+  int64_t chat_template_max_mib = 512;
+  int64_t chat_template_max_steps = 20'000'000;
+  bool chat_spans_by_prefix_renders = false;  // the plain way: 2 renders a turn
 };
 
 struct TokenizeResult {
