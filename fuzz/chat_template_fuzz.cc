@@ -31,15 +31,33 @@ nlohmann::ordered_json example() {
   return e;
 }
 
+// The first turns only: the prefix rule renders 2N+1 times, and each render may spend the bounds.
+nlohmann::ordered_json shortened(nlohmann::ordered_json e) {
+  e["messages"].erase(e["messages"].begin() + 5, e["messages"].end());
+  return e;
+}
+
+// The same bounds as tokenize, smaller: a runaway render reaches them in well under a second
+// under the sanitizers, so every bound's error path runs.
+gemmax::jinja::Limits fuzz_limits() {
+  gemmax::jinja::Limits limits;
+  limits.max_bytes = int64_t(16) << 20;
+  limits.max_steps = 400'000;
+  limits.max_output = int64_t(4) << 20;
+  return limits;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const nlohmann::ordered_json e = example();
+  static const nlohmann::ordered_json one_render = example();
+  static const nlohmann::ordered_json prefix_renders = shortened(one_render);
   const std::string text(reinterpret_cast<const char*>(data), size);
+  const bool one = size % 2;
   try {
-    const gemmax::ChatTemplate t(gemmax::ChatTemplateSource{text, "fuzz"});
-    const gemmax::Conversation c = t.conversation(e);
-    t.render(c, size % 2 ? gemmax::SpanSearch::kOneRender : gemmax::SpanSearch::kPrefixRenders);
+    const gemmax::ChatTemplate t(gemmax::ChatTemplateSource{text, "fuzz"}, fuzz_limits());
+    const gemmax::Conversation c = t.conversation(one ? one_render : prefix_renders);
+    t.render(c, one ? gemmax::SpanSearch::kOneRender : gemmax::SpanSearch::kPrefixRenders);
   } catch (const gemmax::Error&) {
   }
   return 0;
