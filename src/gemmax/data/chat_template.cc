@@ -226,4 +226,28 @@ RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) cons
   return r;
 }
 
+namespace {
+
+// nlohmann's DOM builder, stopping at a number written as an integer that it would read as a
+// float (beyond 64 bits).
+struct ChatLineReader : nlohmann::detail::json_sax_dom_parser<nlohmann::ordered_json> {
+  using json_sax_dom_parser::json_sax_dom_parser;
+  bool number_float(double value, const std::string& text) {
+    if (text.find_first_of(".eE") == std::string::npos)
+      fail("the integer ", text.size() > 40 ? text.substr(0, 40) + "..." : text,
+           " is beyond 64 bits: Python reads it exactly, gemmax's JSON reader as a float; "
+           "write it as a string");
+    return json_sax_dom_parser::number_float(value, text);
+  }
+};
+
+}  // namespace
+
+nlohmann::ordered_json parse_chat_line(const std::string& text) {
+  nlohmann::ordered_json out;
+  ChatLineReader reader(out);
+  nlohmann::ordered_json::sax_parse(text, &reader);
+  return out;
+}
+
 }  // namespace gemmax

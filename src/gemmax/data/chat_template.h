@@ -73,4 +73,9 @@ class ChatTemplate {
   std::string bos_, eos_;
 };
 
+// One JSON line of chat data, read as Python's json.loads reads it where the template could
+// tell: an integer beyond 64 bits (an int there, a float in a C++ JSON reader) is an error
+// naming it, never a different number.
+nlohmann::ordered_json parse_chat_line(const std::string& text);
+
 }  // namespace gemmax

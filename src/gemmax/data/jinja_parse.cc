@@ -700,10 +700,7 @@ class Parser {
       }
       case Token::Kind::Int: {
         ++p_;
-        errno = 0;
-        const long long v = std::strtoll(t.text.c_str(), nullptr, 10);
-        if (errno == ERANGE) error(t.loc, "the integer " + t.text + " does not fit in 64 bits");
-        return literal(Value::integer(v), t.loc);
+        return literal(Value::integer(mpz_class(t.text, 10)), t.loc);  // Python's: no bound
       }
       case Token::Kind::Float:
         ++p_;

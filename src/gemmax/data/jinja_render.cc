@@ -8,6 +8,7 @@
 #include "gemmax/base/error.h"
 #include "gemmax/data/jinja.h"
 #include "gemmax/data/jinja_ast.h"
+#include "gemmax/data/jinja_number.h"
 
 namespace gemmax::jinja {
 namespace {
@@ -166,22 +167,28 @@ class Renderer {
     });
     g.vars["range"] = Value::function([](CallArgs& a) -> Value {
       int64_t start = 0, stop = 0, step = 1;
-      for (const Value& v : a.positional)
-        if (v.kind != Value::Kind::Int)
+      std::vector<int64_t> n;
+      for (const Value& v : a.positional) {
+        if (!v.is_int())
           throw CallError("range() takes integers, got " + std::string(type_name(v)));
-      if (a.positional.size() == 1)
-        stop = a.positional[0].i;
-      else if (a.positional.size() >= 2) {
-        start = a.positional[0].i;
-        stop = a.positional[1].i;
-        if (a.positional.size() >= 3) step = a.positional[2].i;
+        const auto k = small_int(v);
+        if (!k) throw CallError("range() of an integer beyond 64 bits: too long for a template");
+        n.push_back(*k);
+      }
+      if (n.size() == 1)
+        stop = n[0];
+      else if (n.size() >= 2 && n.size() <= 3) {
+        start = n[0];
+        stop = n[1];
+        if (n.size() == 3) step = n[2];
       } else
         throw CallError("range() takes 1 to 3 integers");
       if (step == 0) throw CallError("range() step must not be zero");
       std::vector<Value> out;
-      for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+      for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
         if (int64_t(out.size()) >= kMaxRange) throw CallError("range() too long for a template");
         out.push_back(Value::integer(k));
+        if (__builtin_add_overflow(k, step, &k)) break;
       }
       return Value::make_list(std::move(out));
     });
@@ -434,6 +441,8 @@ class Renderer {
       return eval_unchecked(e, scope);
     } catch (const CallError& c) {
       error(e.loc, c.message);
+    } catch (const PyError& p) {
+      error(e.loc, p.message);
     } catch (const RaisedError& r) {
       error(e.loc, "the template raised an exception: " + r.message);
     } catch (const BudgetExceeded&) {
@@ -492,8 +501,7 @@ class Renderer {
         if (!v.is_number())
           error(e.loc, "bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
         if (e.name == "+") return v.kind == Value::Kind::Bool ? Value::integer(v.b) : v;
-        if (v.kind == Value::Kind::Float) return Value::number(-v.f);
-        return Value::integer(-(v.kind == Value::Kind::Bool ? int64_t(v.b) : v.i));
+        return negate(v);
       }
       case Expr::Kind::Binary: {
         if (e.name == "and") {
@@ -560,17 +568,18 @@ class Renderer {
       case Value::Kind::List:
       case Value::Kind::String: {
         if (key.kind == Value::Kind::String) return get_attr(obj, key.s, at);
-        if (key.kind != Value::Kind::Int && key.kind != Value::Kind::Bool)
+        if (!key.is_int())
           error(at,
                 std::string(type_name(obj)) + " indices must be integers, got " + type_name(key));
+        const auto k = small_int(key);
+        if (!k) return Value::undefined(repr(key));  // beyond any length
         if (obj.kind == Value::Kind::List) {
-          const int64_t n = int64_t(obj.list->size()),
-                        i = index(key.kind == Value::Kind::Bool ? key.b : key.i, n);
+          const int64_t n = int64_t(obj.list->size()), i = index(*k, n);
           if (i < 0 || i >= n) return Value::undefined(repr(key));
           return (*obj.list)[size_t(i)];
         }
         std::vector<std::string> cps = code_points(obj.s);
-        const int64_t n = int64_t(cps.size()), i = index(key.i, n);
+        const int64_t n = int64_t(cps.size()), i = index(*k, n);
         if (i < 0 || i >= n) return Value::undefined(repr(key));
         return Value::string(cps[size_t(i)]);
       }
@@ -591,8 +600,9 @@ class Renderer {
 
   Value slice(const Value& obj, const Value b[3], Loc at) {
     for (int k = 0; k < 3; ++k)
-      if (!b[k].is_undefined() && b[k].kind != Value::Kind::None && b[k].kind != Value::Kind::Int)
-        error(at, "slice indices must be integers or none");
+      if (!b[k].is_undefined() && b[k].kind != Value::Kind::None &&
+          (b[k].kind != Value::Kind::Int || b[k].big))
+        error(at, b[k].big ? "a slice index beyond 64 bits" : "slice indices must be integers or none");
     std::vector<Value> items;
     std::vector<std::string> cps;
     int64_t n;
@@ -685,7 +695,8 @@ class Renderer {
         return Value::function([s, arg](CallArgs& a) {
           const Value* sep = arg(a, 0, "sep");
           const Value* maxv = arg(a, 1, "maxsplit");
-          int64_t max = maxv && maxv->kind == Value::Kind::Int ? maxv->i : -1;
+          const auto small = maxv ? small_int(*maxv) : std::nullopt;
+          int64_t max = small && maxv->kind == Value::Kind::Int ? *small : -1;
           std::vector<Value> out;
           if (!sep || sep->kind == Value::Kind::None) {
             out = split_whitespace(s, max);
@@ -728,9 +739,9 @@ class Renderer {
   }
 
   static int compare(const Value& a, const Value& b, Loc at, const Renderer& r) {
-    if (a.is_number() && b.is_number()) {
-      const double x = a.as_double(), y = b.as_double();
-      return x < y ? -1 : x > y ? 1 : 0;
+    if (a.is_number() && b.is_number()) {  // nan: neither below nor above
+      const std::partial_ordering c = compare_numbers(a, b);
+      return c < 0 ? -1 : c > 0 ? 1 : 0;
     }
     if (a.is_string() && b.is_string()) return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
     if (a.kind == Value::Kind::List && b.kind == Value::Kind::List) {
@@ -772,6 +783,10 @@ class Renderer {
     if (op == "<" || op == "<=" || op == ">" || op == ">=") {
       for (const Value* v : {&a, &b})
         if (v->is_undefined()) undefined_error(*v, at, ": it cannot be compared");
+      if (a.is_number() && b.is_number()) {  // exactly, and false against nan, as Python
+        const std::partial_ordering c = compare_numbers(a, b);
+        return Value::boolean(op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0);
+      }
       const int c = compare(a, b, at, *this);
       return Value::boolean(op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0);
     }
@@ -794,8 +809,10 @@ class Renderer {
                       b.kind == Value::Kind::List)) {
       const Value& seq = a.is_number() ? b : a;
       const Value& times = a.is_number() ? a : b;
-      if (times.kind != Value::Kind::Int && times.kind != Value::Kind::Bool) bad();
-      const int64_t n = std::max<int64_t>(0, times.kind == Value::Kind::Bool ? times.b : times.i);
+      if (!times.is_int()) bad();
+      const auto count = small_int(times);
+      if (!count) error(at, "a sequence repeated more than 2**63 times");
+      const int64_t n = std::max<int64_t>(0, *count);
       const int64_t len =
           std::max<int64_t>(1, seq.is_string() ? int64_t(seq.s.size()) : length(seq, at));
       if (n > int64_t(kMaxString) || n * len > (seq.is_string() ? int64_t(kMaxString) : kMaxRange))
@@ -812,40 +829,7 @@ class Renderer {
       return Value::make_list(std::move(items), seq.tuple);
     }
     if (!a.is_number() || !b.is_number()) bad();
-    const bool ints = a.kind != Value::Kind::Float && b.kind != Value::Kind::Float;
-    const int64_t x = a.kind == Value::Kind::Bool ? a.b : a.i,
-                  y = b.kind == Value::Kind::Bool ? b.b : b.i;
-    const double fx = a.as_double(), fy = b.as_double();
-    if (op == "+") return ints ? Value::integer(x + y) : Value::number(fx + fy);
-    if (op == "-") return ints ? Value::integer(x - y) : Value::number(fx - fy);
-    if (op == "*") return ints ? Value::integer(x * y) : Value::number(fx * fy);
-    if (op == "/") {
-      if (fy == 0) error(at, "division by zero");
-      return Value::number(fx / fy);
-    }
-    if (op == "//" || op == "%") {
-      if (ints ? y == 0 : fy == 0) error(at, op == "%" ? "modulo by zero" : "division by zero");
-      if (ints) {
-        int64_t q = x / y, r = x % y;
-        if (r != 0 && ((r < 0) != (y < 0))) {
-          --q;
-          r += y;
-        }
-        return Value::integer(op == "//" ? q : r);
-      }
-      const double q = std::floor(fx / fy);
-      return Value::number(op == "//" ? q : fx - q * fy);
-    }
-    if (op == "**") {
-      if (ints && y >= 0) {
-        int64_t r = 1;
-        for (int64_t k = 0; k < y && k < 64; ++k) r *= x;
-        return Value::integer(r);
-      }
-      return Value::number(std::pow(fx, fy));
-    }
-    bad();
-    return {};
+    return arithmetic(op, a, b);
   }
 
   // ---- filters and tests ----
@@ -874,7 +858,6 @@ class Renderer {
   }
 
   Value filter(const std::string& name, Value v, CallArgs& a, Loc at) {
-    const Value* a0 = kwarg(a, 0, "");
     if (name == "default" || name == "d") {
       const Value* boolean = kwarg(a, 1, "boolean");
       const bool use_default = v.is_undefined() || (boolean && truthy(*boolean) && !truthy(v));
@@ -937,7 +920,8 @@ class Renderer {
       if (!from || !to) throw CallError("replace() takes the old and new strings");
       std::string s = to_str(v), out;
       const std::string f = to_str(*from), t = to_str(*to);
-      int64_t left = count && count->kind == Value::Kind::Int ? count->i : -1;
+      const auto small = count ? small_int(*count) : std::nullopt;
+      int64_t left = small && count->kind == Value::Kind::Int ? *small : -1;
       size_t k = 0;
       if (f.empty()) {
         for (const std::string& cp : code_points(s)) {
@@ -958,53 +942,82 @@ class Renderer {
       }
       return Value::string(out + s.substr(k));
     }
-    if (name == "tojson") {
-      const Value* indent = kwarg(a, 0, "indent");
-      const Value* sort = kwarg(a, 99, "sort_keys");
-      return Value::string(to_json(v,
-                                   indent && indent->kind == Value::Kind::Int ? int(indent->i) : -1,
-                                   sort && truthy(*sort)));
-    }
-    if (name == "int") {
-      if (v.kind == Value::Kind::Int) return v;
-      if (v.kind == Value::Kind::Float) return Value::integer(int64_t(v.f));
-      if (v.kind == Value::Kind::Bool) return Value::integer(v.b);
-      if (v.is_string()) {
-        try {
-          size_t used = 0;
-          const std::string s = strip(v.s, nullptr, true, true);
-          const int64_t r = std::stoll(s, &used);
-          if (used == s.size()) return Value::integer(r);
-        } catch (...) {
-        }
+    if (name == "tojson") {  // transformers': json.dumps(x, ensure_ascii, indent, separators, sort_keys)
+      JsonStyle style;
+      if (const Value* e = kwarg(a, 0, "ensure_ascii")) style.ensure_ascii = truthy(*e);
+      if (const Value* indent = kwarg(a, 1, "indent"); indent && indent->kind != Value::Kind::None) {
+        if (indent->is_string())
+          style.indent = indent->s;
+        else if (const auto n = small_int(*indent); n && indent->kind == Value::Kind::Int)
+          style.indent = std::string(size_t(std::clamp<int64_t>(*n, 0, 1 << 16)), ' ');
+        else
+          throw CallError("tojson's indent must be an int or a str, got " +
+                          std::string(type_name(*indent)));
+        style.item_separator = ",";
       }
-      return a0 ? *a0 : Value::integer(0);
-    }
-    if (name == "float") {
-      if (v.is_number()) return Value::number(v.as_double());
-      if (v.is_string()) {
-        try {
-          size_t used = 0;
-          const std::string s = strip(v.s, nullptr, true, true);
-          const double r = std::stod(s, &used);
-          if (used == s.size()) return Value::number(r);
-        } catch (...) {
-        }
+      if (const Value* sep = kwarg(a, 2, "separators"); sep && sep->kind != Value::Kind::None) {
+        if (sep->kind != Value::Kind::List || sep->list->size() != 2 ||
+            !(*sep->list)[0].is_string() || !(*sep->list)[1].is_string())
+          throw CallError("tojson's separators must be two strings, (item, key)");
+        style.item_separator = (*sep->list)[0].s;
+        style.key_separator = (*sep->list)[1].s;
       }
-      return a0 ? *a0 : Value::number(0);
+      if (const Value* sort = kwarg(a, 3, "sort_keys")) style.sort_keys = truthy(*sort);
+      return Value::string(to_json(v, style));
+    }
+    if (name == "int") {  // Jinja's do_int: int(v, base), else int(float(v)), else the default
+      const Value* def = kwarg(a, 0, "default");
+      const Value* base = kwarg(a, 1, "base");
+      const Value fallback = def ? *def : Value::integer(0);
+      if (v.is_int()) return Value::integer(v.as_mpz());
+      if (v.kind == Value::Kind::Float)
+        return std::isnan(v.f) ? fallback : int_of_float(v.f);  // inf: Python's OverflowError
+      if (!v.is_string()) return fallback;
+      int b = 10;
+      if (base) {
+        const auto n = small_int(*base);
+        if (!n || base->kind != Value::Kind::Int) throw CallError("int's base must be an int");
+        b = int(std::clamp<int64_t>(*n, -1, 99));
+      }
+      if (auto r = parse_int(v.s, b)) return *r;
+      const auto f = parse_float(v.s);
+      if (!f || std::isnan(*f)) return fallback;
+      return int_of_float(*f);
+    }
+    if (name == "float") {  // Jinja's do_float: float(v), else the default
+      const Value* def = kwarg(a, 0, "default");
+      if (v.is_number()) return Value::number(to_float(v));
+      if (v.is_string())
+        if (const auto f = parse_float(v.s)) return Value::number(*f);
+      return def ? *def : Value::number(0);
     }
     if (name == "abs") {
       if (!v.is_number()) throw CallError("abs() of a " + std::string(type_name(v)));
-      return v.kind == Value::Kind::Float
-                 ? Value::number(std::fabs(v.f))
-                 : Value::integer(std::llabs(v.kind == Value::Kind::Bool ? v.b : v.i));
+      return absolute(v);
     }
-    if (name == "round") {
+    if (name == "round") {  // Jinja's do_round(value, precision=0, method='common')
       const Value* prec = kwarg(a, 0, "precision");
-      const double scale =
-          std::pow(10.0, prec && prec->kind == Value::Kind::Int ? double(prec->i) : 0.0);
-      if (!v.is_number()) throw CallError("round() of a " + std::string(type_name(v)));
-      return Value::number(std::nearbyint(v.as_double() * scale) / scale);
+      const Value* method = kwarg(a, 1, "method");
+      const std::string how = method ? to_str(*method) : "common";
+      if (how != "common" && how != "ceil" && how != "floor")
+        throw CallError("round's method must be common, ceil or floor");
+      if (!v.is_number())
+        throw CallError("type " + std::string(type_name(v)) + " doesn't define __round__ method");
+      int64_t digits = 0;
+      if (prec) {
+        const auto n = small_int(*prec);
+        if (!n || prec->kind == Value::Kind::Float)
+          throw CallError("round's precision must be an int, got " + std::string(type_name(*prec)));
+        digits = std::clamp<int64_t>(*n, -100000, 100000);
+      }
+      if (how == "common") return round_number(v, digits);
+      // math.ceil/floor(value * 10**precision) / 10**precision
+      const Value scale = arithmetic("**", Value::integer(10), Value::integer(digits));
+      const Value scaled = arithmetic("*", v, scale);
+      Value whole = scaled;
+      if (scaled.kind == Value::Kind::Float)
+        whole = int_of_float(how == "ceil" ? std::ceil(scaled.f) : std::floor(scaled.f));
+      return arithmetic("/", whole, scale);
     }
     if (name == "wordcount") {  // runs of \w, as Jinja counts words
       const std::string s = to_str(v);
@@ -1170,13 +1183,13 @@ class Renderer {
     if (name == "upper") return v.is_string() && upper(v.s) == v.s;
     if (name == "odd" || name == "even") {
       if (v.kind != K::Int) throw CallError("the test '" + name + "' takes an integer");
-      return (((v.i % 2) + 2) % 2 == 1) == (name == "odd");
+      return bool(mpz_odd_p(v.as_mpz().get_mpz_t())) == (name == "odd");
     }
     if (name == "divisibleby") {
       const Value& d = need();
-      if (v.kind != K::Int || d.kind != K::Int || d.i == 0)
+      if (v.kind != K::Int || d.kind != K::Int || !truthy(d))
         throw CallError("divisibleby takes non-zero integers");
-      return v.i % d.i == 0;
+      return mpz_divisible_p(v.as_mpz().get_mpz_t(), d.as_mpz().get_mpz_t()) != 0;
     }
     if (name == "eq" || name == "equalto" || name == "sameas") return equal(v, need());
     if (name == "ne") return !equal(v, need());

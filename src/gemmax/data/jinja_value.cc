@@ -1,5 +1,7 @@
 #include "gemmax/data/jinja_value.h"
 
+#include "gemmax/data/jinja_number.h"
+
 #include <unicode/uchar.h>
 #include <unicode/utf8.h>
 
@@ -55,6 +57,22 @@ void check_budget(size_t bytes) {
 BudgetScope::BudgetScope(Budget& b) : previous_(current_budget) { current_budget = &b; }
 BudgetScope::~BudgetScope() { current_budget = previous_; }
 
+Value Value::integer(const mpz_class& x) {
+  if (x.fits_slong_p()) return integer(int64_t(x.get_si()));
+  charge(mpz_sizeinbase(x.get_mpz_t(), 2) / 8);
+  Value v;
+  v.kind = Kind::Int;
+  v.big = std::make_shared<const mpz_class>(x);
+  return v;
+}
+mpz_class Value::as_mpz() const {
+  if (big) return *big;
+  return mpz_class(static_cast<long>(kind == Kind::Bool ? int64_t(b) : i));
+}
+double Value::as_double() const {
+  if (kind == Kind::Float) return f;
+  return to_float(*this);
+}
 Value Value::string(std::string x) {
   charge(x.size());
   Value v;
@@ -98,8 +116,13 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
       return boolean(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
       return integer(j.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_unsigned:
-      return integer(int64_t(j.get<uint64_t>()));
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      const uint64_t u = j.get<uint64_t>();
+      if (u <= uint64_t(INT64_MAX)) return integer(int64_t(u));
+      mpz_class m;
+      mpz_import(m.get_mpz_t(), 1, 1, sizeof u, 0, 0, &u);
+      return integer(m);
+    }
     case nlohmann::ordered_json::value_t::number_float:
       return number(j.get<double>());
     case nlohmann::ordered_json::value_t::string:
@@ -163,7 +186,7 @@ bool truthy(const Value& v) {
     case Value::Kind::Bool:
       return v.b;
     case Value::Kind::Int:
-      return v.i != 0;
+      return v.big || v.i != 0;
     case Value::Kind::Float:
       return v.f != 0;
     case Value::Kind::String:
@@ -178,11 +201,7 @@ bool truthy(const Value& v) {
 }
 
 bool equal(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) {
-    if (a.kind != Value::Kind::Float && b.kind != Value::Kind::Float)
-      return (a.kind == Value::Kind::Bool ? a.b : a.i) == (b.kind == Value::Kind::Bool ? b.b : b.i);
-    return a.as_double() == b.as_double();
-  }
+  if (a.is_number() && b.is_number()) return compare_numbers(a, b) == 0;
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Value::Kind::Undefined:
@@ -271,9 +290,12 @@ std::string string_repr(const std::string& s) {
   return out + q;
 }
 
-void json_string(const std::string& s, std::string& out) {
+void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
   out += '"';
-  for (unsigned char c : s) {
+  char buf[16];
+  for (size_t at = 0; at < s.size();) {
+    const size_t begin = at;
+    const uint32_t c = next_code_point(s, at);
     switch (c) {
       case '"':
         out += "\\\"";
@@ -297,27 +319,28 @@ void json_string(const std::string& s, std::string& out) {
         out += "\\f";
         break;
       default:
-        if (c < 0x20) {
-          char buf[8];
+        if (c < 0x20 || (ensure_ascii && c > 0x7e && c < 0x10000)) {
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
           out += buf;
+        } else if (ensure_ascii && c >= 0x10000) {  // a surrogate pair, as Python writes it
+          const uint32_t v = c - 0x10000;
+          std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
+          out += buf;
         } else {
-          out += char(c);
+          out.append(s, begin, at - begin);
         }
     }
   }
   out += '"';
 }
 
-void json_dump(const Value& v, int indent, bool sort_keys, int depth, std::string& out) {
+void json_dump(const Value& v, const JsonStyle& style, int depth, std::string& out) {
   auto newline = [&](int d) {
-    if (indent < 0) return;
+    if (!style.indent) return;
     out += '\n';
-    out.append(size_t(indent) * size_t(d), ' ');
+    for (int k = 0; k < d; ++k) out += *style.indent;
   };
-  const char* comma = indent < 0 ? ", " : ",";
   switch (v.kind) {
-    case Value::Kind::Undefined:
     case Value::Kind::None:
       out += "null";
       return;
@@ -325,7 +348,7 @@ void json_dump(const Value& v, int indent, bool sort_keys, int depth, std::strin
       out += v.b ? "true" : "false";
       return;
     case Value::Kind::Int:
-      out += std::to_string(v.i);
+      out += repr(v);
       return;
     case Value::Kind::Float:
       if (std::isnan(v.f))
@@ -336,7 +359,7 @@ void json_dump(const Value& v, int indent, bool sort_keys, int depth, std::strin
         out += float_repr(v.f);
       return;
     case Value::Kind::String:
-      json_string(v.s, out);
+      json_string(v.s, style.ensure_ascii, out);
       return;
     case Value::Kind::List:
       if (v.list->empty()) {
@@ -345,39 +368,39 @@ void json_dump(const Value& v, int indent, bool sort_keys, int depth, std::strin
       }
       out += '[';
       for (size_t k = 0; k < v.list->size(); ++k) {
-        if (k) out += comma;
+        if (k) out += style.item_separator;
         newline(depth + 1);
-        json_dump((*v.list)[k], indent, sort_keys, depth + 1, out);
+        json_dump((*v.list)[k], style, depth + 1, out);
       }
       newline(depth);
       out += ']';
       return;
-    case Value::Kind::Dict:
-    case Value::Kind::Namespace: {
+    case Value::Kind::Dict: {
       if (v.dict->empty()) {
         out += "{}";
         return;
       }
       std::vector<const std::pair<std::string, Value>*> items;
       for (const auto& e : *v.dict) items.push_back(&e);
-      if (sort_keys)
+      if (style.sort_keys)  // by code point, which UTF-8's byte order is
         std::stable_sort(items.begin(), items.end(),
                          [](auto* a, auto* b) { return a->first < b->first; });
       out += '{';
       for (size_t k = 0; k < items.size(); ++k) {
-        if (k) out += comma;
+        if (k) out += style.item_separator;
         newline(depth + 1);
-        json_string(items[k]->first, out);
-        out += ": ";
-        json_dump(items[k]->second, indent, sort_keys, depth + 1, out);
+        json_string(items[k]->first, style.ensure_ascii, out);
+        out += style.key_separator;
+        json_dump(items[k]->second, style, depth + 1, out);
       }
       newline(depth);
       out += '}';
       return;
     }
-    case Value::Kind::Function:
-      out += "null";
-      return;
+    default:  // Undefined, a namespace, a function: what json.dumps raises
+      throw PyError{std::string("Object of type ") +
+                    (v.kind == Value::Kind::Undefined ? "Undefined" : type_name(v)) +
+                    " is not JSON serializable"};
   }
 }
 
@@ -403,7 +426,7 @@ std::string repr(const Value& v) {
     case Value::Kind::Bool:
       return v.b ? "True" : "False";
     case Value::Kind::Int:
-      return std::to_string(v.i);
+      return v.big ? v.big->get_str() : std::to_string(v.i);
     case Value::Kind::Float:
       return float_repr(v.f);
     case Value::Kind::String:
@@ -431,9 +454,9 @@ std::string repr(const Value& v) {
   return "";
 }
 
-std::string to_json(const Value& v, int indent, bool sort_keys) {
+std::string to_json(const Value& v, const JsonStyle& style) {
   std::string out;
-  json_dump(v, indent, sort_keys, 0, out);
+  json_dump(v, style, 0, out);
   return out;
 }
 

@@ -2,9 +2,12 @@
 // them (str() of None/True/lists, truthiness, == across int and float, len in code points).
 #pragma once
 
+#include <gmpxx.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -34,6 +37,12 @@ class BudgetScope {               // makes `b` the budget of this thread's rende
   Budget* previous_;
 };
 
+// What Python would raise (TypeError, ValueError, OverflowError, ...), with its message; the
+// renderer reports it at the expression's line:column.
+struct PyError {
+  std::string message;
+};
+
 struct CallArgs {
   std::vector<Value> positional;
   std::vector<std::pair<std::string, Value>> keywords;
@@ -45,7 +54,8 @@ struct Value {
   enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function };
   Kind kind = Kind::Undefined;
   bool b = false;
-  int64_t i = 0;
+  int64_t i = 0;                       // Int within 64 bits
+  std::shared_ptr<const mpz_class> big;  // Int beyond 64 bits (Python's ints have no bound)
   double f = 0;
   std::string s;                             // String; Undefined: the name that was missing
   std::shared_ptr<std::vector<Value>> list;  // List (a tuple when `tuple`)
@@ -58,6 +68,7 @@ struct Value {
   static Value none();
   static Value boolean(bool v);
   static Value integer(int64_t v);
+  static Value integer(const mpz_class& v);
   static Value number(double v);
   static Value string(std::string v);
   static Value make_list(std::vector<Value> v, bool tuple = false);
@@ -70,7 +81,9 @@ struct Value {
   bool is_string() const { return kind == Kind::String; }
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
   bool is_mapping() const { return kind == Kind::Dict; }
-  double as_double() const { return kind == Kind::Float ? f : double(kind == Kind::Bool ? b : i); }
+  bool is_int() const { return kind == Kind::Int || kind == Kind::Bool; }  // Python's int or bool
+  mpz_class as_mpz() const;  // an Int or Bool
+  double as_double() const;  // float(v): Python's OverflowError as a PyError
   const Value* find(const std::string& key) const;  // Dict/Namespace entry, or null
   Value* find(const std::string& key);
 };
@@ -80,9 +93,15 @@ bool truthy(const Value& v);
 bool equal(const Value& a, const Value& b);
 std::string to_str(const Value& v);  // Python's str()
 std::string repr(const Value& v);    // Python's repr()
-// json.dumps(v, ensure_ascii=False, indent=indent, sort_keys=sort_keys), as transformers'
-// tojson filter calls it; indent < 0: none.
-std::string to_json(const Value& v, int indent = -1, bool sort_keys = false);
+// json.dumps's arguments, as transformers' tojson filter takes them (its default: ensure_ascii
+// false); `indent` absent: one line.
+struct JsonStyle {
+  bool ensure_ascii = false;
+  std::optional<std::string> indent;
+  std::string item_separator = ", ", key_separator = ": ";
+  bool sort_keys = false;
+};
+std::string to_json(const Value& v, const JsonStyle& style = {});
 // Code points of UTF-8 text (invalid bytes count as one each).
 std::vector<std::string> code_points(const std::string& s);
 // Python's str.isspace() for one code point given as its UTF-8 bytes: the whitespace that

@@ -147,7 +147,7 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
            "--chat_template_path FILE or --chat_template TEXT");
     RenderedChat rendered;
     try {
-      const Conversation c = chat->conversation(nlohmann::ordered_json::parse(raw));
+      const Conversation c = chat->conversation(parse_chat_line(raw));
       rendered = chat->render(
           c, o.chat_spans_by_prefix_renders ? SpanSearch::kPrefixRenders : SpanSearch::kOneRender);
     } catch (const Error& e) {
