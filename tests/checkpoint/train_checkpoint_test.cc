@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "gemmax/io/hf_checkpoint.h"
 #include "gemmax/io/hf_config.h"
 #include "gemmax/checkpoint/hf_model.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/train/stop_signal.h"
 #include "gemmax/train/trainer.h"
@@ -181,6 +183,51 @@ TEST(Checkpoint, ResumingWithAnotherConfigIsRefused) {
                {"per_device_batch_size=4", "per_device_batch_size=2"});
   // Keys that do not change the run's meaning may change.
   EXPECT_EQ(Trainer(Config::defaults(run_args(dir, 4, {"log_period=2"}))).start_step(), 2);
+}
+
+// eval, export and sample read a live run's newest checkpoint while the run saves a new one each
+// step and deletes the old: every read finds a whole checkpoint (it used to report a healthy one
+// as missing its files when the run rotated it away between the listing and the opening).
+TEST(Checkpoint, ReadersOfALiveRunThatRotatesItsCheckpointsAlwaysFindOne) {
+  TempDir dir;
+  train(run_args(dir, 1, {"checkpoint_period=1"}));
+  std::atomic<bool> done{false};
+  std::string run_error;
+  std::thread run([&] {
+    try {
+      train(run_args(dir, 8, {"checkpoint_period=1", "max_num_checkpoints_to_keep=1"}));
+    } catch (const Error& e) {
+      run_error = e.what();
+    }
+    done = true;
+  });
+  int loads = 0;
+  std::vector<std::string> failures;
+  while (!done) {
+    try {
+      EXPECT_GE(load_model_dir(dir / "r", DType::F32).checkpoint.step, 1);
+      ++loads;
+    } catch (const Error& e) {
+      failures.push_back(e.what());
+    }
+  }
+  run.join();
+  EXPECT_EQ(run_error, "");
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << loads + failures.size()
+                                << " reads failed, the first: " << failures[0];
+  EXPECT_GT(loads, 3);
+}
+
+// The weights alone are what eval, export and sample read: a checkpoint without its optimizer
+// file still loads there; resuming, which needs the moments, names the missing file.
+TEST(Checkpoint, ReadingTheWeightsDoesNotNeedTheOptimizerFile) {
+  TempDir dir;
+  train(run_args(dir, 2));
+  const std::string ckpt = list_train_checkpoints(dir / "r/checkpoints").back().dir;
+  fs::remove(ckpt + "/optimizer.safetensors");
+  EXPECT_EQ(load_model_dir(dir / "r", DType::F32).checkpoint.step, 2);
+  expect_error([&] { Trainer t(Config::defaults(run_args(dir, 4))); },
+               {"missing optimizer.safetensors"});
 }
 
 TEST(Checkpoint, FailedSaveKeepsThePreviousCheckpoint) {

@@ -55,12 +55,14 @@ int cmd_export(int argc, char** argv) {
     fail("gemmax export: --max_shard_gb=", flags.get("max_shard_gb"),
          " is outside its valid range (0, 1000000] (GiB per safetensors file)");
 
-  const LoadedModel m = load_model_dir(ref.dir, DType::F32);
+  // The newest checkpoint again: a live run may have rotated `ref` away since.
+  const LoadedModel m = load_model_dir(flags.get("checkpoint"), DType::F32);
   const ParamTable table(m.config);
   const NamedTensors tensors = hf_named_tensors(table, m.weights, "model.", dtype);
   write_hf_checkpoint(out, tensors, uint64_t(shard_gb * double(1ull << 30)));
   write_hf_config(m.config, dtype, out + "/config.json");
-  std::cout << "gemmax: exported " << ref.dir << " (step " << ref.step << ", " << table.total()
+  std::cout << "gemmax: exported " << m.checkpoint.dir << " (step " << m.checkpoint.step << ", "
+            << table.total()
             << " parameters) to " << out << " as " << dtype_name(dtype) << "\n";
   return 0;
 }

@@ -26,9 +26,10 @@ LoadedModel load_hf_folder(const std::string& dir, DType dtype) {
 }
 
 LoadedModel load_checkpoint(const std::string& path, DType dtype) {
-  const CheckpointRef ref = find_train_checkpoint(path);
-  const TrainCheckpoint ckpt = open_train_checkpoint(ref.dir);
+  const TrainCheckpoint ckpt = open_newest_train_checkpoint(path, CheckpointParts::kParams);
+  const CheckpointRef& ref = ckpt.ref;
   LoadedModel m;
+  m.checkpoint = ref;
   m.config = model_config_from(Config::from_json(ckpt.state.at("config"), ref.dir + "/state.json"));
   const ParamTable table(m.config);
   m.weights = Tensor::empty({table.total()}, dtype, MemKind::Params);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gemmax/base/tensor.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/config/model_config.h"
 
 namespace gemmax {
@@ -16,9 +17,12 @@ struct LoadedModel {
   Tensor weights;      // host, flat, laid out by ParamTable(config), in the requested dtype
   std::string source;  // what was read, for logs: "Hugging Face folder 'DIR'"
   std::string note;    // what was left out (vision-tower tensors), or ""
+  CheckpointRef checkpoint;  // the train checkpoint read (dir empty: a Hugging Face folder)
 };
 
-// Throws gemmax::Error naming the folder and what is wrong with it.
+// Throws gemmax::Error naming the folder and what is wrong with it. A train checkpoint's weights
+// are read without its optimizer files, from the newest checkpoint that a live run has not
+// rotated away.
 LoadedModel load_model_dir(const std::string& dir, DType dtype);
 
 }  // namespace gemmax

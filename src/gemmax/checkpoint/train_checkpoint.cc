@@ -80,6 +80,21 @@ FileDigest digest(const std::string& path, Progress& progress) {
   return d;
 }
 
+// The same of bytes already mapped (an opened checkpoint file, which a live run may delete).
+FileDigest digest(std::string_view bytes, Progress& progress) {
+  FileDigest d;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (size_t at = 0; at < bytes.size();) {
+    const size_t n = std::min<size_t>(bytes.size() - at, 1 << 20);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + at), uInt(n));
+    at += n;
+    progress.add(double(n));
+  }
+  d.bytes = bytes.size();
+  d.crc = uint32_t(crc);
+  return d;
+}
+
 // Removes what interrupted saves and deletions (crash, kill, forced stop) left behind: the
 // step_<N>.tmp folders being written and the step_<N>.old folders being deleted.
 void remove_leftovers(const std::string& checkpoints_dir) {
@@ -327,7 +342,7 @@ const Shape& CheckpointTensors::shape(const std::string& name) const {
 void CheckpointTensors::check(const File& f) const {
   if (f.checked) return;
   Progress checking("checking " + f.st.path(), double(f.bytes), "bytes");
-  const FileDigest got = digest(f.st.path(), checking);
+  const FileDigest got = digest(f.st.bytes(), checking);
   checking.finish();
   const std::string name = fs::path(f.st.path()).filename().string();
   if (got.bytes != f.bytes)
@@ -388,7 +403,7 @@ uint64_t CheckpointTensors::data_bytes() const {
   return n;
 }
 
-TrainCheckpoint open_train_checkpoint(const std::string& dir) {
+TrainCheckpoint open_train_checkpoint(const std::string& dir, CheckpointParts parts) {
   const fs::path d(dir);
   const std::string state_path = (d / kState).string();
   if (!fs::exists(state_path)) fail("'", dir, "' is not a checkpoint: it has no ", kState);
@@ -432,6 +447,7 @@ TrainCheckpoint open_train_checkpoint(const std::string& dir) {
   }
   for (CheckpointTensors* t : {&c.params, &c.optimizer}) {
     const bool params = t == &c.params;
+    if (!params && parts == CheckpointParts::kParams) continue;
     t->dir_ = dir;
     const int64_t n = sharded ? c.ranks : 1;
     for (int64_t r = 0; r < n; ++r) {
@@ -507,6 +523,20 @@ CheckpointRef find_train_checkpoint(const std::string& path) {
   fail("no checkpoint in '", path,
        "' (expected a step_<N> folder, a checkpoints/ folder, or a "
        "run folder holding one)");
+}
+
+TrainCheckpoint open_newest_train_checkpoint(const std::string& path, CheckpointParts parts) {
+  // Each retry follows a checkpoint that vanished, which a run rotating every step does at most
+  // once per save; a bound keeps a pathological folder from looping.
+  for (int attempt = 0;; ++attempt) {
+    const CheckpointRef ref = find_train_checkpoint(path);
+    try {
+      return open_train_checkpoint(ref.dir, parts);
+    } catch (const Error&) {
+      const bool rotated_away = !fs::exists(fs::path(ref.dir) / kState);
+      if (!rotated_away || attempt >= 100 || ref.dir == path) throw;
+    }
+  }
 }
 
 }  // namespace gemmax

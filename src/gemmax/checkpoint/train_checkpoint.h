@@ -70,6 +70,10 @@ std::string save_sharded_checkpoint(Comm& comm, const std::string& checkpoints_d
 // step_<N>.tmp and .old folders of interrupted saves and deletions are ignored.
 std::vector<CheckpointRef> list_train_checkpoints(const std::string& checkpoints_dir);
 
+// What a reader needs: resuming needs the moments; eval, export and sample need the weights
+// only, and do not look at optimizer files.
+enum class CheckpointParts { kAll, kParams };
+
 struct TrainCheckpoint;
 
 // The tensors of a checkpoint's params or optimizer state, whole or sharded over any number of
@@ -87,7 +91,7 @@ class CheckpointTensors {
   uint64_t data_bytes() const;                     // all tensors, as stored
 
  private:
-  friend TrainCheckpoint open_train_checkpoint(const std::string& dir);
+  friend TrainCheckpoint open_train_checkpoint(const std::string& dir, CheckpointParts parts);
   struct File {
     SafetensorsFile st;
     uint64_t bytes = 0;
@@ -117,8 +121,15 @@ struct TrainCheckpoint {
 };
 
 // `dir` is a step_<N> folder. Throws gemmax::Error naming the file for a missing, truncated or
-// corrupted checkpoint.
-TrainCheckpoint open_train_checkpoint(const std::string& dir);
+// corrupted checkpoint. Its files are memory-mapped when opened, so a run that deletes the
+// checkpoint afterwards (rotating its checkpoints) does not disturb the reader.
+TrainCheckpoint open_train_checkpoint(const std::string& dir,
+                                      CheckpointParts parts = CheckpointParts::kAll);
+
+// The newest complete checkpoint under `path` (as find_train_checkpoint), opened. A live run
+// may rotate it away between the listing and the opening: then the next newest is taken.
+TrainCheckpoint open_newest_train_checkpoint(const std::string& path,
+                                             CheckpointParts parts = CheckpointParts::kAll);
 
 // Accepts a step_<N> folder, a checkpoints/ folder or a run folder, and returns the newest
 // complete checkpoint it holds. Throws if there is none.

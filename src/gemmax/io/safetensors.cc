@@ -241,6 +241,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 }
 
 uint64_t SafetensorsFile::file_bytes() const { return map_ ? map_->len : 0; }
+std::string_view SafetensorsFile::bytes() const {
+  return map_ ? std::string_view(static_cast<const char*>(map_->addr), map_->len) : std::string_view();
+}
 
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
   auto it = index_.find(name);

@@ -64,6 +64,8 @@ class SafetensorsFile {
   Tensor read_as(const std::string& name, DType dtype, MemKind kind = MemKind::Workspace) const;
 
   uint64_t file_bytes() const;
+  // The whole file as mapped when opened: still readable after the file is deleted.
+  std::string_view bytes() const;
   uint64_t data_offset() const { return data_offset_; }  // where the data section starts
 
  private:
