@@ -587,5 +587,26 @@ TEST(Export, CheckpointToHuggingFaceFolderAndBack) {
   EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
 }
 
+// Every shape that trains exports and loads: one whose last layer would be sliding (which
+// transformers cannot hold) is refused before training, naming the fix; a non-periodic
+// layer_types list with a global last layer trains, exports and reads back the same kinds.
+TEST(Export, EveryShapeThatTrainsExports) {
+  TempDir dir;
+  expect_error([&] { train(run_args(dir, 1, {"base_num_decoder_layers=8"})); },
+               {"cannot be trained", "last layer (7) is a sliding layer",
+                "multiple of sliding_window_pattern (6)", "layer_types"});
+  EXPECT_FALSE(fs::exists(dir / "r/checkpoints"));
+  const std::string s = "sliding_attention,", f = "full_attention";
+  const std::string types = s + f + "," + s + s + s + s + s + f;  // not periodic
+  train(run_args(dir, 1, {"base_num_decoder_layers=8", "layer_types=" + types}));
+  std::string out;
+  const std::string hf = dir / "hf";
+  ASSERT_EQ(testing::run_command(std::string(GEMMAX_BINARY) + " export --checkpoint " +
+                                     dir.file("r") + " --out " + hf, &out), 0) << out;
+  const HfModelFolder folder = read_hf_model_folder(hf);
+  EXPECT_EQ(folder.config.layer_types, types);
+  EXPECT_EQ(folder.config.num_global_layers(), 2);
+}
+
 }  // namespace
 }  // namespace gemmax

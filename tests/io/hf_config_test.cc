@@ -392,7 +392,8 @@ TEST(HfConfig, WriterRefusesWhatTransformersCannotExpress) {
   expect_error([&] { write_hf_config(c, DType::BF16, dir / "config.json"); }, {"norm_topk_prob"});
   c = small_config();
   c.num_layers = 7;
-  expect_error([&] { hf_config_json(c, DType::BF16); }, {"multiple of sliding_window_pattern"});
+  expect_error([&] { hf_config_json(c, DType::BF16); },
+               {"last layer (6) is a sliding layer", "transformers' Gemma 4 cannot hold"});
   c = small_config();
   c.global_num_kv_heads = 1;
   expect_error([&] { hf_config_json(c, DType::BF16); }, {"K = V", "num_key_value_heads"});
@@ -468,17 +469,27 @@ TEST(HfConfig, UnsupportedFeaturesAreNamed) {
   expect_error([&] { parse(t); }, {"tie_word_embeddings = false"});
 }
 
-TEST(HfConfig, LayerTypesMustBeThePeriodicPattern) {
+// Any layer_types list transformers accepts loads (a pruned or distilled model's is not
+// periodic), with its last layer full attention as transformers makes it; a periodic list is
+// kept as the pattern, and every list survives the writer.
+TEST(HfConfig, AnyLayerTypesListLoadsAndRoundTrips) {
   json t = text_only_26b();
   t["layer_types"][11] = "sliding_attention";
-  expect_error([&] { parse(t); },
-               {"layer_types[11]", "global iff l % 6 == 5", "\"full_attention\""});
-  t = text_only_26b();
   t["layer_types"][8] = "full_attention";
-  expect_error([&] { parse(t); }, {"layer_types[8]", "\"sliding_attention\""});
+  ModelConfig c = parse(t);
+  EXPECT_NE(c.layer_types, "");
+  for (int64_t l = 0; l < 30; ++l)
+    EXPECT_EQ(c.is_global(l), t["layer_types"][size_t(l)] == "full_attention") << l;
+  EXPECT_EQ(c.num_global_layers(), 5);
+  // The writer lists the same kinds, and reading them back gives the same shape.
+  const ModelConfig back = parse_hf_config(hf_config_json(c, DType::BF16), "back");
+  EXPECT_EQ(back.shape_difference(c), "");
+  EXPECT_EQ(json::parse(hf_config_json(c, DType::BF16))["layer_types"], t["layer_types"]);
+  // A sliding last layer is made full, as transformers' Gemma4TextConfig does.
   t = text_only_26b();
   t["layer_types"][29] = "sliding_attention";
-  expect_error([&] { parse(t); }, {"must end with \"full_attention\""});
+  EXPECT_TRUE(parse(t).is_global(29));
+  EXPECT_EQ(parse(t).layer_types, "");  // then periodic again
   t = text_only_26b();
   t["layer_types"][0] = "chunked_attention";
   expect_error([&] { parse(t); }, {"layer_types[0]", "chunked_attention"});
@@ -489,9 +500,24 @@ TEST(HfConfig, LayerTypesMustBeThePeriodicPattern) {
   t = text_only_26b();
   t["layer_types"] = json(std::vector<std::string>(30, "full_attention"));
   t.erase("rope_parameters");  // transformers' default
-  const ModelConfig c = parse(t);
+  c = parse(t);
   EXPECT_EQ(c.sliding_window_pattern, 1);
+  EXPECT_EQ(c.layer_types, "");
   EXPECT_EQ(c.global_rope_proportion, 0.25);
+}
+
+// The key itself: one entry per layer, each a kind transformers names.
+TEST(HfConfig, LayerTypesKeyIsChecked) {
+  ModelConfig c = small_config();  // 6 layers
+  const std::string s = "sliding_attention,", f = "full_attention";
+  c.layer_types = s + f + "," + s + s + f + "," + f;
+  c.validate();
+  EXPECT_EQ(c.num_global_layers(), 3);
+  EXPECT_TRUE(c.is_global(1) && c.is_global(4) && c.is_global(5));
+  c.layer_types = s + "global," + s + s + s + f;
+  expect_error([&] { c.validate(); }, {"layer_types entry 1 is 'global'", "full_attention"});
+  c.layer_types = s + f;
+  expect_error([&] { c.validate(); }, {"layer_types lists 2 layers", "base_num_decoder_layers is 6"});
 }
 
 TEST(HfConfig, RopeParameters) {

@@ -128,6 +128,9 @@
     "the sliding layers' window (HF sliding_window)")                                               \
   X(int64_t, sliding_window_pattern, sliding_window_pattern, 6, any(), own(),                       \
     "layer l is global iff l % pattern == pattern - 1; 0: no global layers")                        \
+  X(std::string, layer_types, layer_types, "", any(), own(),                                         \
+    "each layer's attention as transformers' config.json lists it, comma-separated "               \
+    "sliding_attention / full_attention, one per layer (a pruned model's); \"\": the pattern's")    \
   X(double, local_rope_theta, local_rope_max_timescale, 10000.0, any(), maxtext(),                  \
     "RoPE base of the sliding layers")                                                              \
   X(double, global_rope_theta, global_rope_max_timescale, 1000000.0, any(), maxtext(),              \

@@ -3,10 +3,37 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 #include "gemmax/base/error.h"
 
 namespace gemmax {
+
+namespace {
+constexpr std::string_view kSlidingType = "sliding_attention", kFullType = "full_attention";
+
+// The l-th entry of a comma-separated layer_types, or an empty view past its end.
+std::string_view layer_type(std::string_view list, int64_t l) {
+  for (; l > 0; --l) {
+    const size_t comma = list.find(',');
+    if (comma == std::string_view::npos) return {};
+    list.remove_prefix(comma + 1);
+  }
+  return list.substr(0, list.find(','));
+}
+}  // namespace
+
+// "s"/"g" per layer: what two configs' layer kinds are compared by, however each states them.
+static std::string global_layer_map(const ModelConfig& c) {
+  std::string out;
+  for (int64_t l = 0; l < c.num_layers; ++l) out += c.is_global(l) ? 'g' : 's';
+  return out;
+}
+
+bool ModelConfig::is_global(int64_t layer) const {
+  if (!layer_types.empty()) return layer_type(layer_types, layer) == kFullType;
+  return sliding_window_pattern > 0 && layer % sliding_window_pattern == sliding_window_pattern - 1;
+}
 
 int64_t ModelConfig::num_global_layers() const {
   int64_t n = 0;
@@ -77,6 +104,21 @@ void ModelConfig::validate() const {
   if (head_dim % 2 != 0 || global_head_dim % 2 != 0)
     fail("model '", name, "': head_dim and global_head_dim must be even for RoPE, got ", head_dim,
          " and ", global_head_dim);
+  if (!layer_types.empty()) {
+    int64_t n = 0;
+    for (std::string_view rest = layer_types;; ++n) {
+      const size_t comma = rest.find(',');
+      const std::string_view t = rest.substr(0, comma);
+      if (t != kSlidingType && t != kFullType)
+        fail("model '", name, "': layer_types entry ", n, " is '", t, "'; expected ", kSlidingType,
+             " or ", kFullType, ", comma-separated, one per layer");
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (n + 1 != num_layers)
+      fail("model '", name, "': layer_types lists ", n + 1, " layers but base_num_decoder_layers is ",
+           num_layers);
+  }
   if (sliding_window_pattern < 0)
     fail("model '", name, "': sliding_window_pattern must be >= 0 (0: no global layers), got ",
          sliding_window_pattern);
@@ -127,7 +169,7 @@ std::string ModelConfig::shape_difference(const ModelConfig& o) const {
            diff("num_experts", num_experts, o.num_experts),
            moe ? diff("num_experts_per_tok", num_experts_per_tok, o.num_experts_per_tok) : "",
            diff("sliding_window_size", sliding_window, o.sliding_window),
-           diff("sliding_window_pattern", sliding_window_pattern, o.sliding_window_pattern),
+           diff("global layers (sliding_window_pattern, layer_types)", global_layer_map(*this), global_layer_map(o)),
            diff("local_rope_max_timescale", local_rope_theta, o.local_rope_theta),
            diff("global_rope_max_timescale", global_rope_theta, o.global_rope_theta),
            diff("local_rope_proportion", local_rope_proportion, o.local_rope_proportion),

@@ -13,9 +13,8 @@ namespace gemmax {
 struct ModelConfig {
   GEMMAX_MODEL_KEYS(GEMMAX_KEY_FIELD)
 
-  bool is_global(int64_t layer) const {
-    return sliding_window_pattern > 0 && layer % sliding_window_pattern == sliding_window_pattern - 1;
-  }
+  // Layer l attends globally: as layer_types lists it, else by the periodic pattern.
+  bool is_global(int64_t layer) const;
   int64_t layer_kv_heads(int64_t layer) const {
     return is_global(layer) ? global_num_kv_heads : num_kv_heads;
   }

@@ -1,5 +1,6 @@
 #include "gemmax/io/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -72,27 +73,20 @@ struct Keys {
   }
 };
 
-// Global layer of a period-p pattern: l % p == p - 1. Returns p, or fails naming the first
-// layer that breaks the pattern.
-int64_t pattern_from_layer_types(const std::vector<std::string>& types, const Keys& k) {
-  const int64_t n = int64_t(types.size());
-  int64_t first_full = -1;
-  for (int64_t l = 0; l < n && first_full < 0; ++l)
-    if (types[size_t(l)] == kFull) first_full = l;
-  if (first_full < 0 || types.back() != kFull)
-    fail(k.where, ": layer_types must end with \"full_attention\" (transformers forces the last ",
-         "layer to full attention, and gemmax's pattern makes layer l global iff l % p == p-1); ",
-         "got \"", types.back(), "\" for layer ", n - 1);
+// The layer kinds of a config.json as gemmax keeps them: the periodic pattern when the list is
+// one (global iff l % p == p - 1, the released models'), else the list itself. As transformers'
+// Gemma4TextConfig does, the last layer is full attention whatever the list says.
+void set_layer_kinds(std::vector<std::string> types, ModelConfig& c) {
+  if (!types.empty()) types.back() = kFull;
+  const auto first_full = std::find(types.begin(), types.end(), kFull) - types.begin();
   const int64_t p = first_full + 1;
-  for (int64_t l = 0; l < n; ++l) {
-    const bool global = l % p == p - 1;
-    if ((types[size_t(l)] == kFull) != global)
-      fail(k.where, ": layer_types[", l, "] is \"", types[size_t(l)], "\", but the first ",
-           "full_attention layer is ", first_full, ", so the periodic pattern gemmax supports ",
-           "(global iff l % ", p, " == ", p - 1, ") needs \"", global ? kFull : kSliding,
-           "\" there");
-  }
-  return p;
+  bool periodic = int64_t(types.size()) % p == 0;
+  for (int64_t l = 0; l < int64_t(types.size()) && periodic; ++l)
+    periodic = (types[size_t(l)] == kFull) == (l % p == p - 1);
+  c.sliding_window_pattern = p;
+  c.layer_types.clear();
+  if (periodic) return;
+  for (size_t l = 0; l < types.size(); ++l) c.layer_types += (l ? "," : "") + types[l];
 }
 
 struct Rope {
@@ -272,7 +266,7 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
   } else {
     for (int64_t l = 0; l < c.num_layers; ++l) types.push_back((l + 1) % 6 ? kSliding : kFull);
   }
-  c.sliding_window_pattern = pattern_from_layer_types(types, k);
+  set_layer_kinds(std::move(types), c);
 
   // Global-layer attention shape: flat keys (as released), or per_layer_config (as
   // transformers >= 5.15 saves it: {"05": {"head_dim": 512, "num_key_value_heads": 2}, ...}).
@@ -399,17 +393,23 @@ ModelConfig read_hf_config(const std::string& path, HfConfigInfo* info) {
   return c;
 }
 
+std::string hf_export_refusal(const ModelConfig& c) {
+  if (c.num_layers > 0 && !c.is_global(c.num_layers - 1))
+    return str_cat("its last layer (", c.num_layers - 1,
+                   ") is a sliding layer, which transformers' Gemma 4 cannot hold: it makes the "
+                   "last layer full attention whatever config.json says. Give the model a global "
+                   "last layer: base_num_decoder_layers a multiple of sliding_window_pattern (",
+                   c.sliding_window_pattern, "), or layer_types ending in full_attention");
+  return "";
+}
+
 std::string hf_config_json(const ModelConfig& c, DType dtype) {
   c.validate();
   const std::string who = str_cat("write_hf_config (model '", c.name, "'): ");
   if (!is_float(dtype)) fail(who, "weights dtype must be a float type, got ", dtype_name(dtype));
   if (!c.norm_topk_prob)
     fail(who, "norm_topk_prob is false, but transformers' Gemma 4 router always renormalises");
-  const int64_t p = c.sliding_window_pattern;
-  if (p <= 0 || c.num_layers % p != 0)
-    fail(who, "transformers forces the last layer to full attention, so base_num_decoder_layers (",
-         c.num_layers, ") must be a multiple of sliding_window_pattern (", p,
-         ") and the pattern > 0");
+  if (std::string why = hf_export_refusal(c); !why.empty()) fail(who, why);
   if (!c.share_kv_projections && c.global_num_kv_heads != c.num_kv_heads)
     fail(who, "without K = V (share_kv_projections false) transformers gives global layers ",
          "num_key_value_heads (", c.num_kv_heads, ") KV heads, not global_num_kv_heads (",

@@ -25,13 +25,17 @@ struct HfConfigInfo {
 };
 
 // Reads `path` (a config.json). Throws gemmax::Error naming the file and the key: missing
-// required keys, wrong types, unsupported features, a layer_types list that is not the
-// periodic pattern gemmax supports (global iff l % p == p - 1). The config's `name` is the
-// name of the folder holding the file.
+// required keys, wrong types, unsupported features. Any layer_types list is taken, with its
+// last layer full attention as transformers makes it. The config's `name` is the name of the
+// folder holding the file.
 ModelConfig read_hf_config(const std::string& path, HfConfigInfo* info = nullptr);
 // The same from JSON text; `origin` names the source in error messages.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& origin,
                             HfConfigInfo* info = nullptr);
+
+// Why transformers could not hold this model (a sliding last layer), or "": a run refuses such
+// a shape before it trains, since it could never be exported.
+std::string hf_export_refusal(const ModelConfig& c);
 
 // The text-only Gemma4ForCausalLM config.json for `cfg`, with weights stored as `dtype`, such
 // that transformers' AutoModelForCausalLM.from_pretrained builds exactly this model. Throws if

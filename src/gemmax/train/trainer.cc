@@ -22,6 +22,7 @@
 #include "gemmax/parallel/world.h"
 #include "gemmax/parallel/comm_nccl.h"
 #include "gemmax/io/atomic_file.h"
+#include "gemmax/io/hf_config.h"
 #include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/io/run_lock.h"
 #include "gemmax/checkpoint/train_checkpoint.h"
@@ -94,6 +95,10 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
     check_same_config(*comm_, config_.to_json());
   }
   if (hooks_.at_start) hooks_.at_start();
+  // A shape that trains must export: refused here, before anything is trained.
+  if (const ModelConfig m = model_config_from(config_); !hf_export_refusal(m).empty())
+    fail("model '", m.name, "' cannot be trained: ", hf_export_refusal(m),
+         " (what gemmax trains must export to a Hugging Face folder that transformers loads)");
   // Several GPUs: each rank takes its own device before its backend is made.
   const bool device_comm = ranks > 1 && cfg_.backend.backend == BackendKind::Cuda;
   const int device = device_comm ? cuda::use_device_of_rank(comm_->rank()) : 0;
