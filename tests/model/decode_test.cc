@@ -120,6 +120,26 @@ INSTANTIATE_TEST_SUITE_P(Blocks, DecoderOn, ::testing::Bool(),
                            return p.param ? "SmallBlock" : "MoeBlock";
                          });
 
+// A chat turn keeps the conversation's cache and forgets what the next render spells another
+// way: truncating, then prefilling the rest, gives the forward's logits again; a truncation
+// reaching back past what a sliding ring still holds is refused and changes nothing.
+TEST(Decoder, TruncatingThenContinuingGivesTheForwardLogits) {
+  DecodeFixture f;
+  Gemma4Model model(f.cfg, f.be, {DType::F64, RematPolicy::None, 1});
+  const Tensor w = random_weights(model.params(), 7, DType::F64);
+  const Tensor ref = f.forward_logits(model, w);
+  std::vector<int32_t> toks = f.tokens, other = f.tokens;
+  for (size_t i = 6; i < other.size(); ++i) other[i] = (other[i] + 1) % int32_t(f.cfg.vocab_size);
+  Decoder d(model, w, {f.S(), /*prefill_chunk=*/4});  // rings of window 3 + 3 slots
+  d.prefill(std::span(other).first(8));               // a first render that differs from 6 on
+  ASSERT_FALSE(d.truncate(1));  // 7 positions back: the rings have wrapped over position 0's window
+  EXPECT_EQ(d.length(), 8);
+  ASSERT_TRUE(d.truncate(6));
+  Tensor all;
+  d.prefill(std::span(toks).subspan(6), &all);
+  EXPECT_LE(max_abs_diff(all, ref.rows(6, f.S())), 1e-12);
+}
+
 TEST(Decoder, SlidingLayersKeepOnlyTheirWindow) {
   DecodeFixture f;
   ReferenceBackend& be = f.be;

@@ -18,6 +18,7 @@ int cmd_grad(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_sample(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 
 // cmd_train with callbacks for tests (the fault tests' driver): `hooks_of(rank)` gives each

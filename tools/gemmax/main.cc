@@ -59,6 +59,8 @@ const Command kCommands[] = {
      "write a checkpoint as a Hugging Face folder: gemmax export --checkpoint DIR --out HF_DIR"},
     {"sample", gemmax::cmd_sample,
      "generate text from a model: gemmax sample --model DIR --prompt TEXT"},
+    {"chat", gemmax::cmd_chat,
+     "talk to a model through its chat template: gemmax chat --model DIR"},
     {"bench", gemmax::cmd_bench,
      "time training steps, by op family: gemmax bench [config.yml] [key=value ...]"},
     {"info", gemmax::cmd_info,

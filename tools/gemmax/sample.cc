@@ -1,20 +1,17 @@
 // gemmax sample: text generation from a model folder, with a KV cache.
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
+#include <string>
 
 #include "commands.h"
+#include "decoding_setup.h"
 #include "flags.h"
-#include "gemmax/backend/backend.h"
-#include "gemmax/backend/backend_factory.h"
-#include "gemmax/checkpoint/model_dir.h"
-#include "gemmax/io/generation_config.h"
 #include "gemmax/model/generate.h"
 
 namespace gemmax {
 namespace {
 
-const char* kUsage =
+const std::string kUsage = std::string(
     "usage: gemmax sample --model DIR --prompt TEXT [--max_new_tokens N] [--temperature T]\n"
     "                     [--top_k K] [--top_p P] [--seed S]\n"
     "                     [--tokenizer byte|sentencepiece] [--tokenizer_path FILE]\n"
@@ -24,105 +21,25 @@ const char* kUsage =
     "safetensors; or a gemmax run, checkpoints/ or step_N folder: its newest checkpoint),\n"
     "decoding one token at a time with a KV cache. The prompt is framed as a\n"
     "training document (bos, then its tokens); generation stops at eos or after N tokens.\n"
-    "Where DIR holds a generation_config.json, its eos_token_id list is where generation\n"
-    "stops and its do_sample, temperature, top_k and top_p are the defaults, as transformers'\n"
-    "generate() reads them (do_sample false: greedy); the flags below override them.\n"
-    "  --max_new_tokens  default 64\n"
-    "  --temperature     default 1; 0 is greedy (the most likely token every time)\n"
-    "  --top_k           keep the K most likely tokens; default 0 (no limit)\n"
-    "  --top_p           keep the fewest most likely tokens whose probability reaches P;\n"
-    "                    default 1 (no limit)\n"
-    "  --seed            default 0; the same seed gives the same text\n"
-    "  --tokenizer       default byte, or sentencepiece if --tokenizer_path is given\n"
-    "  --tokenizer_path  the SentencePiece .model file; default DIR/tokenizer.model\n"
-    "  --backend         default cpu\n"
+    "(`gemmax chat` talks to the model through its chat template instead.)\n"
+    "  --max_new_tokens  default 64\n") + kDecodingFlagsUsage +
     "Prints the prompt and its continuation on stdout, then the prompt and generated token\n"
     "counts and the prefill and decode speeds (tokens/s) on stderr.\n";
-
-std::unique_ptr<Tokenizer> tokenizer_from(const Flags& flags, const std::string& model_dir) {
-  const std::string type =
-      flags.get("tokenizer", flags.has("tokenizer_path") ? "sentencepiece" : "byte");
-  if (type == "byte") {
-    if (flags.has("tokenizer_path"))
-      fail(
-          "gemmax sample: --tokenizer_path is for --tokenizer sentencepiece; the byte "
-          "tokenizer needs no file");
-    return make_byte_tokenizer();
-  }
-  if (type != "sentencepiece")
-    fail("gemmax sample: --tokenizer '", type, "' is unknown: expected byte or sentencepiece");
-  std::string path = flags.get("tokenizer_path", "");
-  if (path.empty()) {
-    path = (std::filesystem::path(model_dir) / "tokenizer.model").string();
-    if (!std::filesystem::exists(path))
-      fail(
-          "gemmax sample: --tokenizer sentencepiece needs --tokenizer_path (the .model file); "
-          "the model folder has no tokenizer.model");
-  }
-  return make_sentencepiece_tokenizer(path);
-}
 
 }  // namespace
 
 int cmd_sample(int argc, char** argv) {
-  const Flags flags("sample", argc, argv,
-                    {{"model"},
-                     {"prompt"},
-                     {"max_new_tokens"},
-                     {"temperature"},
-                     {"top_k"},
-                     {"top_p"},
-                     {"seed"},
-                     {"tokenizer"},
-                     {"tokenizer_path"},
-                     {"dtype"},
-                     {"backend"}});
+  const Flags flags("sample", argc, argv, decoding_flags({{"prompt"}}));
   if (flags.help()) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kUsage.c_str(), stdout);
     return 0;
   }
   const std::string dir = flags.get("model");
   const std::string prompt = flags.get("prompt");
   if (prompt.empty()) fail("gemmax sample: --prompt is empty; give some text to continue");
-  SampleOptions opts;
-  // generation_config.json's defaults first (a run folder has none), the flags over them.
-  if (const auto gen = read_generation_config(dir)) {
-    opts.stop_ids = gen->eos_ids;
-    opts.temperature = gen->do_sample ? gen->temperature : 0.0;
-    opts.top_k = gen->do_sample ? gen->top_k : 0;
-    opts.top_p = gen->do_sample ? gen->top_p : 1.0;
-    std::string ids;
-    for (int32_t id : opts.stop_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-    std::cerr << "gemmax: generation_config.json: "
-              << (gen->do_sample ? str_cat("sampling at temperature ", opts.temperature, ", top_k ",
-                                           opts.top_k, ", top_p ", opts.top_p)
-                                 : std::string("greedy (do_sample false)"))
-              << (ids.empty() ? "" : ", stops at ids " + ids) << "\n";
-  }
-  opts.max_new_tokens = flags.get_int("max_new_tokens", opts.max_new_tokens);
-  opts.temperature = flags.get_double("temperature", opts.temperature);
-  opts.top_k = flags.get_int("top_k", opts.top_k);
-  opts.top_p = flags.get_double("top_p", opts.top_p);
-  const int64_t seed = flags.get_int("seed", 0);
-  if (seed < 0) fail("gemmax sample: --seed must be >= 0, got ", seed);
-  opts.seed = uint64_t(seed);
-  check_sample_options(opts);
-  const DType dtype = parse_dtype(flags.get("dtype", "float32"));
-  if (dtype != DType::F32 && dtype != DType::F64)
-    fail("gemmax sample: --dtype must be float32 or float64, got ", flags.get("dtype"));
-
-  // The tokenizer first: a wrong one fails before a large model is read.
-  const auto tokenizer = tokenizer_from(flags, dir);
-  const LoadedModel loaded = load_model_dir(dir, dtype);
-  if (!loaded.note.empty()) std::cerr << "gemmax: " << loaded.note << "\n";
-  auto backend = make_backend(flags.get("backend", "cpu"));
-  const Gemma4Model model(loaded.config, *backend, {dtype, RematPolicy::None, 1});
-  const Tensor weights = backend->to_device(loaded.weights, MemKind::Params);
-  std::cerr << "gemmax: " << loaded.source << " | " << loaded.config.num_layers << " layers | "
-            << "vocab " << loaded.config.vocab_size << " | tokenizer " << tokenizer->describe()
-            << " | backend " << backend->describe() << "\n";
-
-  const Generation g = generate(model, weights, *tokenizer, prompt, opts);
+  const SampleOptions opts = decoding_options(flags, dir, 64);
+  const DecodingModel m = load_decoding_model(flags, dir, "sample");
+  const Generation g = generate(*m.model, m.weights, *m.tokenizer, prompt, opts);
   std::cout << g.prompt_text << g.completion << std::endl;
   std::cerr << "gemmax: " << generation_stats(g) << std::endl;
   return 0;

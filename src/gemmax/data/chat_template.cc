@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "gemmax/base/error.h"
+#include "gemmax/data/tokenizer.h"
 
 namespace gemmax {
 namespace {
@@ -249,5 +250,30 @@ nlohmann::ordered_json parse_chat_line(const std::string& text) {
   nlohmann::ordered_json::sax_parse(text, &reader);
   return out;
 }
+
+// Ids of rendered text: the template's bos/eos text become the special ids, the rest is encoded.
+void encode_rendered(const Tokenizer& tok, const ChatTemplate& t, std::string_view text,
+                     std::vector<int32_t>& ids) {
+  while (!text.empty()) {
+    size_t at = std::string_view::npos, len = 0;
+    int32_t id = -1;
+    for (auto [special, special_id] : {std::pair{std::string_view(t.bos_token()), tok.bos_id()},
+                                       std::pair{std::string_view(t.eos_token()), tok.eos_id()}}) {
+      if (special.empty() || special_id < 0) continue;
+      const size_t p = text.find(special);
+      if (p < at) {
+        at = p;
+        len = special.size();
+        id = special_id;
+      }
+    }
+    const std::vector<int32_t> plain = tok.encode(text.substr(0, at));
+    ids.insert(ids.end(), plain.begin(), plain.end());
+    if (at == std::string_view::npos) return;
+    ids.push_back(id);
+    text.remove_prefix(at + len);
+  }
+}
+
 
 }  // namespace gemmax

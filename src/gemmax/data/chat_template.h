@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -77,5 +78,11 @@ class ChatTemplate {
 // tell: an integer beyond 64 bits (an int there, a float in a C++ JSON reader) is an error
 // naming it, never a different number.
 nlohmann::ordered_json parse_chat_line(const std::string& text);
+
+class Tokenizer;
+// Ids of rendered chat text, appended to `ids`: the template's bos/eos text become the
+// tokenizer's special ids, the rest is encoded.
+void encode_rendered(const Tokenizer& tok, const ChatTemplate& t, std::string_view text,
+                     std::vector<int32_t>& ids);
 
 }  // namespace gemmax

@@ -70,30 +70,6 @@ std::unique_ptr<ChatTemplate> load_chat_template(const TokenizeOptions& o) {
   return nullptr;
 }
 
-// Ids of rendered text: the template's bos/eos text become the special ids, the rest is encoded.
-void encode_rendered(const Tokenizer& tok, const ChatTemplate& t, std::string_view text,
-                     std::vector<int32_t>& ids) {
-  while (!text.empty()) {
-    size_t at = std::string_view::npos, len = 0;
-    int32_t id = -1;
-    for (auto [special, special_id] : {std::pair{std::string_view(t.bos_token()), tok.bos_id()},
-                                       std::pair{std::string_view(t.eos_token()), tok.eos_id()}}) {
-      if (special.empty() || special_id < 0) continue;
-      const size_t p = text.find(special);
-      if (p < at) {
-        at = p;
-        len = special.size();
-        id = special_id;
-      }
-    }
-    const std::vector<int32_t> plain = tok.encode(text.substr(0, at));
-    ids.insert(ids.end(), plain.begin(), plain.end());
-    if (at == std::string_view::npos) return;
-    ids.push_back(id);
-    text.remove_prefix(at + len);
-  }
-}
-
 }  // namespace
 
 TokenizeResult tokenize_files(const TokenizeOptions& o) {

@@ -85,6 +85,15 @@ Tensor Decoder::prefill(std::span<const int32_t> tokens, Tensor* all_logits, Pro
   return last;
 }
 
+bool Decoder::truncate(int64_t length) {
+  if (length < 0 || length > length_) return false;
+  for (const LayerCache& lc : caches_)
+    if (lc.window > 0 && length_ > lc.slots && length_ - length > lc.slots - lc.window)
+      return false;
+  length_ = length;
+  return true;
+}
+
 Tensor Decoder::step(int32_t token) {
   const int32_t one[1] = {token};
   return be_.to_host(run(one, 1)).view({model_.config().vocab_size});

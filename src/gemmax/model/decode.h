@@ -43,6 +43,11 @@ class Decoder final : private AttentionCore {
 
   int64_t length() const { return length_; }  // positions appended so far
   void reset() { length_ = 0; }               // forget the sequence (slots are rewritten)
+  // Forgets the positions from `length` on, keeping the earlier ones, where every sliding
+  // layer's ring still holds the window before `length` (it has not wrapped over it since);
+  // returns false, changing nothing, where it does not. The forgotten slots need no clearing:
+  // a query never sees a position after its own, and each is rewritten before it could.
+  bool truncate(int64_t length);
   // 0 for a layer that shares its donor's K/V (gemma4-e2b/e4b's last layers): it keeps none.
   int64_t cache_slots(int64_t layer) const { return caches_[layer].slots; }
   size_t cache_bytes() const;  // k, v and positions of every layer
