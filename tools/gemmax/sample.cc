@@ -17,7 +17,8 @@ namespace {
 const char* kUsage =
     "usage: gemmax sample --model DIR --prompt TEXT [--max_new_tokens N] [--temperature T]\n"
     "                     [--top_k K] [--top_p P] [--seed S]\n"
-    "                     [--tokenizer byte|sentencepiece] [--tokenizer_path FILE]\n"
+    "                     [--tokenizer auto|byte|sentencepiece|huggingface]\n"
+    "                     [--tokenizer_path PATH]\n"
     "                     [--dtype float32|float64] [--backend cpu|reference]\n"
     "\n"
     "Continues TEXT with the model in DIR (a Hugging Face Gemma-4 folder: config.json +\n"
@@ -33,33 +34,37 @@ const char* kUsage =
     "  --top_p           keep the fewest most likely tokens whose probability reaches P;\n"
     "                    default 1 (no limit)\n"
     "  --seed            default 0; the same seed gives the same text\n"
-    "  --tokenizer       default byte, or sentencepiece if --tokenizer_path is given\n"
-    "  --tokenizer_path  the SentencePiece .model file; default DIR/tokenizer.model\n"
+    "  --tokenizer       default auto: the kind the tokenizer file holds; a named kind is\n"
+    "                    checked against it\n"
+    "  --tokenizer_path  a folder (its tokenizer.json, else tokenizer.model), a tokenizer.json\n"
+    "                    or a SentencePiece .model file; default DIR's own tokenizer, else byte\n"
     "  --backend         default cpu\n"
     "Prints the prompt and its continuation on stdout, then the prompt and generated token\n"
     "counts and the prefill and decode speeds (tokens/s) on stderr.\n";
 
+// --tokenizer_path, else the model folder's own tokenizer (tokenizer.json, else tokenizer.model),
+// else byte; a named --tokenizer is checked against the file.
 std::unique_ptr<Tokenizer> tokenizer_from(const Flags& flags, const std::string& model_dir) {
-  const std::string type =
-      flags.get("tokenizer", flags.has("tokenizer_path") ? "sentencepiece" : "byte");
+  const std::string type = flags.get("tokenizer", "auto");
+  if (type != "auto" && type != "byte" && type != "sentencepiece" && type != "huggingface")
+    fail("gemmax sample: --tokenizer '", type,
+         "' is unknown: expected auto, byte, sentencepiece or huggingface");
+  std::string path = flags.get("tokenizer_path", "");
   if (type == "byte") {
-    if (flags.has("tokenizer_path"))
-      fail(
-          "gemmax sample: --tokenizer_path is for --tokenizer sentencepiece; the byte "
-          "tokenizer needs no file");
+    if (!path.empty())
+      fail("gemmax sample: --tokenizer_path is set but --tokenizer is byte, which needs no file");
     return make_byte_tokenizer();
   }
-  if (type != "sentencepiece")
-    fail("gemmax sample: --tokenizer '", type, "' is unknown: expected byte or sentencepiece");
-  std::string path = flags.get("tokenizer_path", "");
   if (path.empty()) {
-    path = (std::filesystem::path(model_dir) / "tokenizer.model").string();
-    if (!std::filesystem::exists(path))
-      fail(
-          "gemmax sample: --tokenizer sentencepiece needs --tokenizer_path (the .model file); "
-          "the model folder has no tokenizer.model");
+    std::error_code ec;
+    for (const char* name : {"tokenizer.json", "tokenizer.model"})
+      if (std::filesystem::is_regular_file(std::filesystem::path(model_dir) / name, ec)) path = model_dir;
+    if (path.empty() && type != "auto")
+      fail("gemmax sample: --tokenizer ", type,
+           " needs --tokenizer_path (a tokenizer.json or .model file); the model folder has no "
+           "tokenizer.json or tokenizer.model");
   }
-  return make_sentencepiece_tokenizer(path);
+  return make_tokenizer(type, path);
 }
 
 }  // namespace
