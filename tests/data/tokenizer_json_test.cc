@@ -227,6 +227,14 @@ TEST(TokenizerJson, SameShardAsTheSentencePieceModel) {
   EXPECT_GT(a.tokens, 20000u);
   EXPECT_NE(a.tokenizer, b.tokenizer);
   EXPECT_TRUE(testing::read_file(dir / "json.bin") == testing::read_file(dir / "model.bin"));
+  // Encoded on several threads, the shard is the one-thread shard.
+  o.tokenizer_path = kFixtures + "/gemma";
+  for (int64_t threads : {1, 3, 8}) {
+    o.num_threads = threads;
+    o.out = dir / ("threads" + std::to_string(threads) + ".bin");
+    tokenize_files(o);
+    EXPECT_TRUE(testing::read_file(o.out) == testing::read_file(dir / "json.bin")) << threads;
+  }
 
   DataOptions opt;
   opt.dataset_type = "shards";

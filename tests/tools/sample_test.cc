@@ -160,7 +160,7 @@ TEST(SampleCli, BadInputGivesTheFix) {
   expect_failure("sample" + model + " --prompt hi --max_new_tokens 0", {"max_new_tokens"});
   expect_failure("sample" + model + " --prompt hi --tokenizer words", {"--tokenizer 'words'"});
   expect_failure("sample" + model + " --prompt hi --tokenizer sentencepiece",
-                 {"--tokenizer_path", "no tokenizer.model"});
+                 {"--tokenizer_path", "no tokenizer.json or tokenizer.model"});
   expect_failure("sample" + model + " --prompt hi --tokenizer_path " + dir.file("none.model"),
                  {"none.model", "no such file"});
   expect_failure("sample" + model + " --prompt hi --temprature 1", {"did you mean --temperature"});
