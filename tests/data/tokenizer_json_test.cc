@@ -75,6 +75,38 @@ TEST_P(LibraryFixture, EncodeAndDecodeAsTheLibrary) {
 INSTANTIATE_TEST_SUITE_P(TokenizerJson, LibraryFixture,
                          ::testing::Values("gemma", "split_nfkc", "metaspace"));
 
+// Split with regexes whose classes Oniguruma (the library's engine) reads unlike PCRE2: every
+// behavior, inverted or not, gives the library's pieces.
+TEST(TokenizerJson, RegexSplitsAsOniguruma) {
+  std::ifstream in(kFixtures + "/regex_splits.jsonl");
+  size_t rows = 0, bad = 0;
+  for (std::string line; std::getline(in, line); ++rows) {
+    const auto row = nlohmann::json::parse(line);
+    std::string behavior;
+    for (const std::string part : {"removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"})
+      if (row["behavior"] == part) behavior = part;
+    // The JSON names: Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous.
+    std::string name;
+    bool upper = true;
+    for (char ch : behavior) {
+      if (ch == '_') { upper = true; continue; }
+      name += upper ? char(std::toupper(ch)) : ch;
+      upper = false;
+    }
+    const nlohmann::json j = {{"type", "Split"}, {"pattern", {{"Regex", row["pattern"]}}},
+                              {"behavior", name}, {"invert", row["invert"]}};
+    const auto split = hf::parse_pre_tokenizer(j, {"regex_splits.jsonl", "pre_tokenizer"});
+    std::vector<hf::Piece> pieces;
+    split->split({row["text"].get<std::string>(), -1, true}, pieces);
+    std::vector<std::string> got;
+    for (const auto& p : pieces) got.push_back(p.text);
+    if (got != row["pieces"].get<std::vector<std::string>>() && ++bad <= 5)
+      ADD_FAILURE() << row.dump() << "\n  gemmax " << nlohmann::json(got).dump();
+  }
+  EXPECT_GT(rows, 500u);
+  EXPECT_EQ(bad, 0u);
+}
+
 TEST(TokenizerJson, SpecialIdsComeFromTheFolder) {
   const auto gemma = make_tokenizer("huggingface", kFixtures + "/gemma/tokenizer.json");
   EXPECT_EQ(gemma->vocab_size(), 700);

@@ -17,18 +17,77 @@ struct MatchData {
   ~MatchData() { pcre2_match_data_free(data); }
 };
 
+// Oniguruma's classes where PCRE2's differ (measured against the library): \w is a letter, mark,
+// number or connector punctuation (inside [...]: decimal and letter numbers only), \b and \B
+// follow that \w, \h is a hex digit and [:alpha:] the Alphabetic property. PCRE2 with UCP has
+// \d, \s and \p{...} as Oniguruma's.
+constexpr std::string_view kWord = "\\p{L}\\p{M}\\p{N}\\p{Pc}";
+constexpr std::string_view kWordInClass = "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}";
+
+std::string oniguruma_to_pcre2(const std::string& p, std::string_view what) {
+  const std::string w = str_cat("[", kWord, "]"), nw = str_cat("[^", kWord, "]");
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char ch = p[i];
+    if (ch == '\\' && i + 1 < p.size()) {
+      const char e = p[++i];
+      if (in_class) {
+        if (e == 'w') out += kWordInClass;
+        else if (e == 'h') out += "0-9a-fA-F";
+        else if (e == 'W' || e == 'H')
+          fail(what, ": the regex '", p, "' has \\", e,
+               " inside [...], which gemmax cannot give Oniguruma's meaning; write the class out");
+        else (out += '\\') += e;
+        continue;
+      }
+      if (e == 'w') out += w;
+      else if (e == 'W') out += nw;
+      else if (e == 'b') out += str_cat("(?:(?<=", w, ")(?!", w, ")|(?<!", w, ")(?=", w, "))");
+      else if (e == 'B') out += str_cat("(?:(?<=", w, ")(?=", w, ")|(?<!", w, ")(?!", w, "))");
+      else if (e == 'h') out += "[0-9a-fA-F]";
+      else if (e == 'H') out += "[^0-9a-fA-F]";
+      else (out += '\\') += e;
+      continue;
+    }
+    if (!in_class && ch == '[') {
+      in_class = true;
+      out += ch;
+      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];  // a leading ] is literal
+      continue;
+    }
+    if (in_class && ch == '[' && i + 1 < p.size() && p[i + 1] == ':') {  // [:alpha:]
+      const size_t end = p.find(":]", i + 2);
+      if (end != std::string::npos) {
+        const std::string name = p.substr(i + 2, end - i - 2);
+        if (name != "alpha")
+          fail(what, ": the regex '", p, "' has the POSIX class [:", name,
+               ":], whose Oniguruma meaning gemmax does not reproduce; write it with \\p{...}");
+        out += "\\p{Alphabetic}";  // Oniguruma's [:alpha:] is the Alphabetic property
+        i = end + 1;
+        continue;
+      }
+    }
+    if (in_class && ch == ']') in_class = false;
+    out += ch;
+  }
+  return out;
+}
+
 }  // namespace
 
-Regex::Regex(const std::string& pattern, std::string_view what) {
+Regex::Regex(const std::string& onig_pattern, std::string_view what) {
+  const std::string pattern = oniguruma_to_pcre2(onig_pattern, what);
   int err = 0;
   PCRE2_SIZE at = 0;
-  // UCP: \d, \w, \s and POSIX classes are Unicode's, as Oniguruma's are on UTF-8 text.
+  // UTF and UCP: classes and properties are Unicode's, as Oniguruma's are on UTF-8 text.
   pcre2_code* c = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                 PCRE2_UTF | PCRE2_UCP, &err, &at, nullptr);
   if (!c) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    fail(what, ": the regex '", pattern, "' does not compile (", reinterpret_cast<char*>(msg),
+    fail(what, ": the regex '", onig_pattern, "' does not compile (", reinterpret_cast<char*>(msg),
          " at offset ", at, "); give a pattern in Oniguruma/PCRE syntax");
   }
   pcre2_jit_compile(c, PCRE2_JIT_COMPLETE);  // where JIT is unavailable, the interpreter runs

@@ -23,12 +23,14 @@ UChar32 char_at(std::string_view s, size_t at) {
   U8_NEXT(reinterpret_cast<const uint8_t*>(s.data()), i, int32_t(s.size()), c);
   return c;
 }
-// Rust's char::is_alphanumeric: Alphabetic, or a number (Nd, Nl, No).
-bool alphanumeric(UChar32 c) {
+// A word character as the library's single_word test finds one (Rust regex's Unicode \w):
+// alphabetic, a mark, a decimal digit, connector punctuation or a joiner.
+bool word_char(UChar32 c) {
   if (c < 0) return false;
   const int8_t t = u_charType(c);
-  return u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || t == U_DECIMAL_DIGIT_NUMBER ||
-         t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
+  return u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || t == U_NON_SPACING_MARK ||
+         t == U_ENCLOSING_MARK || t == U_COMBINING_SPACING_MARK || t == U_DECIMAL_DIGIT_NUMBER ||
+         t == U_CONNECTOR_PUNCTUATION || u_hasBinaryProperty(c, UCHAR_JOIN_CONTROL);
 }
 bool whitespace(UChar32 c) { return c >= 0 && u_isUWhiteSpace(c); }
 
@@ -108,7 +110,7 @@ void AddedTokenMatcher::split(Piece&& piece, std::vector<Piece>& out) const {
     const AddedToken& tok = *tokens_[best];
     size_t start = i, stop = best_end;
     i = best_end;  // the scan goes on after the match, used or not
-    if (tok.single_word && (alphanumeric(char_before(t, start)) || alphanumeric(char_at(t, stop))))
+    if (tok.single_word && (word_char(char_before(t, start)) || word_char(char_at(t, stop))))
       continue;
     if (tok.lstrip) {
       size_t s = start;
