@@ -12,8 +12,10 @@ MIB=${2:-8}
 VOCAB=${3:-16000}
 PY=${PY:-python3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+if [ -n "${KEEP:-}" ]; then WORK=$KEEP; mkdir -p "$WORK"; else  # KEEP=DIR: leave the files there
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
+fi
 THREADS=$(nproc)
 
 "$PY" - "$ROOT" "$WORK" "$MIB" "$VOCAB" <<'PY' 2>&1 | grep -v PyTorch
@@ -29,7 +31,7 @@ while size < mib << 20:  # documents of a few sentences, code and the fixtures' 
 with open(f"{work}/corpus.jsonl", "w") as f:
     for d in docs: f.write(json.dumps({"text": d}, ensure_ascii=False) + "\n")
 import sentencepiece as spm
-os.makedirs(f"{work}/tok")
+os.makedirs(f"{work}/tok", exist_ok=True)
 spm.SentencePieceTrainer.train(
     sentence_iterator=iter(d.replace("\n", " ") for d in docs[: len(docs) // 2]),
     model_prefix=f"{work}/tok/tokenizer", vocab_size=vocab, model_type="bpe", byte_fallback=True,

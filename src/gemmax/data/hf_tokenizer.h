@@ -91,11 +91,35 @@ class Bpe {
     uint32_t rank;
     int32_t id;
   };
-  const Merge* merge_of(int32_t a, int32_t b) const;
+  // Open addressing keyed by the pair (a << 32 | b): the hot lookup of every merge step.
+  struct MergeTable {
+    static constexpr uint64_t kEmpty = ~uint64_t(0);
+    std::vector<uint64_t> keys;
+    std::vector<Merge> values;
+    uint64_t mask = 0;
+    int shift = 64;
+    size_t size = 0;
+    void reserve(size_t n);
+    void put(uint64_t key, Merge m);  // a key put again takes the new value
+    const Merge* get(uint64_t key) const {
+      if (size == 0) return nullptr;
+      for (uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> shift;; i = (i + 1) & mask) {
+        if (keys[i] == key) return &values[i];
+        if (keys[i] == kEmpty) return nullptr;
+      }
+    }
+  };
+  const Merge* merge_of(int32_t a, int32_t b) const {
+    return merges_.get(uint64_t(uint32_t(a)) << 32 | uint32_t(b));
+  }
+  // The id of one character (no prefix or suffix), -1 if the vocabulary lacks it.
+  int32_t char_id(std::string_view c) const;
   void merge_all(std::vector<int32_t>& symbols) const;
 
   Vocab vocab_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  MergeTable merges_;
+  std::vector<int32_t> ascii_ids_;                   // one-byte characters, by byte
+  std::unordered_map<uint32_t, int32_t> char_ids_;  // longer characters, by their UTF-8 bytes
   std::string unk_token_, prefix_, suffix_;
   int32_t unk_id_ = -1;
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;

@@ -16,6 +16,13 @@ std::string optional_string(const nlohmann::json& j, const char* key, const Wher
 
 uint64_t pair_key(int32_t a, int32_t b) { return uint64_t(uint32_t(a)) << 32 | uint32_t(b); }
 
+// A character's UTF-8 bytes as one number (at most 4 bytes).
+uint32_t char_key(std::string_view c) {
+  uint32_t k = 0;
+  for (char b : c) k = k << 8 | uint8_t(b);
+  return k;
+}
+
 }  // namespace
 
 Bpe::Bpe(const nlohmann::json& m, const Where& w) {
@@ -51,6 +58,12 @@ Bpe::Bpe(const nlohmann::json& m, const Where& w) {
   const auto& merges = field(m, "merges", w);
   if (!merges.is_array()) fail_at(w.at("merges"), "expected a list of merges");
   merges_.reserve(merges.size());
+  ascii_ids_.assign(256, -1);
+  for (const auto& [token, id] : vocab_) {  // single characters, for the first step of tokenize
+    if (token.size() == 1) ascii_ids_[uint8_t(token[0])] = id;
+    else if (token.size() <= 4 && utf8_len(uint8_t(token[0])) == token.size())
+      char_ids_.emplace(char_key(token), id);
+  }
   for (size_t i = 0; i < merges.size(); ++i) {
     const auto& e = merges[i];
     std::string a, b;
@@ -78,13 +91,39 @@ Bpe::Bpe(const nlohmann::json& m, const Where& w) {
                 str_cat("the merge \"", a, " ", b, "\" names \"", *t,
                         "\", which is not in model.vocab; the file is inconsistent: "
                         "re-export it, or add the token to the vocabulary"));
-    merges_[pair_key(find(a), find(b))] = {uint32_t(i), find(merged)};  // a repeat: the last wins
+    merges_.put(pair_key(find(a), find(b)), {uint32_t(i), find(merged)});  // a repeat: the last wins
   }
 }
 
-const Bpe::Merge* Bpe::merge_of(int32_t a, int32_t b) const {
-  const auto it = merges_.find(pair_key(a, b));
-  return it == merges_.end() ? nullptr : &it->second;
+void Bpe::MergeTable::reserve(size_t n) {
+  size_t cap = 16;
+  shift = 60;
+  while (cap < 2 * n + 2) {
+    cap *= 2;
+    --shift;
+  }
+  keys.assign(cap, kEmpty);
+  values.assign(cap, {});
+  mask = cap - 1;
+}
+
+void Bpe::MergeTable::put(uint64_t key, Merge m) {
+  for (uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> shift;; i = (i + 1) & mask) {
+    if (keys[i] == kEmpty) {
+      keys[i] = key;
+      ++size;
+    }
+    if (keys[i] == key) {
+      values[i] = m;
+      return;
+    }
+  }
+}
+
+int32_t Bpe::char_id(std::string_view c) const {
+  if (c.size() == 1) return ascii_ids_[uint8_t(c[0])];
+  const auto it = char_ids_.find(char_key(c));
+  return it == char_ids_.end() ? -1 : it->second;
 }
 
 void Bpe::tokenize(std::string_view word, std::vector<int32_t>& ids) const {
@@ -107,7 +146,7 @@ void Bpe::tokenize(std::string_view word, std::vector<int32_t>& ids) const {
       if (last) decorated += suffix_;
       s = decorated;
     }
-    if (const int32_t id = find(s); id >= 0) {
+    if (const int32_t id = s.size() == n ? char_id(s) : find(s); id >= 0) {
       if (unk >= 0) symbols.push_back(std::exchange(unk, -1));
       symbols.push_back(id);
       continue;
@@ -136,7 +175,7 @@ void Bpe::tokenize(std::string_view word, std::vector<int32_t>& ids) const {
 // (a side already merged away, or the pair changed) are skipped when popped.
 void Bpe::merge_all(std::vector<int32_t>& symbols) const {
   const int32_t n = int32_t(symbols.size());
-  if (n < 2 || merges_.empty()) return;
+  if (n < 2 || merges_.size == 0) return;
   struct Entry {
     uint32_t rank;
     int32_t pos, id;
