@@ -12,9 +12,18 @@ namespace {
 
 pcre2_code* code(void* p) { return static_cast<pcre2_code*>(p); }
 
+// Per thread: match data, and a JIT stack that grows to 8 MiB (the default 32 KiB on the machine
+// stack would fail patterns that backtrack deeply, where Oniguruma succeeds).
 struct MatchData {
-  pcre2_match_data* data;
-  ~MatchData() { pcre2_match_data_free(data); }
+  pcre2_match_data* data = pcre2_match_data_create(32, nullptr);
+  pcre2_jit_stack* stack = pcre2_jit_stack_create(32 << 10, 8 << 20, nullptr);
+  pcre2_match_context* context = pcre2_match_context_create(nullptr);
+  MatchData() { pcre2_jit_stack_assign(context, nullptr, stack); }
+  ~MatchData() {
+    pcre2_match_context_free(context);
+    pcre2_jit_stack_free(stack);
+    pcre2_match_data_free(data);
+  }
 };
 
 // Oniguruma's classes where PCRE2's differ (measured against the library): \w is a letter, mark,
@@ -77,7 +86,8 @@ std::string oniguruma_to_pcre2(const std::string& p, std::string_view what) {
 
 }  // namespace
 
-Regex::Regex(const std::string& onig_pattern, std::string_view what) {
+Regex::Regex(const std::string& onig_pattern, std::string_view what)
+    : pattern_(onig_pattern), what_(what) {
   const std::string pattern = oniguruma_to_pcre2(onig_pattern, what);
   int err = 0;
   PCRE2_SIZE at = 0;
@@ -97,22 +107,22 @@ Regex::Regex(const std::string& onig_pattern, std::string_view what) {
 Regex::~Regex() { pcre2_code_free(code(code_)); }
 
 void Regex::find(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const {
-  thread_local std::unique_ptr<MatchData> md;
-  if (!md) md.reset(new MatchData{pcre2_match_data_create(32, nullptr)});
+  thread_local MatchData md;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t from = 0;
   bool have_last = false;
   size_t last_end = 0;
   while (from <= text.size()) {
     const int rc = pcre2_match(code(code_), subject, text.size(), from, PCRE2_NO_UTF_CHECK,
-                               md->data, nullptr);
+                               md.data, md.context);
     if (rc == PCRE2_ERROR_NOMATCH) return;
-    if (rc < 0 && rc != 0) {
+    if (rc < 0) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(rc, msg, sizeof msg);
-      fail("regex match failed: ", reinterpret_cast<char*>(msg));
+      fail(what_, ": the regex '", pattern_, "' failed on a text of ", text.size(),
+           " bytes: ", reinterpret_cast<char*>(msg));
     }
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md->data);
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.data);
     const size_t s = ov[0], e = ov[1];
     if (s == e && have_last && last_end == e) {
       from += from < text.size() ? utf8_len(uint8_t(text[from])) : 1;

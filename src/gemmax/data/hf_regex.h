@@ -25,6 +25,7 @@ class Regex {
 
  private:
   void* code_;  // pcre2_code_8
+  std::string pattern_, what_;  // for the error of a match PCRE2 gives up on
 };
 
 }  // namespace gemmax::hf
