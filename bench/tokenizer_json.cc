@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeats; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       for (size_t i = 0; i < texts.size(); ++i) ids[i] = tok->encode(texts[i]);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     size_t tokens = 0;
     std::ofstream out(argv[3], std::ios::binary);

@@ -36,17 +36,20 @@ std::unique_ptr<gemmax::Tokenizer> g_default;
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_default = gemmax::make_huggingface_tokenizer(gemmax::fuzz::write_scratch("default/tokenizer.json", kDefault));
+  g_default = gemmax::make_huggingface_tokenizer(
+      gemmax::fuzz::write_scratch("default/tokenizer.json", kDefault));
   return 0;
 }
 
 // Input: text only (the default tokenizer), or a tokenizer.json, a line "--text--", the text.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const auto parts = gemmax::fuzz::split_input(gemmax::fuzz::as_view(data, size), "\n--text--\n", 2);
+  const auto parts =
+      gemmax::fuzz::split_input(gemmax::fuzz::as_view(data, size), "\n--text--\n", 2);
   try {
     std::unique_ptr<gemmax::Tokenizer> own;
     if (parts.size() == 2)
-      own = gemmax::make_huggingface_tokenizer(gemmax::fuzz::write_scratch("in/tokenizer.json", parts[0]));
+      own = gemmax::make_huggingface_tokenizer(
+          gemmax::fuzz::write_scratch("in/tokenizer.json", parts[0]));
     const gemmax::Tokenizer& tok = own ? *own : *g_default;
     const std::string_view text = parts.back();
     const std::vector<int32_t> ids = tok.encode(text);

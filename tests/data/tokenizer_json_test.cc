@@ -7,12 +7,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
 #include "gemmax/data/hf_tokenizer.h"
 #include "gemmax/data/loader.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenize_files.h"
 #include "gemmax/data/tokenizer.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
@@ -21,12 +21,14 @@ namespace fs = std::filesystem;
 using testing::expect_error;
 using testing::TempDir;
 
-const std::string kFixtures = std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json";
+const std::string kFixtures =
+    std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json";
 
 std::vector<std::string> fixture_docs() {
   std::vector<std::string> docs;
   std::ifstream in(kFixtures + "/docs.jsonl");
-  for (std::string line; std::getline(in, line);) docs.push_back(nlohmann::json::parse(line).get<std::string>());
+  for (std::string line; std::getline(in, line);)
+    docs.push_back(nlohmann::json::parse(line).get<std::string>());
   return docs;
 }
 
@@ -57,14 +59,17 @@ TEST_P(LibraryFixture, EncodeAndDecodeAsTheLibrary) {
       ADD_FAILURE() << name << " document " << k << " " << nlohmann::json(docs[k]).dump()
                     << "\n  library " << nlohmann::json(want).dump() << "\n  gemmax  "
                     << nlohmann::json(got).dump();
-    const std::string text = rows[k].contains("text") ? rows[k]["text"].get<std::string>() : docs[k];
+    const std::string text =
+        rows[k].contains("text") ? rows[k]["text"].get<std::string>() : docs[k];
     if (tok->decode(want) != text && ++bad_text <= 5)
       ADD_FAILURE() << name << " document " << k << " decodes to "
                     << nlohmann::json(tok->decode(want)).dump() << ", library "
                     << nlohmann::json(text).dump();
     if (rows[k].contains("framed")) {
       ++framed;
-      EXPECT_EQ(hf.encode_with_special_tokens(docs[k]), rows[k]["framed"].get<std::vector<int32_t>>()) << k;
+      EXPECT_EQ(hf.encode_with_special_tokens(docs[k]),
+                rows[k]["framed"].get<std::vector<int32_t>>())
+          << k;
     }
   }
   EXPECT_EQ(bad_ids, 0u);
@@ -83,18 +88,24 @@ TEST(TokenizerJson, RegexSplitsAsOniguruma) {
   for (std::string line; std::getline(in, line); ++rows) {
     const auto row = nlohmann::json::parse(line);
     std::string behavior;
-    for (const std::string part : {"removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"})
+    for (const std::string part :
+         {"removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"})
       if (row["behavior"] == part) behavior = part;
     // The JSON names: Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous.
     std::string name;
     bool upper = true;
     for (char ch : behavior) {
-      if (ch == '_') { upper = true; continue; }
+      if (ch == '_') {
+        upper = true;
+        continue;
+      }
       name += upper ? char(std::toupper(ch)) : ch;
       upper = false;
     }
-    const nlohmann::json j = {{"type", "Split"}, {"pattern", {{"Regex", row["pattern"]}}},
-                              {"behavior", name}, {"invert", row["invert"]}};
+    const nlohmann::json j = {{"type", "Split"},
+                              {"pattern", {{"Regex", row["pattern"]}}},
+                              {"behavior", name},
+                              {"invert", row["invert"]}};
     const auto split = hf::parse_pre_tokenizer(j, {"regex_splits.jsonl", "pre_tokenizer"});
     std::vector<hf::Piece> pieces;
     split->split({row["text"].get<std::string>(), -1, true}, pieces);
@@ -142,13 +153,16 @@ TEST(TokenizerJson, FactoryReadsTheKindFromTheFile) {
   EXPECT_NE(make_tokenizer("sentencepiece", dir.str())->describe().find("sentencepiece"),
             std::string::npos);
   expect_error([&] { make_tokenizer("huggingface", dir.str()); },
-               {"tokenizer_type=huggingface", "tokenizer.model", "SentencePiece", "tokenizer_type=sentencepiece"});
+               {"tokenizer_type=huggingface", "tokenizer.model", "SentencePiece",
+                "tokenizer_type=sentencepiece"});
   expect_error([&] { make_tokenizer("sentencepiece", kFixtures + "/gemma/tokenizer.json"); },
                {"tokenizer_type=sentencepiece", "tokenizer.json", "tokenizer_type=huggingface"});
   fs::remove(dir / "tokenizer.model");
-  expect_error([&] { make_tokenizer("auto", dir.str()); }, {"without tokenizer.json or tokenizer.model"});
+  expect_error([&] { make_tokenizer("auto", dir.str()); },
+               {"without tokenizer.json or tokenizer.model"});
   expect_error([&] { make_tokenizer("huggingface", ""); }, {"needs tokenizer_path"});
-  expect_error([&] { make_tokenizer("tiktoken", dir.str()); }, {"tokenizer_type 'tiktoken'", "huggingface"});
+  expect_error([&] { make_tokenizer("tiktoken", dir.str()); },
+               {"tokenizer_type 'tiktoken'", "huggingface"});
   expect_error([&] { make_tokenizer("auto", dir / "none.json"); }, {"none.json", "no such file"});
 }
 
@@ -169,44 +183,84 @@ TEST(TokenizerJson, BadFilesAreClearErrors) {
                {"tokenizer.json", "not valid JSON"});
   expect_error([] { load_edited([](nlohmann::json& j) { j.erase("model"); }); },
                {"tokenizer.json", "no \"model\""});
-  expect_error([] { load_edited([](nlohmann::json& j) { j["model"]["merges"].push_back("▁the zzz"); }); },
-               {"field \"model.merges[", "\"zzz\"", "not in model.vocab"});
-  expect_error([] { load_edited([](nlohmann::json& j) { j["model"]["merges"].push_back(nlohmann::json::array({"a"})); }); },
-               {"model.merges[", "expected \"a b\""});
-  expect_error([] { load_edited([](nlohmann::json& j) { j["model"]["merges"].push_back("nospace"); }); },
-               {"model.merges[", "not two tokens"});
+  expect_error(
+      [] { load_edited([](nlohmann::json& j) { j["model"]["merges"].push_back("▁the zzz"); }); },
+      {"field \"model.merges[", "\"zzz\"", "not in model.vocab"});
+  expect_error(
+      [] {
+        load_edited([](nlohmann::json& j) {
+          j["model"]["merges"].push_back(nlohmann::json::array({"a"}));
+        });
+      },
+      {"model.merges[", "expected \"a b\""});
+  expect_error(
+      [] { load_edited([](nlohmann::json& j) { j["model"]["merges"].push_back("nospace"); }); },
+      {"model.merges[", "not two tokens"});
   for (const char* model : {"WordPiece", "Unigram", "WordLevel"})
     expect_error([&] { load_edited([&](nlohmann::json& j) { j["model"]["type"] = model; }); },
                  {"tokenizer.json", "model.type", model, "not supported"});
-  expect_error([] { load_edited([](nlohmann::json& j) { j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}}; }); },
-               {"field \"pre_tokenizer\"", "\"ByteLevel\"", "not supported"});
-  expect_error([] { load_edited([](nlohmann::json& j) {
-                 j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}}; }); },
-               {"field \"normalizer.normalizers[1]\"", "\"Lowercase\"", "not supported"});
-  expect_error([] { load_edited([](nlohmann::json& j) { j["decoder"]["decoders"][1] = {{"type", "ByteLevel"}}; }); },
-               {"field \"decoder.decoders[1]\"", "\"ByteLevel\"", "not supported"});
-  expect_error([] { load_edited([](nlohmann::json& j) { j["post_processor"] = {{"type", "RobertaProcessing"}}; }); },
-               {"field \"post_processor\"", "\"RobertaProcessing\"", "not supported"});
-  expect_error([] { load_edited([](nlohmann::json& j) {
-                 j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}, {"invert", false}}; }); },
-               {"pre_tokenizer.pattern", "does not compile"});
-  expect_error([] { load_edited([](nlohmann::json& j) { j["pre_tokenizer"]["behavior"] = "Sideways"; }); },
-               {"pre_tokenizer.behavior", "Sideways", "MergedWithNext"});
+  expect_error(
+      [] {
+        load_edited([](nlohmann::json& j) {
+          j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
+        });
+      },
+      {"field \"pre_tokenizer\"", "\"ByteLevel\"", "not supported"});
+  expect_error(
+      [] {
+        load_edited([](nlohmann::json& j) {
+          j["normalizer"] = {{"type", "Sequence"},
+                             {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
+        });
+      },
+      {"field \"normalizer.normalizers[1]\"", "\"Lowercase\"", "not supported"});
+  expect_error(
+      [] {
+        load_edited([](nlohmann::json& j) {
+          j["decoder"]["decoders"][1] = {{"type", "ByteLevel"}};
+        });
+      },
+      {"field \"decoder.decoders[1]\"", "\"ByteLevel\"", "not supported"});
+  expect_error(
+      [] {
+        load_edited([](nlohmann::json& j) {
+          j["post_processor"] = {{"type", "RobertaProcessing"}};
+        });
+      },
+      {"field \"post_processor\"", "\"RobertaProcessing\"", "not supported"});
+  expect_error(
+      [] {
+        load_edited([](nlohmann::json& j) {
+          j["pre_tokenizer"] = {{"type", "Split"},
+                                {"pattern", {{"Regex", "(unclosed"}}},
+                                {"behavior", "Isolated"},
+                                {"invert", false}};
+        });
+      },
+      {"pre_tokenizer.pattern", "does not compile"});
+  expect_error(
+      [] { load_edited([](nlohmann::json& j) { j["pre_tokenizer"]["behavior"] = "Sideways"; }); },
+      {"pre_tokenizer.behavior", "Sideways", "MergedWithNext"});
   expect_error([] { load_edited([](nlohmann::json& j) { j["model"]["dropout"] = 0.1; }); },
                {"model.dropout", "null"});
-  expect_error([] { load_edited([](nlohmann::json& j) { j["truncation"] = {{"max_length", 8}}; }); },
-               {"field \"truncation\"", "null"});
+  expect_error(
+      [] { load_edited([](nlohmann::json& j) {
+             j["truncation"] = {{"max_length", 8}};
+           }); },
+      {"field \"truncation\"", "null"});
   expect_error([] { load_edited([](nlohmann::json& j) { j["added_tokens"][0]["id"] = 5; }); },
                {"added_tokens[0]", "\"<pad>\"", "the tokenizers library gives it 0"});
   // The folder's files must agree with the tokenizer.
-  for (const char* f : {"tokenizer.json", "tokenizer.model"}) fs::copy_file(kFixtures + "/gemma/" + f, dir / ("g_" + std::string(f)));
+  for (const char* f : {"tokenizer.json", "tokenizer.model"})
+    fs::copy_file(kFixtures + "/gemma/" + f, dir / ("g_" + std::string(f)));
   fs::create_directories(dir / "g");
   fs::copy_file(kFixtures + "/gemma/tokenizer.json", dir / "g/tokenizer.json");
   testing::write_file(dir / "g/tokenizer_config.json", "{\"eos_token\": \"<end>\"}");
   expect_error([&] { make_tokenizer("auto", dir / "g"); },
                {"tokenizer_config.json", "eos_token", "\"<end>\" is not a token"});
   testing::write_file(dir / "g/tokenizer_config.json", "{\"eos_token\": 7}");
-  expect_error([&] { make_tokenizer("auto", dir / "g"); }, {"tokenizer_config.json", "eos_token", "expected a token string"});
+  expect_error([&] { make_tokenizer("auto", dir / "g"); },
+               {"tokenizer_config.json", "eos_token", "expected a token string"});
   // Text that is not UTF-8 is refused, naming the byte.
   const auto tok = make_tokenizer("auto", kFixtures + "/gemma");
   expect_error([&] { tok->encode("ok \xff"); }, {"not valid UTF-8", "byte 3"});
@@ -216,8 +270,9 @@ TEST(TokenizerJson, BadFilesAreClearErrors) {
 // decode to nothing and ids outside the vocabulary to U+FFFD.
 TEST(TokenizerJson, DecodeInverseAndOutOfRange) {
   const auto tok = make_tokenizer("auto", kFixtures + "/gemma");
-  for (const std::string text : {"Plain prose, with  two spaces.\n\ttab", "日本語 🐈‍⬛ \x01 z\u0301",
-                                 "<start_of_turn>user\nhi<end_of_turn>"})
+  for (const std::string text :
+       {"Plain prose, with  two spaces.\n\ttab", "日本語 🐈‍⬛ \x01 z\u0301",
+        "<start_of_turn>user\nhi<end_of_turn>"})
     EXPECT_EQ(tok->decode(tok->encode(text)), text);
   std::vector<int32_t> ids = {2};
   const auto hi = tok->encode("hi");
@@ -274,8 +329,8 @@ TEST(TokenizerJson, SameShardAsTheSentencePieceModel) {
   opt.seq = 8;
   opt.batch = 2;
   opt.vocab_size = 600;  // a model smaller than the tokenizer
-  expect_error([&] { make_data_loader(opt); },
-               {"json.bin", "outside the model's vocabulary", "vocab_size 600", "vocabulary size 700"});
+  expect_error([&] { make_data_loader(opt); }, {"json.bin", "outside the model's vocabulary",
+                                                "vocab_size 600", "vocabulary size 700"});
 }
 
 }  // namespace

@@ -4,22 +4,24 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
 #include "gemmax/data/hf_tokenizer.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenizer.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
 
-const std::string kGemma = std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json/gemma";
+const std::string kGemma =
+    std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json/gemma";
 
 TEST(TokenizeCli, TokenizerJsonFolderFileAndModelGiveOneShard) {
   testing::TempDir dir;
-  testing::write_file(dir / "docs.jsonl",
-                      "{\"text\": \"The river found 12 bright stones.\"}\n"
-                      "{\"text\": \"def f(x):\\n    return x * 2\\n\"}\n"
-                      "{\"text\": \"caf\\u00e9 \\ud83d\\ude00 <start_of_turn>user\\nhi<end_of_turn>\"}\n");
+  testing::write_file(
+      dir / "docs.jsonl",
+      "{\"text\": \"The river found 12 bright stones.\"}\n"
+      "{\"text\": \"def f(x):\\n    return x * 2\\n\"}\n"
+      "{\"text\": \"caf\\u00e9 \\ud83d\\ude00 <start_of_turn>user\\nhi<end_of_turn>\"}\n");
   std::string first;
   for (const std::string& tok : {kGemma, kGemma + "/tokenizer.json", kGemma + "/tokenizer.model"})
     for (const char* threads : {"1", "2"}) {
@@ -33,8 +35,9 @@ TEST(TokenizeCli, TokenizerJsonFolderFileAndModelGiveOneShard) {
       if (first.empty()) first = shard;
       EXPECT_TRUE(shard == first) << tok << " on " << threads << " threads";
     }
-  const auto r = testing::run_gemmax("tokenize --out " + (dir / "x.bin") + " --tokenizer huggingface" +
-                                     " --tokenizer_path " + kGemma + "/tokenizer.model " + (dir / "docs.jsonl"));
+  const auto r = testing::run_gemmax("tokenize --out " + (dir / "x.bin") +
+                                     " --tokenizer huggingface" + " --tokenizer_path " + kGemma +
+                                     "/tokenizer.model " + (dir / "docs.jsonl"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("tokenizer_type=huggingface but"), std::string::npos) << r.out;
 }
@@ -46,10 +49,12 @@ TEST(TokenizeCli, ChatTurnMarkersAreOneTokenEach) {
                       "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, "
                       "{\"role\": \"assistant\", \"content\": \"hello\"}]}\n");
   const std::string tmpl =
-      "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}";
+      "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% "
+      "endfor %}";
   testing::write_file(dir / "t.jinja", tmpl);
-  const auto r = testing::run_gemmax("tokenize --out " + (dir / "c.bin") + " --tokenizer_path " + kGemma +
-                                     " --chat_template_path " + (dir / "t.jinja") + " " + (dir / "chat.jsonl"));
+  const auto r = testing::run_gemmax("tokenize --out " + (dir / "c.bin") + " --tokenizer_path " +
+                                     kGemma + " --chat_template_path " + (dir / "t.jinja") + " " +
+                                     (dir / "chat.jsonl"));
   ASSERT_EQ(r.status, 0) << r.out;
   const auto tok = make_tokenizer("auto", kGemma);
   const auto& hf = dynamic_cast<const hf::HfTokenizer&>(*tok);
@@ -62,7 +67,8 @@ TEST(TokenizeCli, ChatTurnMarkersAreOneTokenEach) {
   EXPECT_EQ(starts, 2u);
   EXPECT_EQ(ends, 2u);
   std::vector<int32_t> ids(s.tokens().begin(), s.tokens().end());
-  EXPECT_EQ(tok->decode(ids), "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>assistant\nhello<end_of_turn>\n");
+  EXPECT_EQ(tok->decode(ids),
+            "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>assistant\nhello<end_of_turn>\n");
 }
 
 }  // namespace

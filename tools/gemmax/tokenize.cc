@@ -1,6 +1,7 @@
 // gemmax tokenize: text files -> one token shard for dataset_type=shards.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "commands.h"
@@ -105,6 +106,11 @@ int cmd_tokenize(int argc, char** argv) {
   std::vector<PathRole> inputs = {{tokenizer_file(o.tokenizer_path), "--tokenizer_path"},
                                   {o.chat_template_path, "--chat_template_path"}};
   for (const std::string& in : o.inputs) inputs.push_back({in, "input"});
+  // A tokenizer.json's special tokens are read from the files beside it.
+  if (const std::string t = tokenizer_file(o.tokenizer_path); t.ends_with(".json"))
+    for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"})
+      inputs.push_back({(std::filesystem::path(t).parent_path() / f).string(),
+                        str_cat("--tokenizer_path's ", f)});
   // The files a template folder is read from are inputs too.
   if (!o.chat_template_dir.empty())
     for (const char* f : {"chat_template.jinja", "tokenizer_config.json"})

@@ -42,21 +42,31 @@ std::string oniguruma_to_pcre2(const std::string& p, std::string_view what) {
     if (ch == '\\' && i + 1 < p.size()) {
       const char e = p[++i];
       if (in_class) {
-        if (e == 'w') out += kWordInClass;
-        else if (e == 'h') out += "0-9a-fA-F";
+        if (e == 'w')
+          out += kWordInClass;
+        else if (e == 'h')
+          out += "0-9a-fA-F";
         else if (e == 'W' || e == 'H')
           fail(what, ": the regex '", p, "' has \\", e,
                " inside [...], which gemmax cannot give Oniguruma's meaning; write the class out");
-        else (out += '\\') += e;
+        else
+          (out += '\\') += e;
         continue;
       }
-      if (e == 'w') out += w;
-      else if (e == 'W') out += nw;
-      else if (e == 'b') out += str_cat("(?:(?<=", w, ")(?!", w, ")|(?<!", w, ")(?=", w, "))");
-      else if (e == 'B') out += str_cat("(?:(?<=", w, ")(?=", w, ")|(?<!", w, ")(?!", w, "))");
-      else if (e == 'h') out += "[0-9a-fA-F]";
-      else if (e == 'H') out += "[^0-9a-fA-F]";
-      else (out += '\\') += e;
+      if (e == 'w')
+        out += w;
+      else if (e == 'W')
+        out += nw;
+      else if (e == 'b')
+        out += str_cat("(?:(?<=", w, ")(?!", w, ")|(?<!", w, ")(?=", w, "))");
+      else if (e == 'B')
+        out += str_cat("(?:(?<=", w, ")(?=", w, ")|(?<!", w, ")(?!", w, "))");
+      else if (e == 'h')
+        out += "[0-9a-fA-F]";
+      else if (e == 'H')
+        out += "[^0-9a-fA-F]";
+      else
+        (out += '\\') += e;
       continue;
     }
     if (!in_class && ch == '[') {
@@ -113,8 +123,8 @@ void Regex::find(std::string_view text, std::vector<std::pair<size_t, size_t>>& 
   bool have_last = false;
   size_t last_end = 0;
   while (from <= text.size()) {
-    const int rc = pcre2_match(code(code_), subject, text.size(), from, PCRE2_NO_UTF_CHECK,
-                               md.data, md.context);
+    const int rc = pcre2_match(code(code_), subject, text.size(), from, PCRE2_NO_UTF_CHECK, md.data,
+                               md.context);
     if (rc == PCRE2_ERROR_NOMATCH) return;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];

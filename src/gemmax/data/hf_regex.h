@@ -24,7 +24,7 @@ class Regex {
   void find(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const;
 
  private:
-  void* code_;  // pcre2_code_8
+  void* code_;                  // pcre2_code_8
   std::string pattern_, what_;  // for the error of a match PCRE2 gives up on
 };
 

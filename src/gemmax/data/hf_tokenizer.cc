@@ -47,8 +47,9 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
   const Where top{path, ""};
   if (!j.is_object()) fail(path, ": a tokenizer.json is a JSON object, got ", j.type_name());
   if (!j.contains("model") || j["model"].is_null())
-    fail(path, ": the tokenizer.json has no \"model\"; it is not a whole tokenizer (save it with "
-               "tokenizer.save() or transformers' save_pretrained)");
+    fail(path,
+         ": the tokenizer.json has no \"model\"; it is not a whole tokenizer (save it with "
+         "tokenizer.save() or transformers' save_pretrained)");
   for (const char* key : {"truncation", "padding"})
     if (j.contains(key) && !j[key].is_null())
       fail_at(top.at(key), "gemmax encodes whole documents and frames them itself; set it to null");
@@ -62,7 +63,8 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
                     "\" is not supported (supported: BPE, as the Gemma family and transformers' "
                     "SentencePiece conversions use); gemmax does not approximate it"));
   model_ = std::make_unique<Bpe>(model, top.at("model"));
-  if (j.contains("normalizer")) normalizer_ = parse_normalizer(j["normalizer"], top.at("normalizer"));
+  if (j.contains("normalizer"))
+    normalizer_ = parse_normalizer(j["normalizer"], top.at("normalizer"));
   if (j.contains("pre_tokenizer"))
     pre_tokenizer_ = parse_pre_tokenizer(j["pre_tokenizer"], top.at("pre_tokenizer"));
   if (j.contains("decoder")) decoder_ = parse_decoder(j["decoder"], top.at("decoder"));
@@ -75,7 +77,8 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
   if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
     const auto& list = j["added_tokens"];
     if (!list.is_array()) fail_at(top.at("added_tokens"), "expected a list of tokens");
-    for (size_t i = 0; i < list.size(); ++i) added_.push_back(parse_added(list[i], top.at("added_tokens").index(i)));
+    for (size_t i = 0; i < list.size(); ++i)
+      added_.push_back(parse_added(list[i], top.at("added_tokens").index(i)));
   }
   // The library numbers an added token outside model.vocab itself: after the vocabulary's
   // size, or after the highest added id; a file that says otherwise is refused, not obeyed.
@@ -87,10 +90,13 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
     int64_t id = model_->find(t.content);
     for (size_t k = 0; k < i && id < 0; ++k)
       if (added_[k].content == t.content) id = added_[k].id;
-    if (id < 0) id = max_added < 0 ? model_size : max_added >= model_size ? max_added + 1 : model_size;
+    if (id < 0)
+      id = max_added < 0 ? model_size : max_added >= model_size ? max_added + 1 : model_size;
     if (id != t.id)
-      fail_at(w, str_cat("token \"", t.content, "\" has id ", t.id, " but the tokenizers library gives it ",
-                         id, model_->find(t.content) >= 0 ? " (its id in model.vocab)" : " (the next free id)",
+      fail_at(w, str_cat("token \"", t.content, "\" has id ", t.id,
+                         " but the tokenizers library gives it ", id,
+                         model_->find(t.content) >= 0 ? " (its id in model.vocab)"
+                                                      : " (the next free id)",
                          "; the file is inconsistent: re-export it"));
     max_added = std::max(max_added, id);
     if (t.id >= int64_t(names.size())) names.resize(size_t(t.id) + 1, nullptr);
@@ -109,7 +115,8 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
     if (t.normalized) {
       std::string p = t.content;
       if (normalizer_) normalizer_->normalize(p);
-      id_to_token_[t.id] = p;  // the library decodes a normalized added token as its normalized text
+      id_to_token_[t.id] =
+          p;  // the library decodes a normalized added token as its normalized text
       norm.push_back(&t);
       norm_p.push_back(std::move(p));
     } else {
@@ -143,7 +150,8 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
       } else if (e.is_object() && e.contains("SpecialToken")) {
         const std::string name = string_field(e["SpecialToken"], "id", wi);
         if (!specials.is_object() || !specials.contains(name))
-          fail_at(w.at("special_tokens"), str_cat("has no \"", name, "\", which the template uses"));
+          fail_at(w.at("special_tokens"),
+                  str_cat("has no \"", name, "\", which the template uses"));
         const auto& ids = field(specials[name], "ids", w.at("special_tokens").at(name));
         for (const auto& id : ids) {
           if (!id.is_number_unsigned() || id.get<int64_t>() >= vocab_size_)
@@ -152,13 +160,14 @@ HfTokenizer::HfTokenizer(const std::string& path) : path_(path) {
           (seen ? template_.after : template_.before).push_back(id.get<int32_t>());
         }
       } else {
-        fail_at(wi, str_cat("expected {\"Sequence\": ...} or {\"SpecialToken\": ...}, got ", e.dump()));
+        fail_at(wi,
+                str_cat("expected {\"Sequence\": ...} or {\"SpecialToken\": ...}, got ", e.dump()));
       }
     }
     if (!seen) fail_at(w.at("single"), "the template has no sequence A: the text would be dropped");
     template_.present = true;
   }
-  read_special_ids(j);
+  read_special_ids();
 }
 
 int32_t HfTokenizer::token_to_id(std::string_view token) const {
@@ -169,7 +178,7 @@ int32_t HfTokenizer::token_to_id(std::string_view token) const {
 
 // bos/eos/pad as transformers reads them: tokenizer_config.json, then special_tokens_map.json,
 // beside the tokenizer.json; bos falls back to the post-processor's leading token.
-void HfTokenizer::read_special_ids(const nlohmann::json&) {
+void HfTokenizer::read_special_ids() {
   const std::filesystem::path dir = std::filesystem::path(path_).parent_path();
   for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
     const std::string file = (dir / name).string();
@@ -183,10 +192,12 @@ void HfTokenizer::read_special_ids(const nlohmann::json&) {
       const auto& v = c[key];
       const Where w{file, key};
       std::string token;
-      if (v.is_string()) token = v.get<std::string>();
+      if (v.is_string())
+        token = v.get<std::string>();
       else if (v.is_object() && v.contains("content") && v["content"].is_string())
         token = v["content"].get<std::string>();
-      else fail_at(w, str_cat("expected a token string or {\"content\": ...}, got ", v.dump()));
+      else
+        fail_at(w, str_cat("expected a token string or {\"content\": ...}, got ", v.dump()));
       const int32_t id = token_to_id(token);
       if (id < 0)
         fail_at(w, str_cat("\"", token, "\" is not a token of ", path_,
@@ -211,8 +222,10 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
   }
   if (pre_tokenizer_) {
     for (Piece& p : normalized) {
-      if (p.id >= 0) split.push_back(std::move(p));
-      else pre_tokenizer_->split(std::move(p), split);
+      if (p.id >= 0)
+        split.push_back(std::move(p));
+      else
+        pre_tokenizer_->split(std::move(p), split);
     }
   } else {
     split = std::move(normalized);
@@ -220,8 +233,10 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   for (const Piece& p : split) {
-    if (p.id >= 0) ids.push_back(p.id);
-    else model_->tokenize(p.text, ids);
+    if (p.id >= 0)
+      ids.push_back(p.id);
+    else
+      model_->tokenize(p.text, ids);
   }
   return ids;
 }
@@ -244,7 +259,8 @@ std::string HfTokenizer::decode(std::span<const int32_t> ids) const {
       tokens.emplace_back("\xEF\xBF\xBD");
       continue;
     }
-    if (const auto it = added_by_id_.find(id); it != added_by_id_.end() && added_[it->second].special)
+    if (const auto it = added_by_id_.find(id);
+        it != added_by_id_.end() && added_[it->second].special)
       continue;
     tokens.push_back(id_to_token_[id]);
   }

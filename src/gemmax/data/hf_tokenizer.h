@@ -21,7 +21,9 @@ namespace gemmax::hf {
 struct Where {
   std::string file;
   std::string field;  // e.g. "normalizer.normalizers[1]"
-  Where at(std::string_view sub) const { return {file, field.empty() ? std::string(sub) : field + "." + std::string(sub)}; }
+  Where at(std::string_view sub) const {
+    return {file, field.empty() ? std::string(sub) : field + "." + std::string(sub)};
+  }
   Where index(size_t i) const { return {file, field + "[" + std::to_string(i) + "]"}; }
 };
 [[noreturn]] void fail_at(const Where& w, std::string_view problem);
@@ -118,7 +120,7 @@ class Bpe {
 
   Vocab vocab_;
   MergeTable merges_;
-  std::vector<int32_t> ascii_ids_;                   // one-byte characters, by byte
+  std::vector<int32_t> ascii_ids_;                  // one-byte characters, by byte
   std::unordered_map<uint32_t, int32_t> char_ids_;  // longer characters, by their UTF-8 bytes
   std::string unk_token_, prefix_, suffix_;
   int32_t unk_id_ = -1;
@@ -161,8 +163,8 @@ struct Template {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  // path: the tokenizer.json file; config_dir: where tokenizer_config.json and
-  // special_tokens_map.json are looked for (its folder).
+  // path: the tokenizer.json file; tokenizer_config.json and special_tokens_map.json are looked
+  // for beside it.
   explicit HfTokenizer(const std::string& path);
   std::vector<int32_t> encode(std::string_view text) const override;
   // The library's encode with add_special_tokens=True: the post-processor's bos (and any other
@@ -178,7 +180,7 @@ class HfTokenizer final : public Tokenizer {
   int32_t token_to_id(std::string_view token) const;
 
  private:
-  void read_special_ids(const nlohmann::json& tokenizer_json);
+  void read_special_ids();
 
   std::string path_;
   std::unique_ptr<Bpe> model_;

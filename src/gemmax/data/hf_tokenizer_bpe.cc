@@ -60,7 +60,8 @@ Bpe::Bpe(const nlohmann::json& m, const Where& w) {
   merges_.reserve(merges.size());
   ascii_ids_.assign(256, -1);
   for (const auto& [token, id] : vocab_) {  // single characters, for the first step of tokenize
-    if (token.size() == 1) ascii_ids_[uint8_t(token[0])] = id;
+    if (token.size() == 1)
+      ascii_ids_[uint8_t(token[0])] = id;
     else if (token.size() <= 4 && utf8_len(uint8_t(token[0])) == token.size())
       char_ids_.emplace(char_key(token), id);
   }
@@ -71,7 +72,8 @@ Bpe::Bpe(const nlohmann::json& m, const Where& w) {
       const std::string& s = e.get_ref<const std::string&>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos)
-        fail_at(w.at("merges").index(i), str_cat("the merge \"", s, "\" is not two tokens \"a b\""));
+        fail_at(w.at("merges").index(i),
+                str_cat("the merge \"", s, "\" is not two tokens \"a b\""));
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
@@ -91,7 +93,8 @@ Bpe::Bpe(const nlohmann::json& m, const Where& w) {
                 str_cat("the merge \"", a, " ", b, "\" names \"", *t,
                         "\", which is not in model.vocab; the file is inconsistent: "
                         "re-export it, or add the token to the vocabulary"));
-    merges_.put(pair_key(find(a), find(b)), {uint32_t(i), find(merged)});  // a repeat: the last wins
+    merges_.put(pair_key(find(a), find(b)),
+                {uint32_t(i), find(merged)});  // a repeat: the last wins
   }
 }
 

@@ -40,8 +40,10 @@ class Replace final : public Decoder {
 int byte_of(const std::string& t) {
   if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return -1;
   auto hex = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
   };
   const char a = t[3], b = t[4];
   if (a == '+') return hex(b);
@@ -67,8 +69,10 @@ class ByteFallback final : public Decoder {
     size_t count = 0;
     auto flush = [&] {
       if (count == 0) return;
-      if (valid_utf8(bytes)) out.push_back(bytes);
-      else for (size_t k = 0; k < count; ++k) out.emplace_back(kReplacementChar);
+      if (valid_utf8(bytes))
+        out.push_back(bytes);
+      else
+        for (size_t k = 0; k < count; ++k) out.emplace_back(kReplacementChar);
       bytes.clear();
       count = 0;
     };
@@ -102,8 +106,10 @@ class Strip final : public Decoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::string& t : tokens) {
       size_t b = 0, e = t.size();
-      for (size_t k = 0; k < start_ && t.compare(b, c_.size(), c_) == 0 && b < e; ++k) b += c_.size();
-      for (size_t k = 0; k < stop_ && e >= b + c_.size() && t.compare(e - c_.size(), c_.size(), c_) == 0; ++k)
+      for (size_t k = 0; k < start_ && t.compare(b, c_.size(), c_) == 0 && b < e; ++k)
+        b += c_.size();
+      for (size_t k = 0;
+           k < stop_ && e >= b + c_.size() && t.compare(e - c_.size(), c_.size(), c_) == 0; ++k)
         e -= c_.size();
       t = t.substr(b, e - b);
     }
@@ -181,7 +187,8 @@ std::unique_ptr<Decoder> parse_decoder(const nlohmann::json& j, const Where& w) 
     if (j.contains("prepend_scheme") && !j["prepend_scheme"].is_null()) {
       const std::string s = string_field(j, "prepend_scheme", w);
       if (s != "always" && s != "first" && s != "never")
-        fail_at(w.at("prepend_scheme"), str_cat("expected always, first or never, got \"", s, "\""));
+        fail_at(w.at("prepend_scheme"),
+                str_cat("expected always, first or never, got \"", s, "\""));
       never = s == "never";
     } else {
       never = !bool_field(j, "add_prefix_space", true, w);

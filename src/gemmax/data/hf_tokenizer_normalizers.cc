@@ -17,8 +17,8 @@ void fail_at(const Where& w, std::string_view problem) {
 // Shared reading of the JSON fields of a component.
 const nlohmann::json& field(const nlohmann::json& j, const char* key, const Where& w) {
   if (!j.is_object() || !j.contains(key))
-    fail_at(w, str_cat("missing \"", key, "\" (", j.is_object() ? "an object without it" : j.type_name(),
-                       ")"));
+    fail_at(w, str_cat("missing \"", key, "\" (",
+                       j.is_object() ? "an object without it" : j.type_name(), ")"));
   return j[key];
 }
 std::string string_field(const nlohmann::json& j, const char* key, const Where& w) {
@@ -29,7 +29,8 @@ std::string string_field(const nlohmann::json& j, const char* key, const Where& 
 
 bool bool_field(const nlohmann::json& j, const char* key, bool fallback, const Where& w) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean()) fail_at(w.at(key), str_cat("expected true or false, got ", j[key].dump()));
+  if (!j[key].is_boolean())
+    fail_at(w.at(key), str_cat("expected true or false, got ", j[key].dump()));
   return j[key].get<bool>();
 }
 
@@ -38,7 +39,8 @@ Pattern Pattern::parse(const nlohmann::json& j, const Where& w) {
   if (j.is_object() && j.size() == 1 && j.contains("String") && j["String"].is_string()) {
     p.literal = j["String"].get<std::string>();
   } else if (j.is_object() && j.size() == 1 && j.contains("Regex") && j["Regex"].is_string()) {
-    p.regex = std::make_unique<Regex>(j["Regex"].get<std::string>(), str_cat(w.file, ": field \"", w.field, "\""));
+    p.regex = std::make_unique<Regex>(j["Regex"].get<std::string>(),
+                                      str_cat(w.file, ": field \"", w.field, "\""));
   } else {
     fail_at(w, str_cat("expected {\"String\": \"...\"} or {\"Regex\": \"...\"}, got ", j.dump()));
   }
@@ -95,7 +97,8 @@ class UnicodeForm final : public Normalizer {
  public:
   UnicodeForm(bool compat, const Where& w) {
     UErrorCode status = U_ZERO_ERROR;
-    n_ = compat ? icu::Normalizer2::getNFKCInstance(status) : icu::Normalizer2::getNFCInstance(status);
+    n_ = compat ? icu::Normalizer2::getNFKCInstance(status)
+                : icu::Normalizer2::getNFCInstance(status);
     if (U_FAILURE(status)) fail_at(w, str_cat("ICU has no normalizer: ", u_errorName(status)));
   }
   void normalize(std::string& text) const override {
@@ -139,7 +142,8 @@ std::unique_ptr<Normalizer> parse_normalizer(const nlohmann::json& j, const Wher
     if (!list.is_array()) fail_at(w.at("normalizers"), "expected a list of normalizers");
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (size_t i = 0; i < list.size(); ++i)
-      if (auto p = parse_normalizer(list[i], w.at("normalizers").index(i))) parts.push_back(std::move(p));
+      if (auto p = parse_normalizer(list[i], w.at("normalizers").index(i)))
+        parts.push_back(std::move(p));
     return std::make_unique<Sequence>(std::move(parts));
   }
   fail_at(w, str_cat("the normalizer \"", type,

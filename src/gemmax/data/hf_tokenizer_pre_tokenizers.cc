@@ -56,23 +56,29 @@ void split_by(Piece&& piece, const std::vector<std::pair<size_t, size_t>>& match
       break;
     case Behavior::Contiguous:
       for (const Span& s : spans) {
-        if (s.flag == previous && !groups.empty()) groups.back().end = s.end;
-        else groups.push_back({s.begin, s.end, false});
+        if (s.flag == previous && !groups.empty())
+          groups.back().end = s.end;
+        else
+          groups.push_back({s.begin, s.end, false});
         previous = s.flag;
       }
       break;
     case Behavior::MergedWithPrevious:
       for (const Span& s : spans) {
-        if (s.flag && !previous && !groups.empty()) groups.back().end = s.end;
-        else groups.push_back({s.begin, s.end, false});
+        if (s.flag && !previous && !groups.empty())
+          groups.back().end = s.end;
+        else
+          groups.push_back({s.begin, s.end, false});
         previous = s.flag;
       }
       break;
     case Behavior::MergedWithNext:
       for (size_t k = spans.size(); k-- > 0;) {
         const Span& s = spans[k];
-        if (s.flag && !previous && !groups.empty()) groups.back().begin = s.begin;
-        else groups.push_back({s.begin, s.end, false});
+        if (s.flag && !previous && !groups.empty())
+          groups.back().begin = s.begin;
+        else
+          groups.push_back({s.begin, s.end, false});
         previous = s.flag;
       }
       std::reverse(groups.begin(), groups.end());
@@ -114,10 +120,15 @@ class Metaspace final : public PreTokenizer {
     split_ = bool_field(j, "split", true, w);
     if (j.contains("prepend_scheme") && !j["prepend_scheme"].is_null()) {
       const std::string s = string_field(j, "prepend_scheme", w);
-      if (s == "always") prepend_ = Prepend::Always;
-      else if (s == "first") prepend_ = Prepend::First;
-      else if (s == "never") prepend_ = Prepend::Never;
-      else fail_at(w.at("prepend_scheme"), str_cat("expected always, first or never, got \"", s, "\""));
+      if (s == "always")
+        prepend_ = Prepend::Always;
+      else if (s == "first")
+        prepend_ = Prepend::First;
+      else if (s == "never")
+        prepend_ = Prepend::Never;
+      else
+        fail_at(w.at("prepend_scheme"),
+                str_cat("expected always, first or never, got \"", s, "\""));
     } else {  // tokenizer.json files from before prepend_scheme
       prepend_ = bool_field(j, "add_prefix_space", true, w) ? Prepend::Always : Prepend::Never;
     }
@@ -126,8 +137,10 @@ class Metaspace final : public PreTokenizer {
     std::string t;
     t.reserve(piece.text.size() + replacement_.size());
     for (char c : piece.text) {
-      if (c == ' ') t += replacement_;
-      else t += c;
+      if (c == ' ')
+        t += replacement_;
+      else
+        t += c;
     }
     const bool starts = t.compare(0, replacement_.size(), replacement_) == 0;
     if (!starts && (prepend_ == Prepend::Always || (prepend_ == Prepend::First && piece.at_origin)))
