@@ -166,7 +166,8 @@ TEST(SampleCli, BadInputGivesTheFix) {
                  {"none.model", "no such file"});
   expect_failure("sample" + model + " --prompt hi --temprature 1", {"did you mean --temperature"});
   // The folder's own tokenizer.json is the default, and its vocabulary is checked as the byte one.
-  const std::string fixtures = std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json/gemma/";
+  const std::string fixtures =
+      std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json/gemma/";
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     std::filesystem::copy_file(fixtures + f, dir / f);
   expect_failure("sample" + model + " --prompt hi",

@@ -58,7 +58,8 @@ std::unique_ptr<Tokenizer> tokenizer_from(const Flags& flags, const std::string&
   if (path.empty()) {
     std::error_code ec;
     for (const char* name : {"tokenizer.json", "tokenizer.model"})
-      if (std::filesystem::is_regular_file(std::filesystem::path(model_dir) / name, ec)) path = model_dir;
+      if (std::filesystem::is_regular_file(std::filesystem::path(model_dir) / name, ec))
+        path = model_dir;
     if (path.empty() && type != "auto")
       fail("gemmax sample: --tokenizer ", type,
            " needs --tokenizer_path (a tokenizer.json or .model file); the model folder has no "

@@ -1,11 +1,11 @@
 #include "gemmax/data/tokenize_files.h"
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-#include <atomic>
 
 #include "gemmax/base/error.h"
 #include "gemmax/base/progress.h"
@@ -144,7 +144,8 @@ class DocumentEncoder {
            "); a .jsonl input needs one JSON object per line");
     }
     if (j.is_object() && j.contains("messages")) return conversation(path, n, std::string(line));
-    if (j.is_object() && (j.contains("prompt") || j.contains("completion"))) return pair(path, n, j);
+    if (j.is_object() && (j.contains("prompt") || j.contains("completion")))
+      return pair(path, n, j);
     if (!j.is_object() || !j.contains(o_.text_key))
       fail(path, ":", n, ": expected a JSON object with a \"", o_.text_key,
            "\" field (set another field with "
@@ -255,15 +256,16 @@ class DocumentEncoder {
 TokenizeResult tokenize_files(const TokenizeOptions& o) {
   if (o.out.empty()) fail("tokenize: no output shard given (--out FILE.bin)");
   if (o.inputs.empty()) fail("tokenize: no input files given");
-  if (o.num_threads < 0) fail("tokenize: --num_threads must be >= 0 (0: every core), got ", o.num_threads);
+  if (o.num_threads < 0)
+    fail("tokenize: --num_threads must be >= 0 (0: every core), got ", o.num_threads);
   auto tok = make_tokenizer(o.tokenizer_type, o.tokenizer_path);
   if (tok->eos_id() < 0)
     fail("tokenize: the tokenizer ", tok->describe(),
          " has no eos token, which a shard ends each document with; give the model folder (its "
          "tokenizer_config.json names eos_token)");
   const std::unique_ptr<ChatTemplate> chat = load_chat_template(o);
-  const int threads =
-      o.num_threads > 0 ? int(o.num_threads) : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.num_threads > 0 ? int(o.num_threads)
+                                        : int(std::max(1u, std::thread::hardware_concurrency()));
   ShardWriter writer(o.out, tok->vocab_size(), tok->eos_id(), tok->bos_id(), tok->pad_id());
   TokenizeResult r;
   r.tokenizer = tok->describe();
@@ -271,14 +273,22 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
   auto write = [&](Encoded& e) {
     if (!e.error.empty()) throw Error(e.error);
     switch (e.kind) {
-      case Encoded::kEmpty: ++r.skipped_empty; return;
-      case Encoded::kText: break;
-      case Encoded::kPair: ++r.pairs; break;
-      case Encoded::kConversation: ++r.conversations; break;
+      case Encoded::kEmpty:
+        ++r.skipped_empty;
+        return;
+      case Encoded::kText:
+        break;
+      case Encoded::kPair:
+        ++r.pairs;
+        break;
+      case Encoded::kConversation:
+        ++r.conversations;
+        break;
     }
     writer.add_document(e.ids, e.bos, e.mask);
   };
-  // Progress in input bytes: each block of lines as it is written, a whole-file document at its end.
+  // Progress in input bytes: each block of lines as it is written, a whole-file document at its
+  // end.
   double total = 0, before = 0;
   for (const std::string& path : o.inputs) {
     std::error_code ec;
