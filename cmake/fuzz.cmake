@@ -5,7 +5,7 @@
 # skipped with a warning.
 set(GEMMAX_FUZZ_SECONDS 20 CACHE STRING "seconds ctest runs each fuzz target")
 set(GEMMAX_FUZZ_TARGETS safetensors_fuzz token_shard_fuzz config_fuzz hf_config_fuzz
-                        train_checkpoint_fuzz tokenizer_fuzz chat_template_fuzz)
+                        train_checkpoint_fuzz tokenizer_fuzz tokenizer_json_fuzz chat_template_fuzz)
 find_program(GEMMAX_CLANGXX NAMES clang++ clang++-14 PATHS /usr/bin NO_DEFAULT_PATH)
 set(fuzz_dir ${CMAKE_BINARY_DIR}/fuzz)
 if(GEMMAX_CLANGXX)
@@ -37,7 +37,8 @@ endif()
 
 # Each target's layer: its label for `ctest -L <layer>`, as the other tests have.
 foreach(target_layer safetensors_fuzz:io token_shard_fuzz:data config_fuzz:config hf_config_fuzz:io
-                     train_checkpoint_fuzz:checkpoint tokenizer_fuzz:data chat_template_fuzz:data)
+                     train_checkpoint_fuzz:checkpoint tokenizer_fuzz:data tokenizer_json_fuzz:data
+                     chat_template_fuzz:data)
   string(REPLACE ":" ";" target_layer ${target_layer})
   list(GET target_layer 0 t)
   list(GET target_layer 1 layer)

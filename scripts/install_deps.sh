@@ -6,10 +6,11 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # Open MPI (libopenmpi-dev, openmpi-bin) runs multi-rank FSDP training and its tests; without it
 # gemmax builds and trains on one rank. python3-jinja2: the chat-template renderer's reference in
-# the tests (they skip without it). libicu-dev: Unicode character
-# properties. libgmp-dev: Python's unbounded integers in chat templates.
+# the tests (they skip without it). libicu-dev: Unicode character properties and normalization.
+# libpcre2-dev: the regexes of Hugging Face tokenizer.json files. libgmp-dev: Python's unbounded
+# integers in chat templates.
 PACKAGES="g++ cmake make pkg-config libgtest-dev nlohmann-json3-dev libyaml-cpp-dev \
-libsentencepiece-dev sentencepiece libicu-dev libgmp-dev zlib1g-dev libprotobuf-dev protobuf-compiler libopenmpi-dev \
+libsentencepiece-dev sentencepiece libicu-dev libpcre2-dev libgmp-dev zlib1g-dev libprotobuf-dev protobuf-compiler libopenmpi-dev \
 openmpi-bin python3-torch python3-numpy python3-jinja2 clang libclang-rt-dev"  # clang: the fuzz targets (fuzz/)
 # Optional, for bench/gemm_choice only (oneDNN and libxsmm measured against gemmax's kernels;
 # the build and the tests do not need them): GEMMAX_BENCH_DEPS=1 scripts/install_deps.sh

@@ -49,16 +49,17 @@ TEST(ByteTokenizer, DecodeSkipsSpecialsAndMarksUnknown) {
 TEST(Tokenizer, FactoryErrors) {
   TempDir dir;
   expect_error([] { make_tokenizer("bpe", ""); },
-               {"tokenizer_type 'bpe'", "byte or sentencepiece"});
+               {"tokenizer_type 'bpe'", "auto", "byte", "sentencepiece", "huggingface"});
   expect_error([] { make_tokenizer("byte", "tok.model"); }, {"tok.model", "byte"});
   expect_error([] { make_tokenizer("sentencepiece", ""); }, {"tokenizer_path"});
   expect_error([&] { make_tokenizer("sentencepiece", dir.file("none.model")); },
                {"none.model", "no such file"});
-  expect_error([&] { make_tokenizer("sentencepiece", dir.path.string()); }, {"is a folder"});
-  const std::string junk = dir.file("tokenizer.json");
-  testing::write_file(junk, "{\"version\": \"1.0\", \"model\": {}}");
+  expect_error([&] { make_tokenizer("sentencepiece", dir.path.string()); },
+               {"is a folder without tokenizer.json or tokenizer.model"});
+  const std::string junk = dir.file("tok.model");
+  testing::write_file(junk, "\x01\x02 not a model");
   expect_error([&] { make_tokenizer("sentencepiece", junk); },
-               {"tokenizer.json", "not a SentencePiece model"});
+               {"tok.model", "not a SentencePiece model"});
 }
 
 // A tiny SentencePiece model trained once on the built-in corpus, with Gemma's special-id

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/checkpoint/hf_model.h"
@@ -160,10 +161,19 @@ TEST(SampleCli, BadInputGivesTheFix) {
   expect_failure("sample" + model + " --prompt hi --max_new_tokens 0", {"max_new_tokens"});
   expect_failure("sample" + model + " --prompt hi --tokenizer words", {"--tokenizer 'words'"});
   expect_failure("sample" + model + " --prompt hi --tokenizer sentencepiece",
-                 {"--tokenizer_path", "no tokenizer.model"});
+                 {"--tokenizer_path", "no tokenizer.json or tokenizer.model"});
   expect_failure("sample" + model + " --prompt hi --tokenizer_path " + dir.file("none.model"),
                  {"none.model", "no such file"});
   expect_failure("sample" + model + " --prompt hi --temprature 1", {"did you mean --temperature"});
+  // The folder's own tokenizer.json is the default, and its vocabulary is checked as the byte one.
+  const std::string fixtures =
+      std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json/gemma/";
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(fixtures + f, dir / f);
+  expect_failure("sample" + model + " --prompt hi",
+                 {"larger vocabulary than the model (37 tokens)", "huggingface"});
+  expect_failure("sample" + model + " --prompt hi --tokenizer sentencepiece",
+                 {"tokenizer_type=sentencepiece but", "tokenizer.json"});
   const CliResult help = gemmax("sample --help");
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.out.find("--top_p"), std::string::npos);

@@ -24,34 +24,38 @@ const char* const kDecodingFlagsUsage =
     "  --top_p           keep the fewest most likely tokens whose probability reaches P;\n"
     "                    default 1 (no limit)\n"
     "  --seed            default 0; the same seed gives the same text\n"
-    "  --tokenizer       default byte, or sentencepiece if --tokenizer_path is given\n"
-    "  --tokenizer_path  the SentencePiece .model file; default DIR/tokenizer.model\n"
+    "  --tokenizer       default auto: the kind the tokenizer file holds; a named kind is\n"
+    "                    checked against it\n"
+    "  --tokenizer_path  a folder (its tokenizer.json, else tokenizer.model), a tokenizer.json\n"
+    "                    or a SentencePiece .model file; default DIR's own tokenizer, else byte\n"
     "  --dtype           float32 (default) or float64\n"
     "  --backend         default cpu\n";
 
+// --tokenizer_path, else the model folder's own tokenizer (tokenizer.json, else
+// tokenizer.model), else byte; a named --tokenizer is checked against the file.
 std::unique_ptr<Tokenizer> decoding_tokenizer(const Flags& flags, const std::string& dir,
                                               const std::string& command) {
-  const std::string type =
-      flags.get("tokenizer", flags.has("tokenizer_path") ? "sentencepiece" : "byte");
+  const std::string type = flags.get("tokenizer", "auto");
+  if (type != "auto" && type != "byte" && type != "sentencepiece" && type != "huggingface")
+    fail("gemmax ", command, ": --tokenizer '", type,
+         "' is unknown: expected auto, byte, sentencepiece or huggingface");
+  std::string path = flags.get("tokenizer_path", "");
   if (type == "byte") {
-    if (flags.has("tokenizer_path"))
+    if (!path.empty())
       fail("gemmax ", command,
-           ": --tokenizer_path is for --tokenizer sentencepiece; the byte tokenizer needs no "
-           "file");
+           ": --tokenizer_path is set but --tokenizer is byte, which needs no file");
     return make_byte_tokenizer();
   }
-  if (type != "sentencepiece")
-    fail("gemmax ", command, ": --tokenizer '", type,
-         "' is unknown: expected byte or sentencepiece");
-  std::string path = flags.get("tokenizer_path", "");
   if (path.empty()) {
-    path = (std::filesystem::path(dir) / "tokenizer.model").string();
-    if (!std::filesystem::exists(path))
-      fail("gemmax ", command,
-           ": --tokenizer sentencepiece needs --tokenizer_path (the .model file); the model "
-           "folder has no tokenizer.model");
+    std::error_code ec;
+    for (const char* name : {"tokenizer.json", "tokenizer.model"})
+      if (std::filesystem::is_regular_file(std::filesystem::path(dir) / name, ec)) path = dir;
+    if (path.empty() && type != "auto")
+      fail("gemmax ", command, ": --tokenizer ", type,
+           " needs --tokenizer_path (a tokenizer.json or .model file); the model folder has no "
+           "tokenizer.json or tokenizer.model");
   }
-  return make_sentencepiece_tokenizer(path);
+  return make_tokenizer(type, path);
 }
 
 SampleOptions decoding_options(const Flags& flags, const std::string& dir,

@@ -14,7 +14,8 @@ namespace {
 const std::string kUsage = std::string(
     "usage: gemmax sample --model DIR --prompt TEXT [--max_new_tokens N] [--temperature T]\n"
     "                     [--top_k K] [--top_p P] [--seed S]\n"
-    "                     [--tokenizer byte|sentencepiece] [--tokenizer_path FILE]\n"
+    "                     [--tokenizer auto|byte|sentencepiece|huggingface]\n"
+    "                     [--tokenizer_path PATH]\n"
     "                     [--dtype float32|float64] [--backend cpu|reference]\n"
     "\n"
     "Continues TEXT with the model in DIR (a Hugging Face Gemma-4 folder: config.json +\n"

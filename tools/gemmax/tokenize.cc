@@ -1,12 +1,14 @@
 // gemmax tokenize: text files -> one token shard for dataset_type=shards.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "commands.h"
 #include "flags.h"
 #include "gemmax/base/error.h"
 #include "gemmax/data/tokenize_files.h"
+#include "gemmax/data/tokenizer.h"
 #include "gemmax/io/no_clobber.h"
 
 namespace gemmax {
@@ -29,9 +31,13 @@ const char* kUsage =
     "\n"
     "Options:\n"
     "  --out FILE.bin             the shard to write (written to a temporary name, then renamed)\n"
-    "  --tokenizer byte|sentencepiece\n"
-    "                             default byte (vocab 259: pad 0, eos 1, bos 2, byte b -> b+3)\n"
-    "  --tokenizer_path FILE      the SentencePiece .model file (Gemma: tokenizer.model)\n"
+    "  --tokenizer_path PATH      a model folder (its tokenizer.json, else tokenizer.model), a\n"
+    "                             Hugging Face tokenizer.json or a SentencePiece .model file;\n"
+    "                             special ids from the files (tokenizer_config.json beside a\n"
+    "                             tokenizer.json). Default: byte (vocab 259: pad 0, eos 1, bos 2,\n"
+    "                             byte b -> b+3)\n"
+    "  --tokenizer auto|byte|sentencepiece|huggingface\n"
+    "                             default auto: the kind the file holds; a named kind is checked\n"
     "  --no-bos                   do not prepend bos to each document\n"
     "  --lines                    plain text: one document per non-empty line\n"
     "  --text_key KEY             *.jsonl: the field holding the text (default \"text\")\n"
@@ -48,14 +54,14 @@ const char* kUsage =
     "  --chat_spans_by_prefix_renders\n"
     "                             find the assistant turns by rendering each turn's prompt and\n"
     "                             turn alone (2 renders a turn), not in the one full render\n"
+    "  --num_threads N            lines encoded on N threads (default 0: every core); the shard\n"
+    "                             is the same for every N\n"
     "  --help                     this text\n"
     "\n"
     "Example:\n"
-    "  gemmax tokenize --out data/train.bin --tokenizer sentencepiece \\\n"
-    "      --tokenizer_path tokenizer.model corpus.jsonl\n"
-    "  gemmax train dataset_type=shards dataset_path=data/train.bin tokenizer_type=sentencepiece "
-    "\\\n"
-    "      tokenizer_path=tokenizer.model\n";
+    "  gemmax tokenize --out data/train.bin --tokenizer_path gemma-4-31B-it/ corpus.jsonl\n"
+    "  gemmax train dataset_type=shards dataset_path=data/train.bin "
+    "tokenizer_path=gemma-4-31B-it/\n";
 
 }  // namespace
 
@@ -73,7 +79,8 @@ int cmd_tokenize(int argc, char** argv) {
                      {"chat_template"},
                      {"chat_template_max_mib"},
                      {"chat_template_max_steps"},
-                     {"chat_spans_by_prefix_renders", false}},
+                     {"chat_spans_by_prefix_renders", false},
+                     {"num_threads"}},
                     /*allow_positional=*/true);
   if (flags.help()) {
     std::fputs(kUsage, stdout);
@@ -82,7 +89,7 @@ int cmd_tokenize(int argc, char** argv) {
   TokenizeOptions o;
   o.inputs = flags.positional();
   o.out = flags.get("out");
-  o.tokenizer_type = flags.get("tokenizer", flags.get("tokenizer_type", "byte"));
+  o.tokenizer_type = flags.get("tokenizer", flags.get("tokenizer_type", "auto"));
   o.tokenizer_path = flags.get("tokenizer_path", "");
   o.text_key = flags.get("text_key", "text");
   o.add_bos = !flags.has("no-bos");
@@ -93,11 +100,17 @@ int cmd_tokenize(int argc, char** argv) {
   o.chat_template_max_mib = flags.get_int("chat_template_max_mib", o.chat_template_max_mib);
   o.chat_template_max_steps = flags.get_int("chat_template_max_steps", o.chat_template_max_steps);
   o.chat_spans_by_prefix_renders = flags.has("chat_spans_by_prefix_renders");
+  o.num_threads = flags.get_int("num_threads", 0);
   if (o.inputs.empty())
     fail("gemmax tokenize: give at least one input file (see gemmax tokenize --help)");
-  std::vector<PathRole> inputs = {{o.tokenizer_path, "--tokenizer_path"},
+  std::vector<PathRole> inputs = {{tokenizer_file(o.tokenizer_path), "--tokenizer_path"},
                                   {o.chat_template_path, "--chat_template_path"}};
   for (const std::string& in : o.inputs) inputs.push_back({in, "input"});
+  // A tokenizer.json's special tokens are read from the files beside it.
+  if (const std::string t = tokenizer_file(o.tokenizer_path); t.ends_with(".json"))
+    for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"})
+      inputs.push_back({(std::filesystem::path(t).parent_path() / f).string(),
+                        str_cat("--tokenizer_path's ", f)});
   // The files a template folder is read from are inputs too.
   if (!o.chat_template_dir.empty())
     for (const char* f : {"chat_template.jinja", "tokenizer_config.json"})

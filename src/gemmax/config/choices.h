@@ -64,9 +64,11 @@ GEMMAX_VALUE_NAMES(LoadBalanceDensity, {LoadBalanceDensity::PerToken, "per_token
 enum class DatasetType { Builtin, Shards, Synthetic };
 GEMMAX_VALUE_NAMES(DatasetType, {DatasetType::Builtin, "builtin"}, {DatasetType::Shards, "shards"},
                    {DatasetType::Synthetic, "synthetic"})
-enum class TokenizerType { Byte, SentencePiece };
-GEMMAX_VALUE_NAMES(TokenizerType, {TokenizerType::Byte, "byte"},
-                   {TokenizerType::SentencePiece, "sentencepiece"})
+// Auto: the kind read from tokenizer_path (byte when it is empty); the others are checked against it.
+enum class TokenizerType { Auto, Byte, SentencePiece, HuggingFace };
+GEMMAX_VALUE_NAMES(TokenizerType, {TokenizerType::Auto, "auto"}, {TokenizerType::Byte, "byte"},
+                   {TokenizerType::SentencePiece, "sentencepiece"},
+                   {TokenizerType::HuggingFace, "huggingface"})
 enum class PackingType { Sequential, FirstFit };
 GEMMAX_VALUE_NAMES(PackingType, {PackingType::Sequential, "sequential"},
                    {PackingType::FirstFit, "first_fit"})

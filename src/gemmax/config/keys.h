@@ -248,10 +248,11 @@
     "builtin (generated text) | shards (gemmax token shards) | synthetic")                          \
   X(std::string, dataset_path, dataset_path, "", any(), maxtext(),                                  \
     "shards: a .bin shard, a folder of them, or a comma-separated list")                           \
-  X(TokenizerType, tokenizer_type, tokenizer_type, TokenizerType::Byte, any(), maxtext(),           \
-    "byte | sentencepiece (used by builtin data and for sampling)")                                 \
+  X(TokenizerType, tokenizer_type, tokenizer_type, TokenizerType::Auto, any(), maxtext(),           \
+    "auto (the kind tokenizer_path holds; byte when it is empty) | byte | sentencepiece | "         \
+    "huggingface (the last two checked against the file); docs/DATA.md")                           \
   X(std::string, tokenizer_path, tokenizer_path, "", any(), maxtext(),                              \
-    "sentencepiece: path to tokenizer.model")                                                       \
+    "a model folder (its tokenizer.json, else tokenizer.model), a tokenizer.json or a .model file") \
   X(bool, packing, packing, true, any(), maxtext(),                                                 \
     "pack documents into rows with segment ids (MaxText's default)")                               \
   X(PackingType, grain_packing_type, grain_packing_type, PackingType::Sequential, any(), maxtext(), \

@@ -13,7 +13,7 @@ namespace gemmax {
 struct DataOptions {
   std::string dataset_type = "builtin";  // builtin | shards | synthetic
   std::string dataset_path;              // shards: file, folder, or comma-separated list
-  std::string tokenizer_type = "byte";   // byte | sentencepiece
+  std::string tokenizer_type = "auto";  // auto | byte | sentencepiece | huggingface
   std::string tokenizer_path;
   bool packing = true;
   // How rows are filled (docs/DATA.md): "sequential" (documents in order, a piece that does not

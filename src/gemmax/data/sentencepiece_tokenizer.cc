@@ -79,16 +79,4 @@ std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model
   return std::make_unique<SentencePieceTokenizer>(model_path);
 }
 
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::string& path) {
-  if (type == "byte") {
-    if (!path.empty())
-      fail("tokenizer_path '", path,
-           "' is set but tokenizer_type is byte, which needs no file; "
-           "set tokenizer_type=sentencepiece to use it, or clear tokenizer_path");
-    return make_byte_tokenizer();
-  }
-  if (type == "sentencepiece") return make_sentencepiece_tokenizer(path);
-  fail("tokenizer_type '", type, "' is unknown: expected byte or sentencepiece");
-}
-
 }  // namespace gemmax

@@ -15,7 +15,7 @@ struct TokenizeOptions {
   // assistant turns (docs/DATA.md).
   std::vector<std::string> inputs;
   std::string out;  // the shard to write
-  std::string tokenizer_type = "byte";
+  std::string tokenizer_type = "auto";  // auto: the kind tokenizer_path holds (byte if none)
   std::string tokenizer_path;
   bool add_bos = true;            // documents are written as [bos] tokens eos
   bool lines = false;             // plain text: one document per non-empty line, not per file
@@ -29,6 +29,8 @@ struct TokenizeOptions {
   int64_t chat_template_max_mib = 512;
   int64_t chat_template_max_steps = 20'000'000;
   bool chat_spans_by_prefix_renders = false;  // the plain way: 2 renders a turn
+  // Documents encoded on this many threads (0: every core); the shard is the same for any.
+  int64_t num_threads = 0;
 };
 
 struct TokenizeResult {

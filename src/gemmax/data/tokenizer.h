@@ -1,5 +1,5 @@
-// Tokenizers: text <-> token ids. Byte-level (the tiny model's vocabulary) and SentencePiece
-// (Gemma's tokenizer.model, or any other SentencePiece model).
+// Tokenizers: text <-> token ids. Byte-level (the tiny model's vocabulary), SentencePiece
+// (a tokenizer.model) and Hugging Face's tokenizer.json (what Gemma-4 releases ship).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,17 @@ std::unique_ptr<Tokenizer> make_byte_tokenizer();
 // Loads a SentencePiece `.model` file; ids (pad/bos/eos) are the model's own.
 std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model_path);
 
-// type: "byte" (path must be empty) or "sentencepiece" (path: the .model file).
+// Loads a Hugging Face tokenizer.json; special ids from tokenizer_config.json (or
+// special_tokens_map.json) beside it, bos else from its post-processor.
+std::unique_ptr<Tokenizer> make_huggingface_tokenizer(const std::string& json_path);
+
+// The tokenizer at `path`, its kind read from the file: a model folder (its tokenizer.json,
+// else its tokenizer.model, as transformers looks), a tokenizer.json or a SentencePiece .model
+// file; no path: byte. type: "auto" (or empty) takes the file's kind; "byte", "sentencepiece"
+// and "huggingface" (MaxText's names) must agree with it.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::string& path);
+
+// The file make_tokenizer would read for `path` ("" for byte), for callers that list inputs.
+std::string tokenizer_file(const std::string& path);
 
 }  // namespace gemmax
