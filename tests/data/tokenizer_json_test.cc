@@ -164,6 +164,11 @@ TEST(TokenizerJson, FactoryReadsTheKindFromTheFile) {
   expect_error([&] { make_tokenizer("tiktoken", dir.str()); },
                {"tokenizer_type 'tiktoken'", "huggingface"});
   expect_error([&] { make_tokenizer("auto", dir / "none.json"); }, {"none.json", "no such file"});
+  // The kind without loading: how a resumed run compares an old checkpoint's explicit kind.
+  EXPECT_EQ(tokenizer_kind("auto", ""), "byte");
+  EXPECT_EQ(tokenizer_kind("", kFixtures + "/gemma"), "huggingface");
+  EXPECT_EQ(tokenizer_kind("auto", kFixtures + "/gemma/tokenizer.model"), "sentencepiece");
+  EXPECT_EQ(tokenizer_kind("sentencepiece", kFixtures + "/gemma"), "sentencepiece");
 }
 
 // A copy of the Gemma fixture's tokenizer.json with `edit` applied, loaded.

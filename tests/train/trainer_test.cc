@@ -119,6 +119,21 @@ TEST(Train, FirstFitPackingResumesBitForBit) {
                         {"was written with", "but this run has", "resuming needs the same value"});
 }
 
+// A checkpoint written with tokenizer_type=byte (the default before auto) resumes under auto
+// with no tokenizer_path: the same tokenizer. (Another kind needs a tokenizer_path, which must
+// match on resume too.)
+TEST(Train, ResumesAnExplicitByteTokenizerUnderAuto) {
+  TempDir dir;
+  std::ostringstream log;
+  std::vector<std::string> first = small_run(dir, 1);
+  first.push_back("tokenizer_type=byte");
+  Trainer(Config::defaults(first)).run(log);
+  Trainer resumed(Config::defaults(small_run(dir, 2)));
+  EXPECT_EQ(resumed.start_step(), 1);
+  resumed.run(log);
+  EXPECT_EQ(losses_of(dir).size(), 2u);
+}
+
 class TrainThreads : public testing::WithThreads {};
 
 // Remat changes what is kept, never a number: the runs agree bit for bit (bf16, the default).

@@ -38,6 +38,7 @@ const char* kUsage =
     "                             byte b -> b+3)\n"
     "  --tokenizer auto|byte|sentencepiece|huggingface\n"
     "                             default auto: the kind the file holds; a named kind is checked\n"
+    "                             against it\n"
     "  --no-bos                   do not prepend bos to each document\n"
     "  --lines                    plain text: one document per non-empty line\n"
     "  --text_key KEY             *.jsonl: the field holding the text (default \"text\")\n"

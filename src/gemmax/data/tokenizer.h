@@ -43,6 +43,10 @@ std::unique_ptr<Tokenizer> make_huggingface_tokenizer(const std::string& json_pa
 // and "huggingface" (MaxText's names) must agree with it.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::string& path);
 
+// The kind make_tokenizer(type, path) makes: "byte", "sentencepiece" or "huggingface" (auto
+// resolved from the file), without loading it; a resumed run compares runs by it.
+std::string tokenizer_kind(const std::string& type, const std::string& path);
+
 // The file make_tokenizer would read for `path` ("" for byte), for callers that list inputs.
 std::string tokenizer_file(const std::string& path);
 

@@ -37,6 +37,12 @@ std::string tokenizer_file(const std::string& path) {
        "downloaded (Gemma-4 ships tokenizer.json), or the tokenizer file itself");
 }
 
+std::string tokenizer_kind(const std::string& type, const std::string& path) {
+  if (!type.empty() && type != "auto") return type;
+  if (path.empty()) return "byte";
+  return looks_like_json(tokenizer_file(path)) ? "huggingface" : "sentencepiece";
+}
+
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::string& path) {
   if (type != "auto" && type != "" && type != "byte" && type != "sentencepiece" &&
       type != "huggingface")

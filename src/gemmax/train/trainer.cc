@@ -229,6 +229,12 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
   for (const auto& [key, value] : now.items()) {
     const nlohmann::json was = saved.contains(key) ? saved[key] : value_before_the_key(key);
     if (was.is_null() || was == value) continue;
+    // tokenizer_type auto (the default since tokenizer.json) is the kind its file holds: a
+    // checkpoint's byte or sentencepiece matches it when the tokenizer is of that kind.
+    if (key == "tokenizer_type" && was.is_string() &&
+        tokenizer_kind(was.get<std::string>(), cfg_.data.tokenizer_path) ==
+            tokenizer_kind(value.get<std::string>(), cfg_.data.tokenizer_path))
+      continue;
     if (must_match_on_resume(key))
       fail("checkpoint '", ckpt.ref.dir, "' was written with ", key, "=", was.dump(),
            " but this run has ", key, "=", value.dump(),
