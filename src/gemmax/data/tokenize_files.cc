@@ -1,5 +1,6 @@
 #include "gemmax/data/tokenize_files.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,8 @@
 #include "gemmax/base/error.h"
 #include "gemmax/base/progress.h"
 #include "gemmax/data/chat_template.h"
+#include "gemmax/data/hf_dataset.h"
+#include "gemmax/data/record_encoder.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenizer.h"
 
@@ -70,181 +73,87 @@ std::unique_ptr<ChatTemplate> load_chat_template(const TokenizeOptions& o) {
   return nullptr;
 }
 
-// Ids of rendered text: the template's bos/eos text become the special ids, the rest is encoded.
-void encode_rendered(const Tokenizer& tok, const ChatTemplate& t, std::string_view text,
-                     std::vector<int32_t>& ids) {
-  while (!text.empty()) {
-    size_t at = std::string_view::npos, len = 0;
-    int32_t id = -1;
-    for (auto [special, special_id] : {std::pair{std::string_view(t.bos_token()), tok.bos_id()},
-                                       std::pair{std::string_view(t.eos_token()), tok.eos_id()}}) {
-      if (special.empty() || special_id < 0) continue;
-      const size_t p = text.find(special);
-      if (p < at) {
-        at = p;
-        len = special.size();
-        id = special_id;
-      }
-    }
-    const std::vector<int32_t> plain = tok.encode(text.substr(0, at));
-    ids.insert(ids.end(), plain.begin(), plain.end());
-    if (at == std::string_view::npos) return;
-    ids.push_back(id);
-    text.remove_prefix(at + len);
-  }
+std::string names(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// The columns rows are read with, and the field a text record keeps its text in.
+std::vector<std::string> row_columns(const TokenizeOptions& o) {
+  if (o.data_columns.empty()) return {o.text_key};
+  std::vector<std::string> c = o.data_columns;
+  std::sort(c.begin(), c.end());
+  const bool pair = c == std::vector<std::string>{"completion", "prompt"};
+  if (o.data_columns.size() > 1 && !pair)
+    fail("data columns [", names(o.data_columns),
+         "]: a row is one text column, [\"messages\"] (a conversation), or [\"prompt\", "
+         "\"completion\"] (a pair); set train_data_columns / eval_data_columns (gemmax "
+         "tokenize: --data_columns) to one of those");
+  return o.data_columns;
 }
 
 }  // namespace
 
 TokenizeResult tokenize_files(const TokenizeOptions& o) {
   if (o.out.empty()) fail("tokenize: no output shard given (--out FILE.bin)");
-  if (o.inputs.empty()) fail("tokenize: no input files given");
+  if (o.inputs.empty() && o.hf_path.empty() && o.hf_files.empty())
+    fail("tokenize: no input files given");
   auto tok = make_tokenizer(o.tokenizer_type, o.tokenizer_path);
   const std::unique_ptr<ChatTemplate> chat = load_chat_template(o);
   ShardWriter writer(o.out, tok->vocab_size(), tok->eos_id(), tok->bos_id(), tok->pad_id());
   TokenizeResult r;
   r.tokenizer = tok->describe();
-  auto add = [&](std::string_view text) {
-    if (text.empty()) {
-      ++r.skipped_empty;
-      return;
+  const std::vector<std::string> columns = row_columns(o);
+  const bool single_text = columns.size() == 1 && columns[0] != "messages";
+  const RecordEncoder encoder(*tok, chat.get(), single_text ? columns[0] : o.text_key, o.add_bos,
+                              o.chat_spans_by_prefix_renders);
+  auto add = [&](const EncodedDocument& d) {
+    switch (d.kind) {
+      case EncodedDocument::Kind::Empty: ++r.skipped_empty; return;
+      case EncodedDocument::Kind::Pair: ++r.pairs; break;
+      case EncodedDocument::Kind::Conversation: ++r.conversations; break;
+      case EncodedDocument::Kind::Text: break;
     }
-    writer.add_document(tok->encode(text), o.add_bos);
+    writer.add_document(d.ids, d.add_bos, d.mask);
   };
-  // TRL's prompt-completion form: one document, the prompt's tokens then the completion's, the
-  // completion alone counted by the loss mask (sft_train_on_completion_only).
-  auto add_pair = [&](const std::string& path, size_t line, const nlohmann::json& j) {
-    for (const char* key : {"prompt", "completion"}) {
-      if (!j.contains(key))
-        fail(path, ":", line,
-             ": a prompt-completion pair needs both \"prompt\" and "
-             "\"completion\"; \"",
-             key, "\" is missing");
-      if (!j[key].is_string())
-        fail(path, ":", line, ": field \"", key, "\" is ", j[key].type_name(),
-             ", expected a string");
-    }
-    std::vector<int32_t> ids = tok->encode(j["prompt"].get_ref<const std::string&>());
-    const std::vector<int32_t> completion =
-        tok->encode(j["completion"].get_ref<const std::string&>());
-    if (completion.empty())
-      fail(path, ":", line,
-           ": the completion is empty after tokenization: nothing to learn from "
-           "this pair; drop it or give it a completion");
-    std::vector<uint8_t> mask(ids.size(), 0);
-    ids.insert(ids.end(), completion.begin(), completion.end());
-    mask.resize(ids.size(), 1);
-    writer.add_document(ids, o.add_bos, mask);
-    ++r.pairs;
-  };
-  // A conversation rendered by the chat template: one document, the assistant turns counted.
-  // The template writes bos itself (or not); an eos it writes at the very end is the document's.
-  auto add_conversation = [&](const std::string& path, size_t line, const std::string& raw) {
-    if (!chat)
-      fail(path, ":", line,
-           ": a \"messages\" conversation needs a chat template: give "
-           "--chat_template_dir HF_DIR (its chat_template.jinja or tokenizer_config.json), "
-           "--chat_template_path FILE or --chat_template TEXT");
-    RenderedChat rendered;
-    try {
-      const Conversation c = chat->conversation(nlohmann::ordered_json::parse(raw));
-      rendered = chat->render(
-          c, o.chat_spans_by_prefix_renders ? SpanSearch::kPrefixRenders : SpanSearch::kOneRender);
-    } catch (const Error& e) {
-      fail(path, ":", line, ": ", e.what());
-    }
-    // An empty answer ("", blanks, null, []) is kept as transformers renders it: its counted
-    // tokens are the turn's closing text.
-    if (rendered.assistant_spans.empty())
-      fail(path, ":", line,
-           ": the conversation has no assistant turn: nothing for the loss to "
-           "count; drop it or add the answer");
-    std::vector<int32_t> ids;
-    std::vector<uint8_t> mask;
-    size_t pos = 0;
-    auto piece = [&](size_t end, uint8_t counted, size_t turn) {
-      const size_t before = ids.size();
-      encode_rendered(*tok, *chat, std::string_view(rendered.text).substr(pos, end - pos), ids);
-      if (counted && ids.size() == before)
-        fail(path, ":", line, ": assistant turn ", turn + 1,
-             " is empty after tokenization: "
-             "nothing to learn from it; drop it or give it content");
-      mask.resize(ids.size(), counted);
-      pos = end;
-    };
-    for (size_t k = 0; k < rendered.assistant_spans.size(); ++k) {
-      piece(rendered.assistant_spans[k].first, 0, k);
-      piece(rendered.assistant_spans[k].second, 1, k);
-    }
-    piece(rendered.text.size(), 0, 0);
-    const bool bos = !ids.empty() && tok->bos_id() >= 0 && ids.front() == tok->bos_id();
-    if (bos) {
-      ids.erase(ids.begin());
-      mask.erase(mask.begin());
-    }
-    if (!ids.empty() && ids.back() == tok->eos_id()) {
-      ids.pop_back();
-      mask.pop_back();
-    }
-    for (size_t k = 0; k < ids.size(); ++k)
-      if (ids[k] == tok->eos_id())
-        fail(path, ":", line, ": the chat template writes the eos token (\"", chat->eos_token(),
-             "\") inside the conversation, at token ", k,
-             "; a token shard separates documents "
-             "by eos, so a document may not contain it");
-    writer.add_document(ids, bos, mask);
-    ++r.conversations;
-  };
-  // Progress in input bytes: each line as it is done, each whole-file document at its end.
+  std::vector<std::string> inputs = o.inputs;
+  const bool hf = !o.hf_path.empty() || !o.hf_files.empty();
+  if (hf && !inputs.empty())
+    fail("tokenize: give input files or a dataset (hf_path / hf_train_files), not both");
+  if (hf) inputs = hf_split_files({o.hf_path, o.hf_data_dir, o.hf_files, o.split});
+  // Progress in input bytes: each file at its end, each line of a plain text file.
   double total = 0, before = 0;
-  for (const std::string& path : o.inputs) {
+  for (const std::string& path : inputs) {
     std::error_code ec;
     const uintmax_t n = std::filesystem::file_size(path, ec);
     total += ec ? 0.0 : double(n);
   }
   Progress progress("tokenize", total, "bytes");
-  for (const std::string& path : o.inputs) {
-    const std::string text = read_file(path);
-    auto line_done = [&](std::string_view line) {
-      progress.set(before + double(line.data() + line.size() - text.data()));
-    };
-    if (ends_with(path, ".jsonl")) {
-      for_each_line(text, [&](size_t n, std::string_view line) {
-        line_done(line);
-        if (blank(line)) return;
-        nlohmann::json j;
-        try {
-          j = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::exception& e) {
-          fail(path, ":", n, ": not valid JSON (", e.what(),
-               "); a .jsonl input needs one JSON object per line");
-        }
-        if (j.is_object() && j.contains("messages")) {
-          add_conversation(path, n, std::string(line));
-          return;
-        }
-        if (j.is_object() && (j.contains("prompt") || j.contains("completion"))) {
-          add_pair(path, n, j);
-          return;
-        }
-        if (!j.is_object() || !j.contains(o.text_key))
-          fail(path, ":", n, ": expected a JSON object with a \"", o.text_key,
-               "\" field (set another field with "
-               "--text_key)");
-        if (!j[o.text_key].is_string())
-          fail(path, ":", n, ": field \"", o.text_key, "\" is ", j[o.text_key].type_name(),
-               ", expected a string");
-        add(j[o.text_key].get_ref<const std::string&>());
-      });
-    } else if (o.lines) {
-      for_each_line(text, [&](size_t, std::string_view line) {
-        line_done(line);
-        if (!blank(line)) add(line);
+  for (const std::string& path : inputs) {
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(path, ec);
+    const bool jsonl = ends_with(path, ".jsonl");
+    if (hf || jsonl || is_arrow_data_file(path) || ends_with(path, ".json")) {
+      // A JSONL line given as an input file is read whole (its keys say what it is), unless
+      // data columns are named; a dataset's rows are their columns.
+      const std::vector<std::string> cols =
+          !hf && jsonl && o.data_columns.empty() ? std::vector<std::string>() : columns;
+      for_each_hf_row(path, cols, [&](const nlohmann::ordered_json& record, const std::string& where) {
+        add(encoder.encode(record, where));
       });
     } else {
-      add(text);
+      const std::string text = read_file(path);
+      if (o.lines) {
+        for_each_line(text, [&](size_t, std::string_view line) {
+          progress.set(before + double(line.data() + line.size() - text.data()));
+          if (!blank(line)) add(encoder.encode_text(line));
+        });
+      } else {
+        add(encoder.encode_text(text));
+      }
     }
-    before += double(text.size());
+    before += ec ? 0.0 : double(bytes);
     progress.set(before);
   }
   if (writer.num_documents() == 0)
