@@ -21,8 +21,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       o.dataset_path = path;
       o.packing = mode % 2 == 0;
       o.completion_only = mode >= 2;  // a version-2 shard's loss mask through packing
-      o.packing_type = "sequential";
-      o.shuffle = false;
       o.eval = mode == 3;             // one pass, no wrap (an eval stream)
       if (mode >= 4) {  // MaxText's grain pipeline; mode 5 with the loss mask, no truncation
         o.packing = true;

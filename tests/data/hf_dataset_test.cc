@@ -162,6 +162,8 @@ TEST(HfDataset, TrainingReadsTheTokensOfGemmaxTokenize) {
   shards.seq = 16;
   shards.batch = 2;
   shards.vocab_size = 259;
+  shards.packing_type = "first_fit";  // a run's defaults
+  shards.shuffle = true;
   shards.shuffle_buffer = 2;
   shards.seed = 7;
   shards.completion_only = true;

@@ -290,13 +290,14 @@ bool is_arrow_data_file(const std::string& path) {
 
 void for_each_hf_row(const std::string& path, const std::vector<std::string>& columns,
                      const std::function<void(const Json&, const std::string&)>& row) {
-  auto text_column_error = [&](uint64_t n, const std::string& column, std::string_view type) {
-    fail(path, ": row ", n, ": column \"", column, "\" is ", type,
+  auto text_column_error = [&](const std::string& where, const std::string& column,
+                               std::string_view type) {
+    fail(where, ": column \"", column, "\" is ", type,
          ", expected text (a string column): name a text column in train_data_columns / "
          "eval_data_columns (gemmax tokenize: --data_columns), or \"messages\" for conversations");
   };
-  auto messages_error = [&](uint64_t n, std::string_view type) {
-    fail(path, ": row ", n, ": column \"messages\" is ", type,
+  auto messages_error = [&](const std::string& where, std::string_view type) {
+    fail(where, ": column \"messages\" is ", type,
          ", expected a list of {\"role\", \"content\"} turns: give the conversations as lists of "
          "turns, or name the dataset's text column in train_data_columns");
   };
@@ -306,25 +307,26 @@ void for_each_hf_row(const std::string& path, const std::vector<std::string>& co
     read_arrow_rows(
         path, extension(path) == ".parquet" ? ArrowFormat::Parquet : ArrowFormat::Ipc, columns,
         [&](std::span<const ArrowCell> cells) {
-          ++n;
+          const std::string where = str_cat(path, ": row ", ++n);
           record = Json::object();
           for (size_t c = 0; c < cells.size(); ++c) {
             const ArrowCell& cell = cells[c];
             const bool messages = columns[c] == "messages";
             if (cell.kind == ArrowCell::Kind::Other) {
-              if (messages) messages_error(n, cell.type);
-              text_column_error(n, columns[c], cell.type);
+              if (messages) messages_error(where, cell.type);
+              text_column_error(where, columns[c], cell.type);
             }
-            if (messages && cell.kind == ArrowCell::Kind::String) messages_error(n, cell.type);
-            if (!messages && cell.kind == ArrowCell::Kind::Json) text_column_error(n, columns[c], cell.type);
+            if (messages && cell.kind == ArrowCell::Kind::String) messages_error(where, cell.type);
+            if (!messages && cell.kind == ArrowCell::Kind::Json)
+              text_column_error(where, columns[c], cell.type);
             if (!messages && cell.kind == ArrowCell::Kind::Null)
-              fail(path, ": row ", n, ": column \"", columns[c],
+              fail(where, ": column \"", columns[c],
                    "\" is null: every row needs its text; drop the row or fill it");
             if (cell.kind == ArrowCell::Kind::String) record[columns[c]] = std::string(cell.data);
             else if (cell.kind == ArrowCell::Kind::Json) record[columns[c]] = Json::parse(cell.data);
             else record[columns[c]] = nullptr;
           }
-          row(record, str_cat(path, ": row ", n));
+          row(record, where);
         });
     return;
   }
@@ -349,8 +351,8 @@ void for_each_hf_row(const std::string& path, const std::vector<std::string>& co
              "--data_columns)");
       }
       const Json& v = j[c];
-      if (c == "messages" && !v.is_array()) messages_error(n, v.type_name());
-      if (c != "messages" && !v.is_string()) text_column_error(n, c, v.type_name());
+      if (c == "messages" && !v.is_array()) messages_error(where, v.type_name());
+      if (c != "messages" && !v.is_string()) text_column_error(where, c, v.type_name());
       record[c] = v;
     }
     row(record, where);

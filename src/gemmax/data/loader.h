@@ -24,8 +24,10 @@ struct DataOptions {
   // How rows are filled (docs/DATA.md): "sequential" (documents in order, a piece that does not
   // fit the row starts the next) or "first_fit" (MaxText's grain: the global batch's rows open
   // together, each piece into the first with room).
-  std::string packing_type = "first_fit";  // grain_packing_type
-  bool shuffle = true;                     // enable_data_shuffling: grain's window shuffle
+  // (A run's defaults are MaxText's, first_fit and shuffled: keys.h. These are a library
+  // caller's: documents in order.)
+  std::string packing_type = "sequential";  // grain_packing_type
+  bool shuffle = false;                     // enable_data_shuffling: grain's window shuffle
   int64_t shuffle_buffer = 100;             // grain_shuffle_buffer_size: the window, in documents
   bool truncate = false;  // use_truncation: keep a document's first seq tokens, drop the rest
   int64_t batch = 1;  // rows per batch (per_device_batch_size)
