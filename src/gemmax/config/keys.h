@@ -268,9 +268,9 @@
   X(bool, packing, packing, true, any(), maxtext(),                                                 \
     "pack documents into rows with segment ids (MaxText's default)")                               \
   X(PackingType, grain_packing_type, grain_packing_type, PackingType::FirstFit, any(), maxtext(),  \
-    "sequential (documents in order; a piece that does not fit starts the next row) | first_fit "  \
-    "(MaxText's grain default: the batch's rows open together, each piece into the first with "    \
-    "room); docs/DATA.md")                                                                          \
+    "first_fit (MaxText's grain default: the batch's rows open together, each piece into the "    \
+    "first with room) | sequential (documents in order; a piece that does not fit starts the "     \
+    "next row; with enable_data_shuffling=false); docs/DATA.md")                                    \
   X(bool, enable_data_shuffling, enable_data_shuffling, true, any(), maxtext(),                     \
     "first_fit: shuffle documents in windows, as grain (MaxText's default)")                       \
   X(int64_t, grain_shuffle_buffer_size, grain_shuffle_buffer_size, 100, closed(1, kI64), maxtext(), \
