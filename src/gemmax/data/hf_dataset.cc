@@ -122,20 +122,17 @@ std::map<std::string, std::vector<std::string>> resolve_splits(const std::vector
   const std::vector<std::string> in_name = {"**/*[-._ 0-9/]{k}" + sep + "*", "{k}" + sep + "*"};
   for (const auto* patterns : {&in_dir, &in_name}) {
     for (const auto& [split, words] : keywords) {
-      // A split's files: those of its first pattern that matches any (datasets' order).
-      for (const std::string& w : words) {
-        bool found = false;
+      // A split's files: what all its patterns match, in the patterns' order (datasets resolves
+      // every pattern of a split that has any file).
+      std::vector<std::string>& mine = splits[split];
+      for (const std::string& w : words)
         for (std::string p : *patterns) {
           p.replace(p.find("{k}"), 3, w);
-          if (auto m = matching(files, p); !m.empty()) {
-            splits[split] = m;
-            found = true;
-            break;
-          }
+          for (const std::string& f : matching(files, p))
+            if (std::find(mine.begin(), mine.end(), f) == mine.end()) mine.push_back(f);
         }
-        if (found) break;
-      }
-      if (splits.count(split)) order->push_back(split);
+      if (mine.empty()) splits.erase(split);
+      else order->push_back(split);
     }
     if (!splits.empty()) return splits;
   }
