@@ -13,6 +13,7 @@ set -eu
 build=${1:-build}
 mib=${2:-64}
 py=${PYTHON:-/tmp/venv-hf/bin/python}
+export HF_DATASETS_DISABLE_PROGRESS_BARS=1
 bin=$build/bin/gemmax
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
