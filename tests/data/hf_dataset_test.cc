@@ -189,6 +189,11 @@ TEST(HfDataset, TrainingReadsTheTokensOfGemmaxTokenize) {
   hf.seq = 8;
   auto e = make_data_loader(hf);
   EXPECT_NE(e->describe().find("1 conversations"), std::string::npos) << e->describe();
+  // A tokenizer whose ids the model's vocabulary does not hold: named by the dataset.
+  hf.vocab_size = 100;
+  expect_error([&] { make_data_loader(hf); },
+               {"Hugging Face dataset's split test_sft", "tokenized with byte (vocab 259)",
+                "outside the model's vocabulary (vocab_size 100)"});
 }
 
 TEST(HfDataset, BadInputsSayWhatAndHowToFixIt) {

@@ -411,6 +411,11 @@ std::unique_ptr<DataLoader> hf_loader(const DataOptions& o) {
       o.hf_files.empty() ? str_cat("split ", o.hf_split, " of '", o.hf_path,
                                    o.hf_data_dir.empty() ? "" : "/" + o.hf_data_dir, "'")
                          : str_cat("files ", o.hf_files);
+  try {  // the ids against the model, named by the dataset rather than the unlinked shard
+    shard->validate_tokens(o.vocab_size);
+  } catch (const Error& e) {
+    fail("the Hugging Face dataset's ", source, ", tokenized with ", r.tokenizer, ": ", e.what());
+  }
   return shards_loader(o, {shard},
                        str_cat("Hugging Face dataset, ", source, " (", r.pairs, " pairs, ",
                                r.conversations, " conversations, tokenizer ", r.tokenizer, ")"));
