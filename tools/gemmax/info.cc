@@ -65,9 +65,9 @@ int print_backends() {
                                             : "no: " + m.cudnn_unavailable)
             << "\n"
             << "  NCCL comm:         " << (m.has_nccl ? "yes" : "no (built without NCCL)") << "\n";
-  print_arrow();
   const bool device = cuda::cuda_device_available(&why);
   std::cout << "  device:            " << (device ? "yes" : "none: " + why) << "\n";
+  print_arrow();
   return 0;
 }
 
