@@ -286,7 +286,8 @@ bool is_arrow_data_file(const std::string& path) {
 }
 
 void for_each_hf_row(const std::string& path, const std::vector<std::string>& columns,
-                     const std::function<void(const Json&, const std::string&)>& row) {
+                     const std::function<void(const Json&, const std::string&)>& row,
+                     const std::function<void(uint64_t)>& read) {
   auto text_column_error = [&](const std::string& where, const std::string& column,
                                std::string_view type) {
     fail(where, ": column \"", column, "\" is ", type,
@@ -372,6 +373,7 @@ void for_each_hf_row(const std::string& path, const std::vector<std::string>& co
     const std::string_view line = std::string_view(text).substr(begin, end - begin);
     ++number;
     begin = end + 1;
+    if (read) read(std::min(begin, text.size()));
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     Json j;
     try {

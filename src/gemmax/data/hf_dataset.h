@@ -36,9 +36,11 @@ std::vector<std::string> hf_splits(const std::string& path, const std::string& d
 // `record` holds the columns named in `columns` (empty: every field of a JSON line). A column
 // other than "messages" must be text; "messages" a list of turns. `where` names the row for
 // errors: "file:line" (JSON) or "file: row N" (Parquet, Arrow).
+// `read` (optional) is told the bytes of a JSON Lines file read so far, line by line.
 void for_each_hf_row(
     const std::string& path, const std::vector<std::string>& columns,
-    const std::function<void(const nlohmann::ordered_json&, const std::string&)>& row);
+    const std::function<void(const nlohmann::ordered_json&, const std::string&)>& row,
+    const std::function<void(uint64_t)>& read = {});
 
 // True for the files for_each_hf_row reads through Apache Arrow (Parquet, Arrow IPC).
 bool is_arrow_data_file(const std::string& path);

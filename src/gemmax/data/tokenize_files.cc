@@ -122,7 +122,8 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
   if (hf && !inputs.empty())
     fail("tokenize: give input files or a dataset (hf_path / hf_train_files), not both");
   if (hf) inputs = hf_split_files({o.hf_path, o.hf_data_dir, o.hf_files, o.split});
-  // Progress in input bytes: each file at its end, each line of a plain text file.
+  // Progress in input bytes: each line of a JSON Lines or plain text file, each other file at
+  // its end.
   double total = 0, before = 0;
   for (const std::string& path : inputs) {
     std::error_code ec;
@@ -139,9 +140,12 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
       // data columns are named; a dataset's rows are their columns.
       const std::vector<std::string> cols =
           !hf && jsonl && o.data_columns.empty() ? std::vector<std::string>() : columns;
-      for_each_hf_row(path, cols, [&](const nlohmann::ordered_json& record, const std::string& where) {
-        add(encoder.encode(record, where));
-      });
+      for_each_hf_row(
+          path, cols,
+          [&](const nlohmann::ordered_json& record, const std::string& where) {
+            add(encoder.encode(record, where));
+          },
+          [&](uint64_t read) { progress.set(before + double(read)); });
     } else {
       const std::string text = read_file(path);
       if (o.lines) {
