@@ -189,6 +189,14 @@ TEST(HfDataset, TrainingReadsTheTokensOfGemmaxTokenize) {
   hf.seq = 8;
   auto e = make_data_loader(hf);
   EXPECT_NE(e->describe().find("1 conversations"), std::string::npos) << e->describe();
+  // A dataset named for another dataset_type.
+  DataOptions builtin = shards;
+  builtin.dataset_type = "builtin";
+  builtin.dataset_path = "";
+  builtin.completion_only = false;
+  builtin.hf_path = hf.hf_path;
+  expect_error([&] { make_data_loader(builtin); },
+               {"hf_path '", "dataset_type is 'builtin'", "dataset_type=hf"});
   // A tokenizer whose ids the model's vocabulary does not hold: named by the dataset.
   hf.vocab_size = 100;
   expect_error([&] { make_data_loader(hf); },

@@ -433,6 +433,10 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
   if (o.dataset_type != "shards" && !o.dataset_path.empty())
     fail("dataset_path '", o.dataset_path, "' is set but dataset_type is '", o.dataset_type,
          "', which reads no files; set dataset_type=shards to train on it, or clear dataset_path");
+  if (o.dataset_type != "hf" && (!o.hf_path.empty() || !o.hf_files.empty()))
+    fail(o.hf_path.empty() ? "hf_train_files '" + o.hf_files : "hf_path '" + o.hf_path,
+         "' is set but dataset_type is '", o.dataset_type,
+         "', which reads no Hugging Face dataset; set dataset_type=hf to train on it, or clear it");
   if (o.completion_only && o.dataset_type != "shards" && o.dataset_type != "hf")
     fail("sft_train_on_completion_only=true needs dataset_type=shards (token shards whose loss "
          "mask `gemmax tokenize` wrote) or hf (prompt/completion or messages columns), but "
