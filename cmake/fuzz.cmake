@@ -5,7 +5,8 @@
 # skipped with a warning.
 set(GEMMAX_FUZZ_SECONDS 20 CACHE STRING "seconds ctest runs each fuzz target")
 set(GEMMAX_FUZZ_TARGETS safetensors_fuzz token_shard_fuzz config_fuzz hf_config_fuzz
-                        train_checkpoint_fuzz tokenizer_fuzz tokenizer_json_fuzz chat_template_fuzz)
+                        train_checkpoint_fuzz tokenizer_fuzz tokenizer_json_fuzz chat_template_fuzz
+                        parquet_fuzz)
 find_program(GEMMAX_CLANGXX NAMES clang++ clang++-14 PATHS /usr/bin NO_DEFAULT_PATH)
 set(fuzz_dir ${CMAKE_BINARY_DIR}/fuzz)
 if(GEMMAX_CLANGXX)
@@ -15,6 +16,8 @@ if(GEMMAX_CLANGXX)
     SOURCE_DIR ${CMAKE_SOURCE_DIR}/fuzz
     BINARY_DIR ${fuzz_dir}
     CMAKE_ARGS -DCMAKE_CXX_COMPILER=${GEMMAX_CLANGXX} -DCMAKE_BUILD_TYPE=
+               -DGEMMAX_ARROW=${GEMMAX_HAVE_ARROW} -DGEMMAX_ARROW_ROOT=${GEMMAX_ARROW_ROOT}
+               -DGEMMAX_ARROW_DEPS_DIR=${GEMMAX_ARROW_DEPS_DIR}
     BUILD_ALWAYS ON  # fuzz/ compiles src/: let its own build decide what is out of date
     INSTALL_COMMAND "")
   foreach(t ${GEMMAX_FUZZ_TARGETS})
@@ -38,7 +41,7 @@ endif()
 # Each target's layer: its label for `ctest -L <layer>`, as the other tests have.
 foreach(target_layer safetensors_fuzz:io token_shard_fuzz:data config_fuzz:config hf_config_fuzz:io
                      train_checkpoint_fuzz:checkpoint tokenizer_fuzz:data tokenizer_json_fuzz:data
-                     chat_template_fuzz:data)
+                     chat_template_fuzz:data parquet_fuzz:data)
   string(REPLACE ":" ";" target_layer ${target_layer})
   list(GET target_layer 0 t)
   list(GET target_layer 1 layer)

@@ -4,7 +4,7 @@
 #
 #   scripts/package.sh [BUILD] [DEST]        (defaults: build, BUILD/package)
 #
-# DEST/bin: gemmax (the static launcher), gemmax-engine and its modules, libgemmax_cuda.so and libgemmax_mpi.so (those the build
+# DEST/bin: gemmax (the static launcher), gemmax-engine and its modules, libgemmax_cuda.so, libgemmax_mpi.so and libgemmax_arrow.so (those the build
 # made), found beside the binary. DEST/lib: the shared libraries the binary needs that a bare
 # machine may lack (yaml-cpp, sentencepiece, OpenMP, zlib, the C++ runtime), found through the
 # binary's run path $ORIGIN/../lib. Not carried: the C library, and the libraries the modules
@@ -19,8 +19,12 @@ dest=${2:-$build/package}
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
 cp "$build/bin/gemmax" "$build/bin/gemmax-engine" "$dest/bin/"
-for m in libgemmax_cuda.so libgemmax_mpi.so; do
+for m in libgemmax_cuda.so libgemmax_mpi.so libgemmax_arrow.so; do
   [ -f "$build/bin/$m" ] && cp "$build/bin/$m" "$dest/bin/"
+done
+# The Parquet/Arrow module's Arrow libraries (from the pyarrow wheel, in build/lib/).
+for l in "$build"/lib/libarrow.so.* "$build"/lib/libparquet.so.*; do
+  [ -f "$l" ] && cp "$l" "$dest/lib/"
 done
 system='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libresolv|libutil)\.so'
 ldd "$dest/bin/gemmax-engine" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |

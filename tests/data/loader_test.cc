@@ -276,7 +276,7 @@ TEST(ShardsLoader, Errors) {
   o.dataset_type = "tfds";
   o.dataset_path = "";
   expect_error([&] { make_data_loader(o); },
-               {"dataset_type 'tfds'", "builtin, shards or synthetic"});
+               {"dataset_type 'tfds'", "builtin, shards, hf or synthetic"});
   const std::string empty = write_shard(dir, "empty.bin", {});
   expect_error([&] { make_data_loader(shard_options(empty, 1, 4)); },
                {"empty.bin", "no documents"});

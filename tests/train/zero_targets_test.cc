@@ -28,7 +28,7 @@ std::string train_command(const testing::TempDir& dir, const std::string& train,
                           const std::string& extra) {
   return std::string(GEMMAX_BINARY) + " train base_output_directory=" + dir.str() +
          " run_name=r backend=reference dtype=float32 weight_dtype=float32 base_emb_dim=32 "
-         "max_target_length=16 per_device_batch_size=1 packing=false steps=2 "
+         "max_target_length=16 per_device_batch_size=1 packing=false enable_data_shuffling=false steps=2 "
          "sample_max_new_tokens=0 dataset_type=shards sft_train_on_completion_only=true "
          "dataset_path=" + train + " eval_dataset_path=" + eval + " eval_interval=2 eval_steps=2 " + extra;
 }

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "gemmax/backend/cuda_module.h"
+#include "gemmax/data/arrow_reader.h"
 #include "gemmax/base/error.h"
 #include "gemmax/config/key_table.h"
 #include "gemmax/config/train_config.h"
@@ -41,6 +42,9 @@ int print_batches(int64_t n, int argc, char** argv) {
   return 0;
 }
 
+// Whether Parquet and Arrow files can be read here (dataset_type=hf).
+void print_arrow() { std::cout << "parquet/arrow:       " << arrow_module_status() << "\n"; }
+
 // The backends this installation can run: the built-in ones, and the cuda module, loaded and
 // asked for a device.
 int print_backends() {
@@ -50,6 +54,7 @@ int print_backends() {
   std::string why;
   if (!cuda::cuda_module_loads(&why)) {
     std::cout << "cuda:                cannot load: " << why << "\n";
+    print_arrow();
     return 0;
   }
   const cuda::LoadedModule& m = cuda::cuda_module();
@@ -62,6 +67,7 @@ int print_backends() {
             << "  NCCL comm:         " << (m.has_nccl ? "yes" : "no (built without NCCL)") << "\n";
   const bool device = cuda::cuda_device_available(&why);
   std::cout << "  device:            " << (device ? "yes" : "none: " + why) << "\n";
+  print_arrow();
   return 0;
 }
 
@@ -80,7 +86,8 @@ int cmd_info(int argc, char** argv) {
                  "training batches\n(one JSON line each: per row inputs, segment_ids, "
                  "positions).\n"
                  "gemmax info --backends loads the cuda module (libgemmax_cuda.so) and prints which\n"
-                 "backends this installation can run, and why not.\n";
+                 "backends this installation can run, and why not, and whether it reads Parquet\n"
+                 "and Arrow files (the Arrow module, libgemmax_arrow.so).\n";
     return 0;
   }
   if (argc == 1 && !std::strcmp(argv[0], "--backends")) return print_backends();

@@ -1,5 +1,6 @@
 // gemmax tokenize: text files -> one token shard for dataset_type=shards.
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -26,6 +27,11 @@ const char* kUsage =
     "                   counts C only (train with sft_train_on_completion_only=true), or\n"
     "                   {\"messages\": [{\"role\": R, \"content\": C}, ...]} is one conversation\n"
     "                   rendered with the chat template, whose mask counts the assistant turns\n"
+    "  *.parquet, *.arrow, *.json\n"
+    "                   rows of a Hugging Face dataset (--data_columns; Parquet and Arrow\n"
+    "                   need a build with Apache Arrow, cmake -DGEMMAX_ARROW=ON)\n"
+    "  --hf_path DIR    a Hugging Face dataset folder instead of files: a hub download\n"
+    "                   (data/*.parquet, ...) or datasets.save_to_disk's folder (docs/DATA.md)\n"
     "  any other file   plain UTF-8 text: the whole file is one document (see --lines)\n"
     "Empty documents are skipped.\n"
     "\n"
@@ -42,6 +48,11 @@ const char* kUsage =
     "  --no-bos                   do not prepend bos to each document\n"
     "  --lines                    plain text: one document per non-empty line\n"
     "  --text_key KEY             *.jsonl: the field holding the text (default \"text\")\n"
+    "  --data_columns A[,B]       dataset rows: one text column (default: --text_key), messages,\n"
+    "                             or prompt,completion (MaxText's train_data_columns)\n"
+    "  --hf_data_dir DIR          --hf_path: a folder inside it (MaxText's hf_data_dir)\n"
+    "  --hf_files GLOBS           --hf_path: these files (comma-separated globs), not a split's\n"
+    "  --split NAME               --hf_path: the split to read (default train)\n"
     "  --chat_template_dir DIR    the chat template of an HF model folder: chat_template.jinja,\n"
     "                             else tokenizer_config.json's \"chat_template\" (and its\n"
     "                             bos_token/eos_token text)\n"
@@ -81,7 +92,12 @@ int cmd_tokenize(int argc, char** argv) {
                      {"chat_template_max_mib"},
                      {"chat_template_max_steps"},
                      {"chat_spans_by_prefix_renders", false},
-                     {"num_threads"}},
+                     {"num_threads"},
+                     {"data_columns"},
+                     {"hf_path"},
+                     {"hf_data_dir"},
+                     {"hf_files"},
+                     {"split"}},
                     /*allow_positional=*/true);
   if (flags.help()) {
     std::fputs(kUsage, stdout);
@@ -102,11 +118,23 @@ int cmd_tokenize(int argc, char** argv) {
   o.chat_template_max_steps = flags.get_int("chat_template_max_steps", o.chat_template_max_steps);
   o.chat_spans_by_prefix_renders = flags.has("chat_spans_by_prefix_renders");
   o.num_threads = flags.get_int("num_threads", 0);
-  if (o.inputs.empty())
-    fail("gemmax tokenize: give at least one input file (see gemmax tokenize --help)");
+  o.hf_path = flags.get("hf_path", "");
+  o.hf_data_dir = flags.get("hf_data_dir", "");
+  o.hf_files = flags.get("hf_files", "");
+  o.split = flags.get("split", "train");
+  const std::string columns = flags.get("data_columns", "");
+  for (size_t begin = 0; begin < columns.size();) {
+    const size_t end = std::min(columns.find(',', begin), columns.size());
+    if (end > begin) o.data_columns.push_back(columns.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  if (o.inputs.empty() && o.hf_path.empty() && o.hf_files.empty())
+    fail("gemmax tokenize: give at least one input file, or --hf_path (see gemmax tokenize "
+         "--help)");
   std::vector<PathRole> inputs = {{tokenizer_file(o.tokenizer_path), "--tokenizer_path"},
                                   {o.chat_template_path, "--chat_template_path"}};
   for (const std::string& in : o.inputs) inputs.push_back({in, "input"});
+  if (!o.hf_path.empty()) inputs.push_back({o.hf_path, "--hf_path"});
   // A tokenizer.json's special tokens are read from the files beside it.
   if (const std::string t = tokenizer_file(o.tokenizer_path); t.ends_with(".json"))
     for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"})

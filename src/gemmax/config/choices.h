@@ -61,8 +61,9 @@ GEMMAX_VALUE_NAMES(LoadBalanceDensity, {LoadBalanceDensity::PerToken, "per_token
                    {LoadBalanceDensity::PerChoice, "per_choice"})
 
 // The data a run trains on, its tokenizer and how documents are packed into rows (docs/DATA.md).
-enum class DatasetType { Builtin, Shards, Synthetic };
+enum class DatasetType { Builtin, Shards, Synthetic, Hf };
 GEMMAX_VALUE_NAMES(DatasetType, {DatasetType::Builtin, "builtin"}, {DatasetType::Shards, "shards"},
+                   {DatasetType::Hf, "hf"},
                    {DatasetType::Synthetic, "synthetic"})
 // Auto: the kind read from tokenizer_path (byte when it is empty); the others are checked against it.
 enum class TokenizerType { Auto, Byte, SentencePiece, HuggingFace };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -231,9 +232,27 @@ Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
   return c;
 }
 
-void Config::apply_file(const std::string& path) {
+void Config::apply_file(const std::string& path, int depth) {
   const YAML::Node root = parse_mapping(read_text_file(path), path);
   if (root.IsNull()) return;
+  // base_config: the file this one overrides, read first. As MaxText: beside this file, else in
+  // the configs folder above it (configs/post_train/sft.yml names configs/base.yml).
+  if (const YAML::Node base = root["base_config"]) {
+    if (!base.IsScalar()) fail(path, ": base_config must be a file name");
+    if (depth > 8) fail(path, ": base_config files name each other in a loop");
+    namespace fs = std::filesystem;
+    const fs::path name = base.Scalar(), dir = fs::path(path).parent_path();
+    fs::path found = name.is_absolute() ? name : dir / name;
+    std::error_code ec;
+    if (!name.is_absolute() && !fs::is_regular_file(found, ec) &&
+        fs::is_regular_file(dir.parent_path() / name, ec))
+      found = dir.parent_path() / name;
+    if (!fs::is_regular_file(found, ec))
+      fail(path, ": base_config '", name.string(), "' is not beside it (", (dir / name).string(),
+           ") nor in the folder above; MaxText's configs/base.yml is what it names: copy it "
+           "there, or remove base_config (gemmax's defaults are MaxText's)");
+    apply_file(found.string(), depth + 1);
+  }
   // MaxText's base.yml and files made from it are read in MaxText's order: the model file
   // (the preset) overrides them. They are known by keys gemmax does not implement.
   bool maxtext_order = false;
@@ -241,7 +260,9 @@ void Config::apply_file(const std::string& path) {
     const MaxTextKey* k = find_maxtext_key(kv.first.Scalar());
     if (k && k->cls != KeyClass::Implemented) maxtext_order = true;
   }
-  for (const auto& kv : root) set_value(kv.first.Scalar(), &kv.second, "", path, !maxtext_order);
+  for (const auto& kv : root)
+    if (kv.first.Scalar() != "base_config")
+      set_value(kv.first.Scalar(), &kv.second, "", path, !maxtext_order);
   // MaxText's models/<name>.yml names no model: the file's name does.
   if (!root["model_name"]) {
     const std::string base = path.substr(path.find_last_of('/') + 1);
@@ -255,8 +276,33 @@ void Config::set(const std::string& key, const std::string& text, const std::str
   set_value(key, nullptr, text, origin, true);
 }
 
-void Config::set_value(const std::string& key_in, const YAML::Node* node, const std::string& text_in,
-                       const std::string& origin, bool user) {
+void Config::set_value(const std::string& key_given, const YAML::Node* node,
+                       const std::string& text_given, const std::string& origin, bool user) {
+  // MaxText's nested blocks (lora: {lora_rank: 16}) and their dotted form (lora.lora_rank=16)
+  // are read flat: each leaf key is the key.
+  if (node && node->IsMap() && !base_values().count(key_given) && !find_maxtext_key(key_given)) {
+    for (const auto& kv : *node) set_value(kv.first.Scalar(), &kv.second, "", origin, user);
+    return;
+  }
+  const std::string key_in = key_given.find('.') == std::string::npos
+                                 ? key_given
+                                 : key_given.substr(key_given.rfind('.') + 1);
+  // A list of names (train_data_columns: ['messages']) is kept comma-separated.
+  std::string text_in = text_given;
+  const bool list_key = key_in == "train_data_columns" || key_in == "eval_data_columns";
+  if (list_key && node && node->IsSequence()) {
+    text_in.clear();
+    for (const auto& item : *node) {
+      if (!item.IsScalar()) fail(origin, ": key '", key_in, "' is a list of column names");
+      text_in += (text_in.empty() ? "" : ",") + item.Scalar();
+    }
+    node = nullptr;
+  } else if (list_key && !node) {  // the command line's ['a', 'b'], [a,b] or a,b
+    std::string t;
+    for (char ch : text_in)
+      if (ch != '[' && ch != ']' && ch != '\'' && ch != '"' && ch != ' ') t += ch;
+    text_in = t;
+  }
   const MaxTextKey* mk = find_maxtext_key(key_in);
   if (mk && mk->cls != KeyClass::Implemented) {
     MaxTextSetting& s = maxtext_[key_in];

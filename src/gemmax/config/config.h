@@ -71,7 +71,7 @@ class Config {
   };
 
   const ConfigValue& at(const std::string& key) const;
-  void apply_file(const std::string& path);
+  void apply_file(const std::string& path, int depth = 0);  // depth: base_config files above
   void apply_preset();
   // `node` is a YAML node (files, presets) or null with `text` the value (command line).
   void set_value(const std::string& key, const YAML::Node* node, const std::string& text,

@@ -245,9 +245,25 @@
 
 #define GEMMAX_DATA_KEYS(X)                                                                         \
   X(DatasetType, dataset_type, dataset_type, DatasetType::Builtin, any(), maxtext(),                \
-    "builtin (generated text) | shards (gemmax token shards) | synthetic")                          \
+    "builtin (generated text) | shards (gemmax token shards) | hf (a Hugging Face dataset on "     \
+    "disk: hf_path) | synthetic")                                                                   \
   X(std::string, dataset_path, dataset_path, "", any(), maxtext(),                                  \
     "shards: a .bin shard, a folder of them, or a comma-separated list")                           \
+  X(std::string, hf_path, hf_path, "", any(), maxtext(),                                            \
+    "hf: the dataset's folder on disk (a hub download's, or datasets.save_to_disk's)")             \
+  X(std::string, hf_data_dir, hf_data_dir, "", any(), maxtext(),                                    \
+    "hf: a folder inside hf_path holding the files (load_dataset's data_dir)")                     \
+  X(std::string, hf_train_files, hf_train_files, "", any(), maxtext(),                              \
+    "hf: the training files, comma-separated globs relative to hf_path; \"\": train_split's")      \
+  X(std::string, train_split, train_split, "train", any(), maxtext(),                               \
+    "hf: the split trained on")                                                                     \
+  X(std::string, train_data_columns, train_data_columns, "text", any(), maxtext(),                  \
+    "hf: the columns of a training row: one text column, messages (a conversation through the "   \
+    "chat template), or prompt,completion; a YAML list or comma-separated")                        \
+  X(std::string, chat_template_path, chat_template_path, "", any(), maxtext(),                      \
+    "hf messages: a Jinja chat template file; \"\": the template of tokenizer_path's folder")      \
+  X(std::string, chat_template, chat_template, "", any(), maxtext(),                                \
+    "hf messages: the chat template's text, instead of chat_template_path")                        \
   X(TokenizerType, tokenizer_type, tokenizer_type, TokenizerType::Auto, any(), maxtext(),           \
     "auto (the kind tokenizer_path holds; byte when it is empty) | byte | sentencepiece | "         \
     "huggingface (the last two checked against the file); docs/DATA.md")                           \
@@ -255,12 +271,12 @@
     "a model folder (its tokenizer.json, else tokenizer.model), a tokenizer.json or a .model file") \
   X(bool, packing, packing, true, any(), maxtext(),                                                 \
     "pack documents into rows with segment ids (MaxText's default)")                               \
-  X(PackingType, grain_packing_type, grain_packing_type, PackingType::Sequential, any(), maxtext(), \
-    "sequential (documents in order; a piece that does not fit starts the next row) | first_fit "  \
-    "(MaxText's grain default: the batch's rows open together, each piece into the first with "    \
-    "room); docs/DATA.md")                                                                          \
-  X(bool, enable_data_shuffling, enable_data_shuffling, false, any(), maxtext(),                    \
-    "first_fit: shuffle documents in windows, as grain (MaxText: true)")                           \
+  X(PackingType, grain_packing_type, grain_packing_type, PackingType::FirstFit, any(), maxtext(),  \
+    "first_fit (MaxText's grain default: the batch's rows open together, each piece into the "    \
+    "first with room) | sequential (documents in order; a piece that does not fit starts the "     \
+    "next row; with enable_data_shuffling=false); docs/DATA.md")                                    \
+  X(bool, enable_data_shuffling, enable_data_shuffling, true, any(), maxtext(),                     \
+    "first_fit: shuffle documents in windows, as grain (MaxText's default)")                       \
   X(int64_t, grain_shuffle_buffer_size, grain_shuffle_buffer_size, 100, closed(1, kI64), maxtext(), \
     "the shuffle window, in documents (MaxText's default)")                                         \
   X(bool, use_truncation, use_truncation, false, any(), maxtext(),                                  \
@@ -315,6 +331,12 @@
     "batches per evaluation; -1: one pass over the whole eval set")                                 \
   X(int64_t, eval_per_device_batch_size, eval_per_device_batch_size, 0, any(), maxtext(),           \
     "rows per eval batch; 0: per_device_batch_size (at most that)")                                 \
+  X(std::string, hf_eval_split, hf_eval_split, "", any(), maxtext(),                                \
+    "hf: the split evaluated on; \"\" with no hf_eval_files: no evaluation")                        \
+  X(std::string, hf_eval_files, hf_eval_files, "", any(), maxtext(),                                \
+    "hf: the eval files, comma-separated globs relative to hf_path; \"\": hf_eval_split's")        \
+  X(std::string, eval_data_columns, eval_data_columns, "text", any(), maxtext(),                    \
+    "hf: the columns of an eval row (as train_data_columns)")                                       \
   X(std::string, eval_dataset_path, eval_dataset_path, "", any(), own(),                            \
     "shards held out for evaluation (a .bin shard, a folder, a comma-separated list); \"\" with "  \
     "dataset_type=builtin: the built-in corpus's held-out part")                                    \

@@ -45,6 +45,12 @@ constexpr std::string_view kChatTemplate =
     "a training run reads token shards: conversations are rendered when they are tokenized, "
     "by `gemmax tokenize --chat_template_path FILE` (or --chat_template TEXT, or the model "
     "folder's template; docs/DATA.md)";
+constexpr std::string_view kSft =
+    "gemmax renders a messages column through the chat template, and masks the loss by "
+    "sft_train_on_completion_only, whether or not use_sft is set";
+constexpr std::string_view kTunix =
+    "which trainer accumulates gradients (Tunix's or MaxText's); gemmax has its own";
+constexpr std::string_view kLora = "LoRA adapters, not implemented (enable_lora is fixed false)";
 constexpr std::string_view kOff =
     "settings of a feature gemmax does not have, whose switch is fixed off";
 
@@ -57,6 +63,14 @@ constexpr MaxTextKey kKeys[] = {
     {"override_logical_axis_rules", N, "", kXla},
     {"lora_input_adapters_path", F, "\"\""},
     {"hf_lora_adapter_path", F, "\"\""},
+    // The lora: block of configs/post_train/sft.yml (read flat: lora.lora_rank is lora_rank).
+    {"enable_lora", F, "false", "LoRA is not implemented"},
+    {"lora_rank", N, "", kLora},
+    {"lora_alpha", N, "", kLora},
+    {"lora_module_path", N, "", kLora},
+    {"lora_weight_qtype", N, "", kLora},
+    {"lora_tile_size", N, "", kLora},
+    {"lora_restore_path", N, "", kLora},
     {"load_full_state_path", F, "\"\""},
     {"save_checkpoint_on_start", N, "", kCheckpointOnStart},
     {"save_checkpoint_on_completion", F, "true"},
@@ -371,17 +385,13 @@ constexpr MaxTextKey kKeys[] = {
     {"num_slices", N, "", kXla},
     {"vocab_tiling_ag_once", N, "", kKernel},
     {"use_chat_template", F, "false"},
-    {"chat_template_path", N, "", kChatTemplate},
-    {"chat_template", N, "", kChatTemplate},
     {"tokenize_train_data", F, "true"},
     {"tokenize_eval_data", N, "", kOff},
     {"add_bos", F, "true"},
     {"add_eos", F, "true"},
     {"expansion_factor_real_data", N, "", kOff},
     {"max_corpus_chars", N, "", kOff},
-    {"train_data_columns", N, "", kOff},
     {"train_image_column", N, "", kMultimodal},
-    {"eval_data_columns", N, "", kOff},
     {"eval_image_column", N, "", kMultimodal},
     {"default_prompt", N, "", kInference},
     {"use_stream_chunking", N, "", kOff},
@@ -394,17 +404,12 @@ constexpr MaxTextKey kKeys[] = {
     {"per_device_batch_size_increment", N, "", kOff},
     {"global_rampup_samples", N, "", kOff},
     {"use_dpo", F, "false"},
-    {"use_sft", F, "false"},
+    {"use_sft", N, "", kSft},
+    {"use_tunix_gradient_accumulation", N, "", kTunix},
     {"dataset_name", N, "", kOff},
     {"eval_dataset_name", N, "", kOff},
-    {"train_split", N, "", kOff},
     {"eval_split", N, "", kOff},
-    {"hf_path", N, "", kOff},
     {"hf_name", N, "", kOff},
-    {"hf_data_dir", N, "", kOff},
-    {"hf_train_files", N, "", kOff},
-    {"hf_eval_split", N, "", kOff},
-    {"hf_eval_files", N, "", kOff},
     {"hf_access_token", N, "", kCloud},
     {"grain_train_files", N, "", kOff},
     {"grain_eval_files", N, "", kOff},

@@ -1,6 +1,9 @@
 #include "gemmax/data/loader.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 
 #include "gemmax/base/error.h"
@@ -9,6 +12,7 @@
 #include "gemmax/data/first_fit.h"
 #include "gemmax/data/packing.h"
 #include "gemmax/data/token_shard.h"
+#include "gemmax/data/tokenize_files.h"
 #include "gemmax/data/tokenizer.h"
 
 namespace gemmax {
@@ -319,12 +323,14 @@ std::vector<std::string> shard_paths(const std::string& spec, bool eval) {
   return out;
 }
 
-std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
-  const std::vector<std::string> paths = shard_paths(o.dataset_path, o.eval);
+// Token shards of one tokenizer, as the loader's documents; `what` names them in the log.
+std::unique_ptr<DataLoader> shards_loader(const DataOptions& o,
+                                          const std::vector<std::shared_ptr<const TokenShard>>& shards,
+                                          std::string what) {
   Documents docs;
   std::shared_ptr<const TokenShard> first;
-  for (const std::string& p : paths) {
-    auto shard = std::make_shared<const TokenShard>(p);
+  for (const auto& shard : shards) {
+    const std::string& p = shard->path();
     shard->validate_tokens(o.vocab_size);
     const ShardHeader& h = shard->header();
     if (first) {
@@ -347,12 +353,72 @@ std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
     fail("token shard '", first->path(), "': its pad id ", pad_fill,
          " is outside the model's vocabulary (vocab_size ", o.vocab_size,
          "): the shards' tokenizer does not match the model");
-  const std::string what = paths.size() == 1 ? str_cat("token shard '", paths[0], "'")
-                                       : str_cat(paths.size(), " token shards ('", paths.front(),
-                                                 "' .. '", paths.back(), "')");
   return std::make_unique<PackedLoader>(o, std::move(docs), what,
                                         str_cat(", tokenizer vocab ", h.vocab_size), pad_fill,
                                         has_pad ? pad_fill : -1);
+}
+
+std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
+  const std::vector<std::string> paths = shard_paths(o.dataset_path, o.eval);
+  std::vector<std::shared_ptr<const TokenShard>> shards;
+  for (const std::string& p : paths) shards.push_back(std::make_shared<const TokenShard>(p));
+  return shards_loader(o, shards,
+                       paths.size() == 1 ? str_cat("token shard '", paths[0], "'")
+                                         : str_cat(paths.size(), " token shards ('", paths.front(),
+                                                   "' .. '", paths.back(), "')"));
+}
+
+// The folder whose chat template a run's `messages` rows are rendered with.
+std::string chat_template_folder(const DataOptions& o) {
+  for (const std::string& p : {o.tokenizer_path, o.model_dir}) {
+    if (p.empty()) continue;
+    std::error_code ec;
+    const fs::path dir = fs::is_directory(p, ec) ? fs::path(p) : fs::path(p).parent_path();
+    if (fs::exists(dir / "chat_template.jinja", ec) || fs::exists(dir / "tokenizer_config.json", ec))
+      return dir.string();
+  }
+  return "";
+}
+
+// A Hugging Face dataset, tokenized as `gemmax tokenize` does it into a shard that is mapped and
+// unlinked at once: the run reads the very tokens the command would write.
+std::unique_ptr<DataLoader> hf_loader(const DataOptions& o) {
+  static std::atomic<int> counter{0};
+  TokenizeOptions t;
+  t.hf_path = o.hf_path;
+  t.hf_data_dir = o.hf_data_dir;
+  t.hf_files = o.hf_files;
+  t.split = o.hf_split;
+  t.tokenizer_type = o.tokenizer_type;
+  t.tokenizer_path = o.tokenizer_path;
+  for (size_t begin = 0; begin <= o.data_columns.size();) {
+    const size_t end = std::min(o.data_columns.find(',', begin), o.data_columns.size());
+    if (end > begin) t.data_columns.push_back(o.data_columns.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  t.chat_template_path = o.chat_template_path;
+  t.chat_template = o.chat_template;
+  if (t.chat_template_path.empty() && t.chat_template.empty())
+    t.chat_template_dir = chat_template_folder(o);
+  t.out = (fs::temp_directory_path() /
+           str_cat("gemmax-hf-", ::getpid(), "-", counter++, o.eval ? "-eval" : "", ".bin"))
+              .string();
+  const TokenizeResult r = tokenize_files(t);
+  auto shard = std::make_shared<const TokenShard>(t.out);
+  std::error_code ec;
+  fs::remove(t.out, ec);  // the mapping stays
+  const std::string source =
+      o.hf_files.empty() ? str_cat("split ", o.hf_split, " of '", o.hf_path,
+                                   o.hf_data_dir.empty() ? "" : "/" + o.hf_data_dir, "'")
+                         : str_cat("files ", o.hf_files);
+  try {  // the ids against the model, named by the dataset rather than the unlinked shard
+    shard->validate_tokens(o.vocab_size);
+  } catch (const Error& e) {
+    fail("the Hugging Face dataset's ", source, ", tokenized with ", r.tokenizer, ": ", e.what());
+  }
+  return shards_loader(o, {shard},
+                       str_cat("Hugging Face dataset, ", source, " (", r.pairs, " pairs, ",
+                               r.conversations, " conversations, tokenizer ", r.tokenizer, ")"));
 }
 
 }  // namespace
@@ -367,13 +433,18 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
   if (o.dataset_type != "shards" && !o.dataset_path.empty())
     fail("dataset_path '", o.dataset_path, "' is set but dataset_type is '", o.dataset_type,
          "', which reads no files; set dataset_type=shards to train on it, or clear dataset_path");
-  if (o.completion_only && o.dataset_type != "shards")
+  if (o.dataset_type != "hf" && (!o.hf_path.empty() || !o.hf_files.empty()))
+    fail(o.hf_path.empty() ? "hf_train_files '" + o.hf_files : "hf_path '" + o.hf_path,
+         "' is set but dataset_type is '", o.dataset_type,
+         "', which reads no Hugging Face dataset; set dataset_type=hf to train on it, or clear it");
+  if (o.completion_only && o.dataset_type != "shards" && o.dataset_type != "hf")
     fail("sft_train_on_completion_only=true needs dataset_type=shards (token shards whose loss "
-         "mask `gemmax tokenize` wrote), but dataset_type is '", o.dataset_type, "'");
+         "mask `gemmax tokenize` wrote) or hf (prompt/completion or messages columns), but "
+         "dataset_type is '", o.dataset_type, "'");
   if (o.packing_type != "sequential" && o.packing_type != "first_fit")
     fail("grain_packing_type '", o.packing_type,
-         "' is not one gemmax packs: expected first_fit (MaxText's grain default) or sequential "
-         "(gemmax's, in order; the default)",
+         "' is not one gemmax packs: expected first_fit (MaxText's grain default, and gemmax's) or "
+         "sequential (documents in order)",
          o.packing_type == "best_fit" || o.packing_type == "concat_then_split"
              ? " (MaxText's best_fit and concat_then_split are not implemented)"
              : "");
@@ -387,8 +458,9 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
          "or enable_data_shuffling=false");
   if (o.dataset_type == "builtin") return builtin_loader(o);
   if (o.dataset_type == "shards") return shards_loader(o);
+  if (o.dataset_type == "hf") return hf_loader(o);
   if (o.dataset_type == "synthetic") return std::make_unique<SyntheticLoader>(o);
-  fail("dataset_type '", o.dataset_type, "' is unknown: expected builtin, shards or synthetic");
+  fail("dataset_type '", o.dataset_type, "' is unknown: expected builtin, shards, hf or synthetic");
 }
 
 }  // namespace gemmax

@@ -11,14 +11,21 @@
 namespace gemmax {
 
 struct DataOptions {
-  std::string dataset_type = "builtin";  // builtin | shards | synthetic
+  std::string dataset_type = "builtin";  // builtin | shards | hf | synthetic
   std::string dataset_path;              // shards: file, folder, or comma-separated list
+  // hf: a Hugging Face dataset on disk (hf_dataset.h), tokenized as `gemmax tokenize` does;
+  // data_columns comma-separated (train_data_columns). A `messages` column's chat template:
+  // chat_template_path, chat_template, else that of tokenizer_path's folder, else model_dir's.
+  std::string hf_path, hf_data_dir, hf_files, hf_split = "train", data_columns = "text";
+  std::string chat_template_path, chat_template, model_dir;
   std::string tokenizer_type = "auto";  // auto | byte | sentencepiece | huggingface
   std::string tokenizer_path;
   bool packing = true;
   // How rows are filled (docs/DATA.md): "sequential" (documents in order, a piece that does not
   // fit the row starts the next) or "first_fit" (MaxText's grain: the global batch's rows open
   // together, each piece into the first with room).
+  // (A run's defaults are MaxText's, first_fit and shuffled: keys.h. These are a library
+  // caller's: documents in order.)
   std::string packing_type = "sequential";  // grain_packing_type
   bool shuffle = false;                     // enable_data_shuffling: grain's window shuffle
   int64_t shuffle_buffer = 100;             // grain_shuffle_buffer_size: the window, in documents

@@ -1,5 +1,6 @@
 #include "gemmax/data/tokenize_files.h"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,8 @@
 #include "gemmax/base/error.h"
 #include "gemmax/base/progress.h"
 #include "gemmax/data/chat_template.h"
+#include "gemmax/data/hf_dataset.h"
+#include "gemmax/data/record_encoder.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenizer.h"
 
@@ -72,14 +75,25 @@ std::unique_ptr<ChatTemplate> load_chat_template(const TokenizeOptions& o) {
   return nullptr;
 }
 
-// One document's ids, made on any thread; written in input order by the caller.
-struct Encoded {
-  enum Kind { kEmpty, kText, kPair, kConversation } kind = kEmpty;
-  std::vector<int32_t> ids;
-  std::vector<uint8_t> mask;  // empty: every token counts
-  bool bos = true;
-  std::string error;  // the document's failure, raised when its turn to be written comes
-};
+std::string names(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// The columns rows are read with, and the field a text record keeps its text in.
+std::vector<std::string> row_columns(const TokenizeOptions& o) {
+  if (o.data_columns.empty()) return {o.text_key};
+  std::vector<std::string> c = o.data_columns;
+  std::sort(c.begin(), c.end());
+  const bool pair = c == std::vector<std::string>{"completion", "prompt"};
+  if (o.data_columns.size() > 1 && !pair)
+    fail("data columns [", names(o.data_columns),
+         "]: a row is one text column, [\"messages\"] (a conversation), or [\"prompt\", "
+         "\"completion\"] (a pair); set train_data_columns / eval_data_columns (gemmax "
+         "tokenize: --data_columns) to one of those");
+  return o.data_columns;
+}
 
 // Calls f(i) for i in [0, n) on `threads` threads.
 template <class F>
@@ -97,141 +111,12 @@ void parallel_for(size_t n, int threads, F f) {
   for (auto& t : pool) t.join();
 }
 
-class DocumentEncoder {
- public:
-  DocumentEncoder(const TokenizeOptions& o, const Tokenizer& tok, const ChatTemplate* chat)
-      : o_(o), tok_(tok), chat_(chat) {}
-
-  Encoded text(std::string_view text) const {
-    Encoded e;
-    if (text.empty()) return e;
-    e.kind = Encoded::kText;
-    e.ids = tok_.encode(text);
-    e.bos = o_.add_bos;
-    return e;
-  }
-
-  Encoded jsonl_line(const std::string& path, size_t n, std::string_view line) const {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail(path, ":", n, ": not valid JSON (", e.what(),
-           "); a .jsonl input needs one JSON object per line");
-    }
-    if (j.is_object() && j.contains("messages")) return conversation(path, n, std::string(line));
-    if (j.is_object() && (j.contains("prompt") || j.contains("completion")))
-      return pair(path, n, j);
-    if (!j.is_object() || !j.contains(o_.text_key))
-      fail(path, ":", n, ": expected a JSON object with a \"", o_.text_key,
-           "\" field (set another field with "
-           "--text_key)");
-    if (!j[o_.text_key].is_string())
-      fail(path, ":", n, ": field \"", o_.text_key, "\" is ", j[o_.text_key].type_name(),
-           ", expected a string");
-    return text(j[o_.text_key].get_ref<const std::string&>());
-  }
-
- private:
-  // TRL's prompt-completion form: one document, the prompt's tokens then the completion's, the
-  // completion alone counted by the loss mask (sft_train_on_completion_only).
-  Encoded pair(const std::string& path, size_t line, const nlohmann::json& j) const {
-    for (const char* key : {"prompt", "completion"}) {
-      if (!j.contains(key))
-        fail(path, ":", line,
-             ": a prompt-completion pair needs both \"prompt\" and "
-             "\"completion\"; \"",
-             key, "\" is missing");
-      if (!j[key].is_string())
-        fail(path, ":", line, ": field \"", key, "\" is ", j[key].type_name(),
-             ", expected a string");
-    }
-    Encoded e;
-    e.kind = Encoded::kPair;
-    e.bos = o_.add_bos;
-    e.ids = tok_.encode(j["prompt"].get_ref<const std::string&>());
-    const std::vector<int32_t> completion =
-        tok_.encode(j["completion"].get_ref<const std::string&>());
-    if (completion.empty())
-      fail(path, ":", line,
-           ": the completion is empty after tokenization: nothing to learn from "
-           "this pair; drop it or give it a completion");
-    e.mask.assign(e.ids.size(), 0);
-    e.ids.insert(e.ids.end(), completion.begin(), completion.end());
-    e.mask.resize(e.ids.size(), 1);
-    return e;
-  }
-
-  // A conversation rendered by the chat template: one document, the assistant turns counted.
-  // The template writes bos itself (or not); an eos it writes at the very end is the document's.
-  Encoded conversation(const std::string& path, size_t line, const std::string& raw) const {
-    if (!chat_)
-      fail(path, ":", line,
-           ": a \"messages\" conversation needs a chat template: give "
-           "--chat_template_dir HF_DIR (its chat_template.jinja or tokenizer_config.json), "
-           "--chat_template_path FILE or --chat_template TEXT");
-    RenderedChat rendered;
-    try {
-      const Conversation c = chat_->conversation(parse_chat_line(raw));
-      rendered = chat_->render(
-          c, o_.chat_spans_by_prefix_renders ? SpanSearch::kPrefixRenders : SpanSearch::kOneRender);
-    } catch (const Error& e) {
-      fail(path, ":", line, ": ", e.what());
-    }
-    // An empty answer ("", blanks, null, []) is kept as transformers renders it: its counted
-    // tokens are the turn's closing text.
-    if (rendered.assistant_spans.empty())
-      fail(path, ":", line,
-           ": the conversation has no assistant turn: nothing for the loss to "
-           "count; drop it or add the answer");
-    Encoded e;
-    e.kind = Encoded::kConversation;
-    std::vector<int32_t>& ids = e.ids;
-    std::vector<uint8_t>& mask = e.mask;
-    size_t pos = 0;
-    auto piece = [&](size_t end, uint8_t counted, size_t turn) {
-      const size_t before = ids.size();
-      encode_rendered(tok_, *chat_, std::string_view(rendered.text).substr(pos, end - pos), ids);
-      if (counted && ids.size() == before)
-        fail(path, ":", line, ": assistant turn ", turn + 1,
-             " is empty after tokenization: "
-             "nothing to learn from it; drop it or give it content");
-      mask.resize(ids.size(), counted);
-      pos = end;
-    };
-    for (size_t k = 0; k < rendered.assistant_spans.size(); ++k) {
-      piece(rendered.assistant_spans[k].first, 0, k);
-      piece(rendered.assistant_spans[k].second, 1, k);
-    }
-    piece(rendered.text.size(), 0, 0);
-    e.bos = !ids.empty() && tok_.bos_id() >= 0 && ids.front() == tok_.bos_id();
-    if (e.bos) {
-      ids.erase(ids.begin());
-      mask.erase(mask.begin());
-    }
-    if (!ids.empty() && ids.back() == tok_.eos_id()) {
-      ids.pop_back();
-      mask.pop_back();
-    }
-    for (size_t k = 0; k < ids.size(); ++k)
-      if (ids[k] == tok_.eos_id())
-        fail(path, ":", line, ": the chat template writes the eos token (\"", chat_->eos_token(),
-             "\") inside the conversation, at token ", k,
-             "; a token shard separates documents "
-             "by eos, so a document may not contain it");
-    return e;
-  }
-
-  const TokenizeOptions& o_;
-  const Tokenizer& tok_;
-  const ChatTemplate* chat_;
-};
-
 }  // namespace
 
 TokenizeResult tokenize_files(const TokenizeOptions& o) {
   if (o.out.empty()) fail("tokenize: no output shard given (--out FILE.bin)");
-  if (o.inputs.empty()) fail("tokenize: no input files given");
+  if (o.inputs.empty() && o.hf_path.empty() && o.hf_files.empty())
+    fail("tokenize: no input files given");
   if (o.num_threads < 0)
     fail("tokenize: --num_threads must be >= 0 (0: every core), got ", o.num_threads);
   auto tok = make_tokenizer(o.tokenizer_type, o.tokenizer_path);
@@ -245,63 +130,95 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
   ShardWriter writer(o.out, tok->vocab_size(), tok->eos_id(), tok->bos_id(), tok->pad_id());
   TokenizeResult r;
   r.tokenizer = tok->describe();
-  const DocumentEncoder encoder(o, *tok, chat.get());
-  auto write = [&](Encoded& e) {
-    if (!e.error.empty()) throw Error(e.error);
-    switch (e.kind) {
-      case Encoded::kEmpty:
-        ++r.skipped_empty;
-        return;
-      case Encoded::kText:
-        break;
-      case Encoded::kPair:
-        ++r.pairs;
-        break;
-      case Encoded::kConversation:
-        ++r.conversations;
-        break;
+  const std::vector<std::string> columns = row_columns(o);
+  const bool single_text = columns.size() == 1 && columns[0] != "messages";
+  const RecordEncoder encoder(*tok, chat.get(), single_text ? columns[0] : o.text_key, o.add_bos,
+                              o.chat_spans_by_prefix_renders);
+  auto add = [&](const EncodedDocument& d) {
+    switch (d.kind) {
+      case EncodedDocument::Kind::Empty: ++r.skipped_empty; return;
+      case EncodedDocument::Kind::Pair: ++r.pairs; break;
+      case EncodedDocument::Kind::Conversation: ++r.conversations; break;
+      case EncodedDocument::Kind::Text: break;
     }
-    writer.add_document(e.ids, e.bos, e.mask);
+    writer.add_document(d.ids, d.add_bos, d.mask);
   };
-  // Progress in input bytes: each block of lines as it is written, a whole-file document at its
-  // end.
+  // Records are encoded a block at a time on `threads` threads and written in input order: the
+  // shard is the same on any number of threads, and a failure is the first in input order.
+  struct Pending {
+    nlohmann::ordered_json record;
+    std::string where;
+    std::string_view text;  // a plain-text document (record unused)
+    bool is_text = false;
+  };
+  constexpr size_t kBlock = 4096;
+  std::vector<Pending> block;
+  std::vector<EncodedDocument> done;
+  std::vector<std::string> errors;
+  auto flush = [&] {
+    done.assign(block.size(), EncodedDocument{});
+    errors.assign(block.size(), std::string());
+    parallel_for(block.size(), threads, [&](size_t i) {
+      try {
+        done[i] = block[i].is_text ? encoder.encode_text(block[i].text)
+                                   : encoder.encode(block[i].record, block[i].where);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+    for (size_t i = 0; i < block.size(); ++i) {
+      if (!errors[i].empty()) throw Error(errors[i]);
+      add(done[i]);
+    }
+    block.clear();
+  };
+  auto queue = [&](Pending p) {
+    block.push_back(std::move(p));
+    if (block.size() == kBlock) flush();
+  };
+  std::vector<std::string> inputs = o.inputs;
+  const bool hf = !o.hf_path.empty() || !o.hf_files.empty();
+  if (hf && !inputs.empty())
+    fail("tokenize: give input files or a dataset (hf_path / hf_train_files), not both");
+  if (hf) inputs = hf_split_files({o.hf_path, o.hf_data_dir, o.hf_files, o.split});
+  // Progress in input bytes: each line of a JSON Lines or plain text file, each other file at
+  // its end.
   double total = 0, before = 0;
-  for (const std::string& path : o.inputs) {
+  for (const std::string& path : inputs) {
     std::error_code ec;
     const uintmax_t n = std::filesystem::file_size(path, ec);
     total += ec ? 0.0 : double(n);
   }
   Progress progress("tokenize", total, "bytes");
-  constexpr size_t kBlock = 4096;  // lines encoded together, then written in order
-  for (const std::string& path : o.inputs) {
-    const std::string text = read_file(path);
+  for (const std::string& path : inputs) {
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(path, ec);
     const bool jsonl = ends_with(path, ".jsonl");
-    if (!jsonl && !o.lines) {
-      Encoded e = encoder.text(text);
-      write(e);
+    if (hf || jsonl || is_arrow_data_file(path) || ends_with(path, ".json")) {
+      // A JSONL line given as an input file is read whole (its keys say what it is), unless
+      // data columns are named; a dataset's rows are their columns.
+      const std::vector<std::string> cols =
+          !hf && jsonl && o.data_columns.empty() ? std::vector<std::string>() : columns;
+      for_each_hf_row(
+          path, cols,
+          [&](const nlohmann::ordered_json& record, const std::string& where) {
+            queue({record, where, {}, false});
+          },
+          [&](uint64_t read) { progress.set(before + double(read)); });
     } else {
-      std::vector<std::pair<size_t, std::string_view>> lines;
-      for_each_line(text, [&](size_t n, std::string_view line) {
-        if (!blank(line)) lines.emplace_back(n, line);
-      });
-      std::vector<Encoded> done;
-      for (size_t b = 0; b < lines.size(); b += kBlock) {
-        const size_t m = std::min(kBlock, lines.size() - b);
-        done.assign(m, Encoded{});
-        parallel_for(m, threads, [&](size_t i) {
-          const auto [n, line] = lines[b + i];
-          try {
-            done[i] = jsonl ? encoder.jsonl_line(path, n, line) : encoder.text(line);
-          } catch (const std::exception& e) {
-            done[i].error = e.what();
-          }
+      const std::string text = read_file(path);
+      if (o.lines) {
+        for_each_line(text, [&](size_t, std::string_view line) {
+          progress.set(before + double(line.data() + line.size() - text.data()));
+          if (!blank(line)) queue({{}, {}, line, true});
         });
-        for (Encoded& e : done) write(e);
-        const std::string_view last = lines[b + m - 1].second;
-        progress.set(before + double(last.data() + last.size() - text.data()));
+      } else {
+        queue({{}, {}, text, true});
       }
+      flush();  // the lines point into `text`
     }
-    before += double(text.size());
+    flush();
+    before += ec ? 0.0 : double(bytes);
     progress.set(before);
   }
   if (writer.num_documents() == 0)

@@ -10,10 +10,17 @@ namespace gemmax {
 
 struct TokenizeOptions {
   // *.jsonl: one JSON object per line, {"text": ...}, {"prompt": ..., "completion": ...} or
-  // {"messages": [{"role": ..., "content": ...}, ...]}; else plain text. Prompt-completion pairs
-  // and conversations make a version-2 shard whose loss mask counts the completions and the
+  // {"messages": [{"role": ..., "content": ...}, ...]}; *.parquet, *.arrow, *.json: rows of a
+  // Hugging Face dataset (their `data_columns`); else plain text. Prompt-completion pairs and
+  // conversations make a version-2 shard whose loss mask counts the completions and the
   // assistant turns (docs/DATA.md).
   std::vector<std::string> inputs;
+  // A Hugging Face dataset on disk instead of `inputs` (MaxText's hf_path, hf_data_dir,
+  // hf_train_files, train_split): its split's files (hf_dataset.h).
+  std::string hf_path, hf_data_dir, hf_files, split = "train";
+  // The columns a row is made of (MaxText's train_data_columns): one text column, "messages",
+  // or "prompt" and "completion". Empty: [text_key] for dataset rows, and a JSONL line whole.
+  std::vector<std::string> data_columns;
   std::string out;  // the shard to write
   std::string tokenizer_type = "auto";  // auto: the kind tokenizer_path holds (byte if none)
   std::string tokenizer_path;

@@ -49,6 +49,14 @@ DataOptions run_data_options(const TrainConfig& c, int64_t vocab_size, int rank,
   DataOptions d;
   d.dataset_type = name_of(c.data.dataset_type);
   d.dataset_path = c.data.dataset_path;
+  d.hf_path = c.data.hf_path;
+  d.hf_data_dir = c.data.hf_data_dir;
+  d.hf_files = c.data.hf_train_files;
+  d.hf_split = c.data.train_split;
+  d.data_columns = c.data.train_data_columns;
+  d.chat_template_path = c.data.chat_template_path;
+  d.chat_template = c.data.chat_template;
+  d.model_dir = c.run.load_parameters_path;
   d.tokenizer_type = name_of(c.data.tokenizer_type);
   d.tokenizer_path = c.data.tokenizer_path;
   d.packing = c.data.packing;
@@ -84,7 +92,11 @@ DataOptions eval_data_options(const TrainConfig& c, const DataOptions& train) {
          " does not divide (vocab_tiling_axis=batch tiles the global batch's rows); set "
          "eval_per_device_batch_size to per_device_batch_size (0)");
   const std::string& path = c.eval.eval_dataset_path;
-  if (!path.empty()) {
+  if (train.dataset_type == "hf" && path.empty()) {
+    o.hf_files = c.eval.hf_eval_files;
+    o.hf_split = c.eval.hf_eval_split;
+    o.data_columns = c.eval.eval_data_columns;
+  } else if (!path.empty()) {
     o.dataset_type = "shards";
     o.dataset_path = path;
   } else if (train.dataset_type == "shards") {
@@ -131,10 +143,14 @@ EvalResult Evaluator::run(Backend& be, Gemma4Model& model, TrainState& state) {
 std::unique_ptr<Evaluator> make_evaluator(const TrainConfig& c, const DataOptions& train,
                                           std::vector<std::string>& notes) {
   if (c.eval.eval_interval < 0) return nullptr;
-  if (c.eval.eval_dataset_path.empty() && train.dataset_type != "builtin") {
+  const bool hf_eval = train.dataset_type == "hf" &&
+                       (!c.eval.hf_eval_split.empty() || !c.eval.hf_eval_files.empty());
+  if (c.eval.eval_dataset_path.empty() && train.dataset_type != "builtin" && !hf_eval) {
     notes.push_back(str_cat("no evaluation: dataset_type=", train.dataset_type,
-                            " has no held-out part; set eval_dataset_path to evaluate (or "
-                            "eval_interval=-1 to silence this)"));
+                            " has no held-out part; set ",
+                            train.dataset_type == "hf" ? "hf_eval_split (or hf_eval_files)"
+                                                       : "eval_dataset_path",
+                            " to evaluate (or eval_interval=-1 to silence this)"));
     return nullptr;
   }
   auto e = std::make_unique<Evaluator>(c, train);

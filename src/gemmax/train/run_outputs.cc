@@ -31,6 +31,7 @@ void refuse_run_outputs_over_inputs(const TrainConfig& c, const std::string& run
       begin = end + 1;
     }
   }
+  inputs.push_back({c.data.hf_path, "hf_path"});
   inputs.push_back({c.data.tokenizer_path, "tokenizer_path"});
   inputs.push_back({c.run.load_parameters_path, "load_parameters_path"});
   refuse_outputs_over_inputs(outputs, inputs);
