@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "gemmax/base/error.h"
 #include "gemmax/base/rng.h"
@@ -374,8 +376,11 @@ std::string chat_template_folder(const DataOptions& o) {
     if (p.empty()) continue;
     std::error_code ec;
     const fs::path dir = fs::is_directory(p, ec) ? fs::path(p) : fs::path(p).parent_path();
-    if (fs::exists(dir / "chat_template.jinja", ec) || fs::exists(dir / "tokenizer_config.json", ec))
-      return dir.string();
+    if (fs::exists(dir / "chat_template.jinja", ec)) return dir.string();
+    // A tokenizer_config.json without a template (a base model's) is no template folder.
+    std::ifstream config(dir / "tokenizer_config.json");
+    const std::string text((std::istreambuf_iterator<char>(config)), {});
+    if (text.find("\"chat_template\"") != std::string::npos) return dir.string();
   }
   return "";
 }

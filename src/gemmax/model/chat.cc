@@ -113,9 +113,11 @@ ChatReply ChatSession::reply(const std::function<void(std::string_view)>& on_tex
 
   Sampler sampler(options_.sample);
   size_t shown = 0;
+  // The reply's text so far, without the stop id (a tokenizer may spell it: "<turn|>").
   auto show = [&](bool all) {
     if (!on_text) return;
-    const std::string text = tokenizer_.decode(r.ids);
+    const std::span<const int32_t> content(r.ids.data(), r.ids.size() - (r.ended_turn ? 1 : 0));
+    const std::string text = tokenizer_.decode(content);
     const size_t ready = all ? text.size() : complete_prefix(text);
     if (ready > shown) on_text(std::string_view(text).substr(shown, ready - shown));
     shown = std::max(shown, ready);
