@@ -7,12 +7,12 @@
 #   bench/hf_read.sh [BUILD] [MIB]      (default build, 64 MiB of text)
 #
 # The inputs are written by Python's pyarrow (a venv outside the repository):
-#   python3 -m venv /tmp/venv-hf && /tmp/venv-hf/bin/pip install pyarrow==18.1.0 datasets
+#   python3 -m venv VENV && VENV/bin/pip install pyarrow==18.1.0 datasets; PYTHON=VENV/bin/python
 # PYTHON names another interpreter with pyarrow and datasets.
 set -eu
 build=${1:-build}
 mib=${2:-64}
-py=${PYTHON:-/tmp/venv-hf/bin/python}
+py=${PYTHON:-python3}
 export HF_DATASETS_DISABLE_PROGRESS_BARS=1
 bin=$build/bin/gemmax
 tmp=$(mktemp -d)
