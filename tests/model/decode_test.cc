@@ -135,6 +135,10 @@ TEST(Decoder, TruncatingThenContinuingGivesTheForwardLogits) {
   ASSERT_FALSE(d.truncate(1));  // 7 positions back: the rings have wrapped over position 0's window
   EXPECT_EQ(d.length(), 8);
   ASSERT_TRUE(d.truncate(6));
+  // Truncating again counts from the most written, not from the length: the rings lost the
+  // window before position 4 when positions 6 and 7 were written.
+  EXPECT_FALSE(d.truncate(4));
+  EXPECT_EQ(d.length(), 6);
   Tensor all;
   d.prefill(std::span(toks).subspan(6), &all);
   EXPECT_LE(max_abs_diff(all, ref.rows(6, f.S())), 1e-12);

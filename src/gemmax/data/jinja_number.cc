@@ -117,7 +117,8 @@ Value int_arithmetic(const std::string& op, const Value& a, const Value& b) {
     if (y == 0) throw PyError{"division by zero"};
     const auto r = rational_to_double(y < 0 ? mpz_class(-x) : x, abs(y));
     if (!r) throw PyError{"integer division result too large for a float"};
-    return Value::number(*r);
+    const bool negative = (x < 0) != (y < 0);  // 0 / -1 is -0.0, as the signs say
+    return Value::number(*r == 0 ? std::copysign(0.0, negative ? -1.0 : 1.0) : *r);
   }
   if (op == "//" || op == "%") {
     if (y == 0) throw PyError{"integer division or modulo by zero"};
@@ -259,6 +260,8 @@ std::optional<Value> parse_int(const std::string& text, int base) {
     underscore = false;
   }
   if (digits.empty() || underscore) return std::nullopt;
+  // Python 3.11's int_max_str_digits, for the bases that are not powers of two: ValueError.
+  if (digits.size() > 4300 && (base & (base - 1)) != 0) return std::nullopt;
   if (zero_only_rule && digits.size() > 1 && digits[0] == '0' &&
       digits.find_first_not_of('0') != std::string::npos)
     return std::nullopt;

@@ -114,7 +114,11 @@ class Renderer {
     if (trace_) watch_messages(global);
     std::string out;
     top_ = &out;
-    render(body_, global, out);
+    try {
+      render(body_, global, out);
+    } catch (const PyError& p) {  // raised where no expression's place is known
+      fail(name_, ": ", p.message);
+    }
     return out;
   }
 
@@ -234,7 +238,11 @@ class Renderer {
         write(out, n.text, n.loc);
         return Flow::Normal;
       case Node::Kind::Output:
-        write(out, to_str(eval(*n.expr, scope)), n.loc);
+        try {
+          write(out, to_str(eval(*n.expr, scope)), n.loc);
+        } catch (const PyError& p) {  // str() of the value raised (an int of over 4300 digits)
+          error(n.loc, p.message);
+        }
         return Flow::Normal;
       case Node::Kind::If:
         for (const auto& [cond, body] : n.branches)
@@ -979,7 +987,8 @@ class Renderer {
         if (!n || base->kind != Value::Kind::Int) throw CallError("int's base must be an int");
         b = int(std::clamp<int64_t>(*n, -1, 99));
       }
-      if (auto r = parse_int(v.s, b)) return *r;
+      if (b == 0 || (b >= 2 && b <= 36))  // else int() raises ValueError: the float fallback
+        if (auto r = parse_int(v.s, b)) return *r;
       const auto f = parse_float(v.s);
       if (!f || std::isnan(*f)) return fallback;
       return int_of_float(*f);
@@ -1193,10 +1202,14 @@ class Renderer {
     }
     if (name == "eq" || name == "equalto" || name == "sameas") return equal(v, need());
     if (name == "ne") return !equal(v, need());
-    if (name == "lt") return compare(v, need(), at, *this) < 0;
-    if (name == "le") return compare(v, need(), at, *this) <= 0;
-    if (name == "gt") return compare(v, need(), at, *this) > 0;
-    if (name == "ge") return compare(v, need(), at, *this) >= 0;
+    if (name == "lt" || name == "le" || name == "gt" || name == "ge") {
+      const Value& w = need();
+      // Numbers exactly, and false against nan, as Python's operators; others by compare.
+      const std::partial_ordering c = v.is_number() && w.is_number()
+                                          ? compare_numbers(v, w)
+                                          : compare(v, w, at, *this) <=> 0;
+      return name == "lt" ? c < 0 : name == "le" ? c <= 0 : name == "gt" ? c > 0 : c >= 0;
+    }
     if (name == "in") return contains(need(), v, at);
     if (name == "filter") return need().is_string() && known_filter(need().s);
     if (name == "test") return need().is_string() && known_test(need().s);

@@ -425,8 +425,15 @@ std::string repr(const Value& v) {
       return "None";
     case Value::Kind::Bool:
       return v.b ? "True" : "False";
-    case Value::Kind::Int:
-      return v.big ? v.big->get_str() : std::to_string(v.i);
+    case Value::Kind::Int: {
+      if (!v.big) return std::to_string(v.i);
+      std::string digits = v.big->get_str();
+      // Python 3.11's int_max_str_digits: str() of a longer int raises.
+      if (digits.size() - (digits[0] == '-') > 4300)
+        throw PyError{"Exceeds the limit (4300 digits) for integer string conversion, as Python's "
+                      "sys.get_int_max_str_digits() sets it"};
+      return digits;
+    }
     case Value::Kind::Float:
       return float_repr(v.f);
     case Value::Kind::String:

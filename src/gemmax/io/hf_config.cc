@@ -339,7 +339,8 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin, Hf
              kFull, "\" (one entry per layer type)");
     rope = *v;
   }
-  const bool has_local = c.sliding_window_pattern > 1;
+  bool has_local = false;
+  for (int64_t l = 0; l < c.num_layers; ++l) has_local = has_local || !c.is_global(l);
   for (const bool global : {false, true}) {
     const char* type = global ? kFull : kSliding;
     if (!rope.contains(type)) {

@@ -10,9 +10,13 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// The length of the UTF-8 text that is whole: an incomplete last character (a byte-fallback
-// token's first bytes) waits for the tokens that complete it.
-size_t complete_prefix(std::string_view s) {
+// The length of the text that can be shown while more tokens may follow: not an incomplete last
+// UTF-8 character (a byte-fallback token's first bytes, where the tokenizer gives raw bytes),
+// nor trailing U+FFFD (where it gives one per byte of an incomplete character, which the next
+// tokens may turn into that character).
+size_t settled_prefix(std::string_view s) {
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  while (s.ends_with(kReplacement)) s.remove_suffix(kReplacement.size());
   size_t n = s.size();
   for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
     const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
@@ -112,15 +116,18 @@ ChatReply ChatSession::reply(const std::function<void(std::string_view)>& on_tex
   timer.reset();
 
   Sampler sampler(options_.sample);
-  size_t shown = 0;
-  // The reply's text so far, without the stop id (a tokenizer may spell it: "<turn|>").
+  std::string shown;  // what on_text has received
+  // The reply's text so far, without the stop id (a tokenizer may spell it: "<turn|>"), from
+  // where the shown text ends; nothing while the text no longer extends it (a character
+  // completed over what was shown of it), until it does again.
   auto show = [&](bool all) {
     if (!on_text) return;
     const std::span<const int32_t> content(r.ids.data(), r.ids.size() - (r.ended_turn ? 1 : 0));
     const std::string text = tokenizer_.decode(content);
-    const size_t ready = all ? text.size() : complete_prefix(text);
-    if (ready > shown) on_text(std::string_view(text).substr(shown, ready - shown));
-    shown = std::max(shown, ready);
+    const size_t ready = all ? text.size() : settled_prefix(text);
+    if (ready <= shown.size() || text.compare(0, shown.size(), shown) != 0) return;
+    on_text(std::string_view(text).substr(shown.size(), ready - shown.size()));
+    shown = text.substr(0, ready);
   };
   for (;;) {
     const int32_t next = sampler.sample(logits);

@@ -88,7 +88,7 @@ Tensor Decoder::prefill(std::span<const int32_t> tokens, Tensor* all_logits, Pro
 bool Decoder::truncate(int64_t length) {
   if (length < 0 || length > length_) return false;
   for (const LayerCache& lc : caches_)
-    if (lc.window > 0 && length_ > lc.slots && length_ - length > lc.slots - lc.window)
+    if (lc.window > 0 && written_ > lc.slots && written_ - length > lc.slots - lc.window)
       return false;
   length_ = length;
   return true;
@@ -153,6 +153,7 @@ Tensor Decoder::run(std::span<const int32_t> tokens, int64_t rows) {
     x = y;
   }
   length_ += n;
+  written_ = std::max(written_, length_);
   if (rows == 0) return Tensor();
   Tensor logits = head_logits(be_, c, ctx.opt, HeadWeights{head_embed_, weights_.final_norm},
                               x.rows(n - rows, n));

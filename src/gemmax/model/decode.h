@@ -42,7 +42,7 @@ class Decoder final : private AttentionCore {
   Tensor step(int32_t token);
 
   int64_t length() const { return length_; }  // positions appended so far
-  void reset() { length_ = 0; }               // forget the sequence (slots are rewritten)
+  void reset() { length_ = written_ = 0; }    // forget the sequence (slots are rewritten)
   // Forgets the positions from `length` on, keeping the earlier ones, where every sliding
   // layer's ring still holds the window before `length` (it has not wrapped over it since);
   // returns false, changing nothing, where it does not. The forgotten slots need no clearing:
@@ -73,6 +73,7 @@ class Decoder final : private AttentionCore {
   Tensor rope_local_, rope_global_;  // RoPE inverse frequencies
   std::vector<LayerCache> caches_;
   int64_t length_ = 0;
+  int64_t written_ = 0;  // the most positions written since reset(): what the rings may have lost
 };
 
 }  // namespace gemmax

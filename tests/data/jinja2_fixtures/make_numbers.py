@@ -77,6 +77,10 @@ EXPRESSIONS = [
     # comparisons with nan
     "('nan' | float) < 1", "('nan' | float) > 1", "('nan' | float) == ('nan' | float)",
     "[3, 1, 2] | max", "[2**70, 1.5, -3] | min", "[1, 2**65] | sum",
+    "('nan' | float) is le 1", "('nan' | float) is ge 1", "('nan' | float) is lt 1",
+    "2**53 + 1 is gt 2.0**53", "0 / -1", "-1 / 10**400", "0 / 7", "'5' | int(base=1)",
+    "'7' | int(3, 99)", "10**5000", "('1' * 5000) | int", "(10**4299) | string | length",
+    "[10**5000] | length",
 ]
 TOJSON = [
     "args | tojson", "args | tojson(indent=2)", "args | tojson(indent='\\t')",
