@@ -13,9 +13,7 @@ namespace {
 using json = nlohmann::ordered_json;
 using testing::random_weights;
 
-constexpr const char* kChatMl =
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+constexpr const char* kChatMl = testing::kChatMlTemplate;
 
 struct ChatFixture {
   ModelConfig cfg = testing::byte_config();

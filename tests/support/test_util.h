@@ -314,6 +314,11 @@ inline ModelConfig small_block_config() {
   return c;
 }
 
+// A ChatML chat template, for the chat tests.
+inline constexpr const char* kChatMlTemplate =
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
 // A byte-level model: small_test_config with the byte tokenizer's vocabulary.
 inline ModelConfig byte_config() {
   ModelConfig c = small_test_config(2);

@@ -15,9 +15,7 @@ namespace {
 using json = nlohmann::ordered_json;
 using testing::TempDir;
 
-constexpr const char* kChatMl =
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+constexpr const char* kChatMl = testing::kChatMlTemplate;
 
 struct Folder {
   TempDir dir;

@@ -85,6 +85,7 @@ int cmd_chat(int argc, char** argv) {
     std::ifstream in(path);
     if (!in) fail("gemmax chat: cannot read --messages '", path, "'");
     size_t n = 0;
+    ChatSession session(*m.model, m.weights, *m.tokenizer, chat, opts);  // one decoder for all
     for (std::string line; std::getline(in, line);) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -95,7 +96,7 @@ int cmd_chat(int argc, char** argv) {
         fail(path, ":", n, ": not a JSON conversation (", e.what(), ")");
       }
       try {
-        ChatSession session(*m.model, m.weights, *m.tokenizer, chat, opts, example);
+        session.start(example);
         stats(session.reply(stream));
       } catch (const Error& e) {
         fail(path, ":", n, ": ", e.what());

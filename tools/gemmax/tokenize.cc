@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "gemmax/base/error.h"
+#include "gemmax/base/strings.h"
 #include "gemmax/data/tokenize_files.h"
 #include "gemmax/data/tokenizer.h"
 #include "gemmax/io/no_clobber.h"
@@ -122,12 +123,7 @@ int cmd_tokenize(int argc, char** argv) {
   o.hf_data_dir = flags.get("hf_data_dir", "");
   o.hf_files = flags.get("hf_files", "");
   o.split = flags.get("split", "train");
-  const std::string columns = flags.get("data_columns", "");
-  for (size_t begin = 0; begin < columns.size();) {
-    const size_t end = std::min(columns.find(',', begin), columns.size());
-    if (end > begin) o.data_columns.push_back(columns.substr(begin, end - begin));
-    begin = end + 1;
-  }
+  o.data_columns = split_list(flags.get("data_columns", ""));
   if (o.inputs.empty() && o.hf_path.empty() && o.hf_files.empty())
     fail("gemmax tokenize: give at least one input file, or --hf_path (see gemmax tokenize "
          "--help)");

@@ -54,6 +54,19 @@ std::string format_count(double n) {
   return os.str();
 }
 
+std::vector<std::string> split_list(std::string_view list) {
+  std::vector<std::string> out;
+  for (size_t begin = 0; begin <= list.size();) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    std::string_view entry = list.substr(begin, end - begin);
+    entry.remove_prefix(std::min(entry.find_first_not_of(" \t"), entry.size()));
+    entry.remove_suffix(entry.size() - std::min(entry.find_last_not_of(" \t") + 1, entry.size()));
+    if (!entry.empty()) out.emplace_back(entry);
+    begin = end + 1;
+  }
+  return out;
+}
+
 bool is_valid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {

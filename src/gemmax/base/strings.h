@@ -16,6 +16,10 @@ std::string format_count(double n);
 // U+10FFFF), as JSON and YAML files must be.
 bool is_valid_utf8(std::string_view s);
 
+// The entries of a comma-separated list ("a, b,,c" -> a, b, c): each trimmed of spaces and
+// tabs, empty ones dropped.
+std::vector<std::string> split_list(std::string_view list);
+
 // Levenshtein distance: used to suggest the nearest valid name for a misspelt one.
 size_t edit_distance(const std::string& a, const std::string& b);
 // The candidate nearest to `name` ("" if there are none).

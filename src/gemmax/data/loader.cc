@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "gemmax/base/error.h"
+#include "gemmax/base/strings.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/data/builtin_corpus.h"
 #include "gemmax/data/first_fit.h"
@@ -294,15 +295,7 @@ std::vector<std::string> shard_paths(const std::string& spec, bool eval) {
     fail("dataset_type shards needs ", key,
          ": a .bin shard made by `gemmax tokenize`, a folder of them, or a comma-separated list");
   std::vector<std::string> out;
-  size_t begin = 0;
-  while (begin <= spec.size()) {
-    size_t end = spec.find(',', begin);
-    if (end == std::string::npos) end = spec.size();
-    std::string entry = spec.substr(begin, end - begin);
-    entry.erase(0, entry.find_first_not_of(" \t"));
-    entry.erase(entry.find_last_not_of(" \t") + 1);
-    begin = end + 1;
-    if (entry.empty()) continue;
+  for (const std::string& entry : split_list(spec)) {
     std::error_code ec;
     if (fs::is_directory(entry, ec)) {
       std::vector<std::string> found;
@@ -396,11 +389,7 @@ std::unique_ptr<DataLoader> hf_loader(const DataOptions& o) {
   t.split = o.hf_split;
   t.tokenizer_type = o.tokenizer_type;
   t.tokenizer_path = o.tokenizer_path;
-  for (size_t begin = 0; begin <= o.data_columns.size();) {
-    const size_t end = std::min(o.data_columns.find(',', begin), o.data_columns.size());
-    if (end > begin) t.data_columns.push_back(o.data_columns.substr(begin, end - begin));
-    begin = end + 1;
-  }
+  t.data_columns = split_list(o.data_columns);
   t.chat_template_path = o.chat_template_path;
   t.chat_template = o.chat_template;
   if (t.chat_template_path.empty() && t.chat_template.empty())

@@ -55,16 +55,12 @@ ChatSession::ChatSession(const Gemma4Model& model, const Tensor& weights,
       tokenizer_(tokenizer),
       chat_(chat),
       options_(std::move(options)),
-      example_(std::move(example)),
       decoder_(model, weights, {options_.max_length, /*prefill_chunk=*/0}) {
   check_sample_options(options_.sample);
   if (tokenizer.vocab_size() > model.config().vocab_size)
     fail("tokenizer ", tokenizer.describe(), " has a larger vocabulary than the model (",
          model.config().vocab_size, " tokens); use the tokenizer the model was trained with");
-  if (!example_.is_object()) fail("chat: the conversation must be a JSON object with \"messages\"");
-  if (!example_.contains("messages")) example_["messages"] = json::array();
-  if (!example_["messages"].is_array())
-    fail("chat: \"messages\" must be a list of turns, got ", example_["messages"].dump());
+  start(std::move(example));
   stop_ids_ = options_.sample.stop_ids;
   if (tokenizer.eos_id() >= 0) stop_ids_.push_back(tokenizer.eos_id());
   // The end-of-turn text is one token in the model's vocabulary (Gemma's <turn|>): it ends the
@@ -76,6 +72,14 @@ ChatSession::ChatSession(const Gemma4Model& model, const Tensor& weights,
   }
   std::ranges::sort(stop_ids_);
   stop_ids_.erase(std::unique(stop_ids_.begin(), stop_ids_.end()), stop_ids_.end());
+}
+
+void ChatSession::start(json example) {
+  if (!example.is_object()) fail("chat: the conversation must be a JSON object with \"messages\"");
+  if (!example.contains("messages")) example["messages"] = json::array();
+  if (!example["messages"].is_array())
+    fail("chat: \"messages\" must be a list of turns, got ", example["messages"].dump());
+  example_ = std::move(example);
 }
 
 ChatReply ChatSession::say(const std::string& user_text,

@@ -43,6 +43,10 @@ class ChatSession {
               const ChatTemplate& chat, ChatOptions options,
               nlohmann::ordered_json example = nlohmann::ordered_json::object());
 
+  // A new conversation (the object as the constructor takes it), on the same decoder and
+  // weights; what its render shares with the cache's (a system turn, tools) is kept.
+  void start(nlohmann::ordered_json example);
+
   // Adds a user turn and replies to it.
   ChatReply say(const std::string& user_text,
                 const std::function<void(std::string_view)>& on_text = {});
