@@ -248,8 +248,7 @@ TEST(LossMask, TwoFsdpRanksTrainWhatOneRankTrainsWithMasks) {
     w.finish();
   }
   auto run = [&](int ranks, int rows, const std::string& out) {
-    std::string cmd = ranks > 0 ? std::string(GEMMAX_MPIEXEC) +
-                                      " --allow-run-as-root --oversubscribe -np " +
+    std::string cmd = ranks > 0 ? testing::mpiexec() + " -np " +
                                       std::to_string(ranks) + " " + GEMMAX_BINARY + " train"
                                 : std::string(GEMMAX_BINARY) + " train";
     const std::vector<std::string> args = {

@@ -31,6 +31,7 @@
 namespace gemmax {
 namespace {
 namespace fs = std::filesystem;
+using testing::mpiexec;
 using testing::TempDir;
 
 // ---- the layout ------------------------------------------------------------------------------
@@ -441,11 +442,6 @@ TEST(FsdpCheckpoint, ShardedStateJsonIsValidatedAndNamed) {
 }
 
 // ---- whole runs under mpirun ----------------------------------------------------------------
-
-// mpirun as the tests start it: more ranks than the 2 cores of CI, as root in its containers.
-std::string mpiexec() {
-  return std::string(GEMMAX_MPIEXEC) + " --allow-run-as-root --oversubscribe";
-}
 
 // `mpirun -np N gemmax train ARGS` (or, for N = 0, gemmax alone); the exit status, with the output.
 int launch(int ranks, const std::vector<std::string>& args, std::string* out) {

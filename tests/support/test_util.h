@@ -137,6 +137,29 @@ inline int run_command(const std::string& cmd, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+#ifdef GEMMAX_MPIEXEC
+// The launcher as the tests start it, without `-np` (empty when built without MPI): more ranks
+// than CI's 2 cores (--oversubscribe), as root in its containers, and with a temp folder of this
+// test process's own. Open MPI keeps each job's session folder under TMPDIR/ompi.HOST.UID, which
+// the last job to end removes: two jobs sharing it race, one removing it while the other creates
+// its own folder there ("orte_session_dir failed").
+inline std::string mpiexec() {
+  if (std::string(GEMMAX_MPIEXEC).empty()) return "";
+  struct SessionBase {
+    std::filesystem::path path =
+        std::filesystem::path(::testing::TempDir()) / ("gemmax_mpi_" + std::to_string(::getpid()));
+    SessionBase() { std::filesystem::create_directories(path); }
+    ~SessionBase() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const SessionBase base;
+  return "TMPDIR=" + base.path.string() + " " + GEMMAX_MPIEXEC +
+         " --allow-run-as-root --oversubscribe";
+}
+#endif
+
 #ifdef GEMMAX_BINARY
 // The gemmax binary under test, run with `args`: its exit status, and stdout and stderr together.
 struct CliResult {
@@ -200,9 +223,9 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 // Compares analytic[i] with the central difference of loss() in x[i], for `samples` indices
 // spread over x (all of them if x is small). fp64 throughout.
-inline void expect_grad_matches_fd(const std::string& what, const Tensor& x,
-                                   const Tensor& analytic, const std::function<double()>& loss,
-                                   int samples = 12, double h = 1e-6, double tol = 1e-6) {
+inline void expect_grad_matches_fd(const std::string& what, const Tensor& x, const Tensor& analytic,
+                                   const std::function<double()>& loss, int samples = 12,
+                                   double h = 1e-6, double tol = 1e-6) {
   ASSERT_EQ(x.numel(), analytic.numel()) << what;
   const int64_t n = x.numel();
   const int64_t stride = n <= samples ? 1 : n / samples;

@@ -256,8 +256,7 @@ TEST(Eval, TheEvalCommandOnTwoRanksEqualsOneRank) {
   const auto m = metrics_of(dir);
   ASSERT_EQ(m.size(), 2u);
   auto eval = [&](int ranks) {
-    std::string cmd = ranks > 1 ? std::string(GEMMAX_MPIEXEC) +
-                                      " --allow-run-as-root --oversubscribe -np " +
+    std::string cmd = ranks > 1 ? testing::mpiexec() + " -np " +
                                       std::to_string(ranks) + " " + GEMMAX_BINARY + " eval"
                                 : std::string(GEMMAX_BINARY) + " eval";
     cmd += " checkpoint=" + dir / "t";
