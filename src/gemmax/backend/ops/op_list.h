@@ -14,6 +14,7 @@
 #include "gemmax/backend/ops/moe.h"
 #include "gemmax/backend/ops/norm_rope.h"
 #include "gemmax/backend/ops/optimizer.h"
+#include "gemmax/backend/ops/quantize.h"
 
 // The ops every backend implements.
 #define GEMMAX_REQUIRED_OPS(X) \
@@ -26,7 +27,8 @@
   GEMMAX_MOE_OPS(X)            \
   GEMMAX_GMM_OPS(X)            \
   GEMMAX_LOSS_OPS(X)           \
-  GEMMAX_OPTIMIZER_OPS(X)
+  GEMMAX_OPTIMIZER_OPS(X)      \
+  GEMMAX_QUANTIZE_OPS(X)
 
 #define GEMMAX_BACKEND_OPS(X) \
   GEMMAX_REQUIRED_OPS(X)      \

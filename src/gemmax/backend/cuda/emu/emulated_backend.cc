@@ -10,6 +10,7 @@
 #include "gemmax/backend/cuda/ops/moe_ops.h"
 #include "gemmax/backend/cuda/ops/norm_rope_ops.h"
 #include "gemmax/backend/cuda/ops/optimizer_ops.h"
+#include "gemmax/backend/cuda/ops/quantize_ops.h"
 
 namespace gemmax::cuda {
 namespace {

@@ -15,7 +15,8 @@
   GEMMAX_ATTENTION_OPS(X)   \
   GEMMAX_MOE_OPS(X)         \
   GEMMAX_GMM_OPS(X)         \
-  GEMMAX_LOSS_OPS(X)
+  GEMMAX_LOSS_OPS(X)        \
+  GEMMAX_QUANTIZE_OPS(X)
 
 namespace gemmax::cuda::ops {
 
