@@ -2,6 +2,8 @@
 // embedding, RMSNorm, RoPE and GeGLU.
 #include <cmath>
 
+#include "gemmax/backend/backend_factory.h"
+#include "gemmax/base/dropout_mask.h"
 #include "op_conformance.h"
 #include "test_util.h"
 
@@ -84,6 +86,63 @@ CONFORMANCE_CASE(TransposeGroups) {
                 [](Backend& be, const Ops& t) { be.transpose_groups({.out = t.out, .in = t.in}); });
       h.expect_exact("transpose_groups", got.out, truth.out);
     }
+}
+
+// Dropout drops the same elements on every backend (a hash of seed and index: the kept positions
+// must agree bit for bit) and scales the rest by 1 / (1 - p); in place (y = x) too, as the backward
+// runs on a gradient. Inputs hold no zeros, so that an element is kept iff it reads back nonzero.
+CONFORMANCE_CASE(DropoutSameMaskOnEveryBackend) {
+  struct Ops {
+    Tensor x, y, g;  // y = dropout(x); g dropped in place
+  };
+  for (DType dt : {DType::F32, DType::BF16, DType::F64})
+    for (const Shape& shape : {Shape{1001}, Shape{13, 77}, Shape{65537}})
+      for (const double p : {0.0, 0.1, 0.5}) {
+        const int64_t n = shape_numel(shape);
+        const uint64_t seed = 1000 + uint64_t(n);
+        Tensor x = h.rand(shape, dt), g = h.rand(shape, dt);
+        for (const Tensor& t : {x, g})
+          for (int64_t i = 0; i < n; ++i)
+            if (get_as_double(t, i) == 0) set_from_double(t, i, 1.0);
+        auto [got, truth] = h.run(Ops{x, h.zeros(shape, dt), g}, [&](Backend& be, const Ops& t) {
+          be.dropout({.y = t.y, .x = t.x, .p = p, .seed = seed});
+          be.dropout({.y = t.g, .x = t.g, .p = p, .seed = seed});
+        });
+        const std::string what = "dropout p=" + std::to_string(p) + " n=" + std::to_string(n) +
+                                 " seed=" + std::to_string(seed);
+        const uint64_t threshold = dropout_threshold(p);
+        int64_t kept = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const bool keep = dropout_keep(seed, uint64_t(i), threshold);
+          kept += keep;
+          ASSERT_EQ(get_as_double(got.y, i) != 0, keep) << what << " [" << i << "]";
+          ASSERT_EQ(get_as_double(got.g, i) != 0, keep) << what << " in place [" << i << "]";
+          ASSERT_EQ(get_as_double(truth.y, i) != 0, keep) << what << " reference [" << i << "]";
+        }
+        if (p == 0) EXPECT_EQ(kept, n) << what;
+        if (n > 50000) EXPECT_NEAR(double(kept) / double(n), 1 - p, 0.01) << what;
+        h.expect_near(what, got.y, truth.y, h.tol(dt));
+        h.expect_near(what + " in place", got.g, truth.g, h.tol(dt));
+        if (p == 0) h.expect_exact(what + " keeps x", got.y, x);
+      }
+}
+
+TEST(DropoutOpContract, RefusesWrongOperands) {
+  auto be = make_backend("reference");
+  const Tensor x = Tensor::zeros({4, 3}, DType::F32);
+  be->dropout({.y = x, .x = x, .p = 0.5, .seed = 1});  // in place is fine
+  for (double p : {1.0, -0.1, std::nan("")})
+    testing::expect_error([&] { be->dropout({.y = x, .x = x, .p = p, .seed = 1}); },
+                          {"dropout", "[0, 1)"});
+  testing::expect_error(
+      [&] { be->dropout({.y = Tensor::zeros({12}, DType::BF16), .x = x, .p = 0.5}); },
+      {"dropout", "bfloat16[12]", "float32[4, 3]"});
+  testing::expect_error(
+      [&] {
+        const Tensor i = Tensor::zeros({3}, DType::I32);
+        be->dropout({.y = i, .x = i, .p = 0.5});
+      },
+      {"dropout", "int32[3]"});
 }
 
 // Every transposition, overwriting and accumulating, into the inputs' dtype and into float32;

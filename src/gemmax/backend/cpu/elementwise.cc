@@ -5,6 +5,7 @@
 #include "gemmax/backend/cpu/cpu_backend.h"
 #include "gemmax/backend/cpu/simd.h"
 #include "gemmax/backend/cpu/vec_math.h"
+#include "gemmax/base/dropout_mask.h"
 
 namespace gemmax {
 using namespace cpu;
@@ -40,6 +41,21 @@ GEMMAX_SIMD_BODY double scaled_sum_grad(T* o, const T* dy, const T* a, const T* 
     acc += double(to_f32(dy[i])) * double(round_f32<T>(to_f32(a[i]) + to_f32(b[i])));
   }
   return acc;
+}
+
+// y = x * keep / (1 - p) over elements [lo, lo + n), in fp32.
+template <class T>
+GEMMAX_SIMD_BODY void dropout_chunk(T* y, const T* x, int64_t lo, int64_t n, uint64_t seed,
+                                    uint64_t threshold, float scale) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = from_f32<T>(to_f32(x[i]) *
+                       (dropout_keep(seed, uint64_t(lo + i), threshold) ? scale : 0.0f));
+}
+template <class T>
+GEMMAX_AVX512 void dropout_chunk_avx512(T* y, const T* x, int64_t lo, int64_t n, uint64_t seed,
+                                        uint64_t threshold, float scale) {
+  dropout_chunk(y, x, lo, n, seed, threshold, scale);
 }
 
 }  // namespace
@@ -169,6 +185,27 @@ void CpuBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args, NoDim
       return scaled_sum_grad(o + lo, pd + lo, pa + lo, pb + lo, hi - lo, scale);
     });
     set_from_double(ds, 0, get_as_double(ds, 0) + dsum);
+  });
+}
+
+void CpuBackend::do_dropout(const DropoutArgs& args, NoDims) {
+  const auto& [y, x, p, seed] = args;
+  if (is_wide(x)) return reference_.do_dropout(args, {});
+  const uint64_t threshold = dropout_threshold(p);
+  const float scale = float(1.0 / (1.0 - p));
+  const bool avx512 = wide_vectors(isa_);
+  dispatch<float, bf16>(x, "dropout", [&]<class T>() {
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    const int64_t n = x.numel();
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t c = 0; c < n; c += kChunk) {
+      const int64_t len = std::min(kChunk, n - c);
+      if (avx512)
+        dropout_chunk_avx512(py + c, px + c, c, len, seed, threshold, scale);
+      else
+        dropout_chunk(py + c, px + c, c, len, seed, threshold, scale);
+    }
   });
 }
 

@@ -43,6 +43,15 @@ void validate(const ScaledSumBackwardArgs& args) {
                " must have one element of one dtype");
 }
 
+void validate(const DropoutArgs& args) {
+  op_check::same(args.y, args.x, "dropout");
+  const DType dt = args.x.dtype();
+  GEMMAX_CHECK(dt == DType::BF16 || dt == DType::F32 || dt == DType::F64,
+               "dropout: bfloat16, float32 or float64 tensors, got ", args.x.str());
+  GEMMAX_CHECK(args.p >= 0 && args.p < 1, "dropout: the probability must be in [0, 1), got ",
+               args.p);
+}
+
 void validate(const TransposeGroupsArgs& args) {
   const auto& [out, in] = args;
   GEMMAX_CHECK(in.ndim() == 3 && out.ndim() == 3 && out.dim(0) == in.dim(0) &&

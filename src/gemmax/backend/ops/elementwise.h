@@ -55,6 +55,16 @@ struct ScaledSumBackwardArgs {
   const Tensor& b;
   const Tensor& s;
 };
+// y = x * keep(i) / (1 - p): LoRA's dropout of the adapter's input (PEFT's nn.Dropout). keep(i)
+// is dropout_keep(seed, i, ...) of base/dropout_mask.h, the same elements on every backend; the
+// product is taken in float32 (float64 for float64 tensors) and rounded once. y may be x. The
+// backward is the same op on the gradient, with the same seed. 0 <= p < 1.
+struct DropoutArgs {
+  const Tensor& y;
+  const Tensor& x;
+  double p = 0;
+  uint64_t seed = 0;
+};
 // out[g] = in[g]^T for in [G, r, c], out [G, c, r].
 struct TransposeGroupsArgs {
   const Tensor& out;
@@ -69,6 +79,7 @@ void validate(const ScaleArgs& args);
 void validate(const SumSquaresArgs& args);
 void validate(const ScaledSumForwardArgs& args);
 void validate(const ScaledSumBackwardArgs& args);
+void validate(const DropoutArgs& args);
 void validate(const TransposeGroupsArgs& args);
 
 #define GEMMAX_ELEMENTWISE_OPS(X)                                 \
@@ -80,6 +91,7 @@ void validate(const TransposeGroupsArgs& args);
   X(sum_squares, SumSquaresArgs, NormsElementwise)                \
   X(scaled_sum_forward, ScaledSumForwardArgs, NormsElementwise)   \
   X(scaled_sum_backward, ScaledSumBackwardArgs, NormsElementwise) \
+  X(dropout, DropoutArgs, NormsElementwise)                       \
   X(transpose_groups, TransposeGroupsArgs, GroupedMatmul)
 
 }  // namespace gemmax

@@ -4,6 +4,7 @@
 
 #include "gemmax/backend/reference/common.h"
 #include "gemmax/backend/reference/reference_backend.h"
+#include "gemmax/base/dropout_mask.h"
 
 namespace gemmax {
 using ref::calc_t;
@@ -121,6 +122,21 @@ void ReferenceBackend::do_scaled_sum_backward(const ScaledSumBackwardArgs& args,
 #pragma omp parallel for simd
     for (int64_t i = 0; i < n; ++i) o[i] = T(double(pd[i]) * scale);
     set_from_double(ds, 0, get_as_double(ds, 0) + dsum);
+  });
+}
+
+void ReferenceBackend::do_dropout(const DropoutArgs& args, NoDims) {
+  const auto& [y, x, p, seed] = args;
+  const uint64_t threshold = dropout_threshold(p);
+  dispatch<float, bf16, double>(x, "dropout", [&]<class T>() {
+    using S = ref::stat_t<T>;  // the product's precision: float32, float64 for float64
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    const S scale = S(1.0 / (1.0 - p));
+    const int64_t n = x.numel();
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i)
+      py[i] = T(S(px[i]) * (dropout_keep(seed, uint64_t(i), threshold) ? scale : S(0)));
   });
 }
 

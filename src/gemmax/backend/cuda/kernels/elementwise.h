@@ -2,6 +2,7 @@
 #pragma once
 
 #include "gemmax/backend/cuda/kernels/kernel_base.h"
+#include "gemmax/base/dropout_mask.h"
 
 namespace gemmax::kern {
 
@@ -123,6 +124,19 @@ struct ScaleKernel {
   template <class X, class E, class A>
   GEMMAX_KFN void operator()(X& x, E* p, A alpha, int64_t n) const {
     GEMMAX_GRID_STRIDE(x, i, n) p[i] = from_acc<E>(to_acc(p[i]) * alpha);
+  }
+};
+
+// y = x * keep(i) * scale (base/dropout_mask.h), in A (fp32, fp64 for fp64), rounded once.
+struct DropoutKernel {
+  static constexpr int kMaxThreads = 256;
+  template <class X, class E, class A>
+  GEMMAX_KFN void operator()(X& x, E* y, const E* v, int64_t n, uint64_t seed, uint64_t threshold,
+                             A scale) const {
+    GEMMAX_GRID_STRIDE(x, i, n) {
+      const A keep = dropout_keep(seed, uint64_t(i), threshold) ? scale : A(0);
+      y[i] = from_double<E>(double(to_acc(v[i]) * keep));
+    }
   }
 };
 

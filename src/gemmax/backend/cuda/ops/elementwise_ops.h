@@ -108,6 +108,18 @@ void scaled_sum_backward(P& p, const ScaledSumBackwardArgs& args, NoDims) {
 }
 
 template <class P>
+void dropout(P& p, const DropoutArgs& args, NoDims) {
+  const auto& [y, x, prob, seed] = args;
+  if (x.numel() == 0) return;
+  const uint64_t threshold = dropout_threshold(prob);
+  dispatch<float, bf16, double>(x, "dropout", [&]<class E>() {
+    p.template launch<kern::DropoutKernel>(stride_launch(x.numel()), ptr<E>(y),
+                                           const_cast<const E*>(ptr<E>(x)), x.numel(), seed,
+                                           threshold, kern::acc_t<E>(1.0 / (1.0 - prob)));
+  });
+}
+
+template <class P>
 void transpose_groups(P& p, const TransposeGroupsArgs& args, NoDims) {
   const auto& [out, in] = args;
   const int64_t G = in.dim(0), R = in.dim(1), C = in.dim(2);
