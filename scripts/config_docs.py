@@ -42,6 +42,7 @@ PART_TITLES = {
     "parallel": "multi-rank training: FSDP over MPI (docs/FSDP.md)",
     "checkpoint": "checkpoints",
     "eval": "evaluation (docs/EVAL.md)",
+    "lora": "LoRA and QLoRA fine-tuning, MaxText's lora: block read flat (docs/LORA.md)",
 }
 
 

@@ -66,7 +66,7 @@ TEST(ConfigMaxText, TableKeysAreUniqueAndImplementedOnesAreGemmaxKeys) {
     }
   }
   EXPECT_EQ(find_maxtext_key("backend"), nullptr);  // gemmax's own
-  EXPECT_GT(seen.size(), 700u);                     // MaxText 0.2.5 has about 790
+  EXPECT_GT(seen.size(), 690u);                     // MaxText 0.2.5 has about 790
 }
 
 TEST(ConfigMaxText, FixedKeysAcceptTheirValueAndNameItOtherwise) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "gemmax/config/config.h"
+#include "gemmax/config/train_config.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -68,13 +69,25 @@ TEST(ConfigSft, SftYmlLoadsWithItsBaseConfigNestedBlockAndDottedOverrides) {
   EXPECT_EQ(c.get_int("steps"), 3);
   EXPECT_TRUE(c.get_bool("sft_train_on_completion_only"));
   const std::vector<std::string> ignored = c.ignored_maxtext_keys();
-  for (const char* k : {"use_sft", "use_tunix_gradient_accumulation", "lora_rank", "lora_alpha",
-                        "lora_restore_path", "compile_xla_flags"})
+  for (const char* k : {"use_sft", "use_tunix_gradient_accumulation", "compile_xla_flags"})
     EXPECT_NE(std::find(ignored.begin(), ignored.end(), k), ignored.end()) << k;
-  // LoRA is not implemented: turning it on is refused, in the dotted form as in the block.
-  expect_error([&] {
-    Config::load(dir / "configs/post_train/sft.yml", {"model_name=gemma4-e2b", "lora.enable_lora=true"});
-  }, {"enable_lora", "gemmax has only enable_lora=false", "LoRA is not implemented"});
+  // The lora: block is gemmax's (docs/LORA.md): read flat, its nulls MaxText's None.
+  const TrainConfig tc = train_config_from(c);
+  EXPECT_FALSE(tc.lora.enable_lora);
+  EXPECT_EQ(tc.lora.lora_rank, 16);  // the dotted override over the block's 0
+  EXPECT_EQ(tc.lora.lora_weight_qtype, LoraWeightQtype::None);
+  EXPECT_EQ(tc.lora.lora_tile_size, 64);
+  for (const char* k : {"enable_lora", "lora_rank", "lora_alpha", "lora_restore_path"})
+    EXPECT_EQ(std::find(ignored.begin(), ignored.end(), k), ignored.end()) << k;
+  // Turned on in the dotted form as in the block.
+  const TrainConfig on = train_config_from(
+      Config::load(dir / "configs/post_train/sft.yml",
+                   {"model_name=gemma4-e2b", "lora.enable_lora=true", "lora.lora_rank=8",
+                    "lora.lora_alpha=16", "lora.lora_weight_qtype=nf4"}));
+  EXPECT_TRUE(on.lora.enable_lora);
+  EXPECT_EQ(on.lora.lora_rank, 8);
+  EXPECT_EQ(on.lora.lora_alpha, 16.0);
+  EXPECT_EQ(on.lora.lora_weight_qtype, LoraWeightQtype::Nf4);
   // A list on the command line, in MaxText's forms.
   for (const char* v : {"['prompt', 'completion']", "[prompt,completion]", "prompt,completion"})
     EXPECT_EQ(Config::load(dir / "configs/post_train/sft.yml",

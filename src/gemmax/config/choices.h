@@ -52,6 +52,13 @@ enum class InitScheme {
 };
 GEMMAX_VALUE_NAMES(InitScheme, {InitScheme::MaxText, "maxtext"}, {InitScheme::Hf, "hf"})
 
+// How a LoRA run keeps its frozen base matrices (lora_weight_qtype; MaxText's None is none).
+enum class LoraWeightQtype {
+  None,  // in the compute dtype (dtype)
+  Nf4,   // QLoRA: NF4 blocks with an fp32 absmax each, dequantised as each layer runs
+};
+GEMMAX_VALUE_NAMES(LoraWeightQtype, {LoraWeightQtype::None, "none"}, {LoraWeightQtype::Nf4, "nf4"})
+
 // What the load-balance loss's expert density counts (docs/TRAINING.md §7).
 enum class LoadBalanceDensity {
   PerToken,   // the fraction of a sequence's tokens that chose the expert (sums to K)
@@ -63,9 +70,9 @@ GEMMAX_VALUE_NAMES(LoadBalanceDensity, {LoadBalanceDensity::PerToken, "per_token
 // The data a run trains on, its tokenizer and how documents are packed into rows (docs/DATA.md).
 enum class DatasetType { Builtin, Shards, Synthetic, Hf };
 GEMMAX_VALUE_NAMES(DatasetType, {DatasetType::Builtin, "builtin"}, {DatasetType::Shards, "shards"},
-                   {DatasetType::Hf, "hf"},
-                   {DatasetType::Synthetic, "synthetic"})
-// Auto: the kind read from tokenizer_path (byte when it is empty); the others are checked against it.
+                   {DatasetType::Hf, "hf"}, {DatasetType::Synthetic, "synthetic"})
+// Auto: the kind read from tokenizer_path (byte when it is empty); the others are checked against
+// it.
 enum class TokenizerType { Auto, Byte, SentencePiece, HuggingFace };
 GEMMAX_VALUE_NAMES(TokenizerType, {TokenizerType::Auto, "auto"}, {TokenizerType::Byte, "byte"},
                    {TokenizerType::SentencePiece, "sentencepiece"},

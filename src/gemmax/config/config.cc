@@ -287,9 +287,11 @@ void Config::set_value(const std::string& key_given, const YAML::Node* node,
   const std::string key_in = key_given.find('.') == std::string::npos
                                  ? key_given
                                  : key_given.substr(key_given.rfind('.') + 1);
-  // A list of names (train_data_columns: ['messages']) is kept comma-separated.
+  // A list of names (train_data_columns: ['messages'], lora_target_modules) is kept
+  // comma-separated.
   std::string text_in = text_given;
-  const bool list_key = key_in == "train_data_columns" || key_in == "eval_data_columns";
+  const bool list_key = key_in == "train_data_columns" || key_in == "eval_data_columns" ||
+                        key_in == "lora_target_modules" || key_in == "lora_target_parameters";
   if (list_key && node && node->IsSequence()) {
     text_in.clear();
     for (const auto& item : *node) {

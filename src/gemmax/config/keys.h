@@ -344,6 +344,41 @@
     "stop the run, with a checkpoint, once eval/avg_loss <= this; 0: off (needs an evaluation: "   \
     "eval_interval > 0)")
 
+// LoRA and QLoRA fine-tuning (docs/LORA.md): MaxText's lora: block of configs/post_train/sft.yml
+// (read flat, lora.lora_rank=16 on the command line), and PEFT's LoraConfig fields.
+#define GEMMAX_LORA_KEYS(X)                                                                         \
+  X(bool, enable_lora, enable_lora, false, any(), maxtext(),                                        \
+    "train low-rank adapters on a frozen base (load_parameters_path) instead of every weight")     \
+  X(int64_t, lora_rank, lora_rank, 0, closed(0, kI32), maxtext(),                                   \
+    "the adapters' rank r (PEFT's r); > 0 with enable_lora")                                        \
+  X(double, lora_alpha, lora_alpha, 0.0, half_open(0, kInf), maxtext(),                            \
+    "the adapters' product is scaled by lora_alpha / r (use_rslora: / sqrt(r)); > 0 with "         \
+    "enable_lora")                                                                                  \
+  X(std::string, lora_module_path, lora_module_path, "", any(), maxtext(),                          \
+    "a regex searched in each matrix's MaxText path (decoder/layers_3/self_attention/query, "      \
+    "docs/LORA.md); \"\": MaxText's gemma4 entry of lora_module_path.yml (attention and MLPs)")    \
+  X(std::string, lora_target_modules, lora_target_modules, "", any(), own(),                        \
+    "instead of lora_module_path: PEFT's target_modules, Hugging Face module names (q_proj, "      \
+    "gate_proj, router's proj, ...) as a YAML list or comma-separated, or all-linear")             \
+  X(std::string, lora_target_parameters, lora_target_parameters, "", any(), own(),                  \
+    "with lora_target_modules: PEFT's target_parameters, the experts' 3-D weights "                \
+    "(experts.gate_up_proj, experts.down_proj), one adapter per expert")                           \
+  X(bool, use_rslora, use_rslora, false, any(), own(),                                              \
+    "PEFT's rank-stabilised scale lora_alpha / sqrt(r)")                                            \
+  X(double, lora_dropout, lora_dropout, 0.0, half_open(0, 1), own(),                                \
+    "PEFT's dropout on an adapter's input (not on the experts', as PEFT)")                          \
+  X(LoraWeightQtype, lora_weight_qtype, lora_weight_qtype, LoraWeightQtype::None, any(),            \
+    maxtext_none_is("none"),                                                                        \
+    "none (the frozen base in dtype) | nf4 (QLoRA: the frozen matrices as NF4 blocks, "             \
+    "bitsandbytes' format, dequantised per layer)")                                                  \
+  X(int64_t, lora_tile_size, lora_tile_size, 64, closed(2, 1 << 20), maxtext_none_is("64"),        \
+    "QLoRA: elements per NF4 block, each with its own absmax (bitsandbytes' blocksize)")           \
+  X(std::string, lora_restore_path, lora_restore_path, "", any(), maxtext(),                        \
+    "start the adapters from a PEFT adapter folder (ignored when the run resumes)")                \
+  X(std::string, hf_lora_adapter_path, hf_lora_adapter_path, "", any(), maxtext(),                  \
+    "a PEFT adapter folder (adapter_config.json, adapter_model.safetensors): eval, sample and "    \
+    "grad apply it; a training run starts from it as from lora_restore_path")
+
 // Every part, in the order configs/base.yml lists them: P(part, Struct, KEYS).
 #define GEMMAX_KEY_PARTS(P)                                   \
   P(run, RunConfig, GEMMAX_RUN_KEYS)                          \
@@ -354,7 +389,8 @@
   P(optimizer, OptimizerConfig, GEMMAX_OPTIMIZER_KEYS)        \
   P(parallel, ParallelConfig, GEMMAX_PARALLEL_KEYS)           \
   P(checkpoint, CheckpointConfig, GEMMAX_CHECKPOINT_KEYS)     \
-  P(eval, EvalConfig, GEMMAX_EVAL_KEYS)
+  P(eval, EvalConfig, GEMMAX_EVAL_KEYS)                       \
+  P(lora, LoraConfig, GEMMAX_LORA_KEYS)
 
 // A key's member, declared with its default.
 #define GEMMAX_KEY_FIELD(Type, field, key, default_value, range, maxtext, help) \

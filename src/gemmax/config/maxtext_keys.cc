@@ -50,7 +50,6 @@ constexpr std::string_view kSft =
     "sft_train_on_completion_only, whether or not use_sft is set";
 constexpr std::string_view kTunix =
     "which trainer accumulates gradients (Tunix's or MaxText's); gemmax has its own";
-constexpr std::string_view kLora = "LoRA adapters, not implemented (enable_lora is fixed false)";
 constexpr std::string_view kOff =
     "settings of a feature gemmax does not have, whose switch is fixed off";
 
@@ -62,15 +61,6 @@ constexpr MaxTextKey kKeys[] = {
     {"override_model_config", N, "", "gemmax's command line always overrides the preset"},
     {"override_logical_axis_rules", N, "", kXla},
     {"lora_input_adapters_path", F, "\"\""},
-    {"hf_lora_adapter_path", F, "\"\""},
-    // The lora: block of configs/post_train/sft.yml (read flat: lora.lora_rank is lora_rank).
-    {"enable_lora", F, "false", "LoRA is not implemented"},
-    {"lora_rank", N, "", kLora},
-    {"lora_alpha", N, "", kLora},
-    {"lora_module_path", N, "", kLora},
-    {"lora_weight_qtype", N, "", kLora},
-    {"lora_tile_size", N, "", kLora},
-    {"lora_restore_path", N, "", kLora},
     {"load_full_state_path", F, "\"\""},
     {"save_checkpoint_on_start", N, "", kCheckpointOnStart},
     {"save_checkpoint_on_completion", F, "true"},
@@ -141,7 +131,8 @@ constexpr MaxTextKey kKeys[] = {
      "the output head is the embedding table, transposed (tied)"},
     {"normalize_embedding_logits", F, "true",
      "the head is the plain embedding table (MaxText stores it times sqrt(D) and divides the "
-     "logits back: the same logits; embedding_table=maxtext, the default, trains it in MaxText's units)"},
+     "logits back: the same logits; embedding_table=maxtext, the default, trains it in MaxText's "
+     "units)"},
     {"cast_logits_to_fp32", F, "true", "the loss reads the logits in fp32"},
     {"mla_qk_head_chunk_size", N, "", kKernel},
     {"csa_qk_head_chunk_size", N, "", kKernel},

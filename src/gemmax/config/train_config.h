@@ -40,6 +40,9 @@ struct CheckpointConfig {
 struct EvalConfig {
   GEMMAX_EVAL_KEYS(GEMMAX_KEY_FIELD)
 };
+struct LoraConfig {
+  GEMMAX_LORA_KEYS(GEMMAX_KEY_FIELD)
+};
 // backend_options (train/memory_budget.h) turns it into the BackendOptions a backend is made with.
 struct BackendConfig {
   GEMMAX_BACKEND_KEYS(GEMMAX_KEY_FIELD)
