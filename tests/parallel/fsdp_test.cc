@@ -15,14 +15,14 @@
 
 #include "gemmax/backend/cuda_module.h"
 #include "gemmax/backend/reference/reference_backend.h"
+#include "gemmax/checkpoint/model_dir.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/config/config.h"
 #include "gemmax/data/loader.h"
+#include "gemmax/io/run_lock.h"
 #include "gemmax/parallel/comm.h"
 #include "gemmax/parallel/planning_comm.h"
 #include "gemmax/parallel/shard_layout.h"
-#include "gemmax/checkpoint/model_dir.h"
-#include "gemmax/io/run_lock.h"
-#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/memory_plan.h"
 #include "gemmax/train/trainer.h"
@@ -570,10 +570,53 @@ TEST(FsdpRun, NRanksTrainWhatOneRankTrainsWithTheWholeBatch) {
   }
 }
 
+// A LoRA run on N ranks trains what one rank trains with the whole batch: the frozen base sharded
+// as a full run's weights and never reduce-scattered, the adapters whole on every rank with their
+// gradients all-reduced. fp64: the losses to 1e-10, the adapters after five steps to 1e-10; every
+// rank's memory equals its plan; the N-rank checkpoint resumes on one rank.
+TEST(FsdpRun, LoraOnSeveralRanksTrainsWhatOneRankTrains) {
+  REQUIRE_MPI();
+  const std::vector<std::string> lora = {"enable_lora=true", "lora_rank=4", "lora_alpha=8",
+                                         "dtype=float64", "weight_dtype=float64"};
+  for (const char* embedding : {"fsdp_embedding=gather", "fsdp_embedding=vocab_parallel"}) {
+    std::vector<std::string> keys = lora;
+    keys.push_back(embedding);
+    TempDir one, many;
+    run_ok(0, tiny(one.str(), 2, keys));
+    run_ok(2, tiny(many.str(), 1, keys));
+    expect_close(losses(one.str()), losses(many.str()), 1e-10, embedding);
+    const auto m = metrics(many.str());
+    // No weight gradient is reduce-scattered (vocab_parallel's head reduce-scatters its input's).
+    if (std::string(embedding).ends_with("gather"))
+      EXPECT_EQ(m[0]["perf/comm_reduce_scatter_bytes"].get<int64_t>(), 0) << "the base is frozen";
+    EXPECT_GT(m[0]["perf/comm_all_reduce_bytes"].get<int64_t>(), 0) << "the adapters' gradients";
+    const TrainCheckpoint a = open_newest_train_checkpoint(one.str() + "/r");
+    const TrainCheckpoint b = open_newest_train_checkpoint(many.str() + "/r");
+    ASSERT_EQ(a.params.names(), b.params.names());
+    for (const std::string& name : a.params.names()) {
+      const Tensor x = a.params.read_as(name, DType::F64), y = b.params.read_as(name, DType::F64);
+      for (int64_t i = 0; i < x.numel(); ++i)
+        ASSERT_NEAR(x.data<double>()[i], y.data<double>()[i], 1e-10) << name << "[" << i << "]";
+    }
+    std::ifstream in(many / "r/memory.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    ASSERT_EQ(j["measured_per_rank"].size(), 2u);
+    for (const auto& rank : j["measured_per_rank"])
+      for (const auto& [k, v] : j["planned"].items())
+        EXPECT_EQ(rank[k], v) << embedding << " " << k;
+    // The two ranks' checkpoint continues on one rank.
+    std::vector<std::string> more = tiny(many.str(), 2, keys);
+    more.push_back("steps=6");
+    run_ok(0, more);
+    EXPECT_EQ(losses(many.str()).size(), 6u);
+  }
+}
+
 // The dense member (gemma4-31b's layer, num_experts=1) under FSDP, with the MoE's tolerances: 2
-// ranks train what one rank trains with both rows (the first four losses to 1e-5, the first gradient norm to
-// 1e-6, fp64 weights after five steps to 1e-10), with the embedding gathered or vocabulary-parallel
-// and the small vectors replicated or sharded; and every rank measures its plan.
+// ranks train what one rank trains with both rows (the first four losses to 1e-5, the first
+// gradient norm to 1e-6, fp64 weights after five steps to 1e-10), with the embedding gathered or
+// vocabulary-parallel and the small vectors replicated or sharded; and every rank measures its
+// plan.
 TEST(FsdpRun, TheDenseMemberTrainsOnTwoRanks) {
   REQUIRE_MPI();
   const std::vector<std::string> dense = {"num_experts=1"};

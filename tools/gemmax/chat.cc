@@ -1,4 +1,6 @@
 // gemmax chat: a conversation with a model through its own chat template.
+#include "gemmax/model/chat.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,31 +12,34 @@
 #include "decoding_setup.h"
 #include "flags.h"
 #include "gemmax/data/chat_template.h"
-#include "gemmax/model/chat.h"
 
 namespace gemmax {
 namespace {
 
-const std::string kUsage = std::string(
-    "usage: gemmax chat --model DIR [--prompt TEXT | --messages FILE.jsonl] [--system TEXT]\n"
-    "                   [--chat_template_path FILE] [--max_new_tokens N] [--max_length N]\n"
-    "                   [sampling, tokenizer and backend flags as gemmax sample]\n"
-    "\n"
-    "Talks to the model in DIR (a Hugging Face Gemma-4 folder, or a gemmax run: its newest\n"
-    "checkpoint) through its own chat template (DIR's chat_template.jinja or\n"
-    "tokenizer_config.json, or --chat_template_path), as transformers' apply_chat_template\n"
-    "renders it with add_generation_prompt. Each reply is streamed to stdout as it is decoded\n"
-    "and ends at the end-of-turn token (the template's, generation_config.json's eos ids or\n"
-    "the tokenizer's eos) or after --max_new_tokens; the KV cache keeps the conversation, so a\n"
-    "turn costs only its own tokens.\n"
-    "  (no --prompt/--messages)  one user turn per line of standard input; at a terminal a\n"
-    "                    '> ' prompt is shown, and /exit or end of input ends the chat\n"
-    "  --prompt TEXT     one user turn, one reply\n"
-    "  --messages FILE   a JSONL file: each line's conversation (\"messages\", \"tools\", ...\n"
-    "                    as training data) gets one reply, printed on a line of its own\n"
-    "  --system TEXT     a system turn first (not with --messages)\n"
-    "  --max_new_tokens  per reply; default 512\n"
-    "  --max_length      positions the KV cache holds for the whole conversation; default 4096\n") +
+const std::string kUsage =
+    std::string(
+        "usage: gemmax chat --model DIR [--adapter DIR] [--prompt TEXT | --messages FILE.jsonl]\n"
+        "                   [--system TEXT]\n"
+        "                   [--chat_template_path FILE] [--max_new_tokens N] [--max_length N]\n"
+        "                   [sampling, tokenizer and backend flags as gemmax sample]\n"
+        "\n"
+        "Talks to the model in DIR (a Hugging Face Gemma-4 folder, or a gemmax run: its newest\n"
+        "checkpoint) through its own chat template (DIR's chat_template.jinja or\n"
+        "tokenizer_config.json, or --chat_template_path), as transformers' apply_chat_template\n"
+        "renders it with add_generation_prompt. Each reply is streamed to stdout as it is decoded\n"
+        "and ends at the end-of-turn token (the template's, generation_config.json's eos ids or\n"
+        "the tokenizer's eos) or after --max_new_tokens; the KV cache keeps the conversation, so "
+        "a\n"
+        "turn costs only its own tokens.\n"
+        "  (no --prompt/--messages)  one user turn per line of standard input; at a terminal a\n"
+        "                    '> ' prompt is shown, and /exit or end of input ends the chat\n"
+        "  --prompt TEXT     one user turn, one reply\n"
+        "  --messages FILE   a JSONL file: each line's conversation (\"messages\", \"tools\", ...\n"
+        "                    as training data) gets one reply, printed on a line of its own\n"
+        "  --system TEXT     a system turn first (not with --messages)\n"
+        "  --max_new_tokens  per reply; default 512\n"
+        "  --max_length      positions the KV cache holds for the whole conversation; default "
+        "4096\n") +
     kDecodingFlagsUsage +
     "The prompt and reply token counts and speeds go to stderr after each reply.\n";
 
@@ -75,6 +80,7 @@ int cmd_chat(int argc, char** argv) {
                               ? chat_template_from_file(flags.get("chat_template_path"))
                               : chat_template_from_model_dir(dir));
   const DecodingModel m = load_decoding_model(flags, dir, "chat");
+  opts.lora = m.lora();
   auto stream = [](std::string_view text) {
     std::cout << text;
     std::cout.flush();

@@ -9,8 +9,8 @@
 namespace gemmax {
 
 std::vector<FlagSpec> decoding_flags(std::vector<FlagSpec> own) {
-  for (const char* name : {"model", "max_new_tokens", "temperature", "top_k", "top_p", "seed",
-                           "tokenizer", "tokenizer_path", "dtype", "backend"})
+  for (const char* name : {"model", "adapter", "max_new_tokens", "temperature", "top_k", "top_p",
+                           "seed", "tokenizer", "tokenizer_path", "dtype", "backend"})
     own.push_back({name});
   return own;
 }
@@ -28,6 +28,9 @@ const char* const kDecodingFlagsUsage =
     "                    checked against it\n"
     "  --tokenizer_path  a folder (its tokenizer.json, else tokenizer.model), a tokenizer.json\n"
     "                    or a SentencePiece .model file; default DIR's own tokenizer, else byte\n"
+    "  --adapter         a PEFT LoRA adapter folder (adapter_config.json +\n"
+    "                    adapter_model.safetensors) applied to the model; a LoRA run's own\n"
+    "                    checkpoint carries its adapters already\n"
     "  --dtype           float32 (default) or float64\n"
     "  --backend         default cpu\n";
 
@@ -95,11 +98,18 @@ DecodingModel load_decoding_model(const Flags& flags, const std::string& dir,
   DecodingModel m;
   m.tokenizer = decoding_tokenizer(flags, dir, command);
   m.loaded = load_model_dir(dir, dtype);
+  if (flags.has("adapter")) attach_peft_adapter(m.loaded, flags.get("adapter"));
   if (!m.loaded.note.empty()) std::cerr << "gemmax: " << m.loaded.note << "\n";
   m.backend = make_backend(flags.get("backend", "cpu"));
   m.model = std::make_unique<Gemma4Model>(m.loaded.config, *m.backend,
                                           ModelOptions{dtype, RematPolicy::None, 1});
   m.weights = m.backend->to_device(m.loaded.weights, MemKind::Params);
+  if (const auto& lora = m.loaded.lora) {
+    m.adapters = std::make_unique<AdapterTable>(m.model->params(), lora->targets, lora->shape);
+    m.adapter_weights = m.backend->to_device(lora->weights, MemKind::Params);
+    std::cerr << "gemmax: LoRA adapters from " << lora->source << " (rank " << lora->shape.rank
+              << " on " << lora->targets.size() << " matrices)\n";
+  }
   std::cerr << "gemmax: " << m.loaded.source << " | " << m.loaded.config.num_layers
             << " layers | vocab " << m.loaded.config.vocab_size << " | tokenizer "
             << m.tokenizer->describe() << " | backend " << m.backend->describe() << "\n";

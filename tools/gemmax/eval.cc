@@ -1,5 +1,7 @@
 // gemmax eval [config.yml] [key=value ...] checkpoint=DIR | hf_dir=DIR: the eval loss of a train
 // checkpoint or a Hugging Face folder, without training.
+#include "gemmax/train/eval.h"
+
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -11,7 +13,6 @@
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/parallel/world.h"
-#include "gemmax/train/eval.h"
 #include "gemmax/train/memory_budget.h"
 
 namespace gemmax {
@@ -19,6 +20,7 @@ namespace {
 
 const char* kUsage =
     "usage: gemmax eval [config.yml] [key=value ...] checkpoint=DIR | hf_dir=DIR\n"
+    "                   [--adapter DIR]\n"
     "\n"
     "Evaluates a model without training: eval_steps batches (-1: one pass) of the eval set,\n"
     "with the run's keys (configs/base.yml): eval_dataset_path (else the built-in corpus's\n"
@@ -30,14 +32,19 @@ const char* kUsage =
     "\n"
     "  checkpoint=DIR   a gemmax run folder, its checkpoints/ folder or one step_N folder\n"
     "  hf_dir=DIR       a Hugging Face Gemma-4 folder (config.json + safetensors)\n"
+    "  --adapter DIR    a PEFT LoRA adapter folder on the model (hf_lora_adapter_path=DIR in\n"
+    "                   a config); a LoRA run's checkpoint carries its adapters already\n"
     "\n"
     "Example:\n"
     "  gemmax eval checkpoint=out/gemmax_run eval_steps=-1\n"
     "  gemmax eval hf_dir=finetuned/ tokenizer_type=sentencepiece \\\n"
     "      tokenizer_path=finetuned/tokenizer.model eval_dataset_path=data/eval.bin\n";
 
-void run_eval(const Config& config, const std::string& model_dir, Comm& comm) {
-  const TrainConfig tc = train_config_from(config);
+void run_eval(const Config& config, const std::string& model_dir, std::string adapter, Comm& comm) {
+  TrainConfig tc = train_config_from(config);
+  // The adapter is evaluated, not trained: hf_lora_adapter_path names it as --adapter does.
+  if (adapter.empty()) adapter = tc.lora.hf_lora_adapter_path;
+  tc.lora = LoraConfig();
   const int ranks = comm.size();
   if (ranks > 1) {
     if (tc.backend.backend == BackendKind::Cuda)
@@ -47,7 +54,8 @@ void run_eval(const Config& config, const std::string& model_dir, Comm& comm) {
   }
   // The model's shape is the folder's; dtypes, remat and tiling are the config's.
   MemoryPlanInput in = memory_plan_input(tc, ranks);
-  const LoadedModel m = load_model_dir(model_dir, in.weight);
+  LoadedModel m = load_model_dir(model_dir, in.weight);
+  if (!adapter.empty()) attach_peft_adapter(m, adapter);
   in.model = m.config;
   in.fsdp_options = fsdp_options(tc.parallel, in.options.num_vocab_tiling, m.config, ranks,
                                  in.batch, in.seq, in.options.act, in.weight);
@@ -55,11 +63,20 @@ void run_eval(const Config& config, const std::string& model_dir, Comm& comm) {
   Gemma4Model model(m.config, *backend, in.options);
   TrainState state = make_eval_state(*backend, model.params(), in.weight, &comm, in.fsdp_options);
   upload_weights(*backend, model.params(), state, m.weights);
+  std::unique_ptr<AdapterTable> adapters;
+  if (m.lora) {  // the weights are the frozen base, the adapters on every rank whole
+    adapters = std::make_unique<AdapterTable>(model.params(), m.lora->targets, m.lora->shape);
+    state.base = {state.layout, state.weights};
+    state.adapters = adapters.get();
+    state.layout = ShardLayout::whole(adapters->params());
+    state.weights = backend->to_device(m.lora->weights, MemKind::Params);
+  }
 
   DataOptions data = run_data_options(tc, m.config.vocab_size, comm.rank(), ranks);
   Evaluator eval(tc, data);
   if (comm.rank() == 0)
     std::cerr << "gemmax eval: " << m.source << " (" << m.config.name << ")"
+              << (m.lora ? " with the LoRA adapters of " + m.lora->source : "")
               << (ranks > 1 ? str_cat(" on ", ranks, " ranks") : "") << "\n"
               << "gemmax eval: " << eval.describe() << "\n";
   const EvalResult r = eval.run(*backend, model, state);
@@ -82,10 +99,15 @@ int cmd_eval(int argc, char** argv) {
     return 0;
   }
   // checkpoint= and hf_dir= name the model; every other argument is the run's config.
-  std::string model_dir, key;
+  std::string model_dir, key, adapter;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--adapter" || a.starts_with("--adapter=")) {  // the PEFT folder on the model
+      if (a == "--adapter" && i + 1 == argc) fail("gemmax eval: --adapter needs a folder");
+      adapter = a == "--adapter" ? argv[++i] : a.substr(std::string("--adapter=").size());
+      continue;
+    }
     for (const char* k : {"checkpoint=", "hf_dir="}) {
       if (!a.starts_with(k)) continue;
       if (!model_dir.empty())
@@ -102,7 +124,7 @@ int cmd_eval(int argc, char** argv) {
   // Under an MPI launcher every rank runs this; an error on one rank ends them all.
   std::unique_ptr<Comm> world = make_world(&argc, &argv);
   try {
-    run_eval(config, model_dir, *world);
+    run_eval(config, model_dir, adapter, *world);
   } catch (const std::exception& e) {
     if (world->size() == 1) throw;
     std::fprintf(stderr, "error: rank %d of %d: %s\n", world->rank(), world->size(), e.what());

@@ -13,15 +13,19 @@
 #include "gemmax/backend/backend.h"
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/checkpoint/hf_model.h"
+#include "gemmax/checkpoint/peft_adapter.h"
 #include "gemmax/io/no_clobber.h"
 #include "gemmax/model/gemma4.h"
+#include "gemmax/model/head.h"
+#include "gemmax/model/lora/lora_params.h"
 
 namespace gemmax {
 namespace {
 
 const char* kUsage =
-    "usage: gemmax grad --model DIR --tokens FILE --batch B --out GRADS.safetensors\n"
-    "                   [--logits LOGITS.safetensors] [--dtype float32|float64]\n"
+    "usage: gemmax grad --model DIR [--adapter DIR] --tokens FILE --batch B\n"
+    "                   --out GRADS.safetensors [--logits LOGITS.safetensors]\n"
+    "                   [--dtype float32|float64]\n"
     "                   [--load_balance_loss_weight W] [--backend reference|cpu]\n"
     "\n"
     "Computes one batch's loss and the gradient of total_loss = ce_loss + lb_loss with respect\n"
@@ -29,6 +33,8 @@ const char* kUsage =
     "  --tokens   little-endian int32 file of shape [B, S+1]: inputs are [:, :-1], targets\n"
     "             [:, 1:]; one document per row; every target counts (id 0 included)\n"
     "  --out      gradients under the folder's own tensor names, in --dtype (default float32)\n"
+    "  --adapter  a PEFT LoRA adapter folder on the model: the gradients are then its\n"
+    "             adapters', under PEFT's names (base_model.model.<module>.lora_A.weight)\n"
     "  --logits   also write the soft-capped logits [B, S, V] as tensor 'logits'\n"
     "  --backend  reference (default: the ground truth) or cpu (the fast kernels, float32)\n"
     "Prints {\"ce_loss\", \"lb_loss\", \"total_loss\", ...} as one JSON object on stdout.\n";
@@ -69,14 +75,23 @@ Batch read_token_rows(const std::string& path, int64_t rows, int64_t vocab) {
 
 int cmd_grad(int argc, char** argv) {
   const Flags flags("grad", argc, argv,
-                    {{"model"}, {"tokens"}, {"batch"}, {"out"}, {"logits"}, {"dtype"},
-                     {"load_balance_loss_weight"}, {"backend"}});
+                    {{"model"},
+                     {"adapter"},
+                     {"tokens"},
+                     {"batch"},
+                     {"out"},
+                     {"logits"},
+                     {"dtype"},
+                     {"load_balance_loss_weight"},
+                     {"backend"}});
   if (flags.help()) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   refuse_outputs_over_inputs({{flags.get("out"), "--out"}, {flags.get("logits", ""), "--logits"}},
-                             {{flags.get("model"), "--model"}, {flags.get("tokens"), "--tokens"}});
+                             {{flags.get("model"), "--model"},
+                              {flags.get("tokens"), "--tokens"},
+                              {flags.get("adapter", ""), "--adapter"}});
   HfModelFolder folder = read_hf_model_folder(flags.get("model"));
   folder.config.load_balance_loss_weight =
       flags.get_double("load_balance_loss_weight", folder.config.load_balance_loss_weight);
@@ -95,18 +110,39 @@ int cmd_grad(int argc, char** argv) {
     std::cerr << "gemmax: " << note << "\n";
   const Tensor weights = backend->to_device(host, MemKind::Params);
   host = Tensor();
-  const Tensor grads = backend->zeros({table.total()}, dtype, MemKind::Grads);
   const StepInputs in = upload_batch(*backend, batch);
-  const LossInfo loss = model.forward_backward(in, weights, grads);
-  write_safetensors(out, hf_named_tensors(table, backend->to_host(grads),
-                                          folder.info.weight_prefix, dtype));
-  if (flags.has("logits")) {
-    Tensor logits;
-    model.forward(in, weights, &logits);
+  LossInfo loss;
+  Tensor logits;
+  if (!flags.has("adapter")) {
+    const Tensor grads = backend->zeros({table.total()}, dtype, MemKind::Grads);
+    loss = model.forward_backward(in, weights, grads);
+    write_safetensors(
+        out, hf_named_tensors(table, backend->to_host(grads), folder.info.weight_prefix, dtype));
+    if (flags.has("logits")) model.forward(in, weights, &logits);
+  } else {  // the adapters' gradients, the base frozen
+    const PeftAdapter a = read_peft_adapter(flags.get("adapter"), table, dtype);
+    const AdapterTable adapters(table, a.targets, a.shape);
+    const Tensor aw = backend->to_device(a.weights, MemKind::Params);
+    const Tensor ag = backend->zeros({aw.numel()}, dtype, MemKind::Grads);
+    const Tensor scalars = backend->zeros({StepScalars::kCount}, DType::F64, MemKind::Workspace);
+    WholeParams frozen(*backend, table, model.options(), weights, Tensor());
+    LoraParams params(*backend, frozen, adapters, model.options(), aw, ag);
+    model.forward_backward(in, params, scalars);
+    loss = model.losses(backend->to_host(scalars), in);
+    write_safetensors(
+        out, peft_named_tensors(adapters, backend->to_host(ag), folder.info.weight_prefix, dtype));
+    if (flags.has("logits")) {
+      LoraParams forward(*backend, frozen, adapters, model.options(), aw, Tensor());
+      const Tensor x = model.forward_only(in, forward, scalars);
+      const ModelWeights w = bind_model(table, weights);
+      logits = head_logits(*backend, folder.config, model.options(),
+                           HeadWeights{w.embed, w.final_norm}, x);
+    }
+  }
+  if (flags.has("logits"))
     write_safetensors(flags.get("logits"),
                       {{"logits", backend->to_host(logits).view(
                                       {batch.batch, batch.seq, folder.config.vocab_size})}});
-  }
   nlohmann::json j;
   j["ce_loss"] = loss.ce_loss;
   j["lb_loss"] = loss.lb_loss;

@@ -107,4 +107,10 @@ Tensor convert_dtype(const Tensor& src, DType dst, MemKind kind) {
   return out;
 }
 
+void convert_into(const Tensor& src, const Tensor& dst) {
+  GEMMAX_CHECK(src.numel() == dst.numel(), "convert_into: ", src.str(), " into ", dst.str());
+  const Tensor c = convert_dtype(src, dst.dtype());
+  std::memcpy(dst.raw(), c.raw(), c.nbytes());
+}
+
 }  // namespace gemmax

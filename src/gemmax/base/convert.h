@@ -14,6 +14,9 @@ namespace gemmax {
 // Anything else (float <-> int, U8, writing F16) is an error naming both dtypes.
 Tensor convert_dtype(const Tensor& src, DType dst, MemKind kind = MemKind::Workspace);
 
+// The same conversion into `dst` (a host tensor, or a view of one, with src's element count).
+void convert_into(const Tensor& src, const Tensor& dst);
+
 // F64 -> BF16 with one correct rounding (round to nearest even).
 uint16_t double_to_bf16_bits(double d);
 

@@ -1,5 +1,7 @@
 #include "gemmax/model/attention.h"
 
+#include "gemmax/model/lora/lora_linear.h"
+
 namespace gemmax {
 namespace {
 
@@ -51,12 +53,13 @@ void q_proj_and_input_backward(const LayerContext& ctx, const Dims& d, const Lay
                                const LayerWeights& g, const Tensor& x, const AttentionActs& a,
                                Tensor& dq_raw, Tensor da, const Tensor& dx) {
   Backend& be = ctx.be;
-  be.matmul({.c = g.q_proj,
-             .a = dq_raw,
-             .trans_a = true,
-             .b = a.normed,
-             .trans_b = false,
-             .accumulate = true});
+  if (g.q_proj.defined())
+    be.matmul({.c = g.q_proj,
+               .a = dq_raw,
+               .trans_a = true,
+               .b = a.normed,
+               .trans_b = false,
+               .accumulate = true});
   const bool add_to_kv = da.defined();
   if (!add_to_kv) da = ctx.work({d.T, d.D});
   be.matmul({.c = da,
@@ -65,6 +68,8 @@ void q_proj_and_input_backward(const LayerContext& ctx, const Dims& d, const Lay
              .b = w.q_proj,
              .trans_b = false,
              .accumulate = add_to_kv});
+  if (w.lora.q_proj.defined())
+    lora_backward(ctx, w.lora.q_proj, g.lora.q_proj, a.normed, a.lora_q, dq_raw, da);
   dq_raw = Tensor();
   be.rmsnorm_backward({.dx = dx,
                        .dw = g.input_norm,
@@ -118,6 +123,7 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
                .b = w.q_proj,
                .trans_b = true,
                .accumulate = false});
+    if (w.lora.q_proj.defined()) lora_forward(ctx, w.lora.q_proj, a.normed, a.q_raw, a.lora_q);
   }
   if (ctx.cfg.kv_shared(layer)) {  // the donor's normed, rotated K/V: nothing to project
     const int64_t donor = ctx.cfg.kv_donor(layer);
@@ -134,6 +140,7 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
                .b = w.k_proj,
                .trans_b = true,
                .accumulate = false});
+    if (w.lora.k_proj.defined()) lora_forward(ctx, w.lora.k_proj, a.normed, a.k_raw, a.lora_k);
   }
   if (!a.v.defined() && !a.v_raw.defined()) {
     if (d.shared_kv) {
@@ -146,6 +153,7 @@ void attention_project(const LayerContext& ctx, int64_t layer, const LayerWeight
                  .b = w.v_proj,
                  .trans_b = true,
                  .accumulate = false});
+      if (w.lora.v_proj.defined()) lora_forward(ctx, w.lora.v_proj, a.normed, a.v_raw, a.lora_v);
     }
   }
 
@@ -180,12 +188,14 @@ void attention_output(const LayerContext& ctx, int64_t layer, const LayerWeights
   using enum ActClass;
   if (!a.proj.defined()) {
     a.proj = ctx.act_tensor({d.T, d.D}, Matmul);
+    const Tensor attn2d = a.attn.view({d.T, d.H * d.hd});
     be.matmul({.c = a.proj,
-               .a = a.attn.view({d.T, d.H * d.hd}),
+               .a = attn2d,
                .trans_a = false,
                .b = w.o_proj,
                .trans_b = true,
                .accumulate = false});
+    if (w.lora.o_proj.defined()) lora_forward(ctx, w.lora.o_proj, attn2d, a.proj, a.lora_o);
   }
   if (!a.out.defined()) {
     a.out = ctx.act_tensor({d.T, d.D}, Other);
@@ -214,12 +224,13 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
                        .out_scale = 1.0,
                        .accumulate_dx = false});
   const Tensor attn2d = a.attn.view({d.T, d.H * d.hd});
-  be.matmul({.c = g.o_proj,
-             .a = dproj,
-             .trans_a = true,
-             .b = attn2d,
-             .trans_b = false,
-             .accumulate = true});
+  if (g.o_proj.defined())
+    be.matmul({.c = g.o_proj,
+               .a = dproj,
+               .trans_a = true,
+               .b = attn2d,
+               .trans_b = false,
+               .accumulate = true});
   Tensor dattn = ctx.work({d.T, d.H, d.hd});
   be.matmul({.c = dattn.view({d.T, d.H * d.hd}),
              .a = dproj,
@@ -227,6 +238,9 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
              .b = w.o_proj,
              .trans_b = false,
              .accumulate = false});
+  if (w.lora.o_proj.defined())
+    lora_backward(ctx, w.lora.o_proj, g.lora.o_proj, attn2d, a.lora_o, dproj,
+                  dattn.view({d.T, d.H * d.hd}));
   dproj = Tensor();
 
   Tensor dq = ctx.work({d.T, d.H, d.hd}), dk = ctx.work({d.T, d.KV, d.hd});
@@ -306,18 +320,21 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
                          .out_scale = 1.0,
                          .accumulate_dx = false});
     dv = Tensor();
-    be.matmul({.c = g.v_proj,
-               .a = dv_raw,
-               .trans_a = true,
-               .b = a.normed,
-               .trans_b = false,
-               .accumulate = true});
+    if (g.v_proj.defined())
+      be.matmul({.c = g.v_proj,
+                 .a = dv_raw,
+                 .trans_a = true,
+                 .b = a.normed,
+                 .trans_b = false,
+                 .accumulate = true});
     be.matmul({.c = da,
                .a = dv_raw,
                .trans_a = false,
                .b = w.v_proj,
                .trans_b = false,
                .accumulate = false});
+    if (w.lora.v_proj.defined())
+      lora_backward(ctx, w.lora.v_proj, g.lora.v_proj, a.normed, a.lora_v, dv_raw, da);
     be.matmul({.c = da,
                .a = dk_raw,
                .trans_a = false,
@@ -325,12 +342,15 @@ void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeigh
                .trans_b = false,
                .accumulate = true});
   }
-  be.matmul({.c = g.k_proj,
-             .a = dk_raw,
-             .trans_a = true,
-             .b = a.normed,
-             .trans_b = false,
-             .accumulate = true});
+  if (g.k_proj.defined())
+    be.matmul({.c = g.k_proj,
+               .a = dk_raw,
+               .trans_a = true,
+               .b = a.normed,
+               .trans_b = false,
+               .accumulate = true});
+  if (w.lora.k_proj.defined())
+    lora_backward(ctx, w.lora.k_proj, g.lora.k_proj, a.normed, a.lora_k, dk_raw, da);
   dk_raw = Tensor();
   q_proj_and_input_backward(ctx, d, w, g, x, a, dq_raw, da, dx);
 }

@@ -17,6 +17,7 @@ namespace gemmax {
 struct AttentionMatmuls {      // ActClass::Matmul
   Tensor q_raw, k_raw, v_raw;  // projections [T, heads*hd]; v_raw is k_raw on K = V layers
   Tensor proj;                 // attn . Wo^T [T, D]
+  Tensor lora_q, lora_k, lora_v, lora_o;  // the adapters' x . A^T, scaled (model/lora/)
 };
 struct AttentionOthers {   // ActClass::Other
   Tensor normed, rstd_in;  // a and its rstd
@@ -56,7 +57,8 @@ class AttentionCore {
 };
 
 // dx += the gradient through the attention branch (not the residual's identity: the caller adds
-// dout itself); weight gradients accumulate into g.
+// dout itself); weight gradients accumulate into g, except where g's tensor is undefined (a frozen
+// weight: no gradient is computed for it).
 void attention_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& w,
                         const LayerWeights& g, const Tensor& x, const AttentionActs& acts,
                         const Tensor& dout, const Tensor& dx);

@@ -55,7 +55,7 @@ ChatSession::ChatSession(const Gemma4Model& model, const Tensor& weights,
       tokenizer_(tokenizer),
       chat_(chat),
       options_(std::move(options)),
-      decoder_(model, weights, {options_.max_length, /*prefill_chunk=*/0}) {
+      decoder_(model, weights, {options_.max_length, /*prefill_chunk=*/0, options_.lora}) {
   check_sample_options(options_.sample);
   if (tokenizer.vocab_size() > model.config().vocab_size)
     fail("tokenizer ", tokenizer.describe(), " has a larger vocabulary than the model (",

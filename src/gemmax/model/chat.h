@@ -21,9 +21,10 @@
 namespace gemmax {
 
 struct ChatOptions {
-  SampleOptions sample;        // per reply; stop_ids: generation_config.json's eos ids
-  int64_t max_length = 4096;   // positions the KV cache holds: the whole conversation
-  bool reuse_cache = true;     // false: every reply prefills the conversation again (checks)
+  SampleOptions sample;       // per reply; stop_ids: generation_config.json's eos ids
+  int64_t max_length = 4096;  // positions the KV cache holds: the whole conversation
+  bool reuse_cache = true;    // false: every reply prefills the conversation again (checks)
+  BoundAdapters lora;         // LoRA adapters on the weights (--adapter)
 };
 
 struct ChatReply {

@@ -139,6 +139,13 @@ struct LayerContext {
                         .round_before_scale = !opt.norm_scale_in_fp32});
   }
 
+  // Where an op writes a weight vector's gradient: g, or for a frozen weight (g undefined) a zeroed
+  // scratch vector like w, which nobody reads (the ops that fill several outputs at once always
+  // write it).
+  Tensor grad_or_scratch(const Tensor& g, const Tensor& w) const {
+    return g.defined() ? g : be.zeros(w.shape(), w.dtype(), MemKind::Workspace);
+  }
+
   // Transients of a backward.
   Tensor work(const Shape& shape) const { return be.alloc(shape, act(), MemKind::Workspace); }
   Tensor work_stat(const Shape& shape) const {

@@ -35,6 +35,13 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
                           master.per_layer.proj_norm};
   for (const LayerWeights& w : master.layers)
     weights_.layers.push_back(compute_weights(be_, w, act, model.options().float32_gate_logits));
+  if (const BoundAdapters& lora = options_.lora) {
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      weights_.layers[size_t(l)].lora =
+          compute_adapters(be_, *lora.table, lora.weights, l, model.options());
+    weights_.per_layer.model_proj_lora =
+        compute_model_proj_adapter(be_, *lora.table, lora.weights, model.options());
+  }
   rope_local_ = be_.to_device(
       rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_proportion), MemKind::Workspace);
   rope_global_ =

@@ -17,6 +17,7 @@
 
 #include "gemmax/model/attention.h"
 #include "gemmax/model/gemma4.h"
+#include "gemmax/model/lora/lora_params.h"
 
 namespace gemmax {
 
@@ -25,6 +26,7 @@ class Progress;
 struct DecoderOptions {
   int64_t max_length = 0;     // positions the decoder can hold (prompt + generated tokens)
   int64_t prefill_chunk = 0;  // tokens per pass in prefill; 0: the sliding window
+  BoundAdapters lora;         // LoRA adapters on the weights, applied unmerged (none: empty)
 };
 
 class Decoder final : private AttentionCore {

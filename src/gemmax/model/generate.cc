@@ -18,7 +18,8 @@ double Generation::decode_tokens_per_sec() const {
 }
 
 Generation generate(const Gemma4Model& model, const Tensor& weights, const Tokenizer& tokenizer,
-                    const std::string& prompt, const SampleOptions& options) {
+                    const std::string& prompt, const SampleOptions& options,
+                    const BoundAdapters& lora) {
   check_sample_options(options);
   const int64_t V = model.config().vocab_size;
   if (tokenizer.vocab_size() > V)
@@ -33,8 +34,9 @@ Generation generate(const Gemma4Model& model, const Tensor& weights, const Token
   const AllocationScope what(str_cat("the KV cache and logits of ", g.prompt_ids.size(),
                                      " prompt tokens + ", options.max_new_tokens,
                                      " new ones (--max_new_tokens, or sample_max_new_tokens)"));
-  Decoder decoder(model, weights,
-                  {int64_t(g.prompt_ids.size()) + options.max_new_tokens, /*prefill_chunk=*/0});
+  Decoder decoder(
+      model, weights,
+      {int64_t(g.prompt_ids.size()) + options.max_new_tokens, /*prefill_chunk=*/0, lora});
   Sampler sampler(options);
   Timer timer;
   Progress progress("prefill", double(g.prompt_ids.size()), "tokens");
@@ -70,8 +72,8 @@ Generation generate(const Gemma4Model& model, const Tensor& weights, const Token
 
 std::string generate_text(const Gemma4Model& model, const Tensor& weights,
                           const Tokenizer& tokenizer, const std::string& prompt,
-                          const SampleOptions& options) {
-  const Generation g = generate(model, weights, tokenizer, prompt, options);
+                          const SampleOptions& options, const BoundAdapters& lora) {
+  const Generation g = generate(model, weights, tokenizer, prompt, options, lora);
   return g.prompt_text + g.completion;
 }
 

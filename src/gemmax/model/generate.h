@@ -7,6 +7,7 @@
 
 #include "gemmax/data/tokenizer.h"
 #include "gemmax/model/gemma4.h"
+#include "gemmax/model/lora/lora_params.h"
 #include "gemmax/model/sampler.h"
 
 namespace gemmax {
@@ -28,13 +29,15 @@ struct Generation {
 // The prompt is framed as training documents are (bos, then its ids; no eos). Throws
 // gemmax::Error for an empty prompt, a tokenizer whose vocabulary is larger than the model's,
 // or bad options. `weights` is the model's flat buffer in its activation dtype.
+// `lora`: adapters applied on top of the weights (model/lora/).
 Generation generate(const Gemma4Model& model, const Tensor& weights, const Tokenizer& tokenizer,
-                    const std::string& prompt, const SampleOptions& options);
+                    const std::string& prompt, const SampleOptions& options,
+                    const BoundAdapters& lora = {});
 
 // The prompt followed by its generated continuation.
 std::string generate_text(const Gemma4Model& model, const Tensor& weights,
                           const Tokenizer& tokenizer, const std::string& prompt,
-                          const SampleOptions& options);
+                          const SampleOptions& options, const BoundAdapters& lora = {});
 
 // "prompt 9 tokens | generated 64 tokens | prefill 1234.5 tokens/s | decode 456.7 tokens/s"
 std::string generation_stats(const Generation& g);

@@ -28,11 +28,12 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
   Tensor targets = be.alloc({C}, DType::I32, MemKind::Workspace);
   Tensor mask = be.alloc({C}, DType::I32, MemKind::Workspace);
   Tensor logits = be.alloc({C, V}, dot, MemKind::Workspace);
-  Tensor dy = g ? be.alloc({C, D}, act, MemKind::Workspace) : Tensor();
+  const bool backward = dx != nullptr;
+  Tensor dy = backward ? be.alloc({C, D}, act, MemKind::Workspace) : Tensor();
   // logits_dot_in_fp32: the product reads the normalised input widened and writes dy wide, which
   // is rounded once to the activation dtype.
   Tensor y_dot = dot == act ? y : be.alloc({C, D}, dot, MemKind::Workspace);
-  Tensor dy_dot = !g || dot == act ? dy : be.alloc({C, D}, dot, MemKind::Workspace);
+  Tensor dy_dot = !backward || dot == act ? dy : be.alloc({C, D}, dot, MemKind::Workspace);
   for (int64_t tile = 0; tile < num_tiles; ++tile) {
     const std::vector<TileBlock> blocks = tile_blocks(B, S, num_tiles, tile);
     for (const TileBlock& k : blocks) {
@@ -60,15 +61,16 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
                               .mask = mask,
                               .cap = cfg.final_logits_soft_cap,
                               .grad_scale = grad_scale,
-                              .write_grad = g != nullptr});
-    if (!g) continue;
+                              .write_grad = backward});
+    if (!backward) continue;
     // logits now holds dz = dloss/d(y . Emb^T).
-    be.matmul({.c = g->embed,
-               .a = logits,
-               .trans_a = true,
-               .b = y_dot,
-               .trans_b = false,
-               .accumulate = true});
+    if (g && g->embed.defined())
+      be.matmul({.c = g->embed,
+                 .a = logits,
+                 .trans_a = true,
+                 .b = y_dot,
+                 .trans_b = false,
+                 .accumulate = true});
     be.matmul({.c = dy_dot,
                .a = logits,
                .trans_a = false,
@@ -79,7 +81,7 @@ void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const 
     for (const TileBlock& k : blocks) {
       const int64_t r0 = k.row, r1 = k.row + k.count, t0 = k.token, t1 = k.token + k.count;
       be.rmsnorm_backward({.dx = dx->rows(t0, t1),
-                           .dw = g->final_norm,
+                           .dw = g ? g->final_norm : Tensor(),
                            .dy = dy.rows(r0, r1),
                            .x = x.rows(t0, t1),
                            .w = w.final_norm,

@@ -37,8 +37,9 @@ struct HeadWeights {
 };
 
 // Adds the sum over counted targets of the cross-entropy into `loss` (a float64 device scalar).
-// With grads: dx (written) is the gradient w.r.t. x of grad_scale * that sum, and the embedding /
-// final-norm gradients accumulate into g. num_tiles must divide in.seq.
+// With dx: dx (written) is the gradient w.r.t. x of grad_scale * that sum, and with g the
+// embedding / final-norm gradients accumulate into it (a frozen head passes none). num_tiles must
+// divide in.seq.
 void head_loss(Backend& be, const ModelConfig& cfg, const StepInputs& in, const ModelOptions& opt,
                const HeadWeights& w, const Tensor& x, double grad_scale, const Tensor& loss,
                const HeadWeights* g, const Tensor* dx);

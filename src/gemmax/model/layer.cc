@@ -50,7 +50,7 @@ void layer_backward(const LayerContext& ctx, int64_t layer, const LayerWeights& 
                          dy, dh, layer_slice(ctx, ctx.d_per_layer_inputs, layer));
   else
     be.scaled_sum_backward({.dab = dh,
-                            .ds = g.layer_scalar,
+                            .ds = ctx.grad_or_scratch(g.layer_scalar, w.layer_scalar),
                             .dy = dy,
                             .a = a.h(),
                             .b = a.post_ffw.f,

@@ -11,8 +11,10 @@
 namespace gemmax {
 
 struct MlpMatmuls {  // ActClass::Matmul
-  Tensor gate_up;    // [T, 2*Fs] = a . [Wg; Wu]^T, one matmul
+  Tensor gate_up;    // [T, 2*Fs] = a . [Wg; Wu]^T, one matmul; split: a . Wg^T [T, Fs]
+  Tensor up;         // split only: a . Wu^T [T, Fs]
   Tensor proj;       // act . Wd^T [T, D]
+  Tensor lora_gate, lora_up, lora_down;  // the adapters' x . A^T, scaled (model/lora/)
 };
 struct MlpOthers {         // ActClass::Other
   Tensor normed, rstd_in;  // a
@@ -22,9 +24,12 @@ struct MlpOthers {         // ActClass::Other
 };
 using MlpActs = RematActs<MlpMatmuls, MlpOthers>;
 
+// With an adapter on gate_proj or up_proj (LayerAdapters::mlp_split) the gate and the up product
+// are two matmuls over the fused weight's halves, so that each adapter adds into its own output.
+//
 // Fills in the activations `acts` does not hold yet.
 void mlp_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h, MlpActs& acts);
-// dh += the gradient through the block; weight gradients accumulate into g.
+// dh += the gradient through the block; weight gradients accumulate into g where it has them.
 void mlp_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,
                   const Tensor& h, const MlpActs& acts, const Tensor& dout, const Tensor& dh);
 

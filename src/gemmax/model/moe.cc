@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "gemmax/model/lora/lora_linear.h"
+
 namespace gemmax {
 namespace {
 
@@ -128,6 +130,8 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
                .b = w.router_proj,
                .trans_b = true,
                .accumulate = false});
+    if (w.lora.router_proj.defined())
+      lora_forward(ctx, w.lora.router_proj, a.router_in, m.logits, m.lora_router);
   }
   if (!a.probs.defined()) {
     a.probs = ctx.stat_tensor({d.T, d.E}, Other);
@@ -171,6 +175,7 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
   }
   const Tensor& lhs = fuse ? a.normed : a.xs;
   const Tensor lhs_rows = fuse ? r.token : Tensor();
+  const LoraGroupedInput gate_up_in{lhs, r.group_sizes, lhs_rows, fuse ? r.order : Tensor(), {}};
   if (!m.gate_up.defined()) {
     if (ctx.opt.moe_fused_gate_up) {
       m.gate_up = ctx.act_tensor({d.T * d.K, 2 * d.F}, Matmul);
@@ -179,6 +184,9 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
               .rhs = w.experts_gate_up,
               .group_sizes = r.group_sizes,
               .rows = rows_of(lhs_rows, Tensor())});
+      if (w.lora.experts_gate_up.defined())
+        lora_grouped_forward(ctx, w.lora.experts_gate_up, gate_up_in, {{m.gate_up}},
+                             m.lora_gate_up);
     } else {
       m.gate_up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
       m.up = ctx.act_tensor({d.T * d.K, d.F}, Matmul);
@@ -192,6 +200,9 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
               .rhs = w.experts_gate_up,
               .group_sizes = r.group_sizes,
               .rows = half(lhs_rows, Tensor(), d.F, true)});
+      if (w.lora.experts_gate_up.defined())
+        lora_grouped_forward(ctx, w.lora.experts_gate_up, gate_up_in,
+                             {{m.gate_up, 0, d.F}, {m.up, d.F, d.F}}, m.lora_gate_up);
     }
   }
   if (!a.act.defined()) {
@@ -208,6 +219,10 @@ void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h
             .rhs = w.experts_down,
             .group_sizes = r.group_sizes,
             .rows = rows_of(Tensor(), fuse ? r.order : Tensor())});
+    if (w.lora.experts_down.defined())
+      lora_grouped_forward(ctx, w.lora.experts_down,
+                           {a.act, r.group_sizes, {}, {}, fuse ? r.order : Tensor()}, {{m.y}},
+                           m.lora_down);
   }
   if (!a.combined.defined()) {
     a.combined = ctx.act_tensor({d.T, d.D}, Other);
@@ -237,11 +252,12 @@ void expert_gate_up_backward_split(Backend& be, const Tensor& dlhs, const Tensor
                  .rhs = gate_up,
                  .group_sizes = group_sizes,
                  .rows = half(dlhs_rows, Tensor(), F, up, written)});
-    be.gmm_drhs({.drhs = g_gate_up,
-                 .lhs = lhs,
-                 .dout = d,
-                 .group_sizes = group_sizes,
-                 .rows = half(lhs_rows, Tensor(), F, up)});
+    if (g_gate_up.defined())
+      be.gmm_drhs({.drhs = g_gate_up,
+                   .lhs = lhs,
+                   .dout = d,
+                   .group_sizes = group_sizes,
+                   .rows = half(lhs_rows, Tensor(), F, up)});
     written = true;
   }
   if (!written) be.fill({.x = dlhs, .value = 0.0});
@@ -282,12 +298,17 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
   if (round_weight_sum(ctx, a.weights)) round_to_act(ctx, dweights);
   Tensor dact = ctx.work({d.T * d.K, d.F});
   expert_dlhs(ctx, dact, dy, w.experts_down, r.group_sizes, copy_rows, Tensor());
-  be.gmm_drhs({.drhs = g.experts_down,
-               .lhs = a.act,
-               .dout = dy,
-               .group_sizes = r.group_sizes,
-               .rows = rows_of(Tensor(), copy_rows)});
+  if (g.experts_down.defined())
+    be.gmm_drhs({.drhs = g.experts_down,
+                 .lhs = a.act,
+                 .dout = dy,
+                 .group_sizes = r.group_sizes,
+                 .rows = rows_of(Tensor(), copy_rows)});
+  if (w.lora.experts_down.defined())
+    lora_grouped_backward(ctx, w.lora.experts_down, g.lora.experts_down,
+                          {a.act, r.group_sizes, {}, {}, copy_rows}, m.lora_down, {{dy}}, dact);
   dy = Tensor();
+  const LoraGroupedInput gate_up_in{lhs, r.group_sizes, lhs_rows, copy_rows, {}};
   Tensor dxs = ctx.work({d.T * d.K, d.D});  // in expert order, or token-copy order when fused
   if (ctx.opt.moe_fused_gate_up) {
     Tensor dgate_up = ctx.work({d.T * d.K, 2 * d.F});
@@ -297,11 +318,15 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
                        .round_gelu = !ctx.opt.activations_in_float32});
     dact = Tensor();
     expert_dlhs(ctx, dxs, dgate_up, w.experts_gate_up, r.group_sizes, Tensor(), copy_rows);
-    be.gmm_drhs({.drhs = g.experts_gate_up,
-                 .lhs = lhs,
-                 .dout = dgate_up,
-                 .group_sizes = r.group_sizes,
-                 .rows = rows_of(lhs_rows, Tensor())});
+    if (g.experts_gate_up.defined())
+      be.gmm_drhs({.drhs = g.experts_gate_up,
+                   .lhs = lhs,
+                   .dout = dgate_up,
+                   .group_sizes = r.group_sizes,
+                   .rows = rows_of(lhs_rows, Tensor())});
+    if (w.lora.experts_gate_up.defined())
+      lora_grouped_backward(ctx, w.lora.experts_gate_up, g.lora.experts_gate_up, gate_up_in,
+                            m.lora_gate_up, {{dgate_up}}, dxs);
   } else {
     Tensor dgate = ctx.work({d.T * d.K, d.F}), dup = ctx.work({d.T * d.K, d.F});
     be.geglu_backward({.dh = dgate,
@@ -313,6 +338,9 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
     dact = Tensor();
     expert_gate_up_backward_split(be, dxs, g.experts_gate_up, dgate, dup, lhs, w.experts_gate_up,
                                   r.group_sizes, lhs_rows, copy_rows);
+    if (w.lora.experts_gate_up.defined())
+      lora_grouped_backward(ctx, w.lora.experts_gate_up, g.lora.experts_gate_up, gate_up_in,
+                            m.lora_gate_up, {{dgate, 0, d.F}, {dup, d.F, d.F}}, dxs);
   }
   Tensor dnormed = ctx.work({d.T, d.D});
   be.permute_backward({.dx = dnormed,
@@ -339,23 +367,25 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
             .alpha = ctx.aux_weight * double(d.E) / double(d.T) * density_factor(c)});
   const DType gate = gate_dtype(ctx);
   Tensor dlogits = be.alloc({d.T, d.E}, gate, MemKind::Workspace);
-  be.router_backward({.dlogits = dlogits,
-                      .dper_expert_scale = g.router_expert_scale,
-                      .dweights = dweights,
-                      .probs = a.probs,
-                      .idx = a.idx,
-                      .per_expert_scale = w.router_expert_scale,
-                      .renormalize = c.norm_topk_prob,
-                      .lb_dprobs = lb_dprobs,
-                      .seq = ctx.in.seq});
+  be.router_backward(
+      {.dlogits = dlogits,
+       .dper_expert_scale = ctx.grad_or_scratch(g.router_expert_scale, w.router_expert_scale),
+       .dweights = dweights,
+       .probs = a.probs,
+       .idx = a.idx,
+       .per_expert_scale = w.router_expert_scale,
+       .renormalize = c.norm_topk_prob,
+       .lb_dprobs = lb_dprobs,
+       .seq = ctx.in.seq});
   dweights = Tensor();
   lb_dprobs = Tensor();
-  be.matmul({.c = g.router_proj,
-             .a = dlogits,
-             .trans_a = true,
-             .b = a.router_in,
-             .trans_b = false,
-             .accumulate = true});
+  if (g.router_proj.defined())
+    be.matmul({.c = g.router_proj,
+               .a = dlogits,
+               .trans_a = true,
+               .b = a.router_in,
+               .trans_b = false,
+               .accumulate = true});
   Tensor drouter_in = be.alloc({d.T, d.D}, gate, MemKind::Workspace);
   be.matmul({.c = drouter_in,
              .a = dlogits,
@@ -363,6 +393,9 @@ void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWei
              .b = w.router_proj,
              .trans_b = false,
              .accumulate = false});
+  if (w.lora.router_proj.defined())
+    lora_backward(ctx, w.lora.router_proj, g.lora.router_proj, a.router_in, m.lora_router, dlogits,
+                  drouter_in);
   dlogits = Tensor();
   // In fp32 the norm's dx is rounded once (the gradient of the widening cast) and added to dh.
   const bool wide = gate != ctx.act();

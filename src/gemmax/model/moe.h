@@ -28,6 +28,7 @@ struct MoeMatmuls {  // ActClass::Matmul: kept under remat none and minimal
   Tensor up;         // [T*K, F], split layout only
   Tensor y;          // [T*K, D] expert outputs: in expert order, or in token order with the fused
                      // combine
+  Tensor lora_router, lora_gate_up, lora_down;  // the adapters' x . A^T, scaled (model/lora/)
 };
 struct MoeOthers {  // ActClass::Other: kept under remat none only
   // router
@@ -51,14 +52,15 @@ using MoeActs = RematActs<MoeMatmuls, MoeOthers>;
 // weighted and shared by the layers, adds into ctx.lb_loss when that is defined.
 void moe_forward(const LayerContext& ctx, const LayerWeights& w, const Tensor& h,
                  const Tensor& residual, MoeActs& acts);
-// dh += the gradient through the block (experts, router and the load-balance loss).
+// dh += the gradient through the block (experts, router and the load-balance loss); weight
+// gradients accumulate into g where it has them.
 void moe_backward(const LayerContext& ctx, const LayerWeights& w, const LayerWeights& g,
                   const Tensor& h, const MoeActs& acts, const Tensor& dout, const Tensor& dh);
 
 // The backward of the expert gate/up grouped matmuls in the split layout: from the gate and up
 // halves' gradients (either may be undefined: a half whose gradient is absent contributes nothing),
 // dlhs [T*K, D] is written through `dlhs_rows` and the halves' weight gradients accumulate into
-// g_gate_up [E, 2F, D]; lhs is read through `lhs_rows`.
+// g_gate_up [E, 2F, D] (undefined: frozen, none computed); lhs is read through `lhs_rows`.
 void expert_gate_up_backward_split(Backend& be, const Tensor& dlhs, const Tensor& g_gate_up,
                                    const Tensor& dgate, const Tensor& dup, const Tensor& lhs,
                                    const Tensor& gate_up, const Tensor& group_sizes,

@@ -60,6 +60,10 @@ ParamTable::ParamTable(const ModelConfig& c) : config_(c) {
   add("norm.weight", {D}, ParamInit::Ones, -1, V);
 }
 
+ParamTable::ParamTable(const ModelConfig& c, const std::vector<ParamSpec>& specs) : config_(c) {
+  for (const ParamSpec& s : specs) add(s.name, s.shape, s.init, s.layer, s.fsdp, s.routed_expert);
+}
+
 void ParamTable::add(std::string name, Shape shape, ParamInit init, int64_t layer, FsdpRole fsdp,
                      bool routed_expert) {
   ParamSpec s{std::move(name), std::move(shape), init, layer, total_, routed_expert, fsdp};
@@ -93,7 +97,9 @@ Tensor ParamTable::view(const Tensor& flat, const std::string& name) const {
 }
 
 InitDistribution init_distribution(const ModelConfig& c, const ParamSpec& s) {
-  GEMMAX_CHECK(s.init != ParamInit::Ones, "init_distribution: ", s.name, " starts at 1");
+  GEMMAX_CHECK(
+      s.init != ParamInit::Ones && s.init != ParamInit::LoraA && s.init != ParamInit::Zeros,
+      "init_distribution: ", s.name, " is not drawn from a normal");
   if (c.init_scheme == InitScheme::Hf) return {c.initializer_range, false};
   // MaxText: std = sqrt(scale / fan_in), fan_in counted on MaxText's layout of the kernel.
   auto scaled = [](double fan_in, double scale = 1.0) { return std::sqrt(scale / fan_in); };
@@ -114,6 +120,8 @@ InitDistribution init_distribution(const ModelConfig& c, const ParamSpec& s) {
     case ParamInit::ExpertOut:  // wo [E, F, D] with in_axis 0: fan_in = E·D
       return {scaled(double(s.shape[0]) * s1, scale), true};
     case ParamInit::Ones:
+    case ParamInit::LoraA:
+    case ParamInit::Zeros:
       break;
   }
   fail("init_distribution: no rule for ", s.name);
@@ -124,14 +132,21 @@ void init_param_range(const ParamTable& table, const ParamSpec& s, int64_t begin
   const int64_t count = out.numel();
   GEMMAX_CHECK(begin >= 0 && begin + count <= s.numel(), "init_param_range: [", begin, ", ",
                begin + count, ") of ", s.name, " ", shape_str(s.shape));
-  if (s.init == ParamInit::Ones) {
-    for (int64_t j = 0; j < count; ++j) set_from_double(out, j, 1.0);
+  if (s.init == ParamInit::Ones || s.init == ParamInit::Zeros) {
+    const double v = s.init == ParamInit::Ones ? 1.0 : 0.0;
+    for (int64_t j = 0; j < count; ++j) set_from_double(out, j, v);
     return;
   }
-  const InitDistribution d = init_distribution(table.config(), s);
   uint64_t stream = 1469598103934665603ull;  // FNV-1a of the name
   for (char ch : s.name) stream = (stream ^ uint8_t(ch)) * 1099511628211ull;
   Rng rng(seed, stream);
+  if (s.init == ParamInit::LoraA) {  // kaiming_uniform(a=sqrt(5)) on A's rows of `in` elements
+    const double bound = 1.0 / std::sqrt(double(s.shape.back()));
+    rng.discard(uint64_t(begin));  // each uniform() draws one
+    for (int64_t j = 0; j < count; ++j) set_from_double(out, j, bound * (2 * rng.uniform() - 1));
+    return;
+  }
+  const InitDistribution d = init_distribution(table.config(), s);
   if (!d.truncated) {
     rng.discard(2 * uint64_t(begin));  // each normal() draws two
     for (int64_t j = 0; j < count; ++j) set_from_double(out, j, d.std * rng.normal());

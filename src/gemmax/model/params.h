@@ -22,13 +22,15 @@ struct ParamSpec;
 
 // The kind of a parameter, as initialisation tells kinds apart (docs/MODEL.md §4.9).
 enum class ParamInit {
-  Ones,         // norm weights, router.scale, router.per_expert_scale, layer_scalar
-  Embedding,    // embed_tokens
-  Query,        // q_proj (MaxText divides it by √hd)
-  Attention,    // k_proj, v_proj, o_proj
-  Dense,        // the dense MLP and the router: MaxText's MoE block kernels
-  ExpertIn,     // experts.gate_up_proj
-  ExpertOut,    // experts.down_proj
+  Ones,       // norm weights, router.scale, router.per_expert_scale, layer_scalar
+  Embedding,  // embed_tokens
+  Query,      // q_proj (MaxText divides it by √hd)
+  Attention,  // k_proj, v_proj, o_proj
+  Dense,      // the dense MLP and the router: MaxText's MoE block kernels
+  ExpertIn,   // experts.gate_up_proj
+  ExpertOut,  // experts.down_proj
+  LoraA,      // a LoRA adapter's A: PEFT's kaiming-uniform, U(-1/sqrt(in), 1/sqrt(in))
+  Zeros,      // a LoRA adapter's B
 };
 
 // How one parameter's initial values are drawn: N(0, std²), or with `truncated` a normal cut
@@ -37,7 +39,7 @@ struct InitDistribution {
   double std = 0;
   bool truncated = false;
 };
-// For a parameter that is not ParamInit::Ones, under the config's init_scheme.
+// For a parameter drawn from a normal (not Ones, LoraA or Zeros), under the config's init_scheme.
 InitDistribution init_distribution(const ModelConfig& config, const ParamSpec& spec);
 
 // How FSDP stores a parameter over N ranks (parallel/shard_layout.h, docs/FSDP.md).
@@ -73,6 +75,9 @@ struct ParamSpec {
 class ParamTable {
  public:
   explicit ParamTable(const ModelConfig& config);
+  // A registry of other parameters than the model's own, in this order (a LoRA run's adapters:
+  // model/lora/adapters.h); offsets are assigned here.
+  ParamTable(const ModelConfig& config, const std::vector<ParamSpec>& specs);
 
   const ModelConfig& config() const { return config_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "gemmax/model/lora/lora_linear.h"
+
 namespace gemmax {
 
 namespace {
@@ -41,13 +43,24 @@ void per_layer_inputs_forward(const LayerContext& ctx, const PerLayerInputWeight
   cols = Tensor();
 
   a.ctx = ctx.alloc({d.L, d.T, d.P});
-  for (int64_t l = 0; l < d.L; ++l)
-    be.matmul({.c = a.ctx.flat_slice(l * d.T * d.P, {d.T, d.P}),
+  const LoraPair& lora = w.model_proj_lora;
+  if (lora.defined()) lora_in(ctx, lora, x0, a.lora_proj);  // each layer's rows of B add theirs
+  for (int64_t l = 0; l < d.L; ++l) {
+    const Tensor out = a.ctx.flat_slice(l * d.T * d.P, {d.T, d.P});
+    be.matmul({.c = out,
                .a = x0,
                .trans_a = false,
                .b = layer_rows(w.model_proj, l, d),
                .trans_b = true,
                .accumulate = false});
+    if (lora.defined())
+      be.matmul({.c = out,
+                 .a = a.lora_proj,
+                 .trans_a = false,
+                 .b = lora.b.rows(l * d.P, (l + 1) * d.P),
+                 .trans_b = true,
+                 .accumulate = true});
+  }
   be.scale({.x = a.ctx, .alpha = 1.0 / std::sqrt(double(d.D))});
   a.rstd = ctx.alloc_stat({d.L * d.T});
   a.pli = ctx.alloc({d.L, d.T, d.P});
@@ -72,22 +85,44 @@ void per_layer_inputs_backward(const LayerContext& ctx, const PerLayerInputWeigh
                        .out_scale = 1.0 / std::sqrt(2.0),
                        .accumulate_dx = false});
   be.scale({.x = dctx, .alpha = 1.0 / std::sqrt(double(d.D))});
+  const LoraPair &lora = w.model_proj_lora, &lora_g = g.model_proj_lora;
+  Tensor u = lora.defined() ? ctx.work({d.T, lora.a.dim(0)}) : Tensor();  // s dctx . B
   for (int64_t l = 0; l < d.L; ++l) {
     const Tensor dl = dctx.flat_slice(l * d.T * d.P, {d.T, d.P});
-    be.matmul({.c = layer_rows(g.model_proj, l, d),
-               .a = dl,
-               .trans_a = true,
-               .b = x0,
-               .trans_b = false,
-               .accumulate = true});
+    if (g.model_proj.defined())
+      be.matmul({.c = layer_rows(g.model_proj, l, d),
+                 .a = dl,
+                 .trans_a = true,
+                 .b = x0,
+                 .trans_b = false,
+                 .accumulate = true});
     be.matmul({.c = dx0,
                .a = dl,
                .trans_a = false,
                .b = layer_rows(w.model_proj, l, d),
                .trans_b = false,
                .accumulate = true});
+    if (!lora.defined()) continue;
+    const int64_t r0 = l * d.P, r1 = (l + 1) * d.P;
+    be.matmul({.c = lora_g.b.rows(r0, r1),
+               .a = dl,
+               .trans_a = true,
+               .b = a.lora_proj,
+               .trans_b = false,
+               .accumulate = true});
+    be.matmul({.c = u,
+               .a = dl,
+               .trans_a = false,
+               .b = lora.b.rows(r0, r1),
+               .trans_b = false,
+               .accumulate = l > 0});
   }
   dctx = Tensor();
+  if (lora.defined()) {
+    be.scale({.x = u, .alpha = lora.scale});
+    lora_in_backward(ctx, lora, lora_g, x0, u, dx0);
+  }
+  if (!g.table.defined()) return;  // frozen
   // The table's rows: dpli back to [T, L*P].
   Tensor cols = ctx.work({d.L * d.P, d.T});
   be.transpose_groups({.out = cols.view({d.L, d.P, d.T}), .in = dpli});
@@ -119,6 +154,7 @@ void layer_input_forward(const LayerContext& ctx, const LayerWeights& w, const T
                .b = w.pli_gate,
                .trans_b = true,
                .accumulate = false});
+    if (w.lora.pli_gate.defined()) lora_forward(ctx, w.lora.pli_gate, a.r, a.gate, a.lora_gate);
   }
   if (!a.act.defined()) {
     a.act = ctx.act_tensor({T, P}, Other);
@@ -132,6 +168,7 @@ void layer_input_forward(const LayerContext& ctx, const LayerWeights& w, const T
                .b = w.pli_proj,
                .trans_b = true,
                .accumulate = false});
+    if (w.lora.pli_proj.defined()) lora_forward(ctx, w.lora.pli_proj, a.act, a.proj, a.lora_proj);
   }
   if (!a.fn.defined()) {
     a.fn = ctx.act_tensor({T, D}, Other);
@@ -147,8 +184,12 @@ void layer_input_backward(const LayerContext& ctx, const LayerWeights& w, const 
   Backend& be = ctx.be;
   const int64_t T = ctx.tokens(), D = ctx.cfg.d_model, P = ctx.cfg.per_layer_input_dim;
   // y = (h + fn) * s, fn = f + RMSNorm(proj): dr = dy * s is d(h + f) so far.
-  be.scaled_sum_backward(
-      {.dab = dr, .ds = g.layer_scalar, .dy = dy, .a = h, .b = a.fn, .s = w.layer_scalar});
+  be.scaled_sum_backward({.dab = dr,
+                          .ds = ctx.grad_or_scratch(g.layer_scalar, w.layer_scalar),
+                          .dy = dy,
+                          .a = h,
+                          .b = a.fn,
+                          .s = w.layer_scalar});
   Tensor dproj = ctx.work({T, D});
   be.rmsnorm_backward({.dx = dproj,
                        .dw = g.pli_post_norm,
@@ -158,12 +199,13 @@ void layer_input_backward(const LayerContext& ctx, const LayerWeights& w, const 
                        .rstd = a.rstd,
                        .out_scale = 1.0,
                        .accumulate_dx = false});
-  be.matmul({.c = g.pli_proj,
-             .a = dproj,
-             .trans_a = true,
-             .b = a.act,
-             .trans_b = false,
-             .accumulate = true});
+  if (g.pli_proj.defined())
+    be.matmul({.c = g.pli_proj,
+               .a = dproj,
+               .trans_a = true,
+               .b = a.act,
+               .trans_b = false,
+               .accumulate = true});
   Tensor dact = ctx.work({T, P});
   be.matmul({.c = dact,
              .a = dproj,
@@ -171,22 +213,27 @@ void layer_input_backward(const LayerContext& ctx, const LayerWeights& w, const 
              .b = w.pli_proj,
              .trans_b = false,
              .accumulate = false});
+  if (w.lora.pli_proj.defined())
+    lora_backward(ctx, w.lora.pli_proj, g.lora.pli_proj, a.act, a.lora_proj, dproj, dact);
   dproj = Tensor();
   Tensor dgate = ctx.work({T, P});
   be.geglu_backward({.dh = dgate, .dup = dpli_l, .da = dact, .h = a.gate, .up = pli_l});
   dact = Tensor();
-  be.matmul({.c = g.pli_gate,
-             .a = dgate,
-             .trans_a = true,
-             .b = a.r,
-             .trans_b = false,
-             .accumulate = true});
+  if (g.pli_gate.defined())
+    be.matmul({.c = g.pli_gate,
+               .a = dgate,
+               .trans_a = true,
+               .b = a.r,
+               .trans_b = false,
+               .accumulate = true});
   be.matmul({.c = dr,
              .a = dgate,
              .trans_a = false,
              .b = w.pli_gate,
              .trans_b = false,
              .accumulate = true});  // the gate reads r = h + f
+  if (w.lora.pli_gate.defined())
+    lora_backward(ctx, w.lora.pli_gate, g.lora.pli_gate, a.r, a.lora_gate, dgate, dr);
 }
 
 }  // namespace gemmax

@@ -19,13 +19,14 @@ namespace gemmax {
 struct PerLayerInputActs {
   Tensor pli;        // [L, T, P] the layers' inputs
   Tensor ctx, rstd;  // [L, T, P] x0's projection (scaled), its norm's rstd [L*T]
+  Tensor lora_proj;  // model_proj's adapter: x0 . A^T, scaled (model/lora/)
 };
 
 // pli from the tokens and x0 (compute-dtype weights in w; the table may be the fp32 master).
 void per_layer_inputs_forward(const LayerContext& ctx, const PerLayerInputWeights& w,
                               const Tensor& x0, PerLayerInputActs& acts);
-// From dpli [L, T, P] (consumed: scaled in place): gradients into g, and dx0 += the gradient
-// through x0's projection.
+// From dpli [L, T, P] (consumed: scaled in place): gradients into g (where it has them), and
+// dx0 += the gradient through x0's projection.
 void per_layer_inputs_backward(const LayerContext& ctx, const PerLayerInputWeights& w,
                                const PerLayerInputWeights& g, const Tensor& x0,
                                const PerLayerInputActs& acts, const Tensor& dpli,
@@ -33,9 +34,10 @@ void per_layer_inputs_backward(const LayerContext& ctx, const PerLayerInputWeigh
 
 // The layer part, from h and f (the post-feedforward norm's output): writes y (if defined) and
 // fills in what acts does not hold.
-struct LayerInputMatmuls {  // ActClass::Matmul
-  Tensor gate;              // r . G^T [T, P]
-  Tensor proj;              // act . Pr^T [T, D]
+struct LayerInputMatmuls {      // ActClass::Matmul
+  Tensor gate;                  // r . G^T [T, P]
+  Tensor proj;                  // act . Pr^T [T, D]
+  Tensor lora_gate, lora_proj;  // the adapters' x . A^T, scaled (model/lora/)
 };
 struct LayerInputOthers {  // ActClass::Other
   Tensor r;                // h + f [T, D]: what the gate reads

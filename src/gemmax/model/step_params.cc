@@ -31,12 +31,9 @@ void WholeParams::head(const StepInputs& in, const Tensor& x, double grad_scale,
                        const Tensor& dx) {
   const HeadWeights hw{compute_copy(be_, weights_.embed, head_dot_dtype(opt_)),
                        weights_.final_norm};
-  if (!grads_.embed.defined()) {
-    head_loss(be_, table_.config(), in, opt_, hw, x, grad_scale, loss, nullptr, nullptr);
-    return;
-  }
   const HeadWeights hg{grads_.embed, grads_.final_norm};
-  head_loss(be_, table_.config(), in, opt_, hw, x, grad_scale, loss, &hg, &dx);
+  head_loss(be_, table_.config(), in, opt_, hw, x, grad_scale, loss,
+            grads_.embed.defined() ? &hg : nullptr, dx.defined() ? &dx : nullptr);
 }
 
 PerLayerInputWeights StepParams::per_layer_weights() {
@@ -51,7 +48,12 @@ PerLayerInputWeights WholeParams::per_layer_weights() {
   return {w.table, compute_copy(be_, w.model_proj, opt_.act), w.proj_norm};
 }
 
+LayerWeights WholeParams::layer_grads(int64_t l) {
+  return grads_.layers.empty() ? LayerWeights() : grads_.layers[size_t(l)];
+}
+
 void WholeParams::embed_backward(const StepInputs& in, const Tensor& dx) {
+  if (!grads_.embed.defined()) return;  // a frozen base
   be_.embedding_backward({.dtable = grads_.embed,
                           .dx = dx,
                           .tokens = in.tokens,

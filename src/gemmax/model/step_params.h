@@ -3,8 +3,8 @@
 // Gemma4Model::forward_backward walks a step (embedding, layers, output head, layers backward,
 // embedding backward) and asks a StepParams at each stage. On one device (WholeParams) that binds
 // the flat weight and gradient buffers and casts each layer's matrices to the compute dtype while
-// the layer runs. Under FSDP (parallel/fsdp.h) it all-gathers a layer's weights from the ranks' shards
-// (the next layer's gather in flight while this one computes), and reduce-scatters a layer's
+// the layer runs. Under FSDP (parallel/fsdp.h) it all-gathers a layer's weights from the ranks'
+// shards (the next layer's gather in flight while this one computes), and reduce-scatters a layer's
 // gradients as soon as its backward is done.
 #pragma once
 
@@ -39,7 +39,9 @@ class StepParams {
   virtual PerLayerInputWeights per_layer_grads();
 };
 
-// One device: the weights and gradients are flat buffers laid out like the registry.
+// One device: the weights and gradients are flat buffers laid out like the registry. Without
+// gradients (an undefined buffer) the weights are frozen: the backward still runs through them to
+// its inputs (a LoRA run's adapters, model/lora/), but computes no gradient of theirs.
 class WholeParams final : public StepParams {
  public:
   WholeParams(Backend& be, const ParamTable& table, const ModelOptions& opt, const Tensor& weights,
@@ -47,7 +49,7 @@ class WholeParams final : public StepParams {
 
   Tensor embed(const StepInputs& in) override;
   LayerWeights layer(int64_t l, Pass pass) override;
-  LayerWeights layer_grads(int64_t l) override { return grads_.layers[size_t(l)]; }
+  LayerWeights layer_grads(int64_t l) override;
   void layer_done(int64_t, Pass) override {}
   void head(const StepInputs& in, const Tensor& x, double grad_scale, const Tensor& loss,
             const Tensor& dx) override;

@@ -78,9 +78,11 @@ Tensor compute_copy(Backend& be, const Tensor& master, DType act) {
 LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act,
                              bool fp32_router) {
   LayerWeights c = master;
+  // float32_gate_logits widens a bf16 run's router; an fp32 or fp64 run's is in its own dtype.
+  const DType router = fp32_router && act == DType::BF16 ? DType::F32 : act;
   for (Tensor* m : {&c.q_proj, &c.k_proj, &c.v_proj, &c.o_proj, &c.mlp_gate_up, &c.mlp_down,
                     &c.router_proj, &c.experts_gate_up, &c.experts_down, &c.pli_gate, &c.pli_proj})
-    if (!(fp32_router && m == &c.router_proj)) *m = compute_copy(be, *m, act);
+    *m = compute_copy(be, *m, m == &c.router_proj ? router : act);
   return c;
 }
 

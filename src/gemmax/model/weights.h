@@ -11,6 +11,28 @@
 
 namespace gemmax {
 
+// A LoRA adapter on one matrix W [out, in] of a frozen base (model/lora/, docs/LORA.md):
+//   y = x . W^T + scale * (drop(x) . A^T) . B^T,
+// A [r, in], B [out, r]; on the experts' grouped weights one adapter per expert, A [E, r, in] and
+// B [E, out, r]. Undefined `a`: no adapter. The same struct binds the adapter's gradients, whose
+// scale and dropout are unused.
+struct LoraPair {
+  Tensor a, b;
+  double scale = 0;
+  double dropout = 0;         // PEFT's lora_dropout on the adapter's input; 0: none
+  uint64_t dropout_seed = 0;  // the mask of this matrix in this step (Backend::dropout)
+  bool defined() const { return a.defined(); }
+};
+
+// The adapters of one decoder layer, one per matrix (undefined where none).
+struct LayerAdapters {
+  LoraPair q_proj, k_proj, v_proj, o_proj;
+  LoraPair mlp_gate, mlp_up, mlp_down;  // gate_proj and up_proj: rows of the fused mlp_gate_up
+  LoraPair router_proj, experts_gate_up, experts_down;
+  LoraPair pli_gate, pli_proj;
+  bool mlp_split() const { return mlp_gate.defined() || mlp_up.defined(); }
+};
+
 struct LayerWeights {
   // attention block
   Tensor input_norm;      // [D]
@@ -40,13 +62,15 @@ struct LayerWeights {
   Tensor pli_proj;       // [D, P] per_layer_projection
   Tensor pli_post_norm;  // [D] post_per_layer_input_norm
   Tensor layer_scalar;   // [1]
+  LayerAdapters lora;    // a LoRA run's adapters
 };
 
 // The small block's model-level per-layer-input weights (undefined without them).
 struct PerLayerInputWeights {
-  Tensor table;       // [V, L*P] embed_tokens_per_layer
-  Tensor model_proj;  // [L*P, D] per_layer_model_projection
-  Tensor proj_norm;   // [P] per_layer_projection_norm
+  Tensor table;              // [V, L*P] embed_tokens_per_layer
+  Tensor model_proj;         // [L*P, D] per_layer_model_projection
+  Tensor proj_norm;          // [P] per_layer_projection_norm
+  LoraPair model_proj_lora;  // a LoRA run's adapter on model_proj
 };
 
 struct ModelWeights {
@@ -79,7 +103,8 @@ Tensor compute_copy(Backend& be, const Tensor& master, DType act);
 // layer's fp32 weights to bf16; norm scales, router scales and layer_scalar stay the fp32
 // masters, multiplied in fp32 before the one rounding of their output (seed change 2, norm scales
 // in fp32: docs/SEED.md#each-change). With equal dtypes: the master weights themselves.
-// fp32_router (float32_gate_logits): the router's matrix stays the fp32 master too.
+// fp32_router (float32_gate_logits): the router's matrix in fp32 (the master itself, or a widened
+// copy of a LoRA run's frozen bf16 base).
 LayerWeights compute_weights(Backend& be, const LayerWeights& master, DType act,
                              bool fp32_router = false);
 

@@ -5,8 +5,8 @@
 #include <functional>
 
 #include "gemmax/base/strings.h"
-#include "gemmax/parallel/vocab_parallel.h"
 #include "gemmax/model/head.h"
+#include "gemmax/parallel/vocab_parallel.h"
 
 namespace gemmax {
 
@@ -197,7 +197,7 @@ ShardedBatch upload_sharded_batch(Backend& be, Comm& comm, const ShardLayout& la
 
 FsdpParams::FsdpParams(Backend& be, Comm& comm, const ParamTable& table, const ShardLayout& layout,
                        const FsdpOptions& opt, const ModelOptions& model, const Tensor& weights,
-                       const Tensor& grads, const VocabInputs& vocab)
+                       const Tensor& grads, const VocabInputs& vocab, bool backward)
     : be_(be),
       comm_(comm),
       table_(table),
@@ -241,7 +241,7 @@ FsdpParams::FsdpParams(Backend& be, Comm& comm, const ParamTable& table, const S
     head.groups.push_back(layout.embedding), head.dtypes.push_back(head_dot_dtype(model));
   if (layout.final_norm >= 0) head.groups.push_back(layout.final_norm), head.dtypes.push_back(w);
   stages_.push_back(std::move(head));
-  if (!grads.defined()) return;  // forward only (evaluation): nothing past the head is gathered
+  if (!backward) return;  // forward only (evaluation): nothing past the head is gathered
   for (int64_t l = L - 1; l >= 0; --l) stages_.push_back(layer_stage(l, "backward"));
 }
 
@@ -345,6 +345,7 @@ void FsdpParams::scatter(std::vector<std::pair<int, Tensor>> full, const std::st
 }
 
 LayerWeights FsdpParams::layer_grads(int64_t l) {
+  if (!grads_.defined()) return LayerWeights();  // a frozen base
   // At most `prefetch` layers' gradients are still being reduce-scattered while this one fills.
   bound_scatters(size_t(opt_.prefetch));
   layer_grads_.clear();
@@ -363,7 +364,7 @@ LayerWeights FsdpParams::layer_grads(int64_t l) {
 
 void FsdpParams::layer_done(int64_t l, Pass pass) {
   release(stage(l, pass));
-  if (pass == Pass::Backward)
+  if (pass == Pass::Backward && !layer_grads_.empty())
     scatter(std::move(layer_grads_), str_cat("(gradients of layer ", l, ")"));
   layer_grads_.clear();
 }
@@ -378,11 +379,12 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
   const ParamLocation n = locate(norm, st, weights_);
   const Tensor final_norm = n.buffer.flat_slice(n.offset, norm.shape);
   // The final norm's gradient: the replicated one, or a full-shape buffer to reduce-scatter.
-  // Without gradients (forward only) the head computes the loss alone.
-  const bool backward = grads_.defined();
+  // Without dx (forward only) the head computes the loss alone; without gradients (a frozen
+  // base) it computes dx alone.
+  const bool backward = dx.defined(), grads = grads_.defined();
   std::vector<std::pair<int, Tensor>> full;
   Tensor dnorm;
-  if (!backward) {
+  if (!grads) {
   } else if (layout_.final_norm >= 0) {
     const ShardGroup& g = layout_.groups[size_t(layout_.final_norm)];
     Tensor buf = be_.zeros({layout_.ranks * g.piece}, grads_.dtype(), MemKind::Workspace);
@@ -401,16 +403,16 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
     const Tensor table = locate(emb, st, Tensor()).buffer.flat_slice(0, emb.shape);
     const ShardGroup& g = layout_.groups[size_t(layout_.embedding)];
     Tensor dtable;
-    if (backward) {
+    if (grads) {
       dtable = be_.zeros({layout_.ranks * g.piece}, grads_.dtype(), MemKind::Workspace);
       full.emplace_back(layout_.embedding, dtable);
     }
     const HeadWeights hw{table, final_norm},
-        hg{backward ? dtable.flat_slice(0, emb.shape) : Tensor(), dnorm};
+        hg{grads ? dtable.flat_slice(0, emb.shape) : Tensor(), dnorm};
     run = [&, hw, hg](const StepInputs& hin, const VocabInputs&, const ModelOptions& mo,
                       const Tensor& x_h, const Tensor& dx_h) {
       Tensor d = dx_h;
-      head_loss(be_, c, hin, mo, hw, x_h, grad_scale, loss, backward ? &hg : nullptr,
+      head_loss(be_, c, hin, mo, hw, x_h, grad_scale, loss, grads ? &hg : nullptr,
                 backward ? &d : nullptr);
     };
   } else {
@@ -424,8 +426,8 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
       be_.copy({.dst = table, .src = master});
     }
     const Tensor dtable =
-        backward ? local_piece(grads_, layout_.embedding).flat_slice(0, {vs.rows, c.d_model})
-                 : Tensor();
+        grads ? local_piece(grads_, layout_.embedding).flat_slice(0, {vs.rows, c.d_model})
+              : Tensor();
     run = [&, table, dtable](const StepInputs& hin, const VocabInputs& v, const ModelOptions& mo,
                              const Tensor& x_h, const Tensor& dx_h) {
       vocab_parallel_head(be_, comm_, c, mo, hin, v, table, final_norm, x_h, grad_scale, loss,
@@ -482,6 +484,7 @@ void FsdpParams::head(const StepInputs& in, const Tensor& x, double grad_scale, 
 }
 
 void FsdpParams::embed_backward(const StepInputs& in, const Tensor& dx) {
+  if (!grads_.defined()) return;  // a frozen base
   const ModelConfig& c = table_.config();
   comm_.set_progress("the embedding backward");
   const ShardGroup& g = layout_.groups[size_t(layout_.embedding)];

@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "gemmax/config/train_config.h"
+#include "gemmax/model/step_params.h"
 #include "gemmax/parallel/comm.h"
 #include "gemmax/parallel/shard_layout.h"
-#include "gemmax/model/step_params.h"
 
 namespace gemmax {
 
@@ -116,10 +116,13 @@ ShardedBatch alloc_sharded_batch(Backend& be, const ShardLayout& layout, const F
 
 class FsdpParams final : public StepParams {
  public:
-  // weights, grads: this rank's flat buffers (layout.local_total, the weight dtype).
+  // weights, grads: this rank's flat buffers (layout.local_total, the weight dtype). `backward`:
+  // a backward follows the forward (the layers are gathered again for it); false: forward only
+  // (evaluation). Undefined grads with a backward: the weights are frozen (a LoRA run's base),
+  // gathered as ever and never reduce-scattered.
   FsdpParams(Backend& be, Comm& comm, const ParamTable& table, const ShardLayout& layout,
              const FsdpOptions& opt, const ModelOptions& model, const Tensor& weights,
-             const Tensor& grads, const VocabInputs& vocab);
+             const Tensor& grads, const VocabInputs& vocab, bool backward);
 
   Tensor embed(const StepInputs& in) override;
   LayerWeights layer(int64_t l, Pass pass) override;

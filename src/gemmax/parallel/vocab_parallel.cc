@@ -114,7 +114,8 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
   // dy's partial sums over each rank's columns are added across ranks in fp32 (fp64 runs: fp64)
   // and rounded once, as one device's matmul accumulates them.
   const DType acc = act == DType::F64 ? DType::F64 : DType::F32;
-  const bool backward = dtable.defined();  // else the loss alone (evaluation)
+  const bool backward = dx.defined();  // else the loss alone (evaluation); a frozen table
+                                       // (a LoRA run's) has no dtable
   Tensor y = be.alloc({k.C, D}, act, MemKind::Workspace);
   Tensor rstd = be.alloc({k.C}, stat_dtype(act), MemKind::Workspace);
   Tensor y_all = be.alloc({R, D}, act, MemKind::Workspace);
@@ -166,12 +167,13 @@ void vocab_parallel_head(Backend& be, Comm& comm, const ModelConfig& cfg, const 
                         .write_grad = backward});
     if (!backward) continue;
     // logits now holds dz for the tile's rows of every rank, over this rank's columns.
-    be.matmul({.c = dtable,
-               .a = logits,
-               .trans_a = true,
-               .b = y_dot,
-               .trans_b = false,
-               .accumulate = true});
+    if (dtable.defined())
+      be.matmul({.c = dtable,
+                 .a = logits,
+                 .trans_a = true,
+                 .b = y_dot,
+                 .trans_b = false,
+                 .accumulate = true});
     be.matmul({.c = dy_all,
                .a = logits,
                .trans_a = false,

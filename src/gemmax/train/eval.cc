@@ -4,6 +4,7 @@
 
 #include "gemmax/base/error.h"
 #include "gemmax/base/strings.h"
+#include "gemmax/model/lora/lora_params.h"
 
 namespace gemmax {
 
@@ -12,19 +13,32 @@ double EvalResult::avg_perplexity() const { return std::exp(avg_loss()); }
 EvalBatchLoss eval_batch(Backend& be, Gemma4Model& model, TrainState& state, const Batch& batch) {
   be.tracker().set_phase("evaluation");
   StepInputs in;
-  if (!state.sharded()) {
-    in = upload_batch(be, batch);
-    WholeParams params(be, model.params(), model.options(), state.weights, Tensor());
+  // The model's weights: the trained ones, or a LoRA run's frozen base (its adapters on top).
+  const bool lora = state.adapters != nullptr;
+  const ShardLayout& layout = state.model_layout();
+  const Tensor& weights = state.model_weights();
+  auto forward = [&](StepParams& base) {
+    if (!lora) return void(model.forward_only(in, base, state.scalars));
+    LoraParams params(be, base, *state.adapters, model.options(), state.weights, Tensor());
     model.forward_only(in, params, state.scalars);
+  };
+  if (state.base.nf4) {
+    in = upload_batch(be, batch);
+    Nf4Params params(be, model.params(), model.options(), *state.base.nf4);
+    forward(params);
+  } else if (!state.sharded()) {
+    in = upload_batch(be, batch);
+    WholeParams params(be, model.params(), model.options(), weights, Tensor());
+    forward(params);
   } else {
     Comm& comm = *state.comm;
     const ShardedBatch b =
-        upload_sharded_batch(be, comm, state.layout, state.fsdp, model.options().num_vocab_tiling,
+        upload_sharded_batch(be, comm, layout, state.fsdp, model.options().num_vocab_tiling,
                              model.config().vocab_size, batch);
     in = b.in;
-    FsdpParams params(be, comm, model.params(), state.layout, state.fsdp, model.options(),
-                      state.weights, Tensor(), b.vocab);
-    model.forward_only(in, params, state.scalars);
+    FsdpParams params(be, comm, model.params(), layout, state.fsdp, model.options(), weights,
+                      Tensor(), b.vocab, false);
+    forward(params);
     comm.all_reduce(state.scalars, ReduceOp::Sum, "the eval batch's losses").wait();
   }
   const Tensor host = be.to_host(state.scalars);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "gemmax/base/strings.h"
+#include "gemmax/train/lora_setup.h"
 
 namespace gemmax {
 
@@ -47,6 +48,7 @@ MemoryPlanInput memory_plan_input(const TrainConfig& c, int ranks) {
     fail("moe_dlhs_in_place=false (a transposed copy of the expert weights) needs "
          "moe_fused_gate_up=true: the copy is of the fused [E, 2F, D] weight");
   in.freeze = c.run.freeze;
+  in.lora = lora_options(c);
   const int64_t fsdp = c.parallel.ici_fsdp_parallelism;
   if (fsdp == 0 || fsdp < -1)
     fail("ici_fsdp_parallelism=", fsdp,

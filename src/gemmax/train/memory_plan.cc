@@ -5,8 +5,8 @@
 
 #include "gemmax/backend/planning_backend.h"
 #include "gemmax/base/strings.h"
-#include "gemmax/parallel/planning_comm.h"
 #include "gemmax/model/params.h"
+#include "gemmax/parallel/planning_comm.h"
 #include "gemmax/train/step.h"
 
 namespace gemmax {
@@ -35,6 +35,41 @@ std::vector<MemoryPlan::Item> static_items(const MemoryPlanInput& in, const Para
            2 * trained * w}};
 }
 
+// A LoRA run's: the frozen base, and the adapters' weights, gradients and moments.
+std::vector<MemoryPlan::Item> lora_items(const MemoryPlanInput& in, const AdapterTable& adapters,
+                                         const TrainState& state) {
+  const int64_t n = adapters.params().total(), w = int64_t(dtype_size(in.weight));
+  const std::string count =
+      str_cat(n, " x ", dtype_name(in.weight), " (", adapters.targets().size(),
+              " matrices at rank ", adapters.shape().rank, ")");
+  std::vector<MemoryPlan::Item> items;
+  if (const auto& q = state.base.nf4) {
+    const std::string act(dtype_name(in.options.act));
+    items = {
+        {MemKind::Params,
+         str_cat("frozen base, its matrices in NF4: ", q->layout.code_bytes, " bytes of codes + ",
+                 q->layout.blocks, " float32 absmax (blocks of ", q->layout.block, ")"),
+         int64_t(q->codes.nbytes() + q->absmax.nbytes())},
+        {MemKind::Params,
+         str_cat("frozen base, the rest (embedding tables, vectors): ", q->layout.dense_total,
+                 " x ", act),
+         int64_t(q->dense.nbytes())}};
+  } else {
+    const ShardLayout& layout = state.base.layout;
+    std::string frozen =
+        str_cat("frozen base: ", layout.local_total, " x ", dtype_name(state.base.weights.dtype()));
+    if (layout.sharded())
+      frozen += str_cat(" (rank's shard: ", layout.groups.size(), " pieces of 1/", layout.ranks,
+                        ", padding included, + ", layout.replicated, " replicated)");
+    items = {{MemKind::Params, frozen, int64_t(state.base.weights.nbytes())}};
+  }
+  items.insert(items.end(),
+               {{MemKind::Params, "adapters: " + count, n * w},
+                {MemKind::Grads, "adapters' gradients: " + count, n * w},
+                {MemKind::OptState, "Adam mu and nu of the adapters: 2 x " + count, 2 * n * w}});
+  return items;
+}
+
 // The host-side collectives with which each rank learns what the step needs of the other ranks'
 // batches (upload_sharded_batch), so that the plan counts their bytes too.
 void plan_batch_collectives(Comm& comm, const FsdpOptions& opt, int64_t tokens) {
@@ -60,14 +95,20 @@ MemoryPlan plan_memory(const MemoryPlanInput& in, Backend& backend) {
   Gemma4Model model(in.model, planner, in.options);
   const ParamTable& table = model.params();
   const std::vector<bool> trainable = trainable_params(table, in.freeze);
-  TrainState state =
-      make_train_state(planner, table, trainable, in.weight, AdamWConfig{}, &comm, in.fsdp_options);
+  std::optional<AdapterTable> adapters;
+  if (in.lora) adapters.emplace(table, *in.lora);
+  TrainState state = adapters
+                         ? make_lora_train_state(planner, table, *adapters, in.options.act,
+                                                 in.weight, AdamWConfig{}, &comm, in.fsdp_options,
+                                                 in.lora->qtype, in.lora->nf4_block)
+                         : make_train_state(planner, table, trainable, in.weight, AdamWConfig{},
+                                            &comm, in.fsdp_options);
   mem.reset_peaks();
   const CommStats before = comm.stats();
   if (state.sharded()) {
     plan_batch_collectives(comm, in.fsdp_options, in.batch * in.seq);
     const ShardedBatch b =
-        alloc_sharded_batch(planner, state.layout, in.fsdp_options, in.batch, in.seq);
+        alloc_sharded_batch(planner, state.model_layout(), in.fsdp_options, in.batch, in.seq);
     train_step(planner, model, state, b.in, 0.0, 1, b.vocab);
   } else {
     const StepInputs inputs = alloc_step_inputs(planner, in.batch, in.seq);
@@ -82,7 +123,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in, Backend& backend) {
   }
   plan.peak_total = int64_t(mem.peak_total());
   plan.total_phase = mem.peak_total_phase();
-  plan.items = static_items(in, table, state.layout, trainable);
+  plan.items = adapters ? lora_items(in, *adapters, state)
+                        : static_items(in, table, state.layout, trainable);
   plan.comm = comm.stats() - before;
   return plan;
 }

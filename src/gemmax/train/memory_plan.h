@@ -14,15 +14,17 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gemmax/backend/backend.h"
 #include "gemmax/base/memory.h"
 #include "gemmax/config/model_config.h"
+#include "gemmax/model/context.h"
+#include "gemmax/model/lora/adapters.h"
 #include "gemmax/parallel/comm.h"
 #include "gemmax/parallel/fsdp.h"
-#include "gemmax/model/context.h"
 
 namespace gemmax {
 
@@ -34,6 +36,8 @@ struct MemoryPlanInput {
   int64_t fsdp = 1;            // ranks the parameters are sharded over (ici_fsdp_parallelism)
   FsdpOptions fsdp_options;    // the sharding switches (fsdp > 1)
   std::string freeze;          // frozen parameters have no Adam moments
+  // A LoRA run (docs/LORA.md): its adapters in `weight`, the frozen base in the compute dtype.
+  std::optional<LoraOptions> lora;
 };
 
 struct MemoryPlan {

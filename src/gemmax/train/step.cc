@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gemmax/base/error.h"
+#include "gemmax/model/lora/lora_params.h"
 
 namespace gemmax {
 
@@ -27,19 +28,63 @@ TrainState make_train_state(Backend& be, const ParamTable& table,
   return s;
 }
 
+TrainState make_lora_train_state(Backend& be, const ParamTable& table, const AdapterTable& adapters,
+                                 DType base_dtype, DType adapter_dtype, const AdamWConfig& config,
+                                 Comm* comm, const FsdpOptions& fsdp, LoraWeightQtype qtype,
+                                 int64_t nf4_block) {
+  const bool sharded = comm != nullptr && comm->size() > 1;
+  if (sharded && table.config().has_per_layer_inputs())
+    fail("model '", table.config().name,
+         "': the small block's per-layer inputs are not sharded "
+         "under FSDP yet; train it on one rank (",
+         comm->size(), " ranks asked)");
+  const bool nf4 = qtype == LoraWeightQtype::Nf4;
+  if (sharded && nf4)
+    fail("lora_weight_qtype=nf4 on ", comm->size(),
+         " ranks: the NF4 base is not sharded under "
+         "FSDP yet; train QLoRA on one rank, or a LoRA with its bf16 base sharded");
+  const ParamTable& trained = adapters.params();
+  TrainState s;
+  s.adapters = &adapters;
+  s.base.layout = sharded
+                      ? ShardLayout::fsdp(table, comm->size(), comm->rank(), fsdp.replicate_small)
+                      : ShardLayout::whole(table);
+  if (nf4) {
+    s.base.nf4 = alloc_nf4_base(be, table, base_dtype, nf4_block);
+  } else {
+    s.base.weights = be.alloc({s.base.layout.local_total}, base_dtype, MemKind::Params);
+    if (sharded) be.fill({.x = s.base.weights, .value = 0.0});  // the pieces' zero padding
+  }
+  s.layout = ShardLayout::whole(trained);
+  s.comm = sharded ? comm : nullptr;
+  s.fsdp = fsdp;
+  s.weights = be.alloc({trained.total()}, adapter_dtype, MemKind::Params);
+  s.grads = be.alloc({trained.total()}, adapter_dtype, MemKind::Grads);
+  s.optimizer = std::make_unique<AdamW>(be, trained, s.layout,
+                                        std::vector<bool>(trained.specs().size(), true),
+                                        adapter_dtype, config);
+  s.scalars = be.zeros({StepScalars::kCount}, DType::F64, MemKind::Data);
+  return s;
+}
+
 void upload_weights(Backend& be, const ParamTable& table, TrainState& state, const Tensor& full) {
-  if (!state.sharded()) {
-    be.upload(state.weights, full);
+  if (state.base.nf4) return upload_nf4_base(be, table, *state.base.nf4, full);
+  const ShardLayout& layout = state.model_layout();
+  const Tensor& weights = state.model_weights();
+  GEMMAX_CHECK(full.dtype() == weights.dtype(), "upload_weights: ", full.str(), " into ",
+               weights.str());
+  if (!layout.sharded()) {
+    be.upload(weights, full);
     return;
   }
-  Tensor host = Tensor::zeros({state.layout.local_total}, state.weights.dtype());
+  Tensor host = Tensor::zeros({layout.local_total}, weights.dtype());
   for (size_t i = 0; i < table.specs().size(); ++i) {
-    const ParamPiece& p = state.layout.pieces[i];
+    const ParamPiece& p = layout.pieces[i];
     if (p.count == 0) continue;
     const Tensor src = full.flat_slice(table.specs()[i].offset + p.begin, {p.count});
     std::memcpy(host.flat_slice(p.local, {p.count}).raw(), src.raw(), src.nbytes());
   }
-  be.upload(state.weights, host);
+  be.upload(weights, host);
 }
 
 namespace {
@@ -47,7 +92,38 @@ namespace {
 void after_backward(Backend& be, const Gemma4Model& model, const TrainState& state, int64_t t,
                     bool replicated) {
   if (state.hooks != nullptr && state.hooks->after_backward)
-    state.hooks->after_backward(be, model.params(), state, t, replicated);
+    state.hooks->after_backward(be, state.trained_table(model), state, t, replicated);
+}
+
+// A LoRA run's step: the frozen base's StepParams (its FSDP gathers as in a full run, without
+// gradients) under the adapters'; the adapters' gradients summed over the ranks; AdamW on them.
+void lora_train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in,
+                     double lr, int64_t t, const VocabInputs& vocab) {
+  uint64_t seed = state.dropout_seed ^ (0x9E3779B97F4A7C15ull * uint64_t(t));
+  seed ^= seed >> 31;
+  if (state.base.nf4) {
+    Nf4Params base(be, model.params(), model.options(), *state.base.nf4);
+    LoraParams params(be, base, *state.adapters, model.options(), state.weights, state.grads, seed);
+    model.forward_backward(in, params, state.scalars);
+  } else if (!state.sharded()) {
+    WholeParams base(be, model.params(), model.options(), state.base.weights, Tensor());
+    LoraParams params(be, base, *state.adapters, model.options(), state.weights, state.grads, seed);
+    model.forward_backward(in, params, state.scalars);
+  } else {
+    Comm& comm = *state.comm;
+    FsdpParams base(be, comm, model.params(), state.base.layout, state.fsdp, model.options(),
+                    state.base.weights, Tensor(), vocab, true);
+    LoraParams params(be, base, *state.adapters, model.options(), state.weights, state.grads, seed);
+    model.forward_backward(in, params, state.scalars);
+    be.tracker().set_phase("optimizer", StepPart::Optimizer);
+    comm.set_progress("the optimizer");
+    comm.all_reduce(state.scalars, ReduceOp::Sum, "the step's losses").wait();
+    comm.all_reduce(state.grads, ReduceOp::Sum, "the adapters' gradients").wait();
+  }
+  be.tracker().set_phase("optimizer", StepPart::Optimizer);
+  after_backward(be, model, state, t, false);
+  after_backward(be, model, state, t, true);
+  state.optimizer->step(state.weights, state.grads, state.scalars, lr, t);
 }
 
 }  // namespace
@@ -56,6 +132,7 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
                 int64_t t, const VocabInputs& vocab) {
   be.tracker().set_phase("step start");
   be.fill({.x = state.grads, .value = 0.0});
+  if (state.adapters != nullptr) return lora_train_step(be, model, state, in, lr, t, vocab);
   if (!state.sharded()) {
     model.forward_backward(in, state.weights, state.grads, state.scalars);
     be.tracker().set_phase("optimizer", StepPart::Optimizer);
@@ -66,7 +143,7 @@ void train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepIn
   }
   Comm& comm = *state.comm;
   FsdpParams params(be, comm, model.params(), state.layout, state.fsdp, model.options(),
-                    state.weights, state.grads, vocab);
+                    state.weights, state.grads, vocab, true);
   model.forward_backward(in, params, state.scalars);
   be.tracker().set_phase("optimizer", StepPart::Optimizer);
   comm.set_progress("the optimizer");

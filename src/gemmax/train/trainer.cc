@@ -1,4 +1,3 @@
-#include "gemmax/backend/backend_factory.h"
 #include "gemmax/train/trainer.h"
 
 #include <cmath>
@@ -11,24 +10,29 @@
 #include <ostream>
 #include <sstream>
 
+#include "gemmax/backend/backend_factory.h"
+#include "gemmax/backend/cuda_module.h"
 #include "gemmax/base/convert.h"
+#include "gemmax/base/crc32c.h"
 #include "gemmax/base/progress.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/base/timer.h"
+#include "gemmax/checkpoint/hf_model.h"
+#include "gemmax/checkpoint/model_dir.h"
+#include "gemmax/checkpoint/peft_adapter.h"
+#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/config/run_config.h"
 #include "gemmax/data/tokenizer.h"
-#include "gemmax/backend/cuda_module.h"
-#include "gemmax/parallel/routing_comm.h"
-#include "gemmax/parallel/world.h"
-#include "gemmax/parallel/comm_nccl.h"
 #include "gemmax/io/atomic_file.h"
 #include "gemmax/io/hf_config.h"
-#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/io/run_lock.h"
-#include "gemmax/checkpoint/train_checkpoint.h"
 #include "gemmax/model/generate.h"
+#include "gemmax/parallel/comm_nccl.h"
+#include "gemmax/parallel/routing_comm.h"
+#include "gemmax/parallel/world.h"
 #include "gemmax/train/eval.h"
 #include "gemmax/train/flops.h"
+#include "gemmax/train/lora_setup.h"
 #include "gemmax/train/memory_budget.h"
 #include "gemmax/train/metrics.h"
 #include "gemmax/train/run_outputs.h"
@@ -53,7 +57,10 @@ bool must_match_on_resume(const std::string& key) {
       "dtype",        "weight_dtype",   "freeze",         "max_target_length", "dataset_type",
       "dataset_path", "tokenizer_type", "tokenizer_path", "packing",           "data_shuffle_seed",
       "grain_packing_type", "enable_data_shuffling", "grain_shuffle_buffer_size", "use_truncation",
-      "embedding_table"};
+      "embedding_table",
+      // A LoRA run's adapters are what its checkpoint holds: their shape and targets stay.
+      "enable_lora", "lora_rank", "lora_alpha", "lora_module_path", "lora_target_modules",
+      "lora_target_parameters", "use_rslora", "lora_weight_qtype", "lora_tile_size"};
   for (const char* k : kKeys)
     if (key == k) return true;
   return false;
@@ -149,9 +156,18 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
                              mc.name + ", its model keys, weight_dtype)");
   model_ = std::make_unique<Gemma4Model>(mc, *backend_, plan_in.options);
   const ParamTable& table = model_->params();
-  trainable_ = trainable_params(table, run.freeze);
-  state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(cfg_.optimizer),
-                            comm_, plan_in.fsdp_options);
+  if (plan_in.lora) {
+    adapters_ = std::make_unique<AdapterTable>(table, *plan_in.lora);
+    trainable_.assign(adapters_->params().specs().size(), true);
+    state_ = make_lora_train_state(*backend_, table, *adapters_, plan_in.options.act, wdt,
+                                   AdamWConfig::from(cfg_.optimizer), comm_, plan_in.fsdp_options,
+                                   plan_in.lora->qtype, plan_in.lora->nf4_block);
+    state_.dropout_seed = uint64_t(run.init_weights_seed) * 0x9E3779B97F4A7C15ull + 0x4c6f5241ull;
+  } else {
+    trainable_ = trainable_params(table, run.freeze);
+    state_ = make_train_state(*backend_, table, trainable_, wdt, AdamWConfig::from(cfg_.optimizer),
+                              comm_, plan_in.fsdp_options);
+  }
   state_.hooks = &hooks_;
 
   // From here a stop request waits for the weights to load (and then ends the run, writing
@@ -183,7 +199,11 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
     if (dir.empty())
       fail("rank ", comm_->rank(), " does not see checkpoint step ", resume_step, " in '",
            checkpoints_dir_, "' that rank 0 resumes from: the ranks must share the output folder");
+    if (adapters_) load_lora_base();
     resume_from(open_train_checkpoint(dir));
+  } else if (adapters_) {
+    load_lora_base();
+    start_adapters();
   } else if (!run.load_parameters_path.empty()) {
     load_pretrained(run.load_parameters_path);
   } else {
@@ -213,11 +233,76 @@ void Trainer::initialise() {
   backend_->upload(state_.weights, host);
 }
 
+void Trainer::load_lora_base() {
+  const std::string& dir = cfg_.run.load_parameters_path;
+  const ParamTable& table = model_->params();
+  const DType dt = model_->options().act;  // the base's compute dtype (NF4's dense part too)
+  Tensor full;
+  if (dir.empty()) {
+    full = Tensor::zeros({table.total()}, dt);
+    init_params(table, full, uint64_t(cfg_.run.init_weights_seed));
+    base_source_ = str_cat("model_name=", table.config().name,
+                           " initialised with init_weights_seed=", cfg_.run.init_weights_seed);
+    notes_.push_back(
+        "LoRA on a base initialised from scratch (no load_parameters_path): "
+        "the adapters learn on top of random weights");
+  } else {
+    const LoadedModel m = load_model_dir(dir, dt);
+    if (const std::string d = m.config.shape_difference(model_->config()); !d.empty())
+      fail("load_parameters_path='", dir,
+           "' holds a different model than model_name=", model_->config().name, " (", d,
+           " there vs the run's); set model_name or the model "
+           "keys to match it");
+    full = merged_weights(m);  // another LoRA run's checkpoint: its adapters folded in
+    base_source_ = dir;
+    base_prefix_ = m.hf_prefix;
+    notes_.push_back("frozen base from " + m.source);
+    if (!m.note.empty()) notes_.push_back(m.note);
+  }
+  base_crc_ = crc32c(full.raw(), full.nbytes());
+  upload_weights(*backend_, table, state_, full);
+}
+
+void Trainer::start_adapters() {
+  const ParamTable& trained = adapters_->params();
+  const std::string source = lora_adapter_source(cfg_.lora);
+  if (!source.empty()) {
+    const PeftAdapter a = read_peft_adapter(source, model_->params(), state_.weights.dtype());
+    backend_->upload(state_.weights, a.weights);
+    notes_.push_back("adapters from the PEFT folder '" + source + "'");
+    if (!a.base_model.empty() && a.base_model != base_source_)
+      notes_.push_back(str_cat("the adapter was made on base_model_name_or_path '", a.base_model,
+                               "'; its shapes fit this run's base '", base_source_, "'"));
+    return;
+  }
+  Tensor host = Tensor::zeros({trained.total()}, state_.weights.dtype());
+  init_params(trained, host, uint64_t(cfg_.run.init_weights_seed));
+  backend_->upload(state_.weights, host);
+}
+
+void Trainer::write_adapter_folder() {
+  const fs::path dir = fs::path(run_dir_) / "adapter", tmp = fs::path(run_dir_) / "adapter.tmp";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  write_peft_adapter(tmp.string(), *adapters_, backend_->to_host(state_.weights), base_source_,
+                     base_prefix_);
+  fs::remove_all(dir, ec);
+  fs::rename(tmp, dir);
+}
+
 Trainer::~Trainer() = default;
 
 void Trainer::resume_from(const TrainCheckpoint& ckpt) {
   const nlohmann::json& saved = ckpt.state.at("config");  // checked by open_train_checkpoint
   const nlohmann::json now = config_.to_json();
+  // A LoRA checkpoint holds the adapters; the base must be the one they were trained on.
+  if (adapters_ && ckpt.state.contains("lora") &&
+      ckpt.state["lora"].value("base_crc32c", uint32_t(0)) != base_crc_)
+    fail("checkpoint '", ckpt.ref.dir, "' holds adapters trained on the base '",
+         ckpt.state["lora"].value("base_source", std::string()), "', but this run's base '",
+         base_source_,
+         "' has other weights (their CRC-32C differs): the adapters would compute "
+         "another model; point load_parameters_path at that base, or use another run_name");
   const ModelConfig mine = model_->config();
   // The network: compare through ModelConfig so that the message names the MaxText key.
   const Config saved_config = Config::from_json(saved, ckpt.ref.dir + "/state.json");
@@ -258,7 +343,7 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
          "new run)");
 
   // This rank's pieces of every parameter and of its moments, from whatever ranks wrote them.
-  const ParamTable& table = model_->params();
+  const ParamTable& table = state_.trained_table(*model_);
   const ShardLayout& layout = state_.layout;
   const DType wdt = state_.weights.dtype();
   Progress progress("restoring " + ckpt.ref.dir, double(table.specs().size()), "tensors");
@@ -319,11 +404,22 @@ void Trainer::prepare_run_dir() {
 }
 
 std::string Trainer::save_checkpoint(int64_t steps_done) {
-  const ParamTable& table = model_->params();
+  const ParamTable& table = state_.trained_table(*model_);
   nlohmann::json state;
   state["data"] = data_->state();
   state["config"] = config_.to_json();
+  if (adapters_) {
+    const LoraShape& sh = adapters_->shape();
+    state["lora"] = {{"rank", sh.rank},
+                     {"alpha", sh.alpha},
+                     {"rslora", sh.rslora},
+                     {"base_source", base_source_},
+                     {"base_dtype", dtype_name(model_->options().act)},
+                     {"nf4_block", state_.base.nf4 ? state_.base.nf4->layout.block : 0},
+                     {"base_crc32c", base_crc_}};
+  }
   const int64_t keep = cfg_.checkpoint.max_num_checkpoints_to_keep;
+  if (adapters_ && rank0()) write_adapter_folder();
   if (!state_.sharded()) {
     NamedTensors params;
     for (const ParamSpec& s : table.specs())
@@ -333,12 +429,13 @@ std::string Trainer::save_checkpoint(int64_t steps_done) {
       moments.emplace_back(name, backend_->to_host(view));
     return save_train_checkpoint(checkpoints_dir_, steps_done, params, moments, state, keep);
   }
-  // This rank's pieces; the replicated parameters (alike on every rank) from rank 0 only.
+  // This rank's pieces; the replicated parameters (alike on every rank, a LoRA run's adapters) from
+  // rank 0 only.
   std::vector<TensorPiece> params, moments;
   for (size_t i = 0; i < table.specs().size(); ++i) {
     const ParamSpec& s = table.specs()[i];
     const ParamPiece& p = state_.layout.pieces[i];
-    if (p.count == 0 || (p.replicated && !rank0())) continue;
+    if (p.count == 0 || ((p.replicated || adapters_) && !rank0())) continue;
     params.push_back({s.name, backend_->to_host(state_.weights.flat_slice(p.local, {p.count})),
                       p.begin, s.shape});
     const auto [mu, nu] = state_.optimizer->moments_of(i);
@@ -378,9 +475,10 @@ void Trainer::skip_or_stop_nonfinite_step(int64_t step, const StepResult& r, Tra
       std::memcpy(&g.value, a + 2, sizeof(double));
     }
   }
-  const std::string culprit = g.spec < 0 ? std::string()
-                                         : str_cat(model_->params().specs()[size_t(g.spec)].name,
-                                                   " (element ", g.element, ": ", g.value, ")");
+  const std::string culprit =
+      g.spec < 0 ? std::string()
+                 : str_cat(state_.trained_table(*model_).specs()[size_t(g.spec)].name, " (element ",
+                           g.element, ": ", g.value, ")");
   const std::string what = str_cat(
       "step ", step, ": ",
       std::isfinite(loss) ? str_cat("the gradient norm is ", r.raw_grad_norm, " (loss ", loss, ")")
@@ -434,10 +532,9 @@ std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t step
 void Trainer::print_sample(std::ostream& log) const {
   const int64_t n = cfg_.run.sample_max_new_tokens;
   if (n <= 0 || cfg_.data.dataset_type == DatasetType::Synthetic) return;
-  if (const ModelConfig& c = model_->config();
-      c.has_per_layer_inputs() || c.num_kv_shared_layers > 0) {
-    log << "gemmax: no closing sample: decoding the small block (" << c.name
-        << ") is not built yet\n";
+  if (state_.base.nf4) {
+    log << "gemmax: no closing sample: the base is in NF4 blocks (gemmax sample --model RUN "
+           "decodes the run's checkpoint)\n";
     return;
   }
   const auto tokenizer = make_tokenizer(std::string(name_of(cfg_.data.tokenizer_type)), cfg_.data.tokenizer_path);
@@ -445,7 +542,10 @@ void Trainer::print_sample(std::ostream& log) const {
   opts.max_new_tokens = n;
   opts.temperature = 0.7;
   opts.top_k = 40;
-  const Generation g = generate(*model_, state_.weights, *tokenizer, cfg_.run.sample_prompt, opts);
+  const Generation g =
+      adapters_ ? generate(*model_, state_.base.weights, *tokenizer, cfg_.run.sample_prompt, opts,
+                           {adapters_.get(), state_.weights})
+                : generate(*model_, state_.weights, *tokenizer, cfg_.run.sample_prompt, opts);
   log << "gemmax: sample (temperature 0.7, top_k 40): " << g.prompt_text << g.completion << "\n";
 }
 
@@ -460,12 +560,15 @@ void Trainer::print_header(std::ostream& log) const {
       << " | vocab " << c.vocab_size << "\n";
   int64_t trained = 0;
   for (size_t i = 0; i < trainable_.size(); ++i)
-    trained += trainable_[i] ? model_->params().specs()[i].numel() : 0;
+    trained += trainable_[i] ? state_.trained_table(*model_).specs()[i].numel() : 0;
   log << "gemmax: parameters " << format_count(double(model_->params().total())) << " total, "
       << format_count(double(model_->params().active())) << " active per token";
-  if (trained != model_->params().total())
+  if (adapters_)
+    log << ", frozen; LoRA adapters " << format_count(double(trained)) << " trained";
+  else if (trained != model_->params().total())
     log << ", " << format_count(double(trained)) << " trained (freeze='" << cfg_.run.freeze << "')";
   log << "\n";
+  if (adapters_) log << "gemmax: " << describe_adapters(*adapters_, cfg_.lora) << "\n";
   log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4)
       << f.total() / 1e12 << " TFLOP (learnable " << 3 * f.learnable / 1e12 << ", attention "
       << 3 * f.attention / 1e12 << ")\n";
@@ -527,7 +630,7 @@ TrainSummary Trainer::run(std::ostream& out) {
     const double lr = schedule_.at(step);
     StepInputs in;
     if (state_.sharded()) {
-      ShardedBatch b = upload_sharded_batch(*backend_, *comm_, state_.layout, state_.fsdp,
+      ShardedBatch b = upload_sharded_batch(*backend_, *comm_, state_.model_layout(), state_.fsdp,
                                             model_->options().num_vocab_tiling,
                                             model_->config().vocab_size, batch);
       in = b.in;

@@ -2,8 +2,8 @@
 // train-state checkpoints, exact resume and graceful stop.
 //
 // Under mpirun every rank runs a Trainer over the same Comm: each trains its FSDP shard on its rows
-// of the global batch (parallel/fsdp.h) and writes its own checkpoint shard; rank 0 prints the log and
-// writes the run folder's other files.
+// of the global batch (parallel/fsdp.h) and writes its own checkpoint shard; rank 0 prints the log
+// and writes the run folder's other files.
 #pragma once
 
 #include <iosfwd>
@@ -15,8 +15,8 @@
 #include "gemmax/config/config.h"
 #include "gemmax/config/train_config.h"
 #include "gemmax/data/loader.h"
-#include "gemmax/parallel/comm.h"
 #include "gemmax/model/gemma4.h"
+#include "gemmax/parallel/comm.h"
 #include "gemmax/train/memory_plan.h"
 #include "gemmax/train/schedule.h"
 #include "gemmax/train/step.h"
@@ -57,6 +57,10 @@ class Trainer {
 
   const Gemma4Model& model() const { return *model_; }
   const Tensor& weights() const { return state_.weights; }  // this rank's (layout())
+  // A LoRA run's adapters (null otherwise); weights() are then theirs, base_weights() the frozen
+  // model's.
+  const AdapterTable* adapters() const { return adapters_.get(); }
+  const Tensor& base_weights() const { return state_.model_weights(); }
   const ShardLayout& layout() const { return state_.layout; }
   const std::string& run_dir() const { return run_dir_; }
   int64_t start_step() const { return start_step_; }
@@ -68,6 +72,12 @@ class Trainer {
   void resume_from(const TrainCheckpoint& ckpt);
   void load_pretrained(const std::string& dir);
   void initialise();
+  // A LoRA run: its frozen base (load_parameters_path, else initialised from the seed) and, for a
+  // new run, its adapters (lora_restore_path or hf_lora_adapter_path, else PEFT's initialisation).
+  void load_lora_base();
+  void start_adapters();
+  // Rank 0: the adapters as a PEFT folder, run_dir/adapter (replaced whole).
+  void write_adapter_folder();
   std::string save_checkpoint(int64_t steps_done);
   // stop.received(), agreed by every rank (the largest): a collective under FSDP, `what` names it.
   int agreed_stop_signal(const StopSignal& stop, const char* what) const;
@@ -93,8 +103,11 @@ class Trainer {
   std::unique_ptr<Comm> routed_comm_;  // backend=cuda on several ranks: NCCL beside *own/given
   std::unique_ptr<Gemma4Model> model_;
   std::unique_ptr<DataLoader> data_;
-  std::unique_ptr<Evaluator> eval_;  // null: no evaluation
-  std::vector<bool> trainable_;
+  std::unique_ptr<Evaluator> eval_;         // null: no evaluation
+  std::vector<bool> trainable_;             // of the trained table: the model's, or the adapters'
+  std::unique_ptr<AdapterTable> adapters_;  // a LoRA run
+  uint32_t base_crc_ = 0;                   // a LoRA run's frozen base, as loaded
+  std::string base_source_, base_prefix_ = "model.";  // its folder, and its tensors' HF prefix
   LrSchedule schedule_;
   MemoryPlan plan_;
   TrainState state_;
