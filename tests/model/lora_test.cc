@@ -13,6 +13,7 @@
 #include "gemmax/checkpoint/peft_adapter.h"
 #include "gemmax/model/gemma4.h"
 #include "gemmax/model/lora/lora_params.h"
+#include "gemmax/model/lora/nf4_base.h"
 #include "test_util.h"
 
 namespace gemmax {
@@ -280,6 +281,32 @@ TEST(LoraDropout, MasksTheAdaptersInputAndItsGradient) {
   const ParamTable& t = c.adapters.params();
   for (const ParamSpec& s : t.specs())
     expect_grad_matches_fd(s.name, t.view(c.lora, s.name), t.view(grads, s.name), loss, 2);
+}
+
+// QLoRA's base computes what its weights quantised and dequantised again compute: the same
+// forward and the same adapters' gradients, bit for bit, on every block.
+TEST_P(LoraModels, TheNf4BaseComputesWhatItsRoundTripComputes) {
+  LoraCase c(config());
+  const Tensor round_trip = nf4_round_trip(c.table, c.base, 64, DType::F64);
+  EXPECT_GT(relative_l2(c.base, round_trip), 1e-3) << "NF4 changes the weights";
+  Gemma4Model model(c.cfg, *c.be, c.options(RematPolicy::None));
+  const StepInputs in = upload_batch(*c.be, c.batch);
+  auto step = [&](StepParams& base, Tensor* grads) {
+    const Tensor scalars = c.be->zeros({StepScalars::kCount}, DType::F64, MemKind::Workspace);
+    *grads = Tensor::zeros({c.lora.numel()}, DType::F64);
+    LoraParams p(*c.be, base, c.adapters, model.options(), c.lora, *grads);
+    model.forward_backward(in, p, scalars);
+    return model.losses(scalars, in).total_loss;
+  };
+  Nf4Base nf4 = alloc_nf4_base(*c.be, c.table, DType::F64, 64);
+  upload_nf4_base(*c.be, c.table, nf4, c.base);
+  EXPECT_EQ(nf4.codes.nbytes() + nf4.absmax.nbytes(),
+            size_t(nf4.layout.code_bytes + 4 * nf4.layout.blocks));
+  Nf4Params quantised(*c.be, c.table, model.options(), nf4);
+  WholeParams whole(*c.be, c.table, model.options(), round_trip, Tensor());
+  Tensor g1, g2;
+  EXPECT_EQ(step(quantised, &g1), step(whole, &g2));
+  EXPECT_EQ(relative_l2(g2, g1), 0.0);
 }
 
 // The cpu backend's LoRA step against the reference's: fp32 against fp64, and bf16 against the

@@ -76,7 +76,7 @@ TEST(LoraTrain, AdaptersLearnAndTheBaseStaysBitForBit) {
 }
 
 TEST(LoraTrain, ARunSplitAtACheckpointEndsWithTheSameAdapters) {
-  for (const char* dropout : {"lora_dropout=0", "lora_dropout=0.1"}) {
+  for (const char* dropout : {"lora_dropout=0", "lora_dropout=0.1", "lora_weight_qtype=nf4"}) {
     TempDir whole, split;
     std::ostringstream log;
     Trainer a(Config::defaults(lora_run(whole, 4, {dropout})));
@@ -101,23 +101,27 @@ TEST(LoraTrain, AResumeOnAnotherBaseIsRefused) {
 
 TEST(LoraTrain, MemoryPlanEqualsTheMeasuredPeaks) {
   for (const char* backend : {"cpu", "reference"})
-    for (const char* remat : {"full", "none"}) {
-      TempDir dir;
-      Trainer t(Config::defaults(lora_run(
-          dir, 1, {std::string("backend=") + backend, std::string("remat_policy=") + remat})));
-      std::ostringstream log;
-      t.run(log);
-      const MemoryPlan& plan = t.memory_plan();
-      for (size_t k = 0; k < kNumMemKinds; ++k)
-        EXPECT_EQ(plan.peak[k], int64_t(tracker().peak(MemKind(k))))
-            << backend << " " << remat << ": " << mem_kind_name(MemKind(k)) << "\n"
-            << log.str();
-      // No gradient or moment of the base: those categories hold the adapters' alone.
-      const int64_t n = t.adapters()->params().total();
-      EXPECT_EQ(plan.peak[size_t(MemKind::Grads)], 4 * n);
-      EXPECT_EQ(plan.peak[size_t(MemKind::OptState)], 2 * 4 * n);
-      EXPECT_EQ(plan.peak[size_t(MemKind::Params)], int64_t(t.base_weights().nbytes()) + 4 * n);
-    }
+    for (const char* remat : {"full", "none"})
+      for (const char* q : {"none", "nf4"}) {
+        TempDir dir;
+        Trainer t(Config::defaults(
+            lora_run(dir, 1,
+                     {std::string("backend=") + backend, std::string("remat_policy=") + remat,
+                      std::string("lora_weight_qtype=") + q})));
+        std::ostringstream log;
+        t.run(log);
+        const MemoryPlan& plan = t.memory_plan();
+        for (size_t k = 0; k < kNumMemKinds; ++k)
+          EXPECT_EQ(plan.peak[k], int64_t(tracker().peak(MemKind(k))))
+              << backend << " " << remat << ": " << mem_kind_name(MemKind(k)) << "\n"
+              << log.str();
+        // No gradient or moment of the base: those categories hold the adapters' alone.
+        const int64_t n = t.adapters()->params().total();
+        EXPECT_EQ(plan.peak[size_t(MemKind::Grads)], 4 * n);
+        EXPECT_EQ(plan.peak[size_t(MemKind::OptState)], 2 * 4 * n);
+        if (std::string(q) == "none")
+          EXPECT_EQ(plan.peak[size_t(MemKind::Params)], int64_t(t.base_weights().nbytes()) + 4 * n);
+      }
 }
 
 TEST(LoraTrain, TheRunsPeftFolderHoldsItsAdapters) {
