@@ -4,7 +4,8 @@
 
 namespace gemmax {
 
-StepFlops training_flops(const ModelConfig& c, int64_t batch, int64_t seq) {
+StepFlops training_flops(const ModelConfig& c, int64_t batch, int64_t seq,
+                         const AdapterTable* adapters) {
   const double B = double(batch), T = double(seq), D = double(c.d_model), H = double(c.num_heads);
   const double E = double(c.num_experts), K = double(c.num_experts_per_tok);
   // A gated MLP of hidden m: two input matmuls and one output matmul.
@@ -31,7 +32,12 @@ StepFlops training_flops(const ModelConfig& c, int64_t batch, int64_t seq) {
     if (c.has_moe()) f.learnable += 2 * B * T * D * E + K * ffn(double(c.moe_mlp_dim));
   }
   const double W = std::min(double(c.sliding_window), T);
-  f.attention = n_global * (2 * B * T * T * H * hd_g) + n_local * (4 * B * (T * W - W * W / 2) * H * hd_l);
+  f.attention =
+      n_global * (2 * B * T * T * H * hd_g) + n_local * (4 * B * (T * W - W * W / 2) * H * hd_l);
+  if (adapters)
+    for (const LoraTarget& t : adapters->targets())
+      f.adapters += 2 * B * T * (t.experts > 1 ? K : 1.0) * double(adapters->shape().rank) *
+                    double(t.in + t.out);
   return f;
 }
 

@@ -237,15 +237,34 @@ void Trainer::load_lora_base() {
   const std::string& dir = cfg_.run.load_parameters_path;
   const ParamTable& table = model_->params();
   const DType dt = model_->options().act;  // the base's compute dtype (NF4's dense part too)
+  // A host backend holding the whole base in host memory: filled in place, without a second
+  // copy of the model (which would double the memory a large base takes while it loads).
+  const Tensor& dst = state_.base.weights;
+  const bool in_place = dst.defined() && !state_.base.layout.sharded() &&
+                        backend_->to_host(dst).shares_storage(dst);
+  const bool hf = !dir.empty() && std::filesystem::exists(fs::path(dir) / "config.json") &&
+                  !std::filesystem::exists(fs::path(dir) / "checkpoints");
   Tensor full;
   if (dir.empty()) {
-    full = Tensor::zeros({table.total()}, dt);
+    full = in_place ? dst : Tensor::zeros({table.total()}, dt);
     init_params(table, full, uint64_t(cfg_.run.init_weights_seed));
     base_source_ = str_cat("model_name=", table.config().name,
                            " initialised with init_weights_seed=", cfg_.run.init_weights_seed);
     notes_.push_back(
         "LoRA on a base initialised from scratch (no load_parameters_path): "
         "the adapters learn on top of random weights");
+  } else if (in_place && hf) {
+    const HfModelFolder folder = read_hf_model_folder(dir);
+    if (const std::string d = folder.config.shape_difference(model_->config()); !d.empty())
+      fail("load_parameters_path='", dir, "' holds a different model than model_name=",
+           model_->config().name, " (", d, " there vs the run's); set model_name or the model "
+           "keys to match it");
+    full = dst;
+    const std::string note = load_hf_weights(table, folder, full);
+    base_source_ = dir;
+    base_prefix_ = folder.info.weight_prefix;
+    notes_.push_back("frozen base from Hugging Face folder '" + dir + "'");
+    if (!note.empty()) notes_.push_back(note);
   } else {
     const LoadedModel m = load_model_dir(dir, dt);
     if (const std::string d = m.config.shape_difference(model_->config()); !d.empty())
@@ -260,7 +279,7 @@ void Trainer::load_lora_base() {
     if (!m.note.empty()) notes_.push_back(m.note);
   }
   base_crc_ = crc32c(full.raw(), full.nbytes());
-  upload_weights(*backend_, table, state_, full);
+  if (!full.shares_storage(dst)) upload_weights(*backend_, table, state_, full);
 }
 
 void Trainer::start_adapters() {
@@ -551,7 +570,7 @@ void Trainer::print_sample(std::ostream& log) const {
 
 void Trainer::print_header(std::ostream& log) const {
   const ModelConfig& c = model_->config();
-  const StepFlops f = training_flops(c, batch_, seq_);
+  const StepFlops f = training_flops(c, batch_, seq_, adapters_.get());
   if (const std::string l = config_.ignored_keys_line(); !l.empty()) log << "gemmax: " << l << "\n";
   log << "gemmax: model " << c.name << " | " << c.num_layers << " layers (" << c.num_global_layers()
       << " global) | d_model " << c.d_model << " | "
@@ -569,9 +588,14 @@ void Trainer::print_header(std::ostream& log) const {
     log << ", " << format_count(double(trained)) << " trained (freeze='" << cfg_.run.freeze << "')";
   log << "\n";
   if (adapters_) log << "gemmax: " << describe_adapters(*adapters_, cfg_.lora) << "\n";
-  log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4)
-      << f.total() / 1e12 << " TFLOP (learnable " << 3 * f.learnable / 1e12 << ", attention "
-      << 3 * f.attention / 1e12 << ")\n";
+  log << "gemmax: per step " << batch_ << " x " << seq_ << " tokens | " << std::setprecision(4);
+  if (adapters_)  // the frozen weights' products forward and to their inputs only
+    log << f.lora_total() / 1e12 << " TFLOP (frozen weights " << 2 * f.learnable / 1e12
+        << ", attention " << 3 * f.attention / 1e12 << ", adapters " << 3 * f.adapters / 1e12
+        << "; a full fine-tune's step: " << f.total() / 1e12 << ")\n";
+  else
+    log << f.total() / 1e12 << " TFLOP (learnable " << 3 * f.learnable / 1e12 << ", attention "
+        << 3 * f.attention / 1e12 << ")\n";
   log << "gemmax: backend " << backend_->describe() << " | dtype " << dtype_name(cfg_.step.dtype)
       << " | remat " << name_of(cfg_.step.remat_policy) << " | data " << data_->describe() << "\n";
   if (state_.sharded()) {
@@ -612,7 +636,8 @@ TrainSummary Trainer::run(std::ostream& out) {
   MemoryTracker::global().reset_peaks();
   std::optional<MetricsSink> metrics;  // rank 0 writes the run's metrics
   if (rank0()) metrics.emplace(metrics_options(cfg_.run, run_dir_), log);
-  const double step_tflop = training_flops(model_->config(), batch_, seq_).total() / 1e12;
+  const StepFlops flops = training_flops(model_->config(), batch_, seq_, adapters_.get());
+  const double step_tflop = (adapters_ ? flops.lora_total() : flops.total()) / 1e12;
   const double peak = cfg_.run.peak_tflops_per_device;
   const bool checkpointing = cfg_.checkpoint.enable_checkpointing;
   const int64_t period = cfg_.checkpoint.checkpoint_period;
