@@ -9,7 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "gemmax/base/convert.h"
+#include "gemmax/checkpoint/model_dir.h"
 #include "gemmax/checkpoint/peft_adapter.h"
+#include "gemmax/model/lora/nf4_base.h"
 #include "gemmax/train/trainer.h"
 #include "test_util.h"
 
@@ -134,6 +137,23 @@ TEST(LoraTrain, TheRunsPeftFolderHoldsItsAdapters) {
   EXPECT_EQ(a.shape.rank, 4);
   EXPECT_EQ(a.shape.alpha, 8.0);
   EXPECT_EQ(a.targets.size(), t.adapters()->targets().size());
+}
+
+// A QLoRA run's checkpoint reads back as the base its adapters were trained against: the base
+// (streamed into NF4, its CRC-32C chained tensor by tensor) quantised and dequantised again.
+TEST(LoraTrain, AQloraCheckpointReadsBackAsItsNf4Base) {
+  TempDir dir;
+  std::ostringstream log;
+  Trainer t(Config::defaults(lora_run(dir, 1, {"lora_weight_qtype=nf4"})));
+  t.run(log);
+  const LoadedModel m = load_model_dir(dir / "t", DType::F32);
+  ASSERT_TRUE(m.lora.has_value());
+  const ParamTable& table = t.model().params();
+  Tensor base = Tensor::empty({table.total()}, DType::BF16);
+  init_params(table, base, 0);
+  const Tensor want = convert_dtype(nf4_round_trip(table, base, 64, DType::BF16), DType::F32);
+  EXPECT_TRUE(same_bytes(m.weights, want));
+  EXPECT_TRUE(same_bytes(m.lora->weights, t.weights()));
 }
 
 // A run starts from a PEFT adapter (lora_restore_path) on the base it was made on.

@@ -27,6 +27,13 @@ std::string load_hf_weights(const ParamTable& table, const HfModelFolder& folder
                             const Tensor& flat) {
   GEMMAX_CHECK(flat.numel() == table.total(), "load_hf_weights: buffer ", flat.str(), " for ",
                table.total(), " parameters");
+  return for_each_hf_weight(table, folder, flat.dtype(), [&](const ParamSpec& s, const Tensor& t) {
+    std::memcpy(flat.flat_slice(s.offset, s.shape).raw(), t.raw(), t.nbytes());
+  });
+}
+
+std::string for_each_hf_weight(const ParamTable& table, const HfModelFolder& folder, DType dtype,
+                               const std::function<void(const ParamSpec&, const Tensor&)>& take) {
   const HfCheckpoint ckpt = HfCheckpoint::open(folder.dir);
   const std::string& prefix = folder.info.weight_prefix;
   std::set<std::string> expected;
@@ -58,10 +65,10 @@ std::string load_hf_weights(const ParamTable& table, const HfModelFolder& folder
     if (e.shape != s.shape)
       fail("checkpoint '", folder.dir, "': tensor '", name, "' has shape ", shape_str(e.shape),
            " but config.json implies ", shape_str(s.shape));
-    const Tensor src = ckpt.read_as(name, flat.dtype());
+    const Tensor src = ckpt.read_as(name, dtype);
     refuse_nonfinite(src, str_cat("model folder '", folder.dir, "' (", ckpt.shard_of(name),
                                   "): tensor '", name, "'"));
-    std::memcpy(flat.flat_slice(s.offset, s.shape).raw(), src.raw(), src.nbytes());
+    take(s, src);
     progress.add(double(e.nbytes()));
   }
   progress.finish();

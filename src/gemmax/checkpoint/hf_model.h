@@ -5,6 +5,7 @@
 // is stored exactly as HF stores it, so loading and saving copy bytes (and convert dtypes).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "gemmax/io/hf_config.h"
@@ -21,6 +22,12 @@ struct HfModelFolder {
 
 // Reads dir/config.json.
 HfModelFolder read_hf_model_folder(const std::string& dir);
+
+// Gives `take` each parameter's tensor from the folder, in registry order, converted to `dtype`
+// (one tensor at a time: no whole copy of the model). Checks as load_hf_weights does; returns its
+// note.
+std::string for_each_hf_weight(const ParamTable& table, const HfModelFolder& folder, DType dtype,
+                               const std::function<void(const ParamSpec&, const Tensor&)>& take);
 
 // Fills `flat` (laid out by `table`) from the folder's tensors, converting dtypes. Every
 // parameter must be present with its exact shape; a tensor under the decoder prefix that the

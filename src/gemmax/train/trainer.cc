@@ -237,6 +237,7 @@ void Trainer::load_lora_base() {
   const std::string& dir = cfg_.run.load_parameters_path;
   const ParamTable& table = model_->params();
   const DType dt = model_->options().act;  // the base's compute dtype (NF4's dense part too)
+  if (state_.base.nf4) return load_nf4_base();
   // A host backend holding the whole base in host memory: filled in place, without a second
   // copy of the model (which would double the memory a large base takes while it loads).
   const Tensor& dst = state_.base.weights;
@@ -280,6 +281,54 @@ void Trainer::load_lora_base() {
   }
   base_crc_ = crc32c(full.raw(), full.nbytes());
   if (!full.shares_storage(dst)) upload_weights(*backend_, table, state_, full);
+}
+
+// QLoRA: the base quantised tensor by tensor as it is read or drawn, never whole in memory; its
+// CRC-32C chained over the tensors in registry order (that of the whole buffer).
+void Trainer::load_nf4_base() {
+  const std::string& dir = cfg_.run.load_parameters_path;
+  const ParamTable& table = model_->params();
+  const DType dt = model_->options().act;
+  Nf4Filler fill(*backend_, table, *state_.base.nf4);
+  uint32_t crc = 0;
+  auto take = [&](const ParamSpec& s, const Tensor& v) {
+    crc = crc32c(v.raw(), v.nbytes(), crc);
+    fill.put(s, v);
+  };
+  const bool hf = !dir.empty() && fs::exists(fs::path(dir) / "config.json") &&
+                  !fs::exists(fs::path(dir) / "checkpoints");
+  if (dir.empty()) {
+    for (const ParamSpec& s : table.specs()) {
+      Tensor v = Tensor::empty({s.numel()}, dt);
+      init_param_range(table, s, 0, v, uint64_t(cfg_.run.init_weights_seed));
+      take(s, v);
+    }
+    base_source_ = str_cat("model_name=", table.config().name,
+                           " initialised with init_weights_seed=", cfg_.run.init_weights_seed);
+  } else if (hf) {
+    const HfModelFolder folder = read_hf_model_folder(dir);
+    if (const std::string d = folder.config.shape_difference(model_->config()); !d.empty())
+      fail("load_parameters_path='", dir, "' holds a different model than model_name=",
+           model_->config().name, " (", d, " there vs the run's); set model_name or the model "
+           "keys to match it");
+    if (const std::string note = for_each_hf_weight(table, folder, dt, take); !note.empty())
+      notes_.push_back(note);
+    base_source_ = dir;
+    base_prefix_ = folder.info.weight_prefix;
+  } else {  // a run's checkpoint (another LoRA run's adapters folded in)
+    const LoadedModel m = load_model_dir(dir, dt);
+    if (const std::string d = m.config.shape_difference(model_->config()); !d.empty())
+      fail("load_parameters_path='", dir, "' holds a different model than model_name=",
+           model_->config().name, " (", d, " there vs the run's)");
+    const Tensor full = merged_weights(m);
+    for (const ParamSpec& s : table.specs()) take(s, full.flat_slice(s.offset, {s.numel()}));
+    base_source_ = dir;
+    base_prefix_ = m.hf_prefix;
+  }
+  fill.finish();
+  base_crc_ = crc;
+  notes_.push_back("frozen base from " + (dir.empty() ? base_source_ : "'" + dir + "'") +
+                   ", its matrices quantised to NF4 as they were read");
 }
 
 void Trainer::start_adapters() {

@@ -75,6 +75,7 @@ class Trainer {
   // A LoRA run: its frozen base (load_parameters_path, else initialised from the seed) and, for a
   // new run, its adapters (lora_restore_path or hf_lora_adapter_path, else PEFT's initialisation).
   void load_lora_base();
+  void load_nf4_base();
   void start_adapters();
   // Rank 0: the adapters as a PEFT folder, run_dir/adapter (replaced whole).
   void write_adapter_folder();

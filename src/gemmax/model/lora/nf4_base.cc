@@ -1,5 +1,6 @@
 #include "gemmax/model/lora/nf4_base.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -40,28 +41,47 @@ Nf4Base alloc_nf4_base(Backend& be, const ParamTable& table, DType act, int64_t 
   return b;
 }
 
-void upload_nf4_base(Backend& be, const ParamTable& table, Nf4Base& base, const Tensor& full) {
-  const Nf4Layout& l = base.layout;
-  Tensor dense = Tensor::empty({l.dense_total}, base.dense.dtype());
-  Tensor codes = Tensor::empty({l.code_bytes}, DType::U8);
-  Tensor absmax = Tensor::empty({l.blocks}, DType::F32);
-  const std::vector<ParamSpec>& specs = table.specs();
+Nf4Filler::Nf4Filler(Backend& be, const ParamTable& table, Nf4Base& base)
+    : be_(be), table_(table), base_(base) {
+  // In place where the backend's buffers are host memory; else staged and uploaded by finish().
+  auto host = [&](const Tensor& t) {
+    const Tensor h = be.to_host(t);
+    return h.shares_storage(t) ? h : Tensor::empty(t.shape(), t.dtype());
+  };
+  dense_ = host(base.dense);
+  codes_ = host(base.codes);
+  absmax_ = host(base.absmax);
+}
+
+void Nf4Filler::put(const ParamSpec& s, const Tensor& values) {
+  const size_t i = size_t(&s - table_.specs().data());
+  const Nf4Layout& l = base_.layout;
+  const int64_t n = s.numel();
+  GEMMAX_CHECK(values.numel() == n, "Nf4Filler: ", values.str(), " for ", s.name);
+  if (!l.quantised[i]) return convert_into(values, dense_.flat_slice(l.dense[i], {n}));
+  Tensor x = Tensor::empty({n}, DType::F32);
+  convert_into(values, x);
+  // Whole blocks per thread: each writes its own code bytes and scales.
+  const int64_t blocks = nf4_blocks(n, l.block), chunk = 1024;
 #pragma omp parallel for schedule(dynamic, 1)
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ParamSpec& s = specs[i];
-    const Tensor src = full.flat_slice(s.offset, {s.numel()});
-    if (!l.quantised[i]) {
-      convert_into(src, dense.flat_slice(l.dense[i], {s.numel()}));
-      continue;
-    }
-    Tensor x = Tensor::empty({s.numel()}, DType::F32);
-    convert_into(src, x);
-    nf4_quantize(x.data<float>(), s.numel(), l.block, codes.data<uint8_t>() + l.codes[i],
-                 absmax.data<float>() + l.scales[i]);
+  for (int64_t b = 0; b < blocks; b += chunk) {
+    const int64_t begin = b * l.block, count = std::min(chunk * l.block, n - begin);
+    nf4_quantize(x.data<float>() + begin, count, l.block,
+                 codes_.data<uint8_t>() + l.codes[i] + begin / 2,
+                 absmax_.data<float>() + l.scales[i] + b);
   }
-  be.upload(base.dense, dense);
-  be.upload(base.codes, codes);
-  be.upload(base.absmax, absmax);
+}
+
+void Nf4Filler::finish() {
+  for (auto [dst, src] : {std::pair{&base_.dense, &dense_}, std::pair{&base_.codes, &codes_},
+                          std::pair{&base_.absmax, &absmax_}})
+    if (!src->shares_storage(*dst)) be_.upload(*dst, *src);
+}
+
+void upload_nf4_base(Backend& be, const ParamTable& table, Nf4Base& base, const Tensor& full) {
+  Nf4Filler fill(be, table, base);
+  for (const ParamSpec& s : table.specs()) fill.put(s, full.flat_slice(s.offset, {s.numel()}));
+  fill.finish();
 }
 
 Tensor nf4_round_trip(const ParamTable& table, const Tensor& full, int64_t block, DType dtype) {

@@ -33,6 +33,23 @@ struct Nf4Base {
 
 // Allocates the base on the backend (uninitialised).
 Nf4Base alloc_nf4_base(Backend& be, const ParamTable& table, DType act, int64_t block);
+
+// Fills `base` parameter by parameter (a model's weights need not exist whole anywhere: a 4-bit
+// base is for machines that could not hold them): put() each parameter's values (host, any
+// float dtype), then finish(). A host backend's buffers are written in place.
+class Nf4Filler {
+ public:
+  Nf4Filler(Backend& be, const ParamTable& table, Nf4Base& base);
+  void put(const ParamSpec& spec, const Tensor& values);
+  void finish();
+
+ private:
+  Backend& be_;
+  const ParamTable& table_;
+  Nf4Base& base_;
+  Tensor dense_, codes_, absmax_;  // host: the base's own buffers, or staging copies
+};
+
 // Quantises whole-model weights (host, laid out like the table, any float dtype) into `base`.
 void upload_nf4_base(Backend& be, const ParamTable& table, Nf4Base& base, const Tensor& full);
 // The weights the NF4 base stands for (host, laid out like the table, in `dtype`): its matrices
