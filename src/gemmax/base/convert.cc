@@ -109,6 +109,10 @@ Tensor convert_dtype(const Tensor& src, DType dst, MemKind kind) {
 
 void convert_into(const Tensor& src, const Tensor& dst) {
   GEMMAX_CHECK(src.numel() == dst.numel(), "convert_into: ", src.str(), " into ", dst.str());
+  if (src.dtype() == dst.dtype()) {  // no staging copy: the sources can be a model's largest table
+    if (src.raw() != dst.raw()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
   const Tensor c = convert_dtype(src, dst.dtype());
   std::memcpy(dst.raw(), c.raw(), c.nbytes());
 }

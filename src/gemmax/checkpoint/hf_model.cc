@@ -65,7 +65,8 @@ std::string for_each_hf_weight(const ParamTable& table, const HfModelFolder& fol
     if (e.shape != s.shape)
       fail("checkpoint '", folder.dir, "': tensor '", name, "' has shape ", shape_str(e.shape),
            " but config.json implies ", shape_str(s.shape));
-    const Tensor src = ckpt.read_as(name, dtype);
+    // The mapped file itself where it holds the dtype asked for: no copy of a large table.
+    const Tensor src = e.dtype == dtype && e.supported ? ckpt.tensor(name) : ckpt.read_as(name, dtype);
     refuse_nonfinite(src, str_cat("model folder '", folder.dir, "' (", ckpt.shard_of(name),
                                   "): tensor '", name, "'"));
     take(s, src);

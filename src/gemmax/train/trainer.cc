@@ -299,7 +299,10 @@ void Trainer::load_nf4_base() {
                   !fs::exists(fs::path(dir) / "checkpoints");
   if (dir.empty()) {
     for (const ParamSpec& s : table.specs()) {
-      Tensor v = Tensor::empty({s.numel()}, dt);
+      // A table that stays in the compute dtype is drawn where it lives.
+      const Tensor in_place = fill.dense_view(s);
+      Tensor v = in_place.defined() && in_place.dtype() == dt ? in_place
+                                                              : Tensor::empty({s.numel()}, dt);
       init_param_range(table, s, 0, v, uint64_t(cfg_.run.init_weights_seed));
       take(s, v);
     }

@@ -72,6 +72,12 @@ void Nf4Filler::put(const ParamSpec& s, const Tensor& values) {
   }
 }
 
+Tensor Nf4Filler::dense_view(const ParamSpec& s) const {
+  const size_t i = size_t(&s - table_.specs().data());
+  const Nf4Layout& l = base_.layout;
+  return l.quantised[i] ? Tensor() : dense_.flat_slice(l.dense[i], {s.numel()});
+}
+
 void Nf4Filler::finish() {
   for (auto [dst, src] : {std::pair{&base_.dense, &dense_}, std::pair{&base_.codes, &codes_},
                           std::pair{&base_.absmax, &absmax_}})

@@ -41,6 +41,9 @@ class Nf4Filler {
  public:
   Nf4Filler(Backend& be, const ParamTable& table, Nf4Base& base);
   void put(const ParamSpec& spec, const Tensor& values);
+  // Where a parameter that is not quantised lives in the (host) buffer put() writes: to draw it in
+  // place; undefined for a quantised one.
+  Tensor dense_view(const ParamSpec& spec) const;
   void finish();
 
  private:
