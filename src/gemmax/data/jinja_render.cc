@@ -133,6 +133,13 @@ class Renderer {
     budget_.max_bytes = limits.max_bytes;
     budget_.max_steps = limits.max_steps;
   }
+  // A namespace is the one value a template can change after it is made, so the one that can
+  // hold itself ({% set ns.self = ns %}, or through a list or the loop object): emptied once
+  // the render is over, so that such a cycle is freed.
+  ~Renderer() {
+    for (const std::weak_ptr<Items>& w : namespaces_)
+      if (std::shared_ptr<Items> ns = w.lock()) ns->clear();
+  }
 
   std::string run(const nlohmann::ordered_json& context) {
     stack_base_ = static_cast<const char*>(__builtin_frame_address(0));
@@ -211,11 +218,13 @@ class Renderer {
     g.vars["raise_exception"] = Value::function([](CallArgs& a) -> Value {
       throw RaisedError(a.positional.empty() ? std::string() : to_str(a.positional[0]));
     });
-    g.vars["namespace"] = Value::function([](CallArgs& a) -> Value {
+    g.vars["namespace"] = Value::function([this](CallArgs& a) -> Value {
       Items items;
       if (!a.positional.empty() && a.positional[0].is_mapping()) items = *a.positional[0].dict;
       for (auto& [k, v] : a.keywords) items.emplace_back(k, v);
-      return Value::make_namespace(std::move(items));
+      Value ns = Value::make_namespace(std::move(items));
+      namespaces_.push_back(ns.dict);
+      return ns;
     });
     g.vars["range"] = Value::function([](CallArgs& a) -> Value {
       int64_t start = 0, stop = 0, step = 1;
@@ -1363,6 +1372,7 @@ class Renderer {
   Budget budget_;
   const std::string* top_ = nullptr;  // the output itself (macros and set blocks render apart)
   std::unordered_map<const Items*, size_t> watched_;
+  std::vector<std::weak_ptr<Items>> namespaces_;  // the render's namespaces, emptied at its end
   size_t current_message_ = std::string::npos;  // the watched iteration in progress
   size_t lookahead_at_ = std::string::npos;     // the output size when it read a later message
   Scope* global_ = nullptr;
