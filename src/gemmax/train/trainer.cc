@@ -144,6 +144,7 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
   const DataOptions train_data =
       run_data_options(cfg_, mc.vocab_size, comm_->rank(), comm_->size());
   data_ = make_data_loader(train_data);
+  check_sample_tokenizer(mc.vocab_size);
   eval_ = make_evaluator(cfg_, train_data, notes_);
   const AllocationScope what("the model's weights, gradients and Adam moments (model_name " +
                              mc.name + ", its model keys, weight_dtype)");
@@ -429,6 +430,23 @@ std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t step
     StopSignal::die_by_forced_stop();
   }
   return dir;
+}
+
+void Trainer::check_sample_tokenizer(int64_t vocab_size) const {
+  // Shards carry their ids; the closing sample decodes with tokenizer_path, which must be the
+  // model's too: checked now rather than after training. (Other data reads tokenizer_path
+  // itself, and its loader checks it.)
+  if (cfg_.data.dataset_type != DatasetType::Shards || cfg_.data.tokenizer_path.empty() ||
+      cfg_.run.sample_max_new_tokens <= 0)
+    return;
+  const auto tok =
+      make_tokenizer(std::string(name_of(cfg_.data.tokenizer_type)), cfg_.data.tokenizer_path);
+  if (tok->vocab_size() > vocab_size)
+    fail("tokenizer_path '", cfg_.data.tokenizer_path, "' holds ", tok->describe(),
+         ", a vocabulary of ", tok->vocab_size(), " ids, larger than the model's (vocab_size ",
+         vocab_size,
+         "): it is not the model's tokenizer, and the closing sample decodes with it; "
+         "give the tokenizer the shards were made with, or sample_max_new_tokens=0");
 }
 
 void Trainer::print_sample(std::ostream& log) const {
