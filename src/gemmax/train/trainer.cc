@@ -572,11 +572,14 @@ TrainSummary Trainer::run(std::ostream& out) {
     m.tflops_per_sec = step_tflop / m.step_seconds;
     m.mfu = peak > 0 ? m.tflops_per_sec / peak : 0.0;
     m.total_weights = loss.num_targets;
+    // The data counts targets (the loader refuses masks that mark nothing), but a global batch
+    // can hold none: rows of prompt only. Such a step learns nothing; said once, and counted.
     if (loss.num_targets == 0 && sum.zero_target_steps++ == 0)
-      log << "gemmax: warning: step " << step << " counted no target token (its loss masks mark nothing): its loss is 0 and its "
-             "update only weight decay. metrics.jsonl's learning/total_weights counts each "
-             "step's targets; check the shards' masks (gemmax tokenize) or set "
-             "sft_train_on_completion_only=false"
+      log << "gemmax: warning: step " << step
+          << " counted no target token (its rows' loss masks mark nothing, prompts only): its "
+             "loss is 0 and it learns nothing, its update the optimizer's momentum and weight "
+             "decay alone. metrics.jsonl's learning/total_weights counts each step's targets, "
+             "and the run's summary the steps without any"
           << std::endl;
     m.skipped_steps = sum.skipped_steps;
     if (state_.sharded()) {
@@ -668,6 +671,10 @@ TrainSummary Trainer::run(std::ostream& out) {
       << sum.mean_step_seconds << " s | " << std::setprecision(6) << sum.tokens_per_sec
       << " tokens/s | " << sum.tflops_per_sec << " TFLOP/s | peak memory "
       << format_bytes(double(mem.peak_total())) << "\n";
+  if (sum.zero_target_steps > 0)
+    log << "gemmax: " << sum.zero_target_steps << " of " << sum.steps
+        << " steps counted no target token (loss 0, nothing learnt): see learning/total_weights "
+           "in metrics.jsonl\n";
   if (sum.evaluations > 0)
     log << "gemmax: held-out loss " << std::setprecision(4) << sum.last_eval_loss
         << " (eval/avg_loss after step " << sum.final_step << ") beside the training loss "
