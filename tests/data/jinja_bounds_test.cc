@@ -75,6 +75,8 @@ TEST(JinjaBounds, MemoryAndStepsAreBoundedWithTheLimitNamed) {
   few_steps.steps_option = "--chat_template_max_steps";
   testing::expect_error([&] { render("{% for i in range(100000) %}{% endfor %}", few_steps); },
                         {"runs too long", "over 1000 steps", "--chat_template_max_steps"});
+  testing::expect_error([&] { render("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}"); },
+                        {"t.jinja:1:", "output exceeds 64 MiB", "no option raises"});
 }
 
 // A string or list is checked against the bounds before it is built: a short template asking

@@ -278,8 +278,10 @@ class Renderer {
 
   void write(std::string& out, const std::string& s, Loc at) {
     if (int64_t(out.size() + s.size()) > limits_.max_output)
-      error(at,
-            "the template's output exceeds " + std::to_string(limits_.max_output >> 20) + " MiB");
+      error(at, "the template's output exceeds " + std::to_string(limits_.max_output >> 20) +
+                    " MiB, the most one render may write (a bound no option raises: a "
+                    "conversation this long is millions of tokens, beyond any sequence a model "
+                    "trains on)");
     scan(s.size());
     out += s;
   }
