@@ -595,7 +595,22 @@ TEST(Export, EveryShapeThatTrainsExports) {
   expect_error([&] { train(run_args(dir, 1, {"base_num_decoder_layers=8"})); },
                {"cannot be trained", "last layer (7) is a sliding layer",
                 "multiple of sliding_window_pattern (6)", "layer_types"});
+  // Each of the HF writer's refusals is refused before training too.
+  expect_error([&] { train(run_args(dir, 1, {"norm_topk_prob=false"})); },
+               {"cannot be trained", "norm_topk_prob is false", "set norm_topk_prob=true"});
+  expect_error(
+      [&] { train(run_args(dir, 1, {"share_kv_projections=false"})); },
+      {"cannot be trained", "K = V", "global_num_kv_heads (1)", "set global_num_kv_heads=2"});
   EXPECT_FALSE(fs::exists(dir / "r/checkpoints"));
+  // Without K = V and with as many global KV heads as sliding ones, it trains and exports.
+  train(run_args(dir, 1, {"run_name=kv", "share_kv_projections=false", "global_num_kv_heads=0"}));
+  std::string kv_out;
+  ASSERT_EQ(testing::run_command(std::string(GEMMAX_BINARY) + " export --checkpoint " +
+                                     dir.file("kv") + " --out " + dir / "hf_kv",
+                                 &kv_out),
+            0)
+      << kv_out;
+  EXPECT_FALSE(read_hf_model_folder(dir / "hf_kv").config.share_kv_projections);
   const std::string s = "sliding_attention,", f = "full_attention";
   const std::string types = s + f + "," + s + s + s + s + s + f;  // not periodic
   train(run_args(dir, 1, {"base_num_decoder_layers=8", "layer_types=" + types}));

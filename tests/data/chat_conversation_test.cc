@@ -50,6 +50,22 @@ TEST(ChatConversation, TrimRemovesPythonsUnicodeWhitespace) {
             "[\"a\", \"b\", \"c\"]|a\u00a0b\u2029c|[\"a\", \"b\u2029c\u0085 \"]|3");
 }
 
+// lstrip_blocks strips what Python's \s matches before a block or comment tag, as jinja2's
+// lexer does: Unicode's whitespace as well as spaces and tabs.
+TEST(ChatConversation, LstripBlocksRemovesPythonsUnicodeWhitespace) {
+  const std::string line = R"({"messages": [{"role": "user", "content": "q"}]})";
+  auto rendered = [&](const std::string& text) {
+    return render(ChatTemplate(ChatTemplateSource{text, "t"}), line);
+  };
+  // What jinja2 renders with transformers' trim_blocks and lstrip_blocks.
+  EXPECT_EQ(rendered("X\n\u3000 {% if true %}Y{% endif %}"), "X\nY");
+  EXPECT_EQ(rendered("\u00a0\u2028{% if true %}Y{% endif %}"), "Y");
+  EXPECT_EQ(rendered("X\n \u0085\u3000{# c #}Z"), "X\nZ");
+  EXPECT_EQ(rendered("X\n\u3000a {% if true %}Y{% endif %}"), "X\n\u3000a Y");
+  EXPECT_EQ(rendered("X\n\u3000{{ 1 }}"), "X\n\u30001");
+  EXPECT_EQ(rendered("X\n\x1c\x0b{%+ if true %}Y{% endif %}"), "X\n\x1c\x0bY");
+}
+
 TEST(ChatConversation, NullKeysAreDroppedAsTransformersDoes) {
   const ChatTemplate t(ChatTemplateSource{
       "{% for m in messages %}{{ m.role }}:{{ 'tool_calls' in m }}:{{ m.content }};{% endfor %}",

@@ -179,6 +179,15 @@ TEST(TokenShard, TokenOutsideModelVocab) {
   // bos 3 4 500: index 3 holds the first id outside a 259-token vocabulary.
   expect_error([&] { s.validate_tokens(259); },
                {path, "token 3", "id 500", "vocab_size 259", "vocabulary size 1000", "tokenizer"});
+  // A tokenizer wider than the model is refused even where the ids happen to fit.
+  const std::string fits = dir.file("fits.bin");
+  ShardWriter f(fits, 700, 1, 2, 0);
+  f.add_document(d = {3, 4, 200, 6}, true);
+  f.finish();
+  EXPECT_NO_THROW(TokenShard(fits).validate_tokens(700));
+  expect_error(
+      [&] { TokenShard(fits).validate_tokens(259); },
+      {fits, "vocabulary (700 ids) is larger than the model's (vocab_size 259)", "re-tokenize"});
 }
 
 }  // namespace

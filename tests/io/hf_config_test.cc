@@ -399,6 +399,14 @@ TEST(HfConfig, WriterRefusesWhatTransformersCannotExpress) {
   expect_error([&] { hf_config_json(c, DType::BF16); }, {"K = V", "num_key_value_heads"});
   expect_error([&] { hf_config_json(small_config(), DType::I32); }, {"float type"});
   EXPECT_TRUE(dir.list().empty());
+  // The trainer refuses the same shapes through hf_export_refusal; a dense model has no
+  // router, so its norm_topk_prob does not matter.
+  c = small_config();
+  c.norm_topk_prob = false;
+  EXPECT_NE(hf_export_refusal(c), "");
+  c.num_experts = 1;
+  EXPECT_EQ(hf_export_refusal(c), "");
+  EXPECT_NE(hf_config_json(c, DType::BF16), "");
 }
 
 TEST(HfConfig, MissingAndMistypedKeys) {

@@ -87,6 +87,14 @@ TEST(NoClobber, TokenizeNeverWritesOverItsInputs) {
                  dir / "corpus.jsonl", {"--out", "is the input", "corpus.jsonl"});
   expect_refused("tokenize --out " + dir / "link.jsonl " + dir / "corpus.jsonl",
                  dir / "corpus.jsonl", {"--out", "is the input"});
+  // A dataset's files, named by --hf_files or reached through a link in an --hf_path folder
+  // (a hub download's files are links to its blobs).
+  expect_refused("tokenize --out " + dir / "corpus.jsonl --hf_files " + dir / "corpus.jsonl",
+                 dir / "corpus.jsonl", {"--out", "is the input", "--hf_files"});
+  fs::create_directories(dir / "ds");
+  fs::create_symlink(dir / "corpus.jsonl", dir / "ds/train.jsonl");
+  expect_refused("tokenize --out " + dir / "corpus.jsonl --hf_path " + dir / "ds",
+                 dir / "corpus.jsonl", {"--out", "is the input", "--hf_path's file"});
   // Beside it: written.
   const Result ok = gemmax("tokenize --out " + dir / "corpus.bin " + dir / "corpus.jsonl");
   EXPECT_EQ(ok.status, 0) << ok.out;
@@ -112,6 +120,31 @@ TEST(NoClobber, TrainNeverWritesIntoItsInputs) {
                      dir / "out/r/checkpoints/tokenizer.model" + " base_output_directory=" +
                      dir / "out run_name=r",
                  dir / "out/r/checkpoints/tokenizer.model", {"tokenizer_path", "checkpoints"});
+  // Every other file the run reads: the eval shards, a dataset's files (named, or reached
+  // through a link in hf_path), the chat template, the files beside a tokenizer file.
+  const std::string run = " base_output_directory=" + dir / "out run_name=r";
+  const std::string metrics = dir / "out/r/metrics.jsonl";
+  expect_refused("train eval_dataset_path=" + dir / "t.bin," + metrics + run, metrics,
+                 {"metrics.jsonl", "eval_dataset_path", "is the input"});
+  expect_refused("train dataset_type=hf hf_train_files=" + metrics + run, metrics,
+                 {"metrics.jsonl", "hf_train_files", "is the input"});
+  testing::write_file(dir / "train.jsonl", "{\"text\": \"hello\"}\n");
+  expect_refused("train dataset_type=hf hf_train_files=" + dir / "train.jsonl" +
+                     " hf_eval_files=" + metrics + run,
+                 metrics, {"metrics.jsonl", "hf_eval_files", "is the input"});
+  fs::create_directories(dir / "ds");
+  fs::create_symlink(metrics, dir / "ds/train.jsonl");
+  expect_refused("train dataset_type=hf hf_path=" + dir / "ds" + run, metrics,
+                 {"metrics.jsonl", "train_split's file", "is the input"});
+  testing::write_file(dir / "out/r/config.yml", "{% for m in messages %}{% endfor %}");
+  expect_refused("train chat_template_path=" + dir / "out/r/config.yml" + run,
+                 dir / "out/r/config.yml", {"config.yml", "chat_template_path", "is the input"});
+  fs::create_directories(dir / "tok");
+  testing::write_file(dir / "tok/chat_template.jinja", "{{ messages }}");
+  expect_refused("train tokenizer_path=" + dir / "tok/tokenizer.json" +
+                     " tensorboard_dir=" + dir / "tok/chat_template.jinja" + run,
+                 dir / "tok/chat_template.jinja",
+                 {"tensorboard_dir", "tokenizer_path's chat_template.jinja", "is the input"});
 }
 
 TEST(NoClobber, ExportNeverWritesIntoTheCheckpoint) {

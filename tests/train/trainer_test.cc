@@ -11,6 +11,7 @@
 
 #include "fault_hooks.h"
 #include "gemmax/checkpoint/train_checkpoint.h"
+#include "gemmax/data/token_shard.h"
 #include "gemmax/train/optimizer.h"
 #include "test_util.h"
 
@@ -307,6 +308,50 @@ TEST(Train, BadSettingsFailBeforeAnythingIsWritten) {
   testing::expect_error([&] { Trainer t(args("max_target_length=2000000")); },
                         {"max_target_length"});
   EXPECT_FALSE(std::filesystem::exists(dir / "t")) << "a failed setup left a run directory";
+}
+
+// A tokenizer with a larger vocabulary than the model's is not the model's, even where the
+// data's ids happen to fit: a shard that records one, or a tokenizer_path, is refused before
+// any step, naming the file, both sizes and the fix.
+TEST(Train, ATokenizerWiderThanTheModelIsRefused) {
+  TempDir dir;
+  auto shard = [&](const char* name, int64_t vocab) {
+    ShardWriter w(dir / name, vocab, 1, 2, 0);
+    for (int d = 0; d < 40; ++d) {
+      std::vector<int32_t> ids;  // below 259 whatever the tokenizer
+      for (int i = 0; i < 30; ++i) ids.push_back(3 + (d * 7 + i * 13) % 250);
+      w.add_document(ids, true);
+    }
+    w.finish();
+    return dir / name;
+  };
+  auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> v = small_run(dir, 1);
+    v.push_back("dataset_type=shards");
+    v.insert(v.end(), extra.begin(), extra.end());
+    return Config::defaults(v);
+  };
+  const std::string wide = shard("wide.bin", 700), fits = shard("fits.bin", 259);
+  testing::expect_error(
+      [&] { Trainer t(args({"dataset_path=" + wide})); },
+      {"wide.bin", "vocabulary (700 ids) is larger than the model's (vocab_size 259)",
+       "re-tokenize"});
+  testing::expect_error(
+      [&] {
+        Trainer t(args({"dataset_path=" + fits, "eval_dataset_path=" + wide}));
+      },
+      {"wide.bin", "700"});
+  const std::string tokenizer =
+      std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json/gemma";
+  testing::expect_error(
+      [&] {
+        Trainer t(args({"dataset_path=" + fits, "tokenizer_path=" + tokenizer}));
+      },
+      {"tokenizer_path", "tokenizer_json/gemma", "vocabulary of 700 ids", "vocab_size 259",
+       "sample_max_new_tokens=0"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "t")) << "a failed setup left a run directory";
+  Trainer ok(
+      args({"dataset_path=" + fits, "tokenizer_path=" + tokenizer, "sample_max_new_tokens=0"}));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // gemmax tokenize: text files -> one token shard for dataset_type=shards.
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -9,6 +9,7 @@
 #include "flags.h"
 #include "gemmax/base/error.h"
 #include "gemmax/base/strings.h"
+#include "gemmax/data/hf_dataset.h"
 #include "gemmax/data/tokenize_files.h"
 #include "gemmax/data/tokenizer.h"
 #include "gemmax/io/no_clobber.h"
@@ -62,7 +63,8 @@ const char* kUsage =
     "  --chat_template_max_mib N  the strings and lists one render may make, as a running\n"
     "                             total (default 512; a template is untrusted input)\n"
     "  --chat_template_max_steps N\n"
-    "                             the statements and expressions one render may evaluate\n"
+    "                             the steps one render may take: statements and expressions\n"
+    "                             evaluated, elements made, 64 bytes of text copied or scanned\n"
     "                             (default 20000000)\n"
     "  --chat_spans_by_prefix_renders\n"
     "                             find the assistant turns by rendering each turn's prompt and\n"
@@ -131,6 +133,11 @@ int cmd_tokenize(int argc, char** argv) {
                                   {o.chat_template_path, "--chat_template_path"}};
   for (const std::string& in : o.inputs) inputs.push_back({in, "input"});
   if (!o.hf_path.empty()) inputs.push_back({o.hf_path, "--hf_path"});
+  // A dataset's files: --hf_files may name them outside any --hf_path folder, and a folder's
+  // may be links to elsewhere (a hub download's blobs).
+  if (!o.hf_path.empty() || !o.hf_files.empty())
+    for (const std::string& f : hf_split_files({o.hf_path, o.hf_data_dir, o.hf_files, o.split}))
+      inputs.push_back({f, o.hf_files.empty() ? "--hf_path's file" : "--hf_files"});
   // A tokenizer.json's special tokens are read from the files beside it.
   if (const std::string t = tokenizer_file(o.tokenizer_path); t.ends_with(".json"))
     for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"})

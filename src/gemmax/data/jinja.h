@@ -23,7 +23,7 @@ struct Node;
 // stay far below them.
 struct Limits {
   int64_t max_bytes = int64_t(512) << 20;  // strings and lists made, as a running total
-  int64_t max_steps = 20'000'000;          // statements and expressions evaluated
+  int64_t max_steps = 20'000'000;          // evaluations, elements made, bytes scanned / 64
   int64_t max_output = int64_t(1) << 26;   // rendered text
   // How the user raises them, quoted by the errors (e.g. "--chat_template_max_mib").
   std::string bytes_option = "chat_template_max_mib", steps_option = "chat_template_max_steps";

@@ -63,10 +63,11 @@ class Lexer {
       const char mod = start + 2 < src_.size() ? src_[start + 2] : 0;
       if (mod == '-') {
         while (size_t n = py_space_before(text, text.size())) text.resize(text.size() - n);
-      } else if (type != '{' && mod != '+') {   // lstrip_blocks
+      } else if (type != '{' && mod != '+') {   // lstrip_blocks: Python's \s+, Unicode's too
         const size_t l = text.rfind('\n') + 1;  // npos + 1 == 0
-        if ((l > 0 || line_starting) && text.find_first_not_of(" \t", l) == std::string::npos)
-          text.resize(l);
+        size_t blank = l;
+        while (size_t n = py_space_at(text, blank)) blank += n;
+        if ((l > 0 || line_starting) && blank == text.size()) text.resize(l);
       }
       emit_text(std::move(text), text_loc);
       const Loc tag_loc = loc(start);

@@ -2,8 +2,10 @@
 // loop's body is a fresh scope per iteration; macros see the template's top level at call time).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "gemmax/base/error.h"
 #include "gemmax/data/jinja.h"
@@ -14,11 +16,10 @@ namespace gemmax::jinja {
 namespace {
 
 // Bounds that keep a hostile template from exhausting memory or time (templates are code that
-// comes with model folders); real chat templates stay far below them.
-constexpr size_t kMaxString = size_t(1) << 24;  // 16 MiB in one computed string
-constexpr int kMaxDepth = 200;                  // nested macro calls
-constexpr ptrdiff_t kMaxStack = 2 << 20;        // bytes of stack for nested evaluations
-constexpr int64_t kMaxRange = 100'000;          // elements of range() and of repeated sequences
+// comes with model folders); real chat templates stay far below them. The bytes, the steps
+// and the longest string are in jinja_value.h.
+constexpr int kMaxDepth = 200;            // nested macro calls
+constexpr ptrdiff_t kMaxStack = 2 << 20;  // bytes of stack for nested evaluations
 
 const std::set<std::string> kFilters = {
     "abs",    "capitalize", "count",  "d",          "default", "dictsort", "e",      "escape",
@@ -38,10 +39,15 @@ struct Scope {
   std::unordered_map<std::string, Value> vars;
   Scope* parent = nullptr;
   Value* lookup(const std::string& n) {
-    for (Scope* s = this; s; s = s->parent) {
+    int64_t levels = 0;  // blocks nest 500 deep: a name looked up through them costs more
+    for (Scope* s = this; s; s = s->parent, ++levels) {
       auto it = s->vars.find(n);
-      if (it != s->vars.end()) return &it->second;
+      if (it != s->vars.end()) {
+        spend_steps(levels / 8);
+        return &it->second;
+      }
     }
+    spend_steps(levels / 8);
     return nullptr;
   }
 };
@@ -54,41 +60,68 @@ std::string upper(std::string s) {
   for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
+
+// The byte offset of the code point `index` code points after byte `at` of `s` (its end if
+// there are fewer).
+size_t code_point_offset(const std::string& s, int64_t index, size_t at = 0) {
+  for (; index > 0 && at < s.size(); --index) at += code_point_size(s, at);
+  return at;
+}
+
+// s.find(needle, from) in time linear in s: std::string::find compares the needle at every
+// place its first byte occurs, which a hostile template makes every byte of megabytes.
+size_t find_text(const std::string& s, const std::string& needle, size_t from) {
+  if (needle.size() <= 8 || from >= s.size()) return s.find(needle, from);
+  const auto it = std::search(s.begin() + std::ptrdiff_t(from), s.end(),
+                              std::boyer_moore_searcher(needle.begin(), needle.end()));
+  return it == s.end() ? std::string::npos : size_t(it - s.begin());
+}
+
 // str.strip/lstrip/rstrip: `chars` is a set of code points; without it, Python's whitespace.
+// By byte offsets, from the left (an invalid byte is a code point of its own, as code_points
+// splits), without a std::string per code point.
 std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
   const bool by_chars = chars && !chars->is_undefined() && chars->kind != Value::Kind::None;
-  std::vector<std::string> set;
-  if (by_chars) set = code_points(chars->s);
-  auto drop = [&](const std::string& cp) {
-    return by_chars ? std::find(set.begin(), set.end(), cp) != set.end() : is_py_space(cp);
+  // A code point's bytes (at most 4) and length as one key.
+  auto key = [](const std::string& t, size_t at, size_t n) {
+    uint64_t k = n;
+    for (size_t j = 0; j < n; ++j) k = k << 8 | static_cast<unsigned char>(t[at + j]);
+    return k;
   };
-  const std::vector<std::string> cps = code_points(s);
-  size_t b = 0, e = cps.size();
+  std::unordered_set<uint64_t> set;
+  if (by_chars)
+    for (size_t k = 0; k < chars->s.size(); k += code_point_size(chars->s, k))
+      set.insert(key(chars->s, k, code_point_size(chars->s, k)));
+  auto drop = [&](size_t at) {
+    const size_t n = code_point_size(s, at);
+    return by_chars ? set.count(key(s, at, n)) > 0 : is_py_space(s.substr(at, n));
+  };
+  size_t b = 0;
   if (left)
-    while (b < e && drop(cps[b])) ++b;
-  if (right)
-    while (e > b && drop(cps[e - 1])) --e;
-  std::string out;
-  for (size_t k = b; k < e; ++k) out += cps[k];
-  return out;
+    while (b < s.size() && drop(b)) b += code_point_size(s, b);
+  size_t e = right ? b : s.size();
+  if (right)  // the end of the last code point kept
+    for (size_t k = b; k < s.size(); k += code_point_size(s, k))
+      if (!drop(k)) e = k + code_point_size(s, k);
+  return s.substr(b, e - b);
 }
 
 // str.split() without a separator: runs of Python's whitespace, at most `max` splits.
 std::vector<Value> split_whitespace(const std::string& s, int64_t max) {
-  const std::vector<std::string> cps = code_points(s);
+  auto space = [&](size_t at) { return is_py_space(s.substr(at, code_point_size(s, at))); };
   std::vector<Value> out;
   size_t k = 0;
-  while (k < cps.size()) {
-    while (k < cps.size() && is_py_space(cps[k])) ++k;
-    if (k >= cps.size()) break;
-    std::string word;
+  while (k < s.size()) {
+    while (k < s.size() && space(k)) k += code_point_size(s, k);
+    if (k >= s.size()) break;
+    check_budget(sizeof(Value) * (out.size() + 1));  // the list itself, before it grows
+    const size_t begin = k;
     if (max >= 0 && int64_t(out.size()) == max) {  // the rest as it is, as Python keeps it
-      for (; k < cps.size(); ++k) word += cps[k];
-      out.push_back(Value::string(std::move(word)));
+      out.push_back(Value::string(s.substr(begin)));
       break;
     }
-    for (; k < cps.size() && !is_py_space(cps[k]); ++k) word += cps[k];
-    out.push_back(Value::string(std::move(word)));
+    while (k < s.size() && !space(k)) k += code_point_size(s, k);
+    out.push_back(Value::string(s.substr(begin, k - begin)));
   }
   return out;
 }
@@ -98,6 +131,14 @@ class Renderer {
   Renderer(const std::string& name, const Body& body, const Limits& limits, RenderTrace* trace)
       : name_(name), body_(body), limits_(limits), trace_(trace) {
     budget_.max_bytes = limits.max_bytes;
+    budget_.max_steps = limits.max_steps;
+  }
+  // A namespace is the one value a template can change after it is made, so the one that can
+  // hold itself ({% set ns.self = ns %}, or through a list or the loop object): emptied once
+  // the render is over, so that such a cycle is freed.
+  ~Renderer() {
+    for (const std::weak_ptr<Items>& w : namespaces_)
+      if (std::shared_ptr<Items> ns = w.lock()) ns->clear();
   }
 
   std::string run(const nlohmann::ordered_json& context) {
@@ -109,6 +150,8 @@ class Renderer {
       for (const auto& [k, v] : context.items()) global.vars[k] = Value::from_json(v);
     } catch (const BudgetExceeded&) {
       budget_error(Loc{});
+    } catch (const StepsExceeded&) {
+      steps_error(Loc{});
     }
     add_globals(global);
     if (trace_) watch_messages(global);
@@ -131,6 +174,18 @@ class Renderer {
                   " MiB of strings and lists (a loop that doubles a list or a string?); raise "
                   "the limit with " +
                   limits_.bytes_option + " if the template is trusted");
+  }
+  [[noreturn]] void steps_error(Loc at) const {
+    error(at, "the template runs too long (over " + std::to_string(limits_.max_steps) +
+                  " steps: statements and expressions evaluated, elements made and each " +
+                  std::to_string(kBytesPerStep) +
+                  " bytes of strings copied or scanned); raise the limit with " +
+                  limits_.steps_option + " if the template is trusted");
+  }
+  [[noreturn]] void string_error(Loc at) const {
+    error(at, "the template builds a string longer than " + std::to_string(kMaxString >> 20) +
+                  " MiB, the most one render may build (a bound no option raises: a chat turn "
+                  "this long is millions of tokens, beyond any sequence a model trains on)");
   }
 
   // A message read while an earlier one's iteration writes output: that iteration's text
@@ -163,11 +218,13 @@ class Renderer {
     g.vars["raise_exception"] = Value::function([](CallArgs& a) -> Value {
       throw RaisedError(a.positional.empty() ? std::string() : to_str(a.positional[0]));
     });
-    g.vars["namespace"] = Value::function([](CallArgs& a) -> Value {
+    g.vars["namespace"] = Value::function([this](CallArgs& a) -> Value {
       Items items;
       if (!a.positional.empty() && a.positional[0].is_mapping()) items = *a.positional[0].dict;
       for (auto& [k, v] : a.keywords) items.emplace_back(k, v);
-      return Value::make_namespace(std::move(items));
+      Value ns = Value::make_namespace(std::move(items));
+      namespaces_.push_back(ns.dict);
+      return ns;
     });
     g.vars["range"] = Value::function([](CallArgs& a) -> Value {
       int64_t start = 0, stop = 0, step = 1;
@@ -188,12 +245,14 @@ class Renderer {
       } else
         throw CallError("range() takes 1 to 3 integers");
       if (step == 0) throw CallError("range() step must not be zero");
+      // Its length first: the list is made only if the render's bytes can hold it.
+      const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+      const __int128 by = step > 0 ? __int128(step) : -__int128(step);
+      const __int128 count = span <= 0 ? 0 : (span + by - 1) / by;
+      check_budget(count > (__int128(1) << 40) ? size_t(1) << 62 : size_t(count) * sizeof(Value));
       std::vector<Value> out;
-      for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
-        if (int64_t(out.size()) >= kMaxRange) throw CallError("range() too long for a template");
-        out.push_back(Value::integer(k));
-        if (__builtin_add_overflow(k, step, &k)) break;
-      }
+      out.reserve(size_t(count));
+      for (__int128 k = 0; k < count; ++k) out.push_back(Value::integer(int64_t(start + k * step)));
       return Value::make_list(std::move(out));
     });
   }
@@ -219,20 +278,32 @@ class Renderer {
 
   void write(std::string& out, const std::string& s, Loc at) {
     if (int64_t(out.size() + s.size()) > limits_.max_output)
-      error(at,
-            "the template's output exceeds " + std::to_string(limits_.max_output >> 20) + " MiB");
+      error(at, "the template's output exceeds " + std::to_string(limits_.max_output >> 20) +
+                    " MiB, the most one render may write (a bound no option raises: a "
+                    "conversation this long is millions of tokens, beyond any sequence a model "
+                    "trains on)");
+    scan(s.size());
     out += s;
   }
 
   void step(Loc at) {
-    if (++steps_ > limits_.max_steps)
-      error(at, "the template runs too long (over " + std::to_string(limits_.max_steps) +
-                    " steps: statements and expressions evaluated); raise the limit with " +
-                    limits_.steps_option + " if the template is trusted");
+    if (++budget_.steps > budget_.max_steps) steps_error(at);
   }
 
   Flow render(const Node& n, Scope& scope, std::string& out) {
     step(n.loc);
+    try {
+      return render_unchecked(n, scope, out);
+    } catch (const BudgetExceeded&) {  // the bounds of what the statement made itself
+      budget_error(n.loc);
+    } catch (const StepsExceeded&) {
+      steps_error(n.loc);
+    } catch (const StringTooLong&) {
+      string_error(n.loc);
+    }
+  }
+
+  Flow render_unchecked(const Node& n, Scope& scope, std::string& out) {
     switch (n.kind) {
       case Node::Kind::Text:
         write(out, n.text, n.loc);
@@ -317,28 +388,41 @@ class Renderer {
     }
     if (items.empty()) return render(n.else_body, scope, out);
     const int64_t len = int64_t(items.size());
+    // Jinja's loop object: one for the loop, advanced in place (a template that keeps it sees
+    // it move on, as in Jinja), so an iteration makes no dict.
+    auto at = std::make_shared<int64_t>(0);
+    Value loop = Value::make_dict({{"index", {}},
+                                   {"index0", {}},
+                                   {"revindex", {}},
+                                   {"revindex0", {}},
+                                   {"first", {}},
+                                   {"last", {}},
+                                   {"length", Value::integer(len)},
+                                   {"depth", Value::integer(1)},
+                                   {"depth0", Value::integer(0)},
+                                   {"previtem", {}},
+                                   {"nextitem", {}},
+                                   {"cycle", Value::function([at](CallArgs& a) -> Value {
+                                      if (a.positional.empty())
+                                        throw CallError("loop.cycle() needs at least one value");
+                                      return a.positional[size_t(*at) % a.positional.size()];
+                                    })}});
+    Items& fields = *loop.dict;
     for (int64_t k = 0; k < len; ++k) {
       step(n.loc);
       Scope s{{}, &scope};
       assign(n.targets, items[size_t(k)], s, n.loc);
-      Items loop = {
-          {"index", Value::integer(k + 1)},
-          {"index0", Value::integer(k)},
-          {"revindex", Value::integer(len - k)},
-          {"revindex0", Value::integer(len - k - 1)},
-          {"first", Value::boolean(k == 0)},
-          {"last", Value::boolean(k == len - 1)},
-          {"length", Value::integer(len)},
-          {"depth", Value::integer(1)},
-          {"depth0", Value::integer(0)},
-          {"previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem")},
-          {"nextitem", k + 1 < len ? items[size_t(k + 1)] : Value::undefined("loop.nextitem")}};
-      loop.emplace_back("cycle", Value::function([k](CallArgs& a) -> Value {
-                          if (a.positional.empty())
-                            throw CallError("loop.cycle() needs at least one value");
-                          return a.positional[size_t(k) % a.positional.size()];
-                        }));
-      s.vars["loop"] = Value::make_dict(std::move(loop));
+      *at = k;
+      fields[0].second = Value::integer(k + 1);
+      fields[1].second = Value::integer(k);
+      fields[2].second = Value::integer(len - k);
+      fields[3].second = Value::integer(len - k - 1);
+      fields[4].second = Value::boolean(k == 0);
+      fields[5].second = Value::boolean(k == len - 1);
+      fields[9].second = k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem");
+      fields[10].second = k + 1 < len ? items[size_t(k + 1)] : Value::undefined("loop.nextitem");
+      scan(items[size_t(k)].s.size() + fields[9].second.s.size() + fields[10].second.s.size());
+      s.vars["loop"] = loop;
       const Items* item =
           items[size_t(k)].kind == Value::Kind::Dict ? items[size_t(k)].dict.get() : nullptr;
       auto watched = item && &out == top_ && current_message_ == std::string::npos
@@ -400,20 +484,31 @@ class Renderer {
 
   // ---- expressions ----
 
+  // The items of `v`, copied: a step for each, and its strings' bytes scanned.
   std::vector<Value> iterate(const Value& v, Loc at) const {
     switch (v.kind) {
       case Value::Kind::Undefined:
         return {};
-      case Value::Kind::List:
+      case Value::Kind::List: {
+        size_t bytes = 0;
+        for (const Value& e : *v.list) bytes += e.s.size();
+        spend_steps(int64_t(v.list->size()));
+        scan(bytes);
         return *v.list;
+      }
       case Value::Kind::Dict: {
         std::vector<Value> keys;
         for (const auto& e : *v.dict) keys.push_back(Value::string(e.first));
         return keys;
       }
       case Value::Kind::String: {
+        const size_t n = count_code_points(v.s);
+        check_budget(n * sizeof(Value));
+        spend_steps(int64_t(n));
         std::vector<Value> out;
-        for (std::string& c : code_points(v.s)) out.push_back(Value::string(std::move(c)));
+        out.reserve(n);
+        for (size_t k = 0; k < v.s.size(); k += code_point_size(v.s, k))
+          out.push_back(Value::string(v.s.substr(k, code_point_size(v.s, k))));
         return out;
       }
       default:
@@ -426,7 +521,7 @@ class Renderer {
       case Value::Kind::Undefined:
         return 0;
       case Value::Kind::String:
-        return int64_t(code_points(v.s).size());
+        return int64_t(count_code_points(v.s));
       case Value::Kind::List:
         return int64_t(v.list->size());
       case Value::Kind::Dict:
@@ -446,7 +541,9 @@ class Renderer {
                        std::to_string(kMaxStack >> 20) +
                        " MiB of stack, through recursive macros)");
     try {
-      return eval_unchecked(e, scope);
+      Value v = eval_unchecked(e, scope);
+      scan(v.s.size());  // a string value is copied as it is passed on (a name's, an item's)
+      return v;
     } catch (const CallError& c) {
       error(e.loc, c.message);
     } catch (const PyError& p) {
@@ -455,6 +552,10 @@ class Renderer {
       error(e.loc, "the template raised an exception: " + r.message);
     } catch (const BudgetExceeded&) {
       budget_error(e.loc);
+    } catch (const StepsExceeded&) {
+      steps_error(e.loc);
+    } catch (const StringTooLong&) {
+      string_error(e.loc);
     } catch (const std::bad_alloc&) {
       error(e.loc, "out of memory while rendering; lower " + limits_.bytes_option +
                        " below what this machine can hold");
@@ -586,10 +687,11 @@ class Renderer {
           if (i < 0 || i >= n) return Value::undefined(repr(key));
           return (*obj.list)[size_t(i)];
         }
-        std::vector<std::string> cps = code_points(obj.s);
-        const int64_t n = int64_t(cps.size()), i = index(*k, n);
-        if (i < 0 || i >= n) return Value::undefined(repr(key));
-        return Value::string(cps[size_t(i)]);
+        const int64_t n = *k < 0 ? int64_t(count_code_points(obj.s)) : INT64_MAX;
+        const int64_t i = index(*k, n);
+        const size_t at = i < 0 ? obj.s.size() : code_point_offset(obj.s, i);
+        if (at >= obj.s.size()) return Value::undefined(repr(key));
+        return Value::string(obj.s.substr(at, code_point_size(obj.s, at)));
       }
       default:
         if (key.is_string()) return get_attr(obj, key.s, at);
@@ -610,14 +712,13 @@ class Renderer {
     for (int k = 0; k < 3; ++k)
       if (!b[k].is_undefined() && b[k].kind != Value::Kind::None &&
           (b[k].kind != Value::Kind::Int || b[k].big))
-        error(at, b[k].big ? "a slice index beyond 64 bits" : "slice indices must be integers or none");
-    std::vector<Value> items;
-    std::vector<std::string> cps;
+        error(at,
+              b[k].big ? "a slice index beyond 64 bits" : "slice indices must be integers or none");
     int64_t n;
     if (obj.kind == Value::Kind::List)
       n = int64_t(obj.list->size());
     else if (obj.kind == Value::Kind::String)
-      n = int64_t((cps = code_points(obj.s)).size());
+      n = int64_t(count_code_points(obj.s));
     else if (obj.is_undefined())
       undefined_error(obj, at, ": it cannot be sliced");
     else
@@ -631,12 +732,25 @@ class Renderer {
       return std::clamp<int64_t>(i, -1, n - 1);
     };
     const int64_t start = bound(b[0], step > 0 ? 0 : n - 1), stop = bound(b[1], step > 0 ? n : -1);
+    if (obj.kind == Value::Kind::String && step == 1) {  // a substring, by offsets
+      const size_t from = code_point_offset(obj.s, start);
+      const size_t to = start < stop ? code_point_offset(obj.s, stop - start, from) : from;
+      return Value::string(obj.s.substr(from, to - from));
+    }
+    std::vector<size_t> offsets;  // of each code point of a string
+    if (obj.kind == Value::Kind::String) {
+      check_budget(size_t(n) * sizeof(size_t));
+      offsets.reserve(size_t(n));
+      for (size_t k = 0; k < obj.s.size(); k += code_point_size(obj.s, k)) offsets.push_back(k);
+    }
+    std::vector<Value> items;
     std::string s;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (obj.kind == Value::Kind::List)
         items.push_back((*obj.list)[size_t(i)]);
       else
-        s += cps[size_t(i)];
+        s.append(obj.s, offsets[size_t(i)], code_point_size(obj.s, offsets[size_t(i)]));
+      if (__builtin_add_overflow(i, step, &i)) break;
     }
     if (obj.kind == Value::Kind::String) return Value::string(std::move(s));
     return Value::make_list(std::move(items), obj.tuple);
@@ -678,9 +792,9 @@ class Renderer {
         });
       if (name == "find")
         return Value::function([s, str_arg](CallArgs& a) {
-          const size_t at = s.find(str_arg(a, 0, "find"));
-          return Value::integer(
-              at == std::string::npos ? -1 : int64_t(code_points(s.substr(0, at)).size()));
+          const size_t at = find_text(s, str_arg(a, 0, "find"), 0);
+          if (at == std::string::npos) return Value::integer(-1);
+          return Value::integer(int64_t(count_code_points(s.substr(0, at))));
         });
       if (name == "replace")
         return Value::function(
@@ -694,7 +808,7 @@ class Renderer {
             if (!v.is_string())
               throw CallError("join(): sequence item is " + std::string(type_name(v)) +
                               ", expected str");
-            out += (first ? "" : s) + v.s;
+            append(out, first ? std::string() : s, v.s);
             first = false;
           }
           return Value::string(std::move(out));
@@ -713,8 +827,9 @@ class Renderer {
               throw CallError("split(): empty or non-string separator");
             size_t k = 0;
             for (;;) {
-              const size_t at = s.find(sep->s, k);
+              const size_t at = find_text(s, sep->s, k);
               if (at == std::string::npos || (max >= 0 && int64_t(out.size()) == max)) break;
+              check_budget(sizeof(Value) * (out.size() + 2));  // the list itself, before it grows
               out.push_back(Value::string(s.substr(k, at - k)));
               k = at + sep->s.size();
             }
@@ -747,6 +862,7 @@ class Renderer {
   }
 
   static int compare(const Value& a, const Value& b, Loc at, const Renderer& r) {
+    spend_steps(1);                        // sorts compare n log n times
     if (a.is_number() && b.is_number()) {  // nan: neither below nor above
       const std::partial_ordering c = compare_numbers(a, b);
       return c < 0 ? -1 : c > 0 ? 1 : 0;
@@ -764,7 +880,7 @@ class Renderer {
     switch (container.kind) {
       case Value::Kind::String:
         if (!item.is_string()) error(at, "'in <string>' requires a string on the left");
-        return container.s.find(item.s) != std::string::npos;
+        return find_text(container.s, item.s, 0) != std::string::npos;
       case Value::Kind::List:
         return std::any_of(container.list->begin(), container.list->end(),
                            [&](const Value& v) { return equal(v, item); });
@@ -777,9 +893,22 @@ class Renderer {
     }
   }
 
-  Value bounded(std::string s, Loc at) const {
-    if (s.size() > kMaxString) error(at, "a string longer than 16 MiB");
-    return Value::string(std::move(s));
+  // What a copy of list `v` takes: its Values and their strings.
+  static size_t list_bytes(const Value& v) {
+    size_t bytes = v.list->size() * sizeof(Value);
+    for (const Value& e : *v.list) bytes += e.s.size();
+    return bytes;
+  }
+  // a + b, checked before it is built.
+  static Value concat(const std::string& a, const std::string& b) {
+    check_string(a.size() + b.size());
+    return Value::string(a + b);
+  }
+  // out += sep + piece, checked before it grows: what join builds.
+  static void append(std::string& out, const std::string& sep, const std::string& piece) {
+    check_string(out.size() + sep.size() + piece.size());
+    out += sep;
+    out += piece;
   }
 
   Value binary(const std::string& op, const Value& a, const Value& b, Loc at) {
@@ -787,7 +916,7 @@ class Renderer {
     if (op == "!=") return Value::boolean(!equal(a, b));
     if (op == "in") return Value::boolean(contains(read(b), a, at));
     if (op == "notin") return Value::boolean(!contains(read(b), a, at));
-    if (op == "~") return bounded(to_str(a) + to_str(b), at);
+    if (op == "~") return concat(to_str(a), to_str(b));
     if (op == "<" || op == "<=" || op == ">" || op == ">=") {
       for (const Value* v : {&a, &b})
         if (v->is_undefined()) undefined_error(*v, at, ": it cannot be compared");
@@ -805,9 +934,9 @@ class Renderer {
                     type_name(b) + "'");
     };
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return bounded(a.s + b.s, at);
+      if (a.is_string() && b.is_string()) return concat(a.s, b.s);
       if (a.kind == Value::Kind::List && b.kind == Value::Kind::List && a.tuple == b.tuple) {
-        check_budget((a.list->size() + b.list->size()) * sizeof(Value));
+        check_budget(list_bytes(a) + list_bytes(b));
         std::vector<Value> items = *a.list;
         items.insert(items.end(), b.list->begin(), b.list->end());
         return Value::make_list(std::move(items), a.tuple);
@@ -821,17 +950,22 @@ class Renderer {
       const auto count = small_int(times);
       if (!count) error(at, "a sequence repeated more than 2**63 times");
       const int64_t n = std::max<int64_t>(0, *count);
-      const int64_t len =
-          std::max<int64_t>(1, seq.is_string() ? int64_t(seq.s.size()) : length(seq, at));
-      if (n > int64_t(kMaxString) || n * len > (seq.is_string() ? int64_t(kMaxString) : kMaxRange))
-        error(at, "a repeated sequence too long for a template");
+      // Its size first: made only if it is within the bounds.
       if (seq.is_string()) {
+        if (seq.s.empty() || n == 0) return Value::string("");
+        size_t size;
+        if (__builtin_mul_overflow(size_t(n), seq.s.size(), &size)) size = SIZE_MAX;
+        check_string(size);
         std::string out;
+        out.reserve(size);
         for (int64_t k = 0; k < n; ++k) out += seq.s;
         return Value::string(std::move(out));
       }
       if (seq.kind != Value::Kind::List) bad();
-      check_budget(size_t(n * len) * sizeof(Value));
+      if (seq.list->empty() || n == 0) return Value::make_list({}, seq.tuple);
+      size_t bytes;
+      if (__builtin_mul_overflow(size_t(n), list_bytes(seq), &bytes)) bytes = SIZE_MAX;
+      check_budget(bytes);
       std::vector<Value> items;
       for (int64_t k = 0; k < n; ++k) items.insert(items.end(), seq.list->begin(), seq.list->end());
       return Value::make_list(std::move(items), seq.tuple);
@@ -856,6 +990,7 @@ class Renderer {
       const size_t e = path.find('.', b);
       const std::string part = path.substr(b, e == std::string::npos ? e : e - b);
       if (cur.is_undefined()) return cur;
+      spend_steps(1);  // a namespace can hold itself: a path may be as long as it is written
       if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit))
         cur = get_item(cur, Value::integer(std::stoll(part)), at);
       else
@@ -863,6 +998,44 @@ class Renderer {
       if (e == std::string::npos) return cur;
       b = e + 1;
     }
+  }
+
+  // str.replace(old, new[, count]) and Jinja's replace filter. The result's size is counted
+  // before it is built: a short text times a long replacement is gigabytes.
+  Value replace(const std::string& s, CallArgs& a) {
+    const Value* from = kwarg(a, 0, "old");
+    const Value* to = kwarg(a, 1, "new");
+    const Value* count = kwarg(a, 2, "count");
+    if (!from || !to) throw CallError("replace() takes the old and new strings");
+    const std::string f = to_str(*from), t = to_str(*to);
+    const auto small = count ? small_int(*count) : std::nullopt;
+    const int64_t most = small && count->kind == Value::Kind::Int && *small >= 0 ? *small : -1;
+    // The places it replaces: before each code point and at the end for an empty `old`.
+    std::vector<size_t> places;
+    for (size_t k = 0; most < 0 || int64_t(places.size()) < most;) {
+      const size_t at = f.empty() ? k : find_text(s, f, k);
+      if (at == std::string::npos || at > s.size()) break;
+      check_budget(sizeof(size_t) * (places.size() + 1));
+      places.push_back(at);
+      k = f.empty() ? (at < s.size() ? at + code_point_size(s, at) : s.size() + 1) : at + f.size();
+    }
+    spend_steps(int64_t(places.size()));
+    size_t size = 0;
+    const bool grows = t.size() > f.size();
+    if (__builtin_mul_overflow(places.size(), grows ? t.size() - f.size() : 0, &size) ||
+        __builtin_add_overflow(size, s.size(), &size))
+      size = SIZE_MAX;
+    if (grows) check_string(size);
+    std::string out;
+    out.reserve(grows ? size : s.size());
+    size_t k = 0;
+    for (const size_t at : places) {
+      out.append(s, k, at - k);
+      out += t;
+      k = at + f.size();
+    }
+    if (k < s.size()) out.append(s, k);
+    return Value::string(std::move(out));
   }
 
   Value filter(const std::string& name, Value v, CallArgs& a, Loc at) {
@@ -897,8 +1070,14 @@ class Renderer {
       return Value::string(s);
     }
     if (name == "escape" || name == "e") {
+      const std::string text = to_str(v);
+      size_t size = text.size();  // its size first: each of &<>"' grows to an entity
+      for (char c : text)
+        size += c == '&' || c == '"' || c == '\'' ? 4 : c == '<' || c == '>' ? 3 : 0;
+      if (size > text.size()) check_string(size);
       std::string out;
-      for (char c : to_str(v)) {
+      out.reserve(size);
+      for (char c : text) {
         switch (c) {
           case '&':
             out += "&amp;";
@@ -921,35 +1100,7 @@ class Renderer {
       }
       return Value::string(out);
     }
-    if (name == "replace") {
-      const Value* from = kwarg(a, 0, "old");
-      const Value* to = kwarg(a, 1, "new");
-      const Value* count = kwarg(a, 2, "count");
-      if (!from || !to) throw CallError("replace() takes the old and new strings");
-      std::string s = to_str(v), out;
-      const std::string f = to_str(*from), t = to_str(*to);
-      const auto small = count ? small_int(*count) : std::nullopt;
-      int64_t left = small && count->kind == Value::Kind::Int ? *small : -1;
-      size_t k = 0;
-      if (f.empty()) {
-        for (const std::string& cp : code_points(s)) {
-          if (left != 0) {
-            out += t;
-            --left;
-          }
-          out += cp;
-        }
-        return Value::string(out + (left != 0 ? t : ""));
-      }
-      for (;;) {
-        const size_t at2 = s.find(f, k);
-        if (at2 == std::string::npos || left == 0) break;
-        out += s.substr(k, at2 - k) + t;
-        k = at2 + f.size();
-        --left;
-      }
-      return Value::string(out + s.substr(k));
-    }
+    if (name == "replace") return replace(to_str(v), a);
     if (name == "tojson") {  // transformers': json.dumps(x, ensure_ascii, indent, separators, sort_keys)
       JsonStyle style;
       if (const Value* e = kwarg(a, 0, "ensure_ascii")) style.ensure_ascii = truthy(*e);
@@ -1057,12 +1208,12 @@ class Renderer {
     if (name == "join") {
       const Value* sep = kwarg(a, 0, "d");
       const Value* attr = kwarg(a, 1, "attribute");
+      const std::string between = sep ? to_str(*sep) : std::string();
       std::string out;
-      for (size_t k = 0; k < items.size(); ++k) {
-        if (k && sep) out += to_str(*sep);
-        out += to_str(attr ? attribute_of(items[k], to_str(*attr), at) : items[k]);
-      }
-      return Value::string(out);
+      for (size_t k = 0; k < items.size(); ++k)
+        append(out, k ? between : std::string(),
+               to_str(attr ? attribute_of(items[k], to_str(*attr), at) : items[k]));
+      return Value::string(std::move(out));
     }
     if (name == "unique") {
       std::vector<Value> out;
@@ -1223,12 +1374,12 @@ class Renderer {
   Budget budget_;
   const std::string* top_ = nullptr;  // the output itself (macros and set blocks render apart)
   std::unordered_map<const Items*, size_t> watched_;
+  std::vector<std::weak_ptr<Items>> namespaces_;  // the render's namespaces, emptied at its end
   size_t current_message_ = std::string::npos;  // the watched iteration in progress
   size_t lookahead_at_ = std::string::npos;     // the output size when it read a later message
   Scope* global_ = nullptr;
   int depth_ = 0;
   const char* stack_base_ = nullptr;  // the frame of run(): the stack grows down from it
-  int64_t steps_ = 0;
 };
 
 }  // namespace

@@ -43,15 +43,32 @@ Value Value::number(double x) {
 namespace {
 thread_local Budget* current_budget = nullptr;
 
+// Makes `bytes` of strings and lists: their bytes, and a step per kBytesPerStep of them.
 void charge(size_t bytes) {
   Budget* b = current_budget;
-  if (b && (b->bytes += int64_t(bytes)) > b->max_bytes) throw BudgetExceeded{};
+  if (!b) return;
+  if ((b->bytes += int64_t(bytes)) > b->max_bytes) throw BudgetExceeded{};
+  scan(bytes);
 }
+
+// What a list or dict of these values takes, its strings copied into it.
+size_t bytes_of(const Value& e) { return sizeof(Value) + e.s.size(); }
 }  // namespace
 
 void check_budget(size_t bytes) {
   const Budget* b = current_budget;
-  if (b && b->bytes + int64_t(bytes) > b->max_bytes) throw BudgetExceeded{};
+  if (b && (bytes > size_t(b->max_bytes) || b->bytes + int64_t(bytes) > b->max_bytes))
+    throw BudgetExceeded{};
+}
+
+void check_string(size_t bytes) {
+  if (current_budget && bytes > kMaxString) throw StringTooLong{};
+  check_budget(bytes);
+}
+
+void spend_steps(int64_t n) {
+  Budget* b = current_budget;
+  if (b && (b->steps += n) > b->max_steps) throw StepsExceeded{};
 }
 
 BudgetScope::BudgetScope(Budget& b) : previous_(current_budget) { current_budget = &b; }
@@ -81,8 +98,9 @@ Value Value::string(std::string x) {
   return v;
 }
 Value Value::make_list(std::vector<Value> x, bool tuple) {
-  size_t bytes = x.size() * sizeof(Value);
-  for (const Value& e : x) bytes += e.s.size();  // its strings were copied into it
+  size_t bytes = 0;
+  for (const Value& e : x) bytes += bytes_of(e);  // its strings were copied into it
+  spend_steps(int64_t(x.size()));
   charge(bytes);
   Value v;
   v.kind = Kind::List;
@@ -91,6 +109,10 @@ Value Value::make_list(std::vector<Value> x, bool tuple) {
   return v;
 }
 Value Value::make_dict(Items items) {
+  size_t bytes = 0;
+  for (const auto& [k, e] : items) bytes += k.size() + bytes_of(e);
+  spend_steps(int64_t(items.size()));
+  charge(bytes);
   Value v;
   v.kind = Kind::Dict;
   v.dict = std::make_shared<Items>(std::move(items));
@@ -144,6 +166,7 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
 
 const Value* Value::find(const std::string& key) const {
   if (!dict) return nullptr;
+  spend_steps(int64_t(dict->size() / 16));  // a linear search: a literal may have 1000s of keys
   for (const auto& [k, v] : *dict)
     if (k == key) return &v;
   return nullptr;
@@ -201,6 +224,7 @@ bool truthy(const Value& v) {
 }
 
 bool equal(const Value& a, const Value& b) {
+  spend_steps(1);  // lists that hold one list twice are compared as trees: exponential work
   if (a.is_number() && b.is_number()) return compare_numbers(a, b) == 0;
   if (a.kind != b.kind) return false;
   switch (a.kind) {
@@ -259,10 +283,11 @@ std::string float_repr(double x) {
 
 // Python's repr() of a str: quoted, with \\, the quote, \\n \\r \\t and every code point that
 // is not printable escaped as \\xNN, \\uNNNN or \\UNNNNNNNN.
-std::string string_repr(const std::string& s) {
+void string_repr(const std::string& s, std::string& out) {
+  check_string(out.size() + s.size() + 2);
   const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
   const char q = dq ? '"' : '\'';
-  std::string out(1, q);
+  out += q;
   for (size_t at = 0; at < s.size();) {
     const size_t begin = at;
     const uint32_t c = next_code_point(s, at);
@@ -287,10 +312,12 @@ std::string string_repr(const std::string& s) {
       out.append(s, begin, at - begin);
     }
   }
-  return out + q;
+  out += q;
+  check_string(out.size());
 }
 
 void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
+  check_string(out.size() + s.size() + 2);
   out += '"';
   char buf[16];
   for (size_t at = 0; at < s.size();) {
@@ -332,11 +359,16 @@ void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
     }
   }
   out += '"';
+  check_string(out.size());
 }
 
+// Every element visited costs a step and every string grown is checked before it grows: a
+// list that holds another twice, nested, is a tree of exponential size.
 void json_dump(const Value& v, const JsonStyle& style, int depth, std::string& out) {
+  spend_steps(1);
   auto newline = [&](int d) {
     if (!style.indent) return;
+    check_string(out.size() + 1 + size_t(d) * style.indent->size());
     out += '\n';
     for (int k = 0; k < d; ++k) out += *style.indent;
   };
@@ -369,6 +401,7 @@ void json_dump(const Value& v, const JsonStyle& style, int depth, std::string& o
       out += '[';
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += style.item_separator;
+        check_string(out.size());
         newline(depth + 1);
         json_dump((*v.list)[k], style, depth + 1, out);
       }
@@ -388,6 +421,7 @@ void json_dump(const Value& v, const JsonStyle& style, int depth, std::string& o
       out += '{';
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += style.item_separator;
+        check_string(out.size());
         newline(depth + 1);
         json_string(items[k]->first, style.ensure_ascii, out);
         out += style.key_separator;
@@ -417,48 +451,78 @@ std::string to_str(const Value& v) {
   }
 }
 
-std::string repr(const Value& v) {
+namespace {
+// repr() appended to `out`, as json_dump: a step per element, checked as the text grows.
+void repr_into(const Value& v, std::string& out) {
+  spend_steps(1);
   switch (v.kind) {
     case Value::Kind::Undefined:
-      return "Undefined";
+      out += "Undefined";
+      return;
     case Value::Kind::None:
-      return "None";
+      out += "None";
+      return;
     case Value::Kind::Bool:
-      return v.b ? "True" : "False";
+      out += v.b ? "True" : "False";
+      return;
     case Value::Kind::Int: {
-      if (!v.big) return std::to_string(v.i);
+      if (!v.big) {
+        out += std::to_string(v.i);
+        return;
+      }
       std::string digits = v.big->get_str();
       // Python 3.11's int_max_str_digits: str() of a longer int raises.
       if (digits.size() - (digits[0] == '-') > 4300)
         throw PyError{"Exceeds the limit (4300 digits) for integer string conversion, as Python's "
                       "sys.get_int_max_str_digits() sets it"};
-      return digits;
+      out += digits;
+      return;
     }
     case Value::Kind::Float:
-      return float_repr(v.f);
+      out += float_repr(v.f);
+      return;
     case Value::Kind::String:
-      return string_repr(v.s);
+      string_repr(v.s, out);
+      return;
     case Value::Kind::List: {
-      std::string out = v.tuple ? "(" : "[";
-      for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
+      out += v.tuple ? "(" : "[";
+      for (size_t k = 0; k < v.list->size(); ++k) {
+        if (k) out += ", ";
+        repr_into((*v.list)[k], out);
+        check_string(out.size());
+      }
       if (v.tuple && v.list->size() == 1) out += ",";
-      return out + (v.tuple ? ")" : "]");
+      out += v.tuple ? ")" : "]";
+      return;
     }
     case Value::Kind::Dict: {
-      std::string out = "{";
+      out += "{";
       bool first = true;
       for (const auto& [k, e] : *v.dict) {
-        out += (first ? "" : ", ") + string_repr(k) + ": " + repr(e);
+        if (!first) out += ", ";
+        string_repr(k, out);
+        out += ": ";
+        repr_into(e, out);
+        check_string(out.size());
         first = false;
       }
-      return out + "}";
+      out += "}";
+      return;
     }
     case Value::Kind::Namespace:
-      return "<Namespace>";
+      out += "<Namespace>";
+      return;
     case Value::Kind::Function:
-      return "<function>";
+      out += "<function>";
+      return;
   }
-  return "";
+}
+}  // namespace
+
+std::string repr(const Value& v) {
+  std::string out;
+  repr_into(v, out);
+  return out;
 }
 
 std::string to_json(const Value& v, const JsonStyle& style) {
@@ -467,14 +531,25 @@ std::string to_json(const Value& v, const JsonStyle& style) {
   return out;
 }
 
+size_t code_point_size(const std::string& s, size_t k) {
+  const unsigned char c = s[k];
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+  if (k + n > s.size()) return 1;
+  for (size_t m = 1; m < n; ++m)
+    if ((static_cast<unsigned char>(s[k + m]) & 0xC0) != 0x80) return 1;
+  return n;
+}
+
+size_t count_code_points(const std::string& s) {
+  size_t n = 0;
+  for (size_t k = 0; k < s.size(); k += code_point_size(s, k)) ++n;
+  return n;
+}
+
 std::vector<std::string> code_points(const std::string& s) {
   std::vector<std::string> out;
   for (size_t k = 0; k < s.size();) {
-    const unsigned char c = s[k];
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-    if (k + n > s.size()) n = 1;
-    for (size_t m = 1; m < n; ++m)
-      if ((static_cast<unsigned char>(s[k + m]) & 0xC0) != 0x80) n = 1;
+    const size_t n = code_point_size(s, k);
     out.push_back(s.substr(k, n));
     k += n;
   }

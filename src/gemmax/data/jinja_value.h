@@ -17,18 +17,34 @@ namespace gemmax::jinja {
 
 struct Value;
 
-// The bytes one render's strings and lists take as they are made, as a running total (a copy
-// counts again), against its limit. Value's factories charge the render running on this
-// thread; with none running they charge nothing.
+// What one render has spent, against its limits: the bytes of the strings and lists it made
+// (a running total: a copy counts again) and its steps (statements and expressions evaluated,
+// elements made or visited, and one per kBytesPerStep bytes copied or scanned, so that O(n)
+// string work is paid for as it is done). Value's factories and the functions below charge
+// the render running on this thread; with none running they charge nothing.
 struct Budget {
-  int64_t max_bytes = 0;
-  int64_t bytes = 0;
+  int64_t max_bytes = 0, bytes = 0;
+  int64_t max_steps = 0, steps = 0;
 };
-struct BudgetExceeded {};
+struct BudgetExceeded {};  // the bytes
+struct StepsExceeded {};
+struct StringTooLong {};  // beyond kMaxString
+// The longest string a render may build by growing one (concatenation, repetition, join,
+// replace, str() or tojson of a container). Fixed rather than an option: a chat turn this long
+// is millions of tokens, beyond any sequence a model trains on, so only a runaway template
+// builds one.
+constexpr size_t kMaxString = size_t(1) << 24;
+// Copying or scanning this many bytes costs about what evaluating an expression does.
+constexpr int64_t kBytesPerStep = 64;
 // Throws BudgetExceeded if making `bytes` more would spend the running budget: checked before
 // a large copy, so that the copy itself cannot exhaust the machine.
-void check_budget(size_t bytes);  // thrown by a factory once the running render's budget is spent
-class BudgetScope {               // makes `b` the budget of this thread's render while it lives
+void check_budget(size_t bytes);
+// Before a string of `bytes` is grown: throws StringTooLong beyond kMaxString, then as
+// check_budget.
+void check_string(size_t bytes);
+void spend_steps(int64_t n);  // throws StepsExceeded once the running render's steps are spent
+inline void scan(size_t bytes) { spend_steps(int64_t(bytes / kBytesPerStep)); }
+class BudgetScope {  // makes `b` the budget of this thread's render while it lives
  public:
   explicit BudgetScope(Budget& b);
   ~BudgetScope();
@@ -104,6 +120,10 @@ struct JsonStyle {
 std::string to_json(const Value& v, const JsonStyle& style = {});
 // Code points of UTF-8 text (invalid bytes count as one each).
 std::vector<std::string> code_points(const std::string& s);
+// The byte length of the code point that starts at s[at], as code_points splits s (an invalid
+// byte alone), and their number in s, without making them.
+size_t code_point_size(const std::string& s, size_t at);
+size_t count_code_points(const std::string& s);
 // Python's str.isspace() for one code point given as its UTF-8 bytes: the whitespace that
 // strip(), split() and trim remove, Unicode's (U+00A0, U+2028, U+3000, ...) and not only ASCII's.
 bool is_py_space(const std::string& code_point);

@@ -83,6 +83,19 @@ class PackedLoader final : public DataLoader {
            "with `gemmax tokenize` from JSONL lines of {\"prompt\": ..., \"completion\": ...} or "
            "{\"messages\": [...]}, or set "
            "sft_train_on_completion_only=false to count every token");
+    if (o_.completion_only && !counts_a_target())
+      fail("sft_train_on_completion_only=true but the loss masks of ", what_,
+           " mark nothing a step could count",
+           o_.truncate ? " within the first max_target_length tokens of a document (what "
+                         "use_truncation=true keeps)"
+                       : "",
+           ": every batch would count no target token, its loss of 0 no score and nothing "
+           "learnt; ",
+           o_.eval ? "evaluate on data with completions or assistant turns, or set "
+                     "eval_interval=-1"
+                   : "make the data from prompt/completion pairs or messages with `gemmax "
+                     "tokenize` (it marks the completions and assistant turns)",
+           ", or set sft_train_on_completion_only=false to count every token");
     const uint64_t global = uint64_t(o_.ranks * o_.batch * o_.seq);
     if (o_.eval && docs_.num_tokens() < global)
       fail("the eval set, ", what_, ", holds ", docs_.num_tokens(),
@@ -95,6 +108,19 @@ class PackedLoader final : public DataLoader {
       fail(what_, " holds ", docs_.num_tokens(),
            " tokens, fewer than max_target_length + 1 = ", o_.seq + 1,
            ": it cannot fill one row of ", o_.seq, " tokens; lower max_target_length or add data");
+  }
+
+  // Whether some document's mask marks a token a row can count: not its first (nothing comes
+  // before it in its segment), and under truncation within the tokens a row keeps.
+  bool counts_a_target() const {
+    for (uint64_t d = 0; d < docs_.size(); ++d) {
+      const std::span<const uint8_t> mask = docs_.loss_mask(d);
+      if (mask.empty()) return true;  // a version-1 shard's document: every token counts
+      const size_t end = o_.truncate ? std::min(mask.size(), size_t(o_.seq)) : mask.size();
+      for (size_t i = 1; i < end; ++i)
+        if (mask[i]) return true;
+    }
+    return false;
   }
 
   Batch next() override {

@@ -280,7 +280,15 @@ void check_token_ids(std::string_view what, std::span<const uint32_t> ids, int64
   // One branch-free pass for the common (valid) case; locate the culprit only on failure.
   uint32_t max_id = 0;
   for (uint32_t t : ids) max_id = t > max_id ? t : max_id;
-  if (ids.empty() || int64_t(max_id) < vocab_size) return;
+  if (ids.empty() || int64_t(max_id) < vocab_size) {
+    if (writer_vocab > vocab_size)
+      fail(what, ": its tokenizer's vocabulary (", writer_vocab,
+           " ids) is larger than the model's (vocab_size ", vocab_size,
+           "), so it is not the model's tokenizer, even where these ids happen to fit; use the "
+           "model's tokenizer (re-tokenize shards with it), or a model whose vocab_size covers "
+           "the tokenizer's");
+    return;
+  }
   size_t i = 0;
   while (int64_t(ids[i]) < vocab_size) ++i;
   std::string writer;

@@ -92,8 +92,9 @@ class TokenShard {
   const uint8_t* mask_ = nullptr;
 };
 
-// Throws unless every id is < vocab_size. `what` names the data ("token shard 'x.bin'");
-// `writer_vocab` (> 0) is the vocabulary of the tokenizer that made the ids, for the message.
+// Throws unless every id is < vocab_size and the tokenizer that made the ids has no larger a
+// vocabulary (`writer_vocab`, > 0 when known): such a tokenizer does not match the model even
+// where these ids happen to fit. `what` names the data ("token shard 'x.bin'").
 void check_token_ids(std::string_view what, std::span<const uint32_t> ids, int64_t vocab_size,
                      int64_t writer_vocab);
 

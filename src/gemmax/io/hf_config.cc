@@ -395,12 +395,23 @@ ModelConfig read_hf_config(const std::string& path, HfConfigInfo* info) {
 }
 
 std::string hf_export_refusal(const ModelConfig& c) {
+  // Every shape the writer below cannot express, in one place: a run refuses these before it
+  // trains, so what trains always exports.
   if (c.num_layers > 0 && !c.is_global(c.num_layers - 1))
     return str_cat("its last layer (", c.num_layers - 1,
                    ") is a sliding layer, which transformers' Gemma 4 cannot hold: it makes the "
                    "last layer full attention whatever config.json says. Give the model a global "
                    "last layer: base_num_decoder_layers a multiple of sliding_window_pattern (",
                    c.sliding_window_pattern, "), or layer_types ending in full_attention");
+  if (c.has_moe() && !c.norm_topk_prob)
+    return "norm_topk_prob is false, but transformers' Gemma 4 router always renormalises the "
+           "top-k expert weights; set norm_topk_prob=true";
+  if (!c.share_kv_projections && c.global_num_kv_heads != c.num_kv_heads)
+    return str_cat(
+        "without K = V (share_kv_projections false) transformers gives the global "
+        "layers num_key_value_heads (",
+        c.num_kv_heads, ") KV heads, not global_num_kv_heads (", c.global_num_kv_heads,
+        "); set global_num_kv_heads=", c.num_kv_heads, " (or 0), or share_kv_projections=true");
   return "";
 }
 
@@ -408,13 +419,7 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   c.validate();
   const std::string who = str_cat("write_hf_config (model '", c.name, "'): ");
   if (!is_float(dtype)) fail(who, "weights dtype must be a float type, got ", dtype_name(dtype));
-  if (!c.norm_topk_prob)
-    fail(who, "norm_topk_prob is false, but transformers' Gemma 4 router always renormalises");
   if (std::string why = hf_export_refusal(c); !why.empty()) fail(who, why);
-  if (!c.share_kv_projections && c.global_num_kv_heads != c.num_kv_heads)
-    fail(who, "without K = V (share_kv_projections false) transformers gives global layers ",
-         "num_key_value_heads (", c.num_kv_heads, ") KV heads, not global_num_kv_heads (",
-         c.global_num_kv_heads, ")");
 
   using ojson = nlohmann::ordered_json;
   auto rope = [](double theta, double proportion, bool global) {

@@ -33,8 +33,9 @@ ModelConfig read_hf_config(const std::string& path, HfConfigInfo* info = nullptr
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& origin,
                             HfConfigInfo* info = nullptr);
 
-// Why transformers could not hold this model (a sliding last layer), or "": a run refuses such
-// a shape before it trains, since it could never be exported.
+// Why transformers could not hold this model (a sliding last layer, an MoE router that does not
+// renormalise, global KV heads that differ without K = V), or "": every shape
+// hf_config_json refuses, so that a run refuses it before it trains.
 std::string hf_export_refusal(const ModelConfig& c);
 
 // The text-only Gemma4ForCausalLM config.json for `cfg`, with weights stored as `dtype`, such

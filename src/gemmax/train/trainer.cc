@@ -151,6 +151,7 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
   const DataOptions train_data =
       run_data_options(cfg_, mc.vocab_size, comm_->rank(), comm_->size());
   data_ = make_data_loader(train_data);
+  check_sample_tokenizer(mc.vocab_size);
   eval_ = make_evaluator(cfg_, train_data, notes_);
   const AllocationScope what("the model's weights, gradients and Adam moments (model_name " +
                              mc.name + ", its model keys, weight_dtype)");
@@ -600,6 +601,23 @@ std::string Trainer::save_checkpoint_or_die(const StopSignal& stop, int64_t step
   return dir;
 }
 
+void Trainer::check_sample_tokenizer(int64_t vocab_size) const {
+  // Shards carry their ids; the closing sample decodes with tokenizer_path, which must be the
+  // model's too: checked now rather than after training. (Other data reads tokenizer_path
+  // itself, and its loader checks it.)
+  if (cfg_.data.dataset_type != DatasetType::Shards || cfg_.data.tokenizer_path.empty() ||
+      cfg_.run.sample_max_new_tokens <= 0)
+    return;
+  const auto tok =
+      make_tokenizer(std::string(name_of(cfg_.data.tokenizer_type)), cfg_.data.tokenizer_path);
+  if (tok->vocab_size() > vocab_size)
+    fail("tokenizer_path '", cfg_.data.tokenizer_path, "' holds ", tok->describe(),
+         ", a vocabulary of ", tok->vocab_size(), " ids, larger than the model's (vocab_size ",
+         vocab_size,
+         "): it is not the model's tokenizer, and the closing sample decodes with it; "
+         "give the tokenizer the shards were made with, or sample_max_new_tokens=0");
+}
+
 void Trainer::print_sample(std::ostream& log) const {
   const int64_t n = cfg_.run.sample_max_new_tokens;
   if (n <= 0 || cfg_.data.dataset_type == DatasetType::Synthetic) return;
@@ -734,11 +752,14 @@ TrainSummary Trainer::run(std::ostream& out) {
     m.tflops_per_sec = step_tflop / m.step_seconds;
     m.mfu = peak > 0 ? m.tflops_per_sec / peak : 0.0;
     m.total_weights = loss.num_targets;
+    // The data counts targets (the loader refuses masks that mark nothing), but a global batch
+    // can hold none: rows of prompt only. Such a step learns nothing; said once, and counted.
     if (loss.num_targets == 0 && sum.zero_target_steps++ == 0)
-      log << "gemmax: warning: step " << step << " counted no target token (its loss masks mark nothing): its loss is 0 and its "
-             "update only weight decay. metrics.jsonl's learning/total_weights counts each "
-             "step's targets; check the shards' masks (gemmax tokenize) or set "
-             "sft_train_on_completion_only=false"
+      log << "gemmax: warning: step " << step
+          << " counted no target token (its rows' loss masks mark nothing, prompts only): its "
+             "loss is 0 and it learns nothing, its update the optimizer's momentum and weight "
+             "decay alone. metrics.jsonl's learning/total_weights counts each step's targets, "
+             "and the run's summary the steps without any"
           << std::endl;
     m.skipped_steps = sum.skipped_steps;
     if (state_.sharded()) {
@@ -830,6 +851,10 @@ TrainSummary Trainer::run(std::ostream& out) {
       << sum.mean_step_seconds << " s | " << std::setprecision(6) << sum.tokens_per_sec
       << " tokens/s | " << sum.tflops_per_sec << " TFLOP/s | peak memory "
       << format_bytes(double(mem.peak_total())) << "\n";
+  if (sum.zero_target_steps > 0)
+    log << "gemmax: " << sum.zero_target_steps << " of " << sum.steps
+        << " steps counted no target token (loss 0, nothing learnt): see learning/total_weights "
+           "in metrics.jsonl\n";
   if (sum.evaluations > 0)
     log << "gemmax: held-out loss " << std::setprecision(4) << sum.last_eval_loss
         << " (eval/avg_loss after step " << sum.final_step << ") beside the training loss "

@@ -93,6 +93,7 @@ class Trainer {
   std::string save_checkpoint_or_die(const StopSignal& stop, int64_t steps_done, std::ostream& log);
   void prepare_run_dir();
   void print_header(std::ostream& log) const;
+  void check_sample_tokenizer(int64_t vocab_size) const;  // tokenizer_path against the model
   void print_sample(std::ostream& log) const;
 
   Config config_;    // as given: saved with checkpoints, compared across ranks and on resume
