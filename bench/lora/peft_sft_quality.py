@@ -263,6 +263,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=0, help="a JSON line to stderr every N steps")
     ap.add_argument("--save-adapter", default="", help="save the trained adapter here")
+    ap.add_argument("--save-initial-adapter", default="",
+                    help="save the adapter as PEFT initialised it, before training (so that "
+                         "another engine can start from the same draw)")
     a = ap.parse_args()
 
     if a.threads:
@@ -290,6 +293,8 @@ def main():
                      target_parameters=[t for t in a.target_parameters.split(",") if t] or None,
                      task_type="CAUSAL_LM")
     pm = get_peft_model(model, cfg)
+    if a.save_initial_adapter:
+        pm.save_pretrained(a.save_initial_adapter)
     pm.train()
     params = [p for p in pm.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(a.b1, a.b2), eps=a.eps,

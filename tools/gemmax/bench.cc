@@ -15,6 +15,7 @@
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "gemmax/backend/backend_factory.h"
 #include "gemmax/io/atomic_file.h"
@@ -243,12 +244,25 @@ int cmd_bench(int argc, char** argv) {
   be.set_enabled(false);
   Gemma4Model model(mc, be, plan_in.options);
   const ParamTable& table = model.params();
-  TrainState state = make_train_state(be, table, trainable_params(table, config.run.freeze),
-                                      plan_in.weight, AdamWConfig::from(config.optimizer));
+  // A LoRA run's step (enable_lora): its adapters and its frozen base, as the trainer makes them.
+  std::optional<AdapterTable> adapters;
+  if (plan_in.lora) adapters.emplace(table, *plan_in.lora);
+  TrainState state =
+      adapters ? make_lora_train_state(be, table, *adapters, plan_in.options.act, plan_in.weight,
+                                       AdamWConfig::from(config.optimizer), nullptr, FsdpOptions(),
+                                       plan_in.lora->qtype, plan_in.lora->nf4_block)
+               : make_train_state(be, table, trainable_params(table, config.run.freeze),
+                                  plan_in.weight, AdamWConfig::from(config.optimizer));
   {
-    Tensor host = Tensor::empty({table.total()}, plan_in.weight);
-    init_params(table, host, uint64_t(config.run.init_weights_seed));
-    be.upload(state.weights, host);
+    const uint64_t seed = uint64_t(config.run.init_weights_seed);
+    Tensor host = Tensor::empty({table.total()}, adapters ? plan_in.options.act : plan_in.weight);
+    init_params(table, host, seed);
+    upload_weights(be, table, state, host);
+    if (adapters) {
+      Tensor a = Tensor::empty({adapters->params().total()}, plan_in.weight);
+      init_params(adapters->params(), a, seed);
+      be.upload(state.weights, a);
+    }
   }
   DataOptions d;
   d.dataset_type = name_of(config.data.dataset_type);
@@ -261,7 +275,9 @@ int cmd_bench(int argc, char** argv) {
   d.seed = uint64_t(config.data.data_shuffle_seed);
   const auto data = make_data_loader(d);
   const int64_t tokens = plan_in.batch * plan_in.seq;
-  const double model_tflop = training_flops(mc, plan_in.batch, plan_in.seq).total() / 1e12;
+  const StepFlops flops = training_flops(mc, plan_in.batch, plan_in.seq,
+                                         adapters ? &*adapters : nullptr);
+  const double model_tflop = (adapters ? flops.lora_total() : flops.total()) / 1e12;
 
   std::cout << "gemmax bench: " << mc.name << " | " << real->describe() << " | dtype "
             << dtype_name(plan_in.options.act) << " | remat "
