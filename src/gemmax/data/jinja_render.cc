@@ -1140,8 +1140,8 @@ class Renderer {
       }
       if (b == 0 || (b >= 2 && b <= 36))  // else int() raises ValueError: the float fallback
         if (auto r = parse_int(v.s, b)) return *r;
-      const auto f = parse_float(v.s);
-      if (!f || std::isnan(*f)) return fallback;
+      const auto f = parse_float(v.s);  // int(float(v)): its OverflowError is caught here too
+      if (!f || !std::isfinite(*f)) return fallback;
       return int_of_float(*f);
     }
     if (name == "float") {  // Jinja's do_float: float(v), else the default

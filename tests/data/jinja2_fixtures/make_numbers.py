@@ -7,7 +7,8 @@ template, a context and the text jinja2 renders (or the fact that it raises). Th
 is transformers' (_compile_jinja_template): an ImmutableSandboxedEnvironment with trim_blocks,
 lstrip_blocks and loopcontrols, its tojson and raise_exception.
 
-Needs only jinja2 (Debian's python3-jinja2 will do):
+Needs only jinja2, the version transformers installs (3.1.6; Debian 12's 3.1.2 differs: its
+int filter lets int(float('inf')) raise where 3.1.6 returns the default):
     python3 tests/data/jinja2_fixtures/make_numbers.py
 """
 import json
