@@ -612,6 +612,52 @@ TEST(FsdpRun, LoraOnSeveralRanksTrainsWhatOneRankTrains) {
   }
 }
 
+// QLoRA under FSDP: each rank holds 1/2 of every layer's NF4 codes and absmax and gathers them as
+// the layer runs. 2 ranks train what one rank trains (fp64: the dequantised base is the same
+// numbers, the adapters' gradients summed), the base is gathered and never reduce-scattered, each
+// rank measures its plan, the checkpoint continues on one rank, and a vocabulary-parallel head
+// (nothing to split: the table is whole on every rank) is refused naming the keys.
+TEST(FsdpRun, QloraOnSeveralRanksTrainsWhatOneRankTrains) {
+  REQUIRE_MPI();
+  const std::vector<std::string> keys = {"enable_lora=true", "lora_rank=4", "lora_alpha=8",
+                                         "lora_weight_qtype=nf4", "lora_tile_size=16",
+                                         "dtype=float64", "weight_dtype=float64"};
+  TempDir one, many;
+  run_ok(0, tiny(one.str(), 2, keys));
+  run_ok(2, tiny(many.str(), 1, keys));
+  expect_close(losses(one.str()), losses(many.str()), 1e-10, "qlora");
+  const auto m = metrics(many.str());
+  EXPECT_EQ(m[0]["perf/comm_reduce_scatter_bytes"].get<int64_t>(), 0) << "the base is frozen";
+  EXPECT_GT(m[0]["perf/comm_all_gather_bytes"].get<int64_t>(), 0) << "the NF4 layers";
+  EXPECT_GT(m[0]["perf/comm_all_reduce_bytes"].get<int64_t>(), 0) << "the adapters' gradients";
+  const TrainCheckpoint a = open_newest_train_checkpoint(one.str() + "/r");
+  const TrainCheckpoint b = open_newest_train_checkpoint(many.str() + "/r");
+  ASSERT_EQ(a.params.names(), b.params.names());
+  for (const std::string& name : a.params.names()) {
+    const Tensor x = a.params.read_as(name, DType::F64), y = b.params.read_as(name, DType::F64);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_NEAR(x.data<double>()[i], y.data<double>()[i], 1e-10) << name << "[" << i << "]";
+  }
+  std::ifstream in(many / "r/memory.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["measured_per_rank"].size(), 2u);
+  for (const auto& rank : j["measured_per_rank"])
+    for (const auto& [k, v] : j["planned"].items()) EXPECT_EQ(rank[k], v) << k;
+  std::vector<std::string> more = tiny(many.str(), 2, keys);
+  more.push_back("steps=6");
+  run_ok(0, more);
+  EXPECT_EQ(losses(many.str()).size(), 6u);
+
+  TempDir refused;
+  std::vector<std::string> vp = keys;
+  vp.push_back("fsdp_embedding=vocab_parallel");
+  std::string out;
+  EXPECT_NE(launch(2, tiny(refused.str(), 1, vp), &out), 0);
+  EXPECT_NE(out.find("lora_weight_qtype=nf4 under FSDP keeps the embedding table whole"),
+            std::string::npos)
+      << out;
+}
+
 // The dense member (gemma4-31b's layer, num_experts=1) under FSDP, with the MoE's tolerances: 2
 // ranks train what one rank trains with both rows (the first four losses to 1e-5, the first
 // gradient norm to 1e-6, fp64 weights after five steps to 1e-10), with the embedding gathered or

@@ -5,6 +5,7 @@
 #include "gemmax/base/error.h"
 #include "gemmax/base/strings.h"
 #include "gemmax/model/lora/lora_params.h"
+#include "gemmax/train/step.h"
 
 namespace gemmax {
 
@@ -22,23 +23,27 @@ EvalBatchLoss eval_batch(Backend& be, Gemma4Model& model, TrainState& state, con
     LoraParams params(be, base, *state.adapters, model.options(), state.weights, Tensor());
     model.forward_only(in, params, state.scalars);
   };
-  if (state.base.nf4) {
+  if (!state.sharded()) {
     in = upload_batch(be, batch);
-    Nf4Params params(be, model.params(), model.options(), *state.base.nf4);
-    forward(params);
-  } else if (!state.sharded()) {
-    in = upload_batch(be, batch);
-    WholeParams params(be, model.params(), model.options(), weights, Tensor());
-    forward(params);
+    if (lora) {
+      forward(*frozen_base_params(be, model, state, VocabInputs(), false));
+    } else {
+      WholeParams params(be, model.params(), model.options(), weights, Tensor());
+      forward(params);
+    }
   } else {
     Comm& comm = *state.comm;
     const ShardedBatch b =
         upload_sharded_batch(be, comm, layout, state.fsdp, model.options().num_vocab_tiling,
                              model.config().vocab_size, batch);
     in = b.in;
-    FsdpParams params(be, comm, model.params(), layout, state.fsdp, model.options(), weights,
-                      Tensor(), b.vocab, false);
-    forward(params);
+    if (lora) {
+      forward(*frozen_base_params(be, model, state, b.vocab, false));
+    } else {
+      FsdpParams params(be, comm, model.params(), layout, state.fsdp, model.options(), weights,
+                        Tensor(), b.vocab, false);
+      forward(params);
+    }
     comm.all_reduce(state.scalars, ReduceOp::Sum, "the eval batch's losses").wait();
   }
   const Tensor host = be.to_host(state.scalars);

@@ -60,6 +60,16 @@ MemoryPlanInput memory_plan_input(const TrainConfig& c, int ranks) {
          "or set float32_gate_logits=false");
   in.fsdp_options = fsdp_options(c.parallel, o.num_vocab_tiling, in.model, in.fsdp, in.batch,
                                  in.seq, o.act, in.weight);
+  if (in.lora && in.lora->qtype == LoraWeightQtype::Nf4 && in.fsdp > 1) {
+    // QLoRA keeps the embedding table whole on every rank (parallel/fsdp_nf4.h): nothing to split.
+    if (c.parallel.fsdp_embedding == FsdpEmbedding::VocabParallel || in.fsdp_options.tile_batch)
+      fail("lora_weight_qtype=nf4 under FSDP keeps the embedding table whole on every rank, so "
+           "the head runs on each rank's own tokens: fsdp_embedding=vocab_parallel and "
+           "vocab_tiling_axis=batch do not apply; set fsdp_embedding=auto (or gather) and "
+           "vocab_tiling_axis=sequence");
+    in.fsdp_options.embedding = EmbeddingMode::Gather;
+    in.fsdp_options.embedding_choice = "QLoRA: the table is whole on every rank, never moved";
+  }
   return in;
 }
 

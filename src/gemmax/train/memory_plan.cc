@@ -48,7 +48,10 @@ std::vector<MemoryPlan::Item> lora_items(const MemoryPlanInput& in, const Adapte
     items = {
         {MemKind::Params,
          str_cat("frozen base, its matrices in NF4: ", q->layout.code_bytes, " bytes of codes + ",
-                 q->layout.blocks, " float32 absmax (blocks of ", q->layout.block, ")"),
+                 q->layout.blocks, " float32 absmax (blocks of ", q->layout.block, ")",
+                 q->layout.ranks > 1 ? str_cat(" (rank's pieces of 1/", q->layout.ranks,
+                                               " of each layer's, padding included)")
+                                     : std::string()),
          int64_t(q->codes.nbytes() + q->absmax.nbytes())},
         {MemKind::Params,
          str_cat("frozen base, the rest (embedding tables, vectors): ", q->layout.dense_total,

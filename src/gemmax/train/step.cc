@@ -5,6 +5,7 @@
 
 #include "gemmax/base/error.h"
 #include "gemmax/model/lora/lora_params.h"
+#include "gemmax/parallel/fsdp_nf4.h"
 
 namespace gemmax {
 
@@ -39,10 +40,6 @@ TrainState make_lora_train_state(Backend& be, const ParamTable& table, const Ada
          "under FSDP yet; train it on one rank (",
          comm->size(), " ranks asked)");
   const bool nf4 = qtype == LoraWeightQtype::Nf4;
-  if (sharded && nf4)
-    fail("lora_weight_qtype=nf4 on ", comm->size(),
-         " ranks: the NF4 base is not sharded under "
-         "FSDP yet; train QLoRA on one rank, or a LoRA with its bf16 base sharded");
   const ParamTable& trained = adapters.params();
   TrainState s;
   s.adapters = &adapters;
@@ -50,7 +47,8 @@ TrainState make_lora_train_state(Backend& be, const ParamTable& table, const Ada
                       ? ShardLayout::fsdp(table, comm->size(), comm->rank(), fsdp.replicate_small)
                       : ShardLayout::whole(table);
   if (nf4) {
-    s.base.nf4 = alloc_nf4_base(be, table, base_dtype, nf4_block);
+    s.base.nf4 = alloc_nf4_base(be, table, base_dtype, nf4_block, sharded ? comm->size() : 1,
+                                sharded ? comm->rank() : 0);
   } else {
     s.base.weights = be.alloc({s.base.layout.local_total}, base_dtype, MemKind::Params);
     if (sharded) be.fill({.x = s.base.weights, .value = 0.0});  // the pieces' zero padding
@@ -65,6 +63,20 @@ TrainState make_lora_train_state(Backend& be, const ParamTable& table, const Ada
                                         adapter_dtype, config);
   s.scalars = be.zeros({StepScalars::kCount}, DType::F64, MemKind::Data);
   return s;
+}
+
+std::unique_ptr<StepParams> frozen_base_params(Backend& be, const Gemma4Model& model,
+                                               const TrainState& state, const VocabInputs& vocab,
+                                               bool backward) {
+  const ParamTable& table = model.params();
+  const ModelOptions& opt = model.options();
+  if (state.base.nf4 && state.sharded())
+    return std::make_unique<FsdpNf4Params>(be, *state.comm, table, opt, *state.base.nf4);
+  if (state.base.nf4) return std::make_unique<Nf4Params>(be, table, opt, *state.base.nf4);
+  if (!state.sharded())
+    return std::make_unique<WholeParams>(be, table, opt, state.base.weights, Tensor());
+  return std::make_unique<FsdpParams>(be, *state.comm, table, state.base.layout, state.fsdp, opt,
+                                      state.base.weights, Tensor(), vocab, backward);
 }
 
 void upload_weights(Backend& be, const ParamTable& table, TrainState& state, const Tensor& full) {
@@ -101,26 +113,16 @@ void lora_train_step(Backend& be, Gemma4Model& model, TrainState& state, const S
                      double lr, int64_t t, const VocabInputs& vocab) {
   uint64_t seed = state.dropout_seed ^ (0x9E3779B97F4A7C15ull * uint64_t(t));
   seed ^= seed >> 31;
-  if (state.base.nf4) {
-    Nf4Params base(be, model.params(), model.options(), *state.base.nf4);
-    LoraParams params(be, base, *state.adapters, model.options(), state.weights, state.grads, seed);
-    model.forward_backward(in, params, state.scalars);
-  } else if (!state.sharded()) {
-    WholeParams base(be, model.params(), model.options(), state.base.weights, Tensor());
-    LoraParams params(be, base, *state.adapters, model.options(), state.weights, state.grads, seed);
-    model.forward_backward(in, params, state.scalars);
-  } else {
+  const std::unique_ptr<StepParams> base = frozen_base_params(be, model, state, vocab, true);
+  LoraParams params(be, *base, *state.adapters, model.options(), state.weights, state.grads, seed);
+  model.forward_backward(in, params, state.scalars);
+  be.tracker().set_phase("optimizer", StepPart::Optimizer);
+  if (state.sharded()) {
     Comm& comm = *state.comm;
-    FsdpParams base(be, comm, model.params(), state.base.layout, state.fsdp, model.options(),
-                    state.base.weights, Tensor(), vocab, true);
-    LoraParams params(be, base, *state.adapters, model.options(), state.weights, state.grads, seed);
-    model.forward_backward(in, params, state.scalars);
-    be.tracker().set_phase("optimizer", StepPart::Optimizer);
     comm.set_progress("the optimizer");
     comm.all_reduce(state.scalars, ReduceOp::Sum, "the step's losses").wait();
     comm.all_reduce(state.grads, ReduceOp::Sum, "the adapters' gradients").wait();
   }
-  be.tracker().set_phase("optimizer", StepPart::Optimizer);
   after_backward(be, model, state, t, false);
   after_backward(be, model, state, t, true);
   state.optimizer->step(state.weights, state.grads, state.scalars, lr, t);

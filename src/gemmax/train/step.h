@@ -76,6 +76,13 @@ TrainState make_lora_train_state(Backend& be, const ParamTable& table, const Ada
                                  LoraWeightQtype qtype = LoraWeightQtype::None,
                                  int64_t nf4_block = 64);
 
+// The StepParams of a LoRA run's frozen base, as the state holds it: whole, FSDP pieces (bf16), or
+// NF4 blocks (on one rank or gathered per layer). `vocab`: the sharded batch's (FSDP, bf16);
+// `backward`: a backward follows the forward.
+std::unique_ptr<StepParams> frozen_base_params(Backend& be, const Gemma4Model& model,
+                                               const TrainState& state, const VocabInputs& vocab,
+                                               bool backward);
+
 // Puts whole-model weights (host, laid out like the table) into the state: all of them on one
 // device, this rank's pieces under FSDP; a LoRA run's into its frozen base.
 void upload_weights(Backend& be, const ParamTable& table, TrainState& state, const Tensor& full);

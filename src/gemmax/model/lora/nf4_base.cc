@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "gemmax/base/convert.h"
@@ -11,33 +12,67 @@
 
 namespace gemmax {
 
-Nf4Layout Nf4Layout::of(const ParamTable& table, int64_t block) {
+Nf4Layout Nf4Layout::of(const ParamTable& table, int64_t block, int ranks, int rank) {
   GEMMAX_CHECK(block >= 2 && block % 2 == 0, "NF4 blocks hold an even number of elements, got ",
                block);
+  GEMMAX_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "Nf4Layout: rank ", rank, " of ", ranks);
   Nf4Layout l;
   l.block = block;
+  l.ranks = ranks;
+  l.rank = rank;
   for (const ParamSpec& s : table.specs()) {
     const bool q = s.fsdp == FsdpRole::LayerMatrix;
     l.quantised.push_back(q);
     l.dense.push_back(q ? -1 : l.dense_total);
-    l.codes.push_back(q ? l.code_bytes : -1);
-    l.scales.push_back(q ? l.blocks : -1);
+    int g = -1;
     if (q) {
-      l.code_bytes += nf4_code_bytes(s.numel());
-      l.blocks += nf4_blocks(s.numel(), block);
+      g = l.group_of_layer(s.layer);
+      if (g < 0) {
+        g = int(l.groups.size());
+        l.groups.push_back({.layer = s.layer});
+      }
+    }
+    l.group.push_back(g);
+    l.codes.push_back(q ? l.groups[size_t(g)].code_full : -1);
+    l.scales.push_back(q ? l.groups[size_t(g)].scale_full : -1);
+    if (q) {
+      l.groups[size_t(g)].code_full += nf4_code_bytes(s.numel());
+      l.groups[size_t(g)].scale_full += nf4_blocks(s.numel(), block);
     } else {
       l.dense_total += s.numel();
     }
   }
+  for (Group& g : l.groups) {
+    g.code_piece = (g.code_full + ranks - 1) / ranks;
+    g.scale_piece = (g.scale_full + ranks - 1) / ranks;
+    g.code_local = l.code_bytes;
+    g.scale_local = l.blocks;
+    l.code_bytes += g.code_piece;
+    l.blocks += g.scale_piece;
+    l.model_code_bytes += g.code_full;
+    l.model_blocks += g.scale_full;
+  }
   return l;
 }
 
-Nf4Base alloc_nf4_base(Backend& be, const ParamTable& table, DType act, int64_t block) {
+int Nf4Layout::group_of_layer(int64_t layer) const {
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (groups[g].layer == layer) return int(g);
+  return -1;
+}
+
+Nf4Base alloc_nf4_base(Backend& be, const ParamTable& table, DType act, int64_t block, int ranks,
+                       int rank) {
   Nf4Base b;
-  b.layout = Nf4Layout::of(table, block);
+  b.layout = Nf4Layout::of(table, block, ranks, rank);
   b.dense = be.alloc({b.layout.dense_total}, act, MemKind::Params);
   b.codes = be.alloc({b.layout.code_bytes}, DType::U8, MemKind::Params);
   b.absmax = be.alloc({b.layout.blocks}, DType::F32, MemKind::Params);
+  // The pieces' padding is gathered with them: zeros, never uninitialised bytes.
+  if (ranks > 1) {
+    be.fill({.x = b.codes, .value = 0.0});
+    be.fill({.x = b.absmax, .value = 0.0});
+  }
   return b;
 }
 
@@ -59,17 +94,35 @@ void Nf4Filler::put(const ParamSpec& s, const Tensor& values) {
   const int64_t n = s.numel();
   GEMMAX_CHECK(values.numel() == n, "Nf4Filler: ", values.str(), " for ", s.name);
   if (!l.quantised[i]) return convert_into(values, dense_.flat_slice(l.dense[i], {n}));
+  const Nf4Layout::Group& g = l.groups[size_t(l.group[i])];
   Tensor x = Tensor::empty({n}, DType::F32);
   convert_into(values, x);
+  // One rank quantises in place; a rank of several quantises the whole matrix, keeps its pieces.
+  const bool whole = l.ranks == 1;
+  const int64_t code_n = nf4_code_bytes(n), blocks = nf4_blocks(n, l.block);
+  std::vector<uint8_t> all_codes(whole ? 0 : size_t(code_n));
+  std::vector<float> all_absmax(whole ? 0 : size_t(blocks));
+  uint8_t* codes = whole ? codes_.data<uint8_t>() + g.code_local + l.codes[i] : all_codes.data();
+  float* absmax = whole ? absmax_.data<float>() + g.scale_local + l.scales[i] : all_absmax.data();
   // Whole blocks per thread: each writes its own code bytes and scales.
-  const int64_t blocks = nf4_blocks(n, l.block), chunk = 1024;
+  const int64_t chunk = 1024;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t b = 0; b < blocks; b += chunk) {
     const int64_t begin = b * l.block, count = std::min(chunk * l.block, n - begin);
-    nf4_quantize(x.data<float>() + begin, count, l.block,
-                 codes_.data<uint8_t>() + l.codes[i] + begin / 2,
-                 absmax_.data<float>() + l.scales[i] + b);
+    nf4_quantize(x.data<float>() + begin, count, l.block, codes + begin / 2, absmax + b);
   }
+  if (whole) return;
+  // The part of [at, at + count) of the group that falls in this rank's piece.
+  auto keep = [&](const void* src, int64_t at, int64_t count, int64_t piece, int64_t local,
+                  uint8_t* dst, size_t elem) {
+    const int64_t lo = std::max(at, l.rank * piece), hi = std::min(at + count, (l.rank + 1) * piece);
+    if (hi > lo)
+      std::memcpy(dst + size_t(local + lo - l.rank * piece) * elem,
+                  static_cast<const uint8_t*>(src) + size_t(lo - at) * elem, size_t(hi - lo) * elem);
+  };
+  keep(all_codes.data(), l.codes[i], code_n, g.code_piece, g.code_local, codes_.data<uint8_t>(), 1);
+  keep(all_absmax.data(), l.scales[i], blocks, g.scale_piece, g.scale_local,
+       reinterpret_cast<uint8_t*>(absmax_.data<float>()), sizeof(float));
 }
 
 Tensor Nf4Filler::dense_view(const ParamSpec& s) const {
@@ -127,23 +180,37 @@ Tensor Nf4Params::dense_view(const ParamSpec& s) const {
   return base_.dense.flat_slice(base_.layout.dense[i], s.shape);
 }
 
-ParamLocation Nf4Params::dequantise(const std::vector<const ParamSpec*>& specs,
-                                    Tensor& buffer) const {
+void Nf4Params::group_whole(int g, Tensor& codes, Tensor& absmax) {
+  const Nf4Layout::Group& group = base_.layout.groups[size_t(g)];
+  GEMMAX_CHECK(base_.layout.ranks == 1, "Nf4Params: an NF4 base sharded over ",
+               base_.layout.ranks, " ranks is gathered by FsdpNf4Params");
+  codes = base_.codes.flat_slice(group.code_local, {group.code_full});
+  absmax = base_.absmax.flat_slice(group.scale_local, {group.scale_full});
+}
+
+Tensor Nf4Params::dequantise_group(int64_t layer, std::vector<int64_t>& at) {
+  const Nf4Layout& l = base_.layout;
+  const int g = l.group_of_layer(layer);
+  at.assign(table_.specs().size(), -1);
   int64_t n = 0;
-  for (const ParamSpec* s : specs) n += s->numel();
-  buffer = be_.alloc({n}, opt_.act, MemKind::Workspace);
-  int64_t at = 0;
-  for (const ParamSpec* s : specs) {
-    const size_t i = size_t(s - table_.specs().data());
-    const Nf4Layout& l = base_.layout;
-    be_.dequantize_nf4(
-        {.out = buffer.flat_slice(at, {s->numel()}),
-         .codes = base_.codes.flat_slice(l.codes[i], {nf4_code_bytes(s->numel())}),
-         .absmax = base_.absmax.flat_slice(l.scales[i], {nf4_blocks(s->numel(), l.block)}),
-         .block = l.block});
-    at += s->numel();
+  for (size_t i = 0; i < at.size(); ++i)
+    if (l.group[i] == g && g >= 0) {
+      at[i] = n;
+      n += table_.specs()[i].numel();
+    }
+  if (g < 0) return Tensor();
+  Tensor codes, absmax;
+  group_whole(g, codes, absmax);
+  Tensor buffer = be_.alloc({n}, opt_.act, MemKind::Workspace);
+  for (size_t i = 0; i < at.size(); ++i) {
+    if (at[i] < 0) continue;
+    const int64_t numel = table_.specs()[i].numel();
+    be_.dequantize_nf4({.out = buffer.flat_slice(at[i], {numel}),
+                        .codes = codes.flat_slice(l.codes[i], {nf4_code_bytes(numel)}),
+                        .absmax = absmax.flat_slice(l.scales[i], {nf4_blocks(numel, l.block)}),
+                        .block = l.block});
   }
-  return {buffer, 0};
+  return buffer;
 }
 
 Tensor Nf4Params::embed(const StepInputs& in) {
@@ -157,18 +224,8 @@ Tensor Nf4Params::embed(const StepInputs& in) {
 }
 
 LayerWeights Nf4Params::layer(int64_t l, Pass) {
-  std::vector<const ParamSpec*> matrices;
-  std::vector<int64_t> at(table_.specs().size(), -1);
-  int64_t n = 0;
-  for (const ParamSpec& s : table_.specs()) {
-    const size_t i = size_t(&s - table_.specs().data());
-    if (s.layer != l || !base_.layout.quantised[i]) continue;
-    matrices.push_back(&s);
-    at[i] = n;
-    n += s.numel();
-  }
-  Tensor buffer;
-  dequantise(matrices, buffer);
+  std::vector<int64_t> at;
+  const Tensor buffer = dequantise_group(l, at);
   const LayerWeights w = bind_layer(table_, l, [&](const ParamSpec& s) {
     const size_t i = size_t(&s - table_.specs().data());
     return at[i] >= 0 ? ParamLocation{buffer, at[i]}
@@ -187,11 +244,13 @@ void Nf4Params::head(const StepInputs& in, const Tensor& x, double grad_scale, c
 }
 
 PerLayerInputWeights Nf4Params::per_layer_weights() {
-  Tensor buffer;
-  dequantise({&table_.at("per_layer_model_projection.weight")}, buffer);
   const ParamSpec& proj = table_.at("per_layer_model_projection.weight");
-  return {dense_view(table_.at("embed_tokens_per_layer.weight")), buffer.view(proj.shape),
-          dense_view(table_.at("per_layer_projection_norm.weight"))};
+  std::vector<int64_t> at;
+  const Tensor buffer = dequantise_group(proj.layer, at);
+  const int64_t i = &proj - table_.specs().data();
+  return {dense_view(table_.at("embed_tokens_per_layer.weight")),
+          buffer.flat_slice(at[size_t(i)], {proj.numel()}).view(proj.shape),
+          dense_view(table_.at("per_layer_projection_norm.weight")), {}};
 }
 
 }  // namespace gemmax
