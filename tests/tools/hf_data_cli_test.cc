@@ -67,5 +67,28 @@ TEST(HfDataCli, TrainOnOneSplitAndEvaluateOnAnother) {
   EXPECT_TRUE(evaluated) << "no eval/avg_loss in metrics.jsonl";
 }
 
+// MaxText's base.yml says tokenizer_type: "sentencepiece", and its HF pipeline loads
+// tokenizer_path with AutoTokenizer whatever that says: so a run of sft.yml over a release's
+// tokenizer.json trains, the file read as what it is, and says so; off dataset_type=hf the same
+// mismatch is still an error.
+TEST(HfDataCli, TokenizerTypeOfBaseYmlDoesNotApplyToHfData) {
+  if (!GEMMAX_ARROW_MODULE_BUILT) GTEST_SKIP() << "built without Arrow";
+  testing::TempDir dir;
+  const std::string tok = std::string(GEMMAX_SOURCE_DIR) + "/tests/data/fixtures/tokenizer_json/gemma";
+  const std::string run = std::string(GEMMAX_BINARY) + " train tokenizer_type=sentencepiece"
+                          " tokenizer_path=" + tok + " vocab_size=768 base_output_directory=" +
+                          dir.str() + " steps=1 max_target_length=32 per_device_batch_size=1"
+                          " sample_max_new_tokens=0";
+  std::string out;
+  ASSERT_EQ(testing::run_command(run + " run_name=hf dataset_type=hf hf_path=" + kChat +
+                                     " train_split=train_sft train_data_columns=messages"
+                                     " chat_template_path=" + write_template(dir), &out), 0) << out;
+  EXPECT_NE(out.find("tokenizer_type=sentencepiece does not apply to dataset_type=hf"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("tokenizer huggingface"), std::string::npos) << out;
+  EXPECT_NE(testing::run_command(run + " run_name=builtin dataset_type=builtin", &out), 0) << out;
+  EXPECT_NE(out.find("tokenizer_type=sentencepiece but tokenizer_path"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace gemmax

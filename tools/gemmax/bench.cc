@@ -28,6 +28,7 @@
 #include "flags.h"
 #include "gemmax/backend/cpu/peaks.h"
 #include "gemmax/backend/profiling_backend.h"
+#include "gemmax/train/eval.h"
 #include "gemmax/base/rng.h"
 #include "gemmax/base/timer.h"
 #include "gemmax/io/atomic_file.h"
@@ -267,7 +268,7 @@ int cmd_bench(int argc, char** argv) {
   DataOptions d;
   d.dataset_type = name_of(config.data.dataset_type);
   d.dataset_path = config.data.dataset_path;
-  d.tokenizer_type = name_of(config.data.tokenizer_type);
+  d.tokenizer_type = run_tokenizer_type(config);
   d.tokenizer_path = config.data.tokenizer_path;
   d.batch = plan_in.batch;
   d.seq = plan_in.seq;

@@ -64,6 +64,10 @@ TrainState make_eval_state(Backend& be, const ParamTable& table, DType weight_dt
   return s;
 }
 
+std::string run_tokenizer_type(const TrainConfig& c) {
+  return c.data.dataset_type == DatasetType::Hf ? "auto" : std::string(name_of(c.data.tokenizer_type));
+}
+
 DataOptions run_data_options(const TrainConfig& c, int64_t vocab_size, int rank, int ranks) {
   DataOptions d;
   d.dataset_type = name_of(c.data.dataset_type);
@@ -76,7 +80,7 @@ DataOptions run_data_options(const TrainConfig& c, int64_t vocab_size, int rank,
   d.chat_template_path = c.data.chat_template_path;
   d.chat_template = c.data.chat_template;
   d.model_dir = c.run.load_parameters_path;
-  d.tokenizer_type = name_of(c.data.tokenizer_type);
+  d.tokenizer_type = run_tokenizer_type(c);
   d.tokenizer_path = c.data.tokenizer_path;
   d.packing = c.data.packing;
   d.packing_type = name_of(c.data.grain_packing_type);

@@ -48,6 +48,11 @@ EvalBatchLoss eval_batch(Backend& be, Gemma4Model& model, TrainState& state, con
 TrainState make_eval_state(Backend& be, const ParamTable& table, DType weight_dtype,
                            Comm* comm = nullptr, const FsdpOptions& fsdp = FsdpOptions());
 
+// The tokenizer_type a run reads tokenizer_path with. dataset_type=hf: auto, the kind the file
+// holds, whatever tokenizer_type says (MaxText's HF pipeline loads tokenizer_path with
+// transformers' AutoTokenizer, so its base.yml's tokenizer_type: "sentencepiece" does not apply).
+std::string run_tokenizer_type(const TrainConfig& config);
+
 // The training data's options from the config (this rank's rows of the global batch).
 DataOptions run_data_options(const TrainConfig& config, int64_t vocab_size, int rank, int ranks);
 

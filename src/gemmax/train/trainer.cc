@@ -179,6 +179,14 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
     run_lock_ = std::make_unique<RunDirLock>(run_dir_);
     if (!run_lock_->recovered().empty()) notes_.push_back(run_lock_->recovered());
   }
+  if (const std::string named(name_of(cfg_.data.tokenizer_type));
+      cfg_.data.dataset_type == DatasetType::Hf && named != "auto" &&
+      !cfg_.data.tokenizer_path.empty() &&
+      tokenizer_kind("auto", cfg_.data.tokenizer_path) != named)
+    notes_.push_back(str_cat("tokenizer_type=", named, " does not apply to dataset_type=hf (MaxText's HF "
+                             "pipeline loads tokenizer_path with AutoTokenizer): tokenizer_path is read "
+                             "as the ", tokenizer_kind("auto", cfg_.data.tokenizer_path),
+                             " file it is"));
 
   // Where the weights come from: the run's own latest checkpoint (resume), else released
   // weights (fine-tuning), else a fresh initialisation. Rank 0 picks the checkpoint for all.
@@ -389,8 +397,9 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
     // tokenizer_type auto (the default since tokenizer.json) is the kind its file holds: a
     // checkpoint's byte or sentencepiece matches it when the tokenizer is of that kind.
     if (key == "tokenizer_type" && was.is_string() &&
-        tokenizer_kind(was.get<std::string>(), cfg_.data.tokenizer_path) ==
-            tokenizer_kind(value.get<std::string>(), cfg_.data.tokenizer_path))
+        (cfg_.data.dataset_type == DatasetType::Hf ||
+         tokenizer_kind(was.get<std::string>(), cfg_.data.tokenizer_path) ==
+             tokenizer_kind(value.get<std::string>(), cfg_.data.tokenizer_path)))
       continue;
     if (must_match_on_resume(key))
       fail("checkpoint '", ckpt.ref.dir, "' was written with ", key, "=", was.dump(),
@@ -609,7 +618,7 @@ void Trainer::check_sample_tokenizer(int64_t vocab_size) const {
       cfg_.run.sample_max_new_tokens <= 0)
     return;
   const auto tok =
-      make_tokenizer(std::string(name_of(cfg_.data.tokenizer_type)), cfg_.data.tokenizer_path);
+      make_tokenizer(run_tokenizer_type(cfg_), cfg_.data.tokenizer_path);
   if (tok->vocab_size() > vocab_size)
     fail("tokenizer_path '", cfg_.data.tokenizer_path, "' holds ", tok->describe(),
          ", a vocabulary of ", tok->vocab_size(), " ids, larger than the model's (vocab_size ",
@@ -626,7 +635,7 @@ void Trainer::print_sample(std::ostream& log) const {
            "decodes the run's checkpoint)\n";
     return;
   }
-  const auto tokenizer = make_tokenizer(std::string(name_of(cfg_.data.tokenizer_type)), cfg_.data.tokenizer_path);
+  const auto tokenizer = make_tokenizer(run_tokenizer_type(cfg_), cfg_.data.tokenizer_path);
   SampleOptions opts;
   opts.max_new_tokens = n;
   opts.temperature = 0.7;
