@@ -3,6 +3,8 @@
 # traced render against the plain way (each turn's prompt and turn rendered alone), and one
 # render by Python's jinja2 (transformers' settings) for scale. Both gemmax shards must be equal.
 #   bench/chat_spans.sh [build_dir] [turns...]     (default: build, 100 200 500)
+# TOOLS=1: each of the N rounds is a user turn, an assistant tool call, the tool's answer and the
+# assistant's reply (a tool-call turn reads the turns after it, so it is found the plain way).
 set -euo pipefail
 BUILD=${1:-build}
 shift || true
@@ -16,11 +18,16 @@ secs() { local t0 t1; t0=$(date +%s.%N); "$@" > /dev/null; t1=$(date +%s.%N); ec
 printf "%6s %12s %14s %12s %s\n" turns one_render_s prefix_renders_s jinja2_1x_s same_shard
 for n in $TURNS; do
   python3 - "$n" "$WORK/c.jsonl" <<'PY'
-import json, sys
+import json, os, sys
 n, path = int(sys.argv[1]), sys.argv[2]
 m = []
+tools = os.environ.get("TOOLS") == "1"
 for i in range(n):
     m.append({"role": "user", "content": f"Question number {i}: what is {i} plus {i}?"})
+    if tools:
+        m.append({"role": "assistant", "tool_calls": [{"id": f"c{i}", "type": "function",
+                  "function": {"name": "add", "arguments": {"a": i, "b": i}}}]})
+        m.append({"role": "tool", "tool_call_id": f"c{i}", "content": str(2 * i)})
     m.append({"role": "assistant", "content": f"The answer is {2 * i}. Anything else?"})
 open(path, "w").write(json.dumps({"messages": m}) + "\n")
 PY

@@ -6,6 +6,8 @@
 # converted by transformers' GemmaTokenizer, as Gemma's tokenizer.json was.
 #   PY=/path/to/venv/bin/python bench/tokenizer_json.sh [build_dir] [corpus_mib] [vocab]
 # PY needs tokenizers, transformers, sentencepiece, protobuf (default: python3).
+# SP_MODEL=FILE: convert that SentencePiece model instead of training one (vocab is then its own):
+# Gemma 4's, 262144 pieces, is the maxtext wheel's assets/tokenizers/tokenizer_gemma4.model.
 set -euo pipefail
 BUILD=${1:-build}
 MIB=${2:-8}
@@ -18,9 +20,9 @@ if [ -n "${KEEP:-}" ]; then WORK=$KEEP; mkdir -p "$WORK"; else  # KEEP=DIR: leav
 fi
 THREADS=$(nproc)
 
-"$PY" - "$ROOT" "$WORK" "$MIB" "$VOCAB" <<'PY' 2>&1 | grep -v PyTorch
-import importlib.util, json, os, sys
-root, work, mib, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+"$PY" - "$ROOT" "$WORK" "$MIB" "$VOCAB" "${SP_MODEL:-}" <<'PY' 2>&1 | grep -v PyTorch
+import importlib.util, json, os, shutil, sys
+root, work, mib, vocab, sp_model = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 spec = importlib.util.spec_from_file_location("fx", f"{root}/tests/data/fixtures/tokenizer_json/make_fixtures.py")
 fx = importlib.util.module_from_spec(spec); spec.loader.exec_module(fx)
 docs, size = [], 0
@@ -32,7 +34,10 @@ with open(f"{work}/corpus.jsonl", "w") as f:
     for d in docs: f.write(json.dumps({"text": d}, ensure_ascii=False) + "\n")
 import sentencepiece as spm
 os.makedirs(f"{work}/tok", exist_ok=True)
-spm.SentencePieceTrainer.train(
+if sp_model:
+    shutil.copy(sp_model, f"{work}/tok/tokenizer.model")
+else:
+  spm.SentencePieceTrainer.train(
     sentence_iterator=iter(d.replace("\n", " ") for d in docs[: len(docs) // 2]),
     model_prefix=f"{work}/tok/tokenizer", vocab_size=vocab, model_type="bpe", byte_fallback=True,
     split_digits=True, character_coverage=0.99, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
