@@ -10,11 +10,13 @@
 # Prints each figure (tokens/s: batch x seq over the mean step after the first) and the ratios.
 #
 #   bench/lora/lora_step.sh [--layers 4] [--seq 2048] [--steps 4] [--threads N]
-#                           [--gemmax build/bin/gemmax] [--venv DIR] [--no-peer]
+#                           [--gemmax build/bin/gemmax] [--venv DIR] [--no-peer] [--no-full]
+# --no-full: no full fine-tune on either side (at 20 layers its fp32 weights, gradients and
+# moments need about 40 GB).
 # VENV (default ${TMPDIR:-/tmp}/gemmax-hf-venv) needs torch, transformers >= 5.5 and peft.
 set -euo pipefail
 
-layers=4 seq=2048 steps=4 threads=$(nproc) gemmax=build/bin/gemmax peer=1
+layers=4 seq=2048 steps=4 threads=$(nproc) gemmax=build/bin/gemmax peer=1 full=1
 venv="${VENV:-${TMPDIR:-/tmp}/gemmax-hf-venv}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -25,6 +27,7 @@ while [[ $# -gt 0 ]]; do
     --gemmax) gemmax=$2; shift 2 ;;
     --venv) venv=$2; shift 2 ;;
     --no-peer) peer=0; shift ;;
+    --no-full) full=0; shift ;;
     *) echo "lora_step.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -63,9 +66,11 @@ echo "# gemma4-e2b widths, $layers layers ($types, $shared shared), batch 1 x $s
 run lora_remat_full "${lora[@]}" remat_policy=full
 run lora_remat_none "${lora[@]}" remat_policy=none
 run qlora_remat_none "${lora[@]}" remat_policy=none lora_weight_qtype=nf4
-run full_finetune_remat_none remat_policy=none
+if ((full)); then run full_finetune_remat_none remat_policy=none; fi
 if ((peer)); then
+  nofull=()
+  if ((!full)); then nofull=(--no-full); fi
   OMP_NUM_THREADS=$threads "$venv/bin/python" "$(dirname "$0")/peft_step.py" --layers "$layers" \
-      --seq "$seq" --threads "$threads" --steps "$steps" --json "$work/peer.json" 2>/dev/null |
+      --seq "$seq" --threads "$threads" --steps "$steps" --json "$work/peer.json" "${nofull[@]}" 2>/dev/null |
     grep '^{'
 fi
