@@ -623,10 +623,23 @@ TEST(FsdpRun, QloraOnSeveralRanksTrainsWhatOneRankTrains) {
                                          "lora_weight_qtype=nf4", "lora_tile_size=16",
                                          "dtype=float64", "weight_dtype=float64"};
   TempDir one, many;
-  run_ok(0, tiny(one.str(), 2, keys));
-  run_ok(2, tiny(many.str(), 1, keys));
+  auto with_eval = [&](int64_t rows) {
+    std::vector<std::string> k = keys;
+    k.insert(k.end(), {"eval_interval=5", "eval_steps=1",
+                       "eval_per_device_batch_size=" + std::to_string(rows)});
+    return k;
+  };
+  run_ok(0, tiny(one.str(), 2, with_eval(2)));
+  run_ok(2, tiny(many.str(), 1, with_eval(1)));
   expect_close(losses(one.str()), losses(many.str()), 1e-10, "qlora");
   const auto m = metrics(many.str());
+  auto eval_loss = [](const std::vector<nlohmann::json>& ms) {
+    for (const auto& j : ms)
+      if (j.contains("eval/avg_loss")) return j["eval/avg_loss"].get<double>();
+    return -1.0;
+  };
+  ASSERT_GT(eval_loss(m), 0.0) << "no evaluation in metrics.jsonl";
+  EXPECT_NEAR(eval_loss(m), eval_loss(metrics(one.str())), 1e-10) << "the evaluation on 2 ranks";
   EXPECT_EQ(m[0]["perf/comm_reduce_scatter_bytes"].get<int64_t>(), 0) << "the base is frozen";
   EXPECT_GT(m[0]["perf/comm_all_gather_bytes"].get<int64_t>(), 0) << "the NF4 layers";
   EXPECT_GT(m[0]["perf/comm_all_reduce_bytes"].get<int64_t>(), 0) << "the adapters' gradients";
@@ -643,7 +656,7 @@ TEST(FsdpRun, QloraOnSeveralRanksTrainsWhatOneRankTrains) {
   ASSERT_EQ(j["measured_per_rank"].size(), 2u);
   for (const auto& rank : j["measured_per_rank"])
     for (const auto& [k, v] : j["planned"].items()) EXPECT_EQ(rank[k], v) << k;
-  std::vector<std::string> more = tiny(many.str(), 2, keys);
+  std::vector<std::string> more = tiny(many.str(), 2, with_eval(2));
   more.push_back("steps=6");
   run_ok(0, more);
   EXPECT_EQ(losses(many.str()).size(), 6u);
