@@ -261,7 +261,7 @@ TEST(LoraDropout, MasksTheAdaptersInputAndItsGradient) {
   LoraCase c(dense_config(), {2, 3.0, false, 0.3});
   Gemma4Model model(c.cfg, *c.be, c.options(RematPolicy::None));
   const StepInputs in = upload_batch(*c.be, c.batch);
-  auto run = [&](std::optional<uint64_t> seed, const Tensor& grads) {
+  auto run = [&](std::optional<DropoutStep> seed, const Tensor& grads) {
     const Tensor scalars = c.be->zeros({StepScalars::kCount}, DType::F64, MemKind::Workspace);
     WholeParams frozen(*c.be, c.table, c.options(), c.base, Tensor());
     LoraParams params(*c.be, frozen, c.adapters, c.options(), c.lora, grads, seed);
@@ -271,13 +271,15 @@ TEST(LoraDropout, MasksTheAdaptersInputAndItsGradient) {
       model.forward_only(in, params, scalars);
     return model.losses(scalars, in).total_loss;
   };
-  const double eval = run(std::nullopt, Tensor()), dropped = run(42, Tensor());
+  const DropoutStep step{42, 0};
+  const double eval = run(std::nullopt, Tensor()), dropped = run(step, Tensor());
   EXPECT_NEAR(eval, c.forward(c.lora).total_loss, 1e-12);
   EXPECT_GT(std::abs(dropped - eval), 1e-4) << "the mask changes the adapters' input";
-  EXPECT_EQ(dropped, run(42, Tensor())) << "one seed, one mask";
+  EXPECT_EQ(dropped, run(step, Tensor())) << "one seed, one mask";
+  EXPECT_NE(dropped, run(DropoutStep{42, 7}, Tensor())) << "the mask follows the tokens' place";
   Tensor grads = Tensor::zeros({c.lora.numel()}, DType::F64);
-  run(42, grads);
-  auto loss = [&] { return run(42, Tensor()); };
+  run(step, grads);
+  auto loss = [&] { return run(step, Tensor()); };
   const ParamTable& t = c.adapters.params();
   for (const ParamSpec& s : t.specs())
     expect_grad_matches_fd(s.name, t.view(c.lora, s.name), t.view(grads, s.name), loss, 2);

@@ -79,13 +79,16 @@ TEST(LoraTrain, AdaptersLearnAndTheBaseStaysBitForBit) {
 }
 
 TEST(LoraTrain, ARunSplitAtACheckpointEndsWithTheSameAdapters) {
+  // Dropout on the dense matrices only: PEFT has none on the experts' adapters.
+  const std::string dense = "lora_target_modules=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
   for (const char* dropout : {"lora_dropout=0", "lora_dropout=0.1", "lora_weight_qtype=nf4"}) {
     TempDir whole, split;
     std::ostringstream log;
-    Trainer a(Config::defaults(lora_run(whole, 4, {dropout})));
+    const std::vector<std::string> keys = {dropout, dense};
+    Trainer a(Config::defaults(lora_run(whole, 4, keys)));
     a.run(log);
-    Trainer(Config::defaults(lora_run(split, 2, {dropout}))).run(log);
-    Trainer resumed(Config::defaults(lora_run(split, 4, {dropout})));
+    Trainer(Config::defaults(lora_run(split, 2, keys))).run(log);
+    Trainer resumed(Config::defaults(lora_run(split, 4, keys)));
     EXPECT_EQ(resumed.start_step(), 2);
     resumed.run(log);
     EXPECT_TRUE(same_bytes(a.weights(), resumed.weights())) << dropout;
@@ -219,6 +222,7 @@ TEST(LoraConfig, BadSettingsAreRefusedNamingTheKey) {
   refused({"lora_target_modules=q_proj", "lora_module_path=query"}, {"set one of them"});
   refused({"lora_target_parameters=experts.gate_up_proj", "lora_dropout=0.1"},
           {"lora_dropout", "PEFT"});
+  refused({"lora_dropout=0.1"}, {"lora_dropout=0.1", "experts", "MaxText's gemma4 default"});
   refused({"enable_lora=false", "lora_weight_qtype=nf4"}, {"lora_weight_qtype=nf4", "enable_lora"});
   refused({"enable_lora=false", "lora_restore_path=" + kPeft + "/dense/lora"},
           {"lora_restore_path", "enable_lora=true"});

@@ -42,11 +42,6 @@ std::optional<LoraOptions> lora_options(const TrainConfig& config) {
     fail("lora_tile_size=", o.nf4_block,
          ": NF4 packs two elements a byte, so a block holds an "
          "even number of them (bitsandbytes' are 64)");
-  if (o.shape.dropout > 0 && !o.targeting.target_parameters.empty())
-    fail("lora_dropout=", o.shape.dropout,
-         " with lora_target_parameters: PEFT has no dropout on "
-         "the experts' adapters and refuses the combination, so such an adapter could not be "
-         "loaded there; set lora_dropout=0 or adapt no expert weights");
   if (adapter.empty()) return o;
 
   // The adapter sets the targets and the shape; the run's keys may repeat them, not change them.

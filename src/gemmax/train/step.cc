@@ -111,10 +111,13 @@ void after_backward(Backend& be, const Gemma4Model& model, const TrainState& sta
 // gradients) under the adapters'; the adapters' gradients summed over the ranks; AdamW on them.
 void lora_train_step(Backend& be, Gemma4Model& model, TrainState& state, const StepInputs& in,
                      double lr, int64_t t, const VocabInputs& vocab) {
-  uint64_t seed = state.dropout_seed ^ (0x9E3779B97F4A7C15ull * uint64_t(t));
-  seed ^= seed >> 31;
+  DropoutStep dropout{state.dropout_seed ^ (0x9E3779B97F4A7C15ull * uint64_t(t)), 0};
+  dropout.seed ^= dropout.seed >> 31;
+  // Rank r's rows follow the rows of the ranks before it in the global batch.
+  if (state.sharded()) dropout.first_token = state.comm->rank() * in.tokens_count();
   const std::unique_ptr<StepParams> base = frozen_base_params(be, model, state, vocab, true);
-  LoraParams params(be, *base, *state.adapters, model.options(), state.weights, state.grads, seed);
+  LoraParams params(be, *base, *state.adapters, model.options(), state.weights, state.grads,
+                    dropout);
   model.forward_backward(in, params, state.scalars);
   be.tracker().set_phase("optimizer", StepPart::Optimizer);
   if (state.sharded()) {

@@ -200,6 +200,12 @@ void AdapterTable::build() {
     fail("lora_dropout=", shape_.dropout, ": expected a probability in [0, 1)");
   std::vector<ParamSpec> specs;
   for (const LoraTarget& t : targets_) {
+    // PEFT's ParamWrapper (the experts' adapters) refuses lora_dropout != 0, on loading too.
+    if (shape_.dropout > 0 && t.experts > 1)
+      fail("lora_dropout=", shape_.dropout, " with an adapter on the experts' ", t.weight,
+           ": PEFT has no dropout on expert adapters and refuses to load such an adapter; set "
+           "lora_dropout=0, or choose targets without the experts (lora_target_modules, or a "
+           "lora_module_path that leaves out MoeBlock_0; MaxText's gemma4 default takes them)");
     if (r > std::min(t.in, t.out))
       fail("lora_rank=", r, " exceeds the smaller side of ", t.weight, " (", t.out, " x ", t.in,
            "): a rank-", r,
@@ -213,23 +219,25 @@ void AdapterTable::build() {
 }
 
 LoraPair AdapterTable::pair(const Tensor& flat, const LoraTarget& t,
-                            std::optional<uint64_t> seed) const {
+                            std::optional<DropoutStep> seed) const {
   LoraPair p;
   p.a = params_.view(flat, t.a_name);
   p.b = params_.view(flat, t.b_name);
   p.scale = shape_.scale();
-  // PEFT has no dropout on the experts' adapters.
-  if (seed && t.experts == 1 && shape_.dropout > 0) {
+  if (seed && shape_.dropout > 0) {  // never on the experts' (build refuses them)
     p.dropout = shape_.dropout;
-    uint64_t h = *seed ^ 0x9E3779B97F4A7C15ull;
+    constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+    uint64_t h = seed->seed ^ kGolden;
     for (char ch : t.a_name) h = (h ^ uint8_t(ch)) * 1099511628211ull;
-    p.dropout_seed = h;
+    // The op keeps element i by splitmix64(seed + (i + 1) golden): starting this rank's
+    // [tokens, in] input at its first token's global element index is adding to the seed.
+    p.dropout_seed = h + uint64_t(seed->first_token) * uint64_t(t.in) * kGolden;
   }
   return p;
 }
 
 LayerAdapters AdapterTable::bind_layer(const Tensor& flat, int64_t layer,
-                                       std::optional<uint64_t> seed) const {
+                                       std::optional<DropoutStep> seed) const {
   LayerAdapters a;
   for (const LoraTarget& t : targets_) {
     if (t.layer != layer || t.site == LoraSite::ModelProj) continue;
@@ -279,7 +287,7 @@ LayerAdapters AdapterTable::bind_layer(const Tensor& flat, int64_t layer,
   return a;
 }
 
-LoraPair AdapterTable::bind_model_proj(const Tensor& flat, std::optional<uint64_t> seed) const {
+LoraPair AdapterTable::bind_model_proj(const Tensor& flat, std::optional<DropoutStep> seed) const {
   for (const LoraTarget& t : targets_)
     if (t.site == LoraSite::ModelProj) return pair(flat, t, seed);
   return {};

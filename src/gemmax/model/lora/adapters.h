@@ -82,6 +82,14 @@ struct LoraOptions {
 // MaxText's gemma4 entry of lora_module_path.yml, as MaxText 0.2.5 rewrites its layer part.
 extern const char* const kMaxTextGemma4ModulePath;
 
+// A training step's dropout: the seed its masks derive from, and the index in the global batch
+// of this rank's first token. Element (token, j) of an adapter's input is dropped by its global
+// index, so N ranks drop what one rank drops for the same rows (LoRA's FSDP runs).
+struct DropoutStep {
+  uint64_t seed = 0;
+  int64_t first_token = 0;
+};
+
 class AdapterTable {
  public:
   // Throws gemmax::Error naming the key for a rank that is not positive or exceeds a matrix's
@@ -105,16 +113,16 @@ class AdapterTable {
   // params(), their scale filled in. A training step passes its dropout seed (each target's masks
   // derive from it); without one (evaluation, decoding) there is no dropout.
   LayerAdapters bind_layer(const Tensor& flat, int64_t layer,
-                           std::optional<uint64_t> dropout_seed = std::nullopt) const;
+                           std::optional<DropoutStep> dropout_seed = std::nullopt) const;
   LoraPair bind_model_proj(const Tensor& flat,
-                           std::optional<uint64_t> dropout_seed = std::nullopt) const;
+                           std::optional<DropoutStep> dropout_seed = std::nullopt) const;
 
   // Every matrix an adapter could sit on, with its MaxText paths and Hugging Face names.
   static std::vector<LoraTarget> candidates(const ParamTable& base);
 
  private:
   void build();
-  LoraPair pair(const Tensor& flat, const LoraTarget& t, std::optional<uint64_t> seed) const;
+  LoraPair pair(const Tensor& flat, const LoraTarget& t, std::optional<DropoutStep> seed) const;
 
   const ParamTable* base_;
   std::vector<LoraTarget> targets_;

@@ -4,7 +4,7 @@ namespace gemmax {
 
 LoraParams::LoraParams(Backend& be, StepParams& base, const AdapterTable& adapters,
                        const ModelOptions& opt, const Tensor& weights, const Tensor& grads,
-                       std::optional<uint64_t> dropout_seed)
+                       std::optional<DropoutStep> dropout_seed)
     : be_(be),
       base_(base),
       adapters_(adapters),
@@ -26,7 +26,7 @@ LoraPair compute_pair(Backend& be, const LoraPair& master, DType dtype) {
 
 LayerAdapters compute_adapters(Backend& be, const AdapterTable& adapters, const Tensor& weights,
                                int64_t layer, const ModelOptions& opt,
-                               std::optional<uint64_t> dropout_seed) {
+                               std::optional<DropoutStep> dropout_seed) {
   LayerAdapters c = adapters.bind_layer(weights, layer, dropout_seed);
   const DType act = opt.act;
   // The router's product runs in fp32 with float32_gate_logits (model/moe.cc).
@@ -40,7 +40,7 @@ LayerAdapters compute_adapters(Backend& be, const AdapterTable& adapters, const 
 
 LoraPair compute_model_proj_adapter(Backend& be, const AdapterTable& adapters,
                                     const Tensor& weights, const ModelOptions& opt,
-                                    std::optional<uint64_t> dropout_seed) {
+                                    std::optional<DropoutStep> dropout_seed) {
   const LoraPair m = adapters.bind_model_proj(weights, dropout_seed);
   return m.defined() ? compute_pair(be, m, opt.act) : m;
 }

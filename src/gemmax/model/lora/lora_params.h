@@ -23,11 +23,11 @@ struct BoundAdapters {
 // dropout mask's seed when a training step gives one.
 LayerAdapters compute_adapters(Backend& be, const AdapterTable& adapters, const Tensor& weights,
                                int64_t layer, const ModelOptions& opt,
-                               std::optional<uint64_t> dropout_seed = std::nullopt);
+                               std::optional<DropoutStep> dropout_seed = std::nullopt);
 // The same of per_layer_model_projection's adapter (undefined where there is none).
 LoraPair compute_model_proj_adapter(Backend& be, const AdapterTable& adapters,
                                     const Tensor& weights, const ModelOptions& opt,
-                                    std::optional<uint64_t> dropout_seed = std::nullopt);
+                                    std::optional<DropoutStep> dropout_seed = std::nullopt);
 
 class LoraParams final : public StepParams {
  public:
@@ -36,7 +36,7 @@ class LoraParams final : public StepParams {
   // no dropout (evaluation).
   LoraParams(Backend& be, StepParams& base, const AdapterTable& adapters, const ModelOptions& opt,
              const Tensor& weights, const Tensor& grads,
-             std::optional<uint64_t> dropout_seed = std::nullopt);
+             std::optional<DropoutStep> dropout_seed = std::nullopt);
 
   Tensor embed(const StepInputs& in) override { return base_.embed(in); }
   LayerWeights layer(int64_t l, Pass pass) override;
@@ -58,7 +58,7 @@ class LoraParams final : public StepParams {
   const AdapterTable& adapters_;
   ModelOptions opt_;
   Tensor weights_, grads_;
-  std::optional<uint64_t> seed_;
+  std::optional<DropoutStep> seed_;
 };
 
 }  // namespace gemmax
