@@ -200,6 +200,19 @@ TEST(PeftAdapter, ASelectionOfLayersIsWrittenAsARegexOfItsModules) {
   EXPECT_FALSE(std::regex_match("model.layers.2.self_attn.q_proj", re));
   EXPECT_FALSE(std::regex_match("model.layers.1.self_attn.k_proj", re));
   EXPECT_EQ(read_peft_adapter(dir / "a", table, DType::F32).targets.size(), 2u);
+  // Every layer of a multimodal folder's language model: the regex form too, so that the vision
+  // and audio towers' own q_proj (which PEFT cannot adapt) are not named.
+  const AdapterTable all(table, LoraTargeting{"", {"q_proj"}, {}}, LoraShape{2, 4.0, false, 0.0});
+  write_peft_adapter(dir / "mm", all, Tensor::zeros({all.params().total()}, DType::F32), "b",
+                     "model.language_model.");
+  std::ifstream mm(dir / "mm/adapter_config.json");
+  const nlohmann::json m = nlohmann::json::parse(mm);
+  ASSERT_TRUE(m["target_modules"].is_string()) << m["target_modules"];
+  const std::regex mre(m["target_modules"].get<std::string>());
+  EXPECT_TRUE(std::regex_match("model.language_model.layers.0.self_attn.q_proj", mre));
+  EXPECT_FALSE(std::regex_match("model.vision_tower.encoder.layers.0.self_attn.q_proj", mre));
+  EXPECT_EQ(read_peft_adapter(dir / "mm", table, DType::F32).targets.size(),
+            all.targets().size());
 }
 
 TEST(PeftAdapter, BadFoldersAreRefusedNamingTheFileAndTheFix) {

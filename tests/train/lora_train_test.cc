@@ -192,6 +192,23 @@ TEST(LoraTrain, StartsFromAPeftAdapter) {
   const PeftAdapter a = read_peft_adapter(kPeft + "/dense/lora", t.model().params(), DType::F32);
   EXPECT_TRUE(same_bytes(a.weights, t.weights()));
   EXPECT_EQ(t.adapters()->shape().rank, 4);
+  // A run that repeats the adapter's rank and alpha, resumed: the adapter it started from is part
+  // of what it trains, so it stays. Without it the default selection would choose other matrices
+  // (and drop some of the checkpoint's).
+  TempDir other;
+  std::vector<std::string> again = args;
+  again.front() = "base_output_directory=" + other.str();
+  again.insert(again.end(), {"lora_rank=4", "lora_alpha=" + std::to_string(a.shape.alpha)});
+  {
+    std::ostringstream log;
+    Trainer(Config::defaults(again)).run(log);
+  }
+  std::vector<std::string> without;
+  for (const std::string& k : again)
+    if (!k.starts_with("lora_restore_path=")) without.push_back(k);
+  without.push_back("steps=2");
+  expect_error([&] { Trainer(Config::defaults(without)); },
+               {"lora_restore_path", "resuming needs the same value"});
   // Another rank than the adapter's is refused.
   args.push_back("lora_rank=8");
   expect_error([&] { Trainer(Config::defaults(args)); },

@@ -261,8 +261,8 @@ void write_peft_adapter(const std::string& dir, const AdapterTable& adapters, co
   const NamedTensors tensors = peft_named_tensors(adapters, weights, prefix);
 
   // target_modules: the adapted modules' names when every layer that has such a module is
-  // adapted (PEFT's list form), else a regex matching exactly the adapted ones; the experts'
-  // parameters likewise.
+  // adapted (PEFT's list form), else a regex matching exactly the adapted ones (and always for a
+  // multimodal model's language model); the experts' parameters likewise.
   std::map<std::string, std::set<std::string>> by_leaf;  // leaf -> adapted modules
   std::vector<std::string> params;                       // in declaration order, as users list them
   std::set<std::string> param_keys;
@@ -293,7 +293,10 @@ void write_peft_adapter(const std::string& dir, const AdapterTable& adapters, co
     if (by_leaf.count(leaf)) all_by_leaf[leaf].insert(t.module);
   }
   nlohmann::json target_modules;
-  if (all_by_leaf == by_leaf) {
+  // A multimodal folder's towers have q_proj, o_proj and MLPs of their own (Gemma4ClippableLinear,
+  // which PEFT refuses to adapt): there the names would reach them, so the regex form is written.
+  const bool multimodal = prefix.find("language_model.") != std::string::npos;
+  if (all_by_leaf == by_leaf && !multimodal) {
     target_modules = nlohmann::json::array();
     for (const auto& [leaf, m] : by_leaf) target_modules.push_back(leaf);
   } else {

@@ -60,7 +60,8 @@ bool must_match_on_resume(const std::string& key) {
       "embedding_table",
       // A LoRA run's adapters are what its checkpoint holds: their shape and targets stay.
       "enable_lora", "lora_rank", "lora_alpha", "lora_module_path", "lora_target_modules",
-      "lora_target_parameters", "use_rslora", "lora_weight_qtype", "lora_tile_size"};
+      "lora_target_parameters", "use_rslora", "lora_weight_qtype", "lora_tile_size",
+      "lora_restore_path", "hf_lora_adapter_path"};
   for (const char* k : kKeys)
     if (key == k) return true;
   return false;
@@ -450,6 +451,13 @@ void Trainer::resume_from(const TrainCheckpoint& ckpt) {
     }
   }
   progress.finish();
+  // A checkpoint with more tensors than the run trains (a LoRA run whose targets changed): its
+  // other adapters would be dropped without a word.
+  for (const std::string& name : ckpt.params.names())
+    if (table.find(name) == nullptr)
+      fail("checkpoint '", ckpt.ref.dir, "' holds '", name, "', which this run does not train (",
+           table.specs().size(), " tensors); resume with the settings that wrote it, or use "
+           "another run_name for a new run");
   backend_->upload(state_.weights, host);
   data_->restore(ckpt.state.at("data"));
   start_step_ = ckpt.ref.step;
