@@ -215,6 +215,36 @@ TEST(PeftAdapter, ASelectionOfLayersIsWrittenAsARegexOfItsModules) {
             all.targets().size());
 }
 
+// A lone expert wrapper (one of the experts' weights adapted) is read whichever way its config
+// names the weight: PEFT's short form, full keys with the model's prefix, or not at all (then
+// the weight whose input side fits lora_A, for lora_A and lora_B alike).
+TEST(PeftAdapter, ALoneExpertWrapperIsReadHoweverItsWeightIsNamed) {
+  const ParamTable table(load_model_dir(kFixtures + "/base/model", DType::F32).config);
+  for (const char* param : {"experts.gate_up_proj", "experts.down_proj"}) {
+    const AdapterTable adapters(table, LoraTargeting{"", {}, {param}}, LoraShape{2, 4.0, false, 0});
+    ASSERT_FALSE(adapters.targets().empty()) << param;
+    TempDir dir;
+    write_peft_adapter(dir / "a", adapters, Tensor::zeros({adapters.params().total()}, DType::F32),
+                       "b", "model.language_model.");
+    std::ifstream in(dir / "a/adapter_config.json");
+    nlohmann::json c = nlohmann::json::parse(in);
+    for (const nlohmann::json& names :
+         {c["target_parameters"], nlohmann::json(nullptr), nlohmann::json::array()}) {
+      nlohmann::json edited = c;
+      edited["target_parameters"] = names;
+      if (names.is_array() && names.empty())  // full keys, one per layer
+        for (const LoraTarget& t : adapters.targets())
+          edited["target_parameters"].push_back("model.language_model." + t.module + "." +
+                                                t.parameter);
+      testing::write_file(dir / "a/adapter_config.json", edited.dump());
+      const PeftAdapter back = read_peft_adapter(dir / "a", table, DType::F32);
+      ASSERT_EQ(back.targets.size(), adapters.targets().size()) << param << " " << names;
+      for (size_t i = 0; i < back.targets.size(); ++i)
+        EXPECT_EQ(back.targets[i].a_name, adapters.targets()[i].a_name) << param << " " << names;
+    }
+  }
+}
+
 TEST(PeftAdapter, BadFoldersAreRefusedNamingTheFileAndTheFix) {
   const ParamTable base(load_model_dir(kFixtures + "/base/model", DType::F32).config);
   auto read = [&](const std::string& dir) { read_peft_adapter(dir, base, DType::F32); };
@@ -245,6 +275,11 @@ TEST(PeftAdapter, BadFoldersAreRefusedNamingTheFileAndTheFix) {
   expect_error([&] { read(with_config({{"r", 8}})); }, {"shape", "r=8"});
   expect_error([&] { read(with_config({{"rank_pattern", {{"q_proj", 8}}}})); }, {"rank_pattern"});
   expect_error([&] { read(with_config({{"bias", "all"}})); }, {"bias"});
+  // Activated LoRA applies after its invocation tokens only: not an ordinary adapter.
+  expect_error([&] { read(with_config({{"alora_invocation_tokens", {5, 6}}})); },
+               {"alora_invocation_tokens"});
+  expect_error([&] { read(with_config({{"use_rslora", "yes"}})); }, {"use_rslora", "true or false"});
+  read(with_config({{"use_rslora", nullptr}}));  // null: PEFT's default, false
   testing::write_file(dir / "y/adapter_config.json", "{not json");
   expect_error([&] { read(dir / "y"); }, {"adapter_config.json", "not JSON"});
   // A tensor that adapts nothing of this model.

@@ -77,12 +77,22 @@ void check_supported(const nlohmann::json& c, const std::string& file) {
     fail(file, ": peft_type '", type, "': gemmax reads LoRA adapters (peft_type LORA)");
   for (const char* key : {"use_dora", "lora_bias", "fan_in_fan_out", "use_qalora", "rank_pattern",
                           "alpha_pattern", "modules_to_save", "layer_replication",
-                          "trainable_token_indices", "use_bdlora", "megatron_config"})
+                          "trainable_token_indices", "use_bdlora", "megatron_config",
+                          "alora_invocation_tokens", "arrow_config", "kasa_config",
+                          "monteclora_config"})
     if (is_set(key))
       fail(file, ": '", key, "' is set (", c[key].dump(),
            "): gemmax's LoRA does not have that option, so it cannot compute this adapter");
   if (c.contains("bias") && c["bias"] != "none")
     fail(file, ": bias ", c["bias"].dump(), ": gemmax's adapters have no bias (bias \"none\")");
+}
+
+// A module or parameter name without the model's prefix (a multimodal model's language model's,
+// or a text model's), as the base's candidates name them.
+std::string strip_model_prefix(const std::string& name) {
+  for (const char* p : {"model.language_model.", "model."})
+    if (name.starts_with(p)) return name.substr(std::string(p).size());
+  return name;
 }
 
 LoraShape shape_of(const nlohmann::json& c, const std::string& file) {
@@ -94,7 +104,9 @@ LoraShape shape_of(const nlohmann::json& c, const std::string& file) {
   if (!c.contains("lora_alpha") || !c["lora_alpha"].is_number())
     fail(file, ": 'lora_alpha' must be a number");
   s.alpha = c["lora_alpha"].get<double>();
-  s.rslora = c.value("use_rslora", false);
+  if (c.contains("use_rslora") && !c["use_rslora"].is_null() && !c["use_rslora"].is_boolean())
+    fail(file, ": 'use_rslora' must be true or false, got ", c["use_rslora"].dump());
+  s.rslora = c.contains("use_rslora") && c["use_rslora"].is_boolean() && c["use_rslora"].get<bool>();
   s.dropout = c.contains("lora_dropout") && c["lora_dropout"].is_number()
                   ? c["lora_dropout"].get<double>()
                   : 0.0;
@@ -131,10 +143,11 @@ PeftAdapter read_peft_adapter(const std::string& dir, const ParamTable& base, DT
   std::map<std::string, const LoraTarget*> by_module;  // non-expert targets by module
   for (const LoraTarget& t : all)
     if (t.parameter.empty()) by_module[t.module] = &t;
+  // target_parameters, with the model's prefix taken off as it is off the modules below.
   std::vector<std::string> expert_params;
   if (a.config.contains("target_parameters") && a.config["target_parameters"].is_array())
     for (const auto& p : a.config["target_parameters"])
-      if (p.is_string()) expert_params.push_back(p.get<std::string>());
+      if (p.is_string()) expert_params.push_back(strip_model_prefix(p.get<std::string>()));
   struct Found {
     const LoraTarget* target;
     std::string a_key, b_key;
@@ -151,14 +164,24 @@ PeftAdapter read_peft_adapter(const std::string& dir, const ParamTable& base, DT
            "' is no LoRA factor of PEFT's (base_model.model.<module>."
            "lora_A.weight / lora_B.weight); gemmax reads LoRA adapters only");
     const size_t skip = std::string(kKeyPrefix).size();
-    std::string m = key.substr(skip, key.size() - skip - std::string(".lora_A.weight").size());
-    for (const char* p : {"model.language_model.", "model."})
-      if (m.starts_with(p)) {
-        m = m.substr(std::string(p).size());
-        break;
-      }
+    const std::string m =
+        strip_model_prefix(key.substr(skip, key.size() - skip - std::string(".lora_A.weight").size()));
     modules.push_back({m, is_a});
     seen.insert(m);
+  }
+  // A lone expert wrapper whose config does not say which weight it wraps: the one whose input
+  // side fits its lora_A (then its lora_B is that weight's too).
+  std::map<std::string, std::string> lone_param;
+  for (size_t k = 0; k < modules.size(); ++k) {
+    const auto& [m, is_a] = modules[k];
+    const std::vector<int64_t>& shape = st.entries()[k].shape;
+    if (!is_a || !m.ends_with(".experts") || seen.count(m + ".base_layer") || shape.size() != 2)
+      continue;
+    for (const LoraTarget& c : all)
+      if (c.module == m && !c.parameter.empty() && shape[1] == c.in) {
+        lone_param[m] = c.parameter;
+        break;
+      }
   }
   for (size_t k = 0; k < modules.size(); ++k) {
     const SafetensorsEntry& e = st.entries()[k];
@@ -172,20 +195,21 @@ PeftAdapter read_peft_adapter(const std::string& dir, const ParamTable& base, DT
       // first), the outer one's then down_proj; a lone one's is the parameter the config
       // targets, else the one whose input side fits lora_A.
       std::string param = inner ? "gate_up_proj" : seen.count(m + ".base_layer") ? "down_proj" : "";
-      if (param.empty()) {
-        int gate_up = 0, down = 0;
-        for (const std::string& p : expert_params)
-          gate_up += (m + ".gate_up_proj").ends_with(p), down += (m + ".down_proj").ends_with(p);
+      if (param.empty()) {  // PEFT's match of a target parameter: the key or a dotted suffix
+        auto targeted = [&](const std::string& key) {
+          return std::ranges::any_of(expert_params, [&](const std::string& p) {
+            return key == p || key.ends_with("." + p);
+          });
+        };
+        const bool gate_up = targeted(m + ".gate_up_proj"), down = targeted(m + ".down_proj");
         if (gate_up != down) param = gate_up ? "gate_up_proj" : "down_proj";
       }
-      for (const LoraTarget& c : all) {
-        if (c.module != m || c.parameter.empty()) continue;
-        if (param.empty() ? (is_a && e.shape.size() == 2 && e.shape[1] == c.in)
-                          : c.parameter == param) {
+      if (param.empty() && lone_param.count(m)) param = lone_param[m];
+      for (const LoraTarget& c : all)
+        if (c.module == m && !c.parameter.empty() && c.parameter == param) {
           t = &c;
           break;
         }
-      }
     } else if (auto it = by_module.find(m); it != by_module.end()) {
       t = it->second;
     }
