@@ -145,6 +145,15 @@ TEST(NoClobber, TrainNeverWritesIntoItsInputs) {
                      " tensorboard_dir=" + dir / "tok/chat_template.jinja" + run,
                  dir / "tok/chat_template.jinja",
                  {"tensorboard_dir", "tokenizer_path's chat_template.jinja", "is the input"});
+  // The PEFT adapter a LoRA run continues, where the same run_name writes its own adapter
+  // folder: an earlier run's, its checkpoints gone (so the new run starts afresh).
+  const std::string lora = " enable_lora=true lora_rank=2 lora_alpha=4 steps=1 "
+                           "sample_max_new_tokens=0 base_output_directory=" + dir / "lo run_name=r";
+  ASSERT_EQ(gemmax("train" + lora).status, 0);
+  fs::remove_all(dir / "lo/r/checkpoints");
+  expect_refused("train hf_lora_adapter_path=" + dir / "lo/r/adapter" + lora,
+                 dir / "lo/r/adapter/adapter_model.safetensors",
+                 {"hf_lora_adapter_path", "PEFT adapter folder"});
 }
 
 TEST(NoClobber, ExportNeverWritesIntoTheCheckpoint) {

@@ -57,9 +57,11 @@ std::optional<LoraOptions> lora_options(const TrainConfig& config) {
          a.shape.alpha, "; set lora_alpha=", a.shape.alpha, " or leave it 0");
   if (c.use_rslora != a.shape.rslora)
     fail("use_rslora=", c.use_rslora ? "true" : "false", " but ", key, "='", adapter,
-         "' has use_rslora ", a.shape.rslora ? "true" : "false");
+         "' has use_rslora ", a.shape.rslora ? "true" : "false", "; set use_rslora=",
+         a.shape.rslora ? "true" : "false", " (the adapter's scale is alpha / ",
+         a.shape.rslora ? "sqrt(r)" : "r", ")");
   if (!c.lora_module_path.empty() || o.targeting.peft())
-    fail("lora_module_path / lora_target_modules with ", key,
+    fail("lora_module_path / lora_target_modules / lora_target_parameters with ", key,
          ": the adapter's own tensors say "
          "which matrices it adapts; drop the selection keys");
   o.shape.rank = a.shape.rank;

@@ -23,6 +23,8 @@ void refuse_run_outputs_over_inputs(const TrainConfig& c, const std::string& run
       {(dir / "checkpoints").string(), "the run's checkpoints folder", true},
       {m.tensorboard_dir,
        c.run.tensorboard_dir.empty() ? "the run's TensorBoard folder" : "tensorboard_dir", true},
+      {(dir / "adapter").string(), "the run's PEFT adapter folder", true},
+      {(dir / "adapter.tmp").string(), "the run's PEFT adapter folder (being written)", true},
   };
   std::vector<PathRole> inputs;
   auto add_list = [&](const std::string& spec, const char* key) {  // a comma-separated list
@@ -62,6 +64,8 @@ void refuse_run_outputs_over_inputs(const TrainConfig& c, const std::string& run
                         str_cat("tokenizer_path's ", f)});
   inputs.push_back({c.data.chat_template_path, "chat_template_path"});
   inputs.push_back({c.run.load_parameters_path, "load_parameters_path"});
+  inputs.push_back({c.lora.lora_restore_path, "lora_restore_path"});
+  inputs.push_back({c.lora.hf_lora_adapter_path, "hf_lora_adapter_path"});
   refuse_outputs_over_inputs(outputs, inputs);
 }
 

@@ -78,10 +78,13 @@ Nf4Base alloc_nf4_base(Backend& be, const ParamTable& table, DType act, int64_t 
 
 Nf4Filler::Nf4Filler(Backend& be, const ParamTable& table, Nf4Base& base)
     : be_(be), table_(table), base_(base) {
-  // In place where the backend's buffers are host memory; else staged and uploaded by finish().
+  // In place where the backend's buffers are host memory; else staged and uploaded by finish()
+  // (zeroed when sharded: the pieces' padding is gathered too).
   auto host = [&](const Tensor& t) {
     const Tensor h = be.to_host(t);
-    return h.shares_storage(t) ? h : Tensor::empty(t.shape(), t.dtype());
+    if (h.shares_storage(t)) return h;
+    return base.layout.ranks > 1 ? Tensor::zeros(t.shape(), t.dtype())
+                                 : Tensor::empty(t.shape(), t.dtype());
   };
   dense_ = host(base.dense);
   codes_ = host(base.codes);
