@@ -2,13 +2,19 @@
 // shuffle against the real libraries' output, recorded by hf_order_fixtures/make_fixtures.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
 
+#include "gemmax/data/first_fit.h"
+#include "gemmax/data/hf_dataset.h"
 #include "gemmax/data/hf_shuffle.h"
+#include "gemmax/data/loader.h"
 #include "gemmax/data/numpy_random.h"
+#include "test_util.h"
 
 namespace gemmax {
 namespace {
@@ -116,6 +122,133 @@ TEST(HfShuffle, LoaderOrderSkipsEmptyRowsAndReshufflesEachEpoch) {
   std::sort(sorted.begin(), sorted.end());
   for (int64_t i = 0; i < docs; ++i) ASSERT_EQ(sorted[size_t(i)], i);
   EXPECT_EQ(int64_t(order.document(5)), want[5]);
+}
+
+// MaxText's hf packing, grain's PackAndBatchOperation, is first fit over the batch's rows of
+// documents of at most max_target_length tokens: gemmax's first fit with use_truncation=true.
+TEST(HfPacking, FirstFitIsGrainsPackAndBatchOperation) {
+  const json f = fixture("packing.json");
+  ASSERT_GE(f["cases"].size(), 3u);
+  const uint32_t eos = f["eos"].get<uint32_t>();
+  for (const json& c : f["cases"]) {
+    std::vector<uint32_t> tokens;
+    const std::vector<uint64_t> lengths = c["lengths"].get<std::vector<uint64_t>>();
+    for (size_t d = 0; d < lengths.size(); ++d) {
+      for (uint64_t i = 0; i + 1 < lengths[d]; ++i) tokens.push_back(uint32_t(1000 * d + 3 + i));
+      tokens.push_back(eos);
+    }
+    Documents docs;
+    docs.add(tokens, eos);
+    const WindowShuffle in_order(docs.size(), 0, 0);
+    const int64_t rows = c["batch"].get<int64_t>(), seq = c["seq"].get<int64_t>();
+    StreamCursor cur;
+    ASSERT_GE(c["batches"].size(), 2u);
+    for (const json& want : c["batches"]) {
+      Batch b;
+      b.batch = rows, b.seq = seq;
+      b.inputs.resize(size_t(rows * seq)), b.positions.resize(b.inputs.size());
+      b.segment_ids.resize(b.inputs.size());
+      pack_first_fit(docs, in_order, {rows, /*truncate=*/true, /*pad_fill=*/0}, cur, 0, b);
+      std::vector<int32_t> inputs, segments, positions;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < seq; ++i) {
+          inputs.push_back(want["inputs"][r][i].get<int32_t>());
+          segments.push_back(want["segment_ids"][r][i].get<int32_t>());
+          positions.push_back(want["positions"][r][i].get<int32_t>());
+        }
+      EXPECT_EQ(b.inputs, inputs);
+      EXPECT_EQ(b.segment_ids, segments);
+      EXPECT_EQ(b.positions, positions);
+    }
+  }
+}
+
+// The recorded case's dataset as JSON Lines files in `dir` ({"id": i, "text": "row i"}, as the
+// fixture script wrote them).
+void write_case(const json& c, const std::filesystem::path& dir) {
+  uint64_t id = 0;
+  for (size_t f = 0; f < c["files"].size(); ++f) {
+    std::ofstream out(dir / c["files"][f].get<std::string>());
+    for (uint64_t i = 0; i < c["rows"][f].get<uint64_t>(); ++i, ++id)
+      out << json{{"id", id}, {"text", "row " + std::to_string(id)}}.dump() << "\n";
+  }
+}
+
+// The ids of the documents a batch's row holds, segment by segment (byte tokenizer).
+void row_ids(const Batch& b, std::vector<int64_t>& ids) {
+  std::string text;
+  for (int64_t i = 0; i <= b.seq; ++i) {
+    const bool end = i == b.seq || (i > 0 && b.segment_ids[size_t(i)] != b.segment_ids[size_t(i - 1)]);
+    if (end && text.rfind("row ", 0) == 0) ids.push_back(std::stoll(text.substr(4)));
+    if (end) text.clear();
+    if (i < b.seq && b.segment_ids[size_t(i)] > 0 && b.inputs[size_t(i)] >= 3)
+      text += char(b.inputs[size_t(i)] - 3);
+  }
+}
+
+TEST(HfOrderLoader, DocumentsComeInMaxTextsOrderAcrossEpochsAndResumeExactly) {
+  // 4 files (1200, 5, 640, 333 rows), seed 9, two epochs: MaxText with num_epoch=2.
+  const json c = fixture("order.json")["cases"][9];
+  ASSERT_EQ(c["name"], "jsonl_4_files_2_epochs");
+  testing::TempDir dir;
+  write_case(c, dir.path);
+  // gemmax finds the files in the order `datasets` numbers them.
+  std::vector<std::string> names;
+  for (const std::string& f : hf_split_files({dir.path.string(), "", "", "train"}))
+    names.push_back(std::filesystem::path(f).filename().string());
+  EXPECT_EQ(json(names), c["files"]);
+  DataOptions o;
+  o.dataset_type = "hf";
+  o.hf_path = dir.path.string();
+  o.seq = 64;
+  o.batch = 1;  // one row: first-fit places the documents in stream order
+  o.vocab_size = 259;
+  o.packing_type = "first_fit";
+  o.shuffle = true;
+  o.shuffle_buffer = 3;  // grain's window: not the HF order's
+  o.seed = 9;
+  auto loader = make_data_loader(o);
+  EXPECT_NE(loader->describe().find("MaxText's HF-pipeline order"), std::string::npos)
+      << loader->describe();
+  std::vector<int64_t> ids;
+  json mid;
+  std::vector<Batch> after_mid;
+  const size_t want = c["ids"].size();
+  while (ids.size() < want) {
+    const Batch b = loader->next();
+    if (!mid.is_null() && after_mid.size() < 40) after_mid.push_back(b);
+    row_ids(b, ids);
+    if (mid.is_null() && ids.size() > want * 3 / 4) mid = loader->state();  // in epoch 1
+  }
+  ids.resize(want);
+  EXPECT_EQ(json(ids), c["ids"]);
+  EXPECT_EQ(mid["order"], "hf");
+  EXPECT_EQ(mid["epoch"], 1);
+  // A new loader restored from the state reads the same batches (its epoch's order recomputed).
+  auto resumed = make_data_loader(o);
+  resumed->next();
+  resumed->restore(mid);
+  for (const Batch& b : after_mid) {
+    const Batch r = resumed->next();
+    ASSERT_EQ(r.inputs, b.inputs);
+    ASSERT_EQ(r.segment_ids, b.segment_ids);
+    ASSERT_EQ(r.targets, b.targets);
+  }
+  // Another seed's state, and a state of grain's order, are refused.
+  DataOptions other = o;
+  other.seed = 10;
+  testing::expect_error([&] { make_data_loader(other)->restore(mid); }, {"seed", "data_shuffle_seed"});
+  json grain_state = mid;
+  grain_state["order"] = "grain";
+  testing::expect_error([&] { make_data_loader(o)->restore(grain_state); },
+                        {"grain's window-shuffle order", "MaxText's HF-pipeline order"});
+  // Unshuffled, the rows come in file order.
+  DataOptions plain = o;
+  plain.shuffle = false;
+  ids.clear();
+  auto p = make_data_loader(plain);
+  while (ids.size() < 100) row_ids(p->next(), ids);
+  for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(ids[size_t(i)], i);
 }
 
 }  // namespace

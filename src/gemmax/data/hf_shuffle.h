@@ -28,6 +28,7 @@ class HfShuffleOrder final : public DocumentOrder {
   HfShuffleOrder(std::vector<uint64_t> file_rows, std::vector<int64_t> row_document, uint64_t seed);
   uint64_t document(uint64_t position) const override;
   uint64_t epoch(uint64_t position) const override { return position / n_; }
+  uint64_t documents() const override { return n_; }
 
  private:
   std::vector<uint64_t> file_rows_;

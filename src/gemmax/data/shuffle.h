@@ -17,6 +17,7 @@ class DocumentOrder {
   virtual ~DocumentOrder() = default;
   virtual uint64_t document(uint64_t position) const = 0;
   virtual uint64_t epoch(uint64_t position) const = 0;
+  virtual uint64_t documents() const = 0;  // per epoch
 };
 
 // The documents of an endless stream (0, 1, ..., N - 1, 0, 1, ...: one epoch after another), in
@@ -27,6 +28,7 @@ class WindowShuffle final : public DocumentOrder {
   WindowShuffle(uint64_t num_documents, uint64_t window, uint64_t seed);
   uint64_t document(uint64_t position) const override;
   uint64_t epoch(uint64_t position) const override { return position / n_; }
+  uint64_t documents() const override { return n_; }
 
  private:
   uint64_t n_, window_, seed_;

@@ -1,11 +1,13 @@
 """Records MaxText's HF-pipeline document order with the real numpy and `datasets`.
 
 Writes numpy.json (raw numpy draws: SeedSequence states, PCG64 outputs, Generator.integers,
-shuffle, permutation) and order.json (the `id` column of small Parquet and JSON Lines datasets in
-the order MaxText's hf_data_processing reads them on one data-loading host). The C++ tests
-(tests/data/hf_order_test.cc) compare against these files; they need no Python.
+shuffle, permutation), order.json (the `id` column of small Parquet and JSON Lines datasets in
+the order MaxText's hf_data_processing reads them on one data-loading host) and packing.json
+(the batches grain's PackAndBatchOperation, the HF pipeline's packing, makes of documents of
+given lengths). The C++ tests (tests/data/hf_order_test.cc) compare against these files; they
+need no Python.
 
-  python3 -m venv VENV && VENV/bin/pip install datasets==5.2.0 numpy pyarrow
+  python3 -m venv VENV && VENV/bin/pip install datasets==5.2.0 grain==0.2.18 numpy pyarrow
   VENV/bin/python tests/data/hf_order_fixtures/make_fixtures.py
 """
 import json
@@ -14,10 +16,12 @@ import sys
 import tempfile
 
 import datasets
+import grain.python as grain
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets.distributed import split_dataset_by_node
+from grain._src.python import record
 
 # The buffer shuffle changed in datasets 5 (a permutation of the whole buffer, half of it kept);
 # the fixtures are of this version.
@@ -116,12 +120,42 @@ def order_cases(tmp):
   return cases
 
 
+EOS = 1
+
+
+def packing_cases():
+  """MaxText's hf packing: grain.experimental.PackAndBatchOperation over `inputs` and `targets`
+  (the same tokens) of max_target_length each. Document d of length n is the tokens
+  1000 d + 3, 1000 d + 4, ... and EOS last. The last, partial batch is left out."""
+  out = {"grain_version": getattr(grain, "__version__", "0.2.18"), "eos": EOS, "cases": []}
+  for batch, seq, num_docs, seed in [(2, 8, 12, 0), (4, 16, 60, 1), (3, 16, 50, 2)]:
+    rng = np.random.default_rng(seed)
+    lengths = [int(n) for n in rng.integers(1, seq + 1, size=num_docs)]
+
+    def records():
+      for d, n in enumerate(lengths):
+        a = np.array([1000 * d + 3 + i for i in range(n - 1)] + [EOS], dtype=np.int32)
+        yield record.Record(metadata=record.RecordMetadata(index=d, record_key=d),
+                            data={"inputs": a, "targets": a})
+
+    op = grain.experimental.PackAndBatchOperation(
+        batch_size=batch, length_struct={"inputs": seq, "targets": seq})
+    batches = [{"inputs": b.data[0]["inputs"].tolist(),
+                "segment_ids": b.data[1]["inputs"].tolist(),
+                "positions": b.data[2]["inputs"].tolist()} for b in op(records())]
+    out["cases"].append({"batch": batch, "seq": seq, "lengths": lengths,
+                         "batches": batches[:-1]})
+  return out
+
+
 def main():
   numpy_json = numpy_cases()
+  packing_json = packing_cases()
   with tempfile.TemporaryDirectory() as tmp:
     order = {"datasets_version": datasets.__version__, "numpy_version": np.__version__,
              "buffer_size": 1000, "cases": order_cases(tmp)}
-  for name, obj in [("numpy.json", numpy_json), ("order.json", order)]:
+  for name, obj in [("numpy.json", numpy_json), ("order.json", order),
+                    ("packing.json", packing_json)]:
     with open(os.path.join(OUT, name), "w") as f:
       json.dump(obj, f, separators=(",", ":"))
       f.write("\n")
