@@ -82,20 +82,31 @@ TEST(NumpyRandom, ShuffleAndPermutationMatchNumpy) {
   }
 }
 
+// The fixture of each datasets version the order follows.
+const std::pair<int, const char*> kVersions[] = {{5, "order.json"}, {4, "order_datasets4.json"}};
+
 TEST(HfShuffle, OrderIsMaxTextsHfPipelineBitForBit) {
-  const json f = fixture("order.json");
-  ASSERT_EQ(f["buffer_size"].get<uint64_t>(), kHfShuffleBuffer);
-  ASSERT_GE(f["cases"].size(), 5u);
-  for (const json& c : f["cases"]) {
-    const std::vector<uint64_t> rows = c["rows"].get<std::vector<uint64_t>>();
-    const uint64_t seed = c["seed"].get<uint64_t>();
-    std::vector<uint64_t> got;
-    for (uint64_t e = 0; e < c["epochs"].get<uint64_t>(); ++e) {
-      const std::vector<uint64_t> epoch = hf_shuffled_rows(rows, seed + e);
-      got.insert(got.end(), epoch.begin(), epoch.end());
+  for (const auto& [major, file] : kVersions) {
+    const json f = fixture(file);
+    ASSERT_EQ(f["datasets_version"].get<std::string>()[0], char('0' + major));
+    ASSERT_EQ(f["buffer_size"].get<uint64_t>(), kHfShuffleBuffer);
+    ASSERT_GE(f["cases"].size(), 5u);
+    for (const json& c : f["cases"]) {
+      const std::vector<uint64_t> rows = c["rows"].get<std::vector<uint64_t>>();
+      const uint64_t seed = c["seed"].get<uint64_t>();
+      std::vector<uint64_t> got;
+      for (uint64_t e = 0; e < c["epochs"].get<uint64_t>(); ++e) {
+        const std::vector<uint64_t> epoch = hf_shuffled_rows(rows, seed + e, major);
+        got.insert(got.end(), epoch.begin(), epoch.end());
+      }
+      EXPECT_EQ(json(got), c["ids"]) << file << ": " << c["name"] << " seed " << seed;
     }
-    EXPECT_EQ(json(got), c["ids"]) << c["name"] << " seed " << seed;
   }
+  // Files of fewer rows than the buffer are one permutation each in both versions; beyond it the
+  // buffers differ.
+  const json five = fixture("order.json"), four = fixture("order_datasets4.json");
+  EXPECT_EQ(five["cases"][0]["ids"], four["cases"][0]["ids"]);
+  EXPECT_NE(five["cases"][7]["ids"], four["cases"][7]["ids"]);
 }
 
 TEST(HfShuffle, LoaderOrderSkipsEmptyRowsAndReshufflesEachEpoch) {
@@ -106,7 +117,7 @@ TEST(HfShuffle, LoaderOrderSkipsEmptyRowsAndReshufflesEachEpoch) {
   std::vector<int64_t> row_document(2100);
   int64_t docs = 0;
   for (size_t r = 0; r < row_document.size(); ++r) row_document[r] = r % 3 == 1 ? -1 : docs++;
-  const HfShuffleOrder order({700, 700, 700}, row_document, 0);
+  const HfShuffleOrder order({700, 700, 700}, row_document, 0, 5);
   std::vector<int64_t> want;
   for (const json& id : c["ids"])
     if (row_document[id.get<size_t>()] >= 0) want.push_back(row_document[id.get<size_t>()]);
@@ -187,8 +198,10 @@ void row_ids(const Batch& b, std::vector<int64_t>& ids) {
 }
 
 TEST(HfOrderLoader, DocumentsComeInMaxTextsOrderAcrossEpochsAndResumeExactly) {
+ for (const auto& [major, file] : kVersions) {
+  SCOPED_TRACE(file);
   // 4 files (1200, 5, 640, 333 rows), seed 9, two epochs: MaxText with num_epoch=2.
-  const json c = fixture("order.json")["cases"][9];
+  const json c = fixture(file)["cases"][9];
   ASSERT_EQ(c["name"], "jsonl_4_files_2_epochs");
   testing::TempDir dir;
   write_case(c, dir.path);
@@ -207,6 +220,7 @@ TEST(HfOrderLoader, DocumentsComeInMaxTextsOrderAcrossEpochsAndResumeExactly) {
   o.shuffle = true;
   o.shuffle_buffer = 3;  // grain's window: not the HF order's
   o.seed = 9;
+  o.hf_datasets_version = major;
   auto loader = make_data_loader(o);
   EXPECT_NE(loader->describe().find("MaxText's HF-pipeline order"), std::string::npos)
       << loader->describe();
@@ -249,6 +263,11 @@ TEST(HfOrderLoader, DocumentsComeInMaxTextsOrderAcrossEpochsAndResumeExactly) {
   auto p = make_data_loader(plain);
   while (ids.size() < 100) row_ids(p->next(), ids);
   for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(ids[size_t(i)], i);
+  // The other datasets version's state is refused.
+  DataOptions version = o;
+  version.hf_datasets_version = 9 - major;
+  testing::expect_error([&] { make_data_loader(version)->restore(mid); }, {"hf_datasets_version"});
+ }
 }
 
 }  // namespace

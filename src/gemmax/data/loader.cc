@@ -59,9 +59,10 @@ bool hf_order(const DataOptions& o) { return o.dataset_type == "hf" && o.shuffle
 std::string packing_text(const DataOptions& o) {
   std::string s = o.packing ? first_fit(o) ? "packed first-fit" : "packed in order" : "unpacked";
   if (hf_order(o))
-    s += str_cat(" in MaxText's HF-pipeline order (datasets' streaming shuffle: the files "
-                 "shuffled, each file's rows through a ", kHfShuffleBuffer, "-row buffer; seed ",
-                 o.seed, ", seed ", o.seed, " + e in epoch e)");
+    s += str_cat(" in MaxText's HF-pipeline order (datasets ", o.hf_datasets_version,
+                 ".x's streaming shuffle: the files shuffled, each file's rows through a ",
+                 kHfShuffleBuffer, "-row buffer; seed ", o.seed, ", seed ", o.seed,
+                 " + e in epoch e)");
   else if (first_fit(o) && o.shuffle)
     s += str_cat(" after a shuffle in windows of ", o.shuffle_buffer, " documents (seed ", o.seed,
                  ")");
@@ -176,6 +177,7 @@ class PackedLoader final : public DataLoader {
               {"packing", "first_fit"},
               {"order", order_name()},
               {"seed", o_.seed},
+              {"hf_datasets_version", hf_order(o_) ? o_.hf_datasets_version : 0},
               {"position", stream_.position},
               {"offset", stream_.offset},
               {"epoch", order_->epoch(stream_.position)},
@@ -221,9 +223,12 @@ class PackedLoader final : public DataLoader {
                           : "grain's window-shuffle order",
              ": resume with the saved run's dataset_type and enable_data_shuffling (and the gemmax "
              "version that saved it), or start a new run");
-      if (s.contains("seed") && hf_order(o_))
+      if (hf_order(o_)) {
         expect_same(s, "seed", o_.seed,
                     "resume with the saved run's data_shuffle_seed, or start a new run");
+        expect_same(s, "hf_datasets_version", o_.hf_datasets_version,
+                    "resume with the saved run's hf_datasets_version, or start a new run");
+      }
       expect_same(s, "shuffle_buffer", shuffle_buffer(),
                   "resume with the saved run's enable_data_shuffling and "
                   "grain_shuffle_buffer_size, or start a new run");
@@ -481,7 +486,8 @@ std::unique_ptr<DataLoader> hf_loader(const DataOptions& o) {
   // The shard holds the documents in file order; MaxText's HF order is over the dataset's rows.
   std::shared_ptr<const DocumentOrder> order;
   if (hf_order(o))
-    order = std::make_shared<HfShuffleOrder>(r.file_rows, r.row_document, o.seed);
+    order = std::make_shared<HfShuffleOrder>(r.file_rows, r.row_document, o.seed,
+                                             o.hf_datasets_version);
   return shards_loader(o, {shard},
                        str_cat("Hugging Face dataset, ", source, " (", r.pairs, " pairs, ",
                                r.conversations, " conversations, tokenizer ", r.tokenizer, ")"),
@@ -515,6 +521,9 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
          o.packing_type == "best_fit" || o.packing_type == "concat_then_split"
              ? " (MaxText's best_fit and concat_then_split are not implemented)"
              : "");
+  if (o.dataset_type == "hf" && o.hf_datasets_version != 4 && o.hf_datasets_version != 5)
+    fail("hf_datasets_version=", o.hf_datasets_version,
+         ": gemmax follows the streaming shuffle of Hugging Face datasets 4.x or 5.x; set 4 or 5");
   if (o.shuffle && o.shuffle_buffer < 1)
     fail("grain_shuffle_buffer_size=", o.shuffle_buffer,
          " with enable_data_shuffling=true: the shuffle window needs at least 1 document");

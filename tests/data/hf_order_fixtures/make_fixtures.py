@@ -2,13 +2,16 @@
 
 Writes numpy.json (raw numpy draws: SeedSequence states, PCG64 outputs, Generator.integers,
 shuffle, permutation), order.json (the `id` column of small Parquet and JSON Lines datasets in
-the order MaxText's hf_data_processing reads them on one data-loading host) and packing.json
+the order MaxText's hf_data_processing reads them on one data-loading host; order_datasets4.json
+the same under datasets 4.8.5, whose buffer differs) and packing.json
 (the batches grain's PackAndBatchOperation, the HF pipeline's packing, makes of documents of
 given lengths). The C++ tests (tests/data/hf_order_test.cc) compare against these files; they
 need no Python.
 
   python3 -m venv VENV && VENV/bin/pip install datasets==5.2.0 grain==0.2.18 numpy pyarrow
   VENV/bin/python tests/data/hf_order_fixtures/make_fixtures.py
+  python3 -m venv VENV4 && VENV4/bin/pip install datasets==4.8.5 numpy pyarrow
+  VENV4/bin/python tests/data/hf_order_fixtures/make_fixtures.py     # order_datasets4.json only
 """
 import json
 import os
@@ -16,18 +19,16 @@ import sys
 import tempfile
 
 import datasets
-import grain.python as grain
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets.distributed import split_dataset_by_node
-from grain._src.python import record
 
-# The buffer shuffle changed in datasets 5 (a permutation of the whole buffer, half of it kept);
-# the fixtures are of this version.
-DATASETS_VERSION = "5.2.0"
-if datasets.__version__ != DATASETS_VERSION:
-  sys.exit(f"datasets {datasets.__version__} installed; the fixtures are of {DATASETS_VERSION}")
+# The buffer shuffle changed in datasets 5 (a permutation of the whole buffer, half of it kept,
+# where 4 swapped each row in for a drawn one); the fixtures are of these versions.
+ORDER_FILES = {"5.2.0": "order.json", "4.8.5": "order_datasets4.json"}
+if datasets.__version__ not in ORDER_FILES:
+  sys.exit(f"datasets {datasets.__version__} installed; the fixtures are of {list(ORDER_FILES)}")
 OUT = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -127,6 +128,9 @@ def packing_cases():
   """MaxText's hf packing: grain.experimental.PackAndBatchOperation over `inputs` and `targets`
   (the same tokens) of max_target_length each. Document d of length n is the tokens
   1000 d + 3, 1000 d + 4, ... and EOS last. The last, partial batch is left out."""
+  import grain.python as grain  # pylint: disable=import-outside-toplevel
+  from grain._src.python import record  # pylint: disable=import-outside-toplevel
+
   out = {"grain_version": getattr(grain, "__version__", "0.2.18"), "eos": EOS, "cases": []}
   for batch, seq, num_docs, seed in [(2, 8, 12, 0), (4, 16, 60, 1), (3, 16, 50, 2)]:
     rng = np.random.default_rng(seed)
@@ -149,13 +153,13 @@ def packing_cases():
 
 
 def main():
-  numpy_json = numpy_cases()
-  packing_json = packing_cases()
   with tempfile.TemporaryDirectory() as tmp:
     order = {"datasets_version": datasets.__version__, "numpy_version": np.__version__,
              "buffer_size": 1000, "cases": order_cases(tmp)}
-  for name, obj in [("numpy.json", numpy_json), ("order.json", order),
-                    ("packing.json", packing_json)]:
+  files = [(ORDER_FILES[datasets.__version__], order)]
+  if datasets.__version__.startswith("5."):
+    files += [("numpy.json", numpy_cases()), ("packing.json", packing_cases())]
+  for name, obj in files:
     with open(os.path.join(OUT, name), "w") as f:
       json.dump(obj, f, separators=(",", ":"))
       f.write("\n")
