@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -118,6 +119,46 @@ TEST(Train, FirstFitPackingResumesBitForBit) {
   other.push_back("enable_data_shuffling=false");
   testing::expect_error([&] { Trainer(Config::defaults(other)).run(log); },
                         {"was written with", "but this run has", "resuming needs the same value"});
+}
+
+// MaxText's HF pipeline (dataset_type=hf: datasets' streaming shuffle, first fit): a run split at
+// a checkpoint in its second epoch reads the batches the uninterrupted run reads, bit for bit;
+// resuming with the other datasets version's shuffle is refused.
+TEST(Train, HfOrderResumesBitForBit) {
+  TempDir data;
+  int64_t id = 0;
+  for (const auto& [name, rows] : {std::pair{"train-00000-of-00002.jsonl", 40},
+                                   std::pair{"train-00001-of-00002.jsonl", 23}}) {
+    std::ofstream out(data / name);
+    for (int i = 0; i < rows; ++i, ++id)
+      out << nlohmann::json{{"text", "row " + std::to_string(id)}}.dump() << "\n";
+  }
+  auto args = [&](const TempDir& dir, int64_t steps) {
+    std::vector<std::string> v = small_run(dir, steps);
+    v.insert(v.end(), {"dataset_type=hf", "hf_path=" + data.str(), "use_truncation=true",
+                       "data_shuffle_seed=5", "eval_interval=-1",
+                       "learning_rate_schedule_steps=6"});
+    return v;
+  };
+  TempDir whole, split;
+  std::ostringstream log;
+  Trainer a(Config::defaults(args(whole, 6)));
+  a.run(log);
+  EXPECT_NE(log.str().find("MaxText's HF-pipeline order (datasets 5.x"), std::string::npos)
+      << log.str();
+  Trainer(Config::defaults(args(split, 3))).run(log);
+  {
+    Trainer resumed(Config::defaults(args(split, 6)));
+    EXPECT_EQ(resumed.start_step(), 3);
+    resumed.run(log);
+    EXPECT_EQ(losses_of(whole), losses_of(split));
+    ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
+    EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
+  }
+  std::vector<std::string> other = args(split, 8);
+  other.push_back("hf_datasets_version=4");
+  testing::expect_error([&] { Trainer(Config::defaults(other)).run(log); },
+                        {"hf_datasets_version", "was written with", "but this run has"});
 }
 
 // A checkpoint written with tokenizer_type=byte (the default before auto) resumes under auto

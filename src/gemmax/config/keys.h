@@ -276,9 +276,13 @@
     "first with room) | sequential (documents in order; a piece that does not fit starts the "     \
     "next row; with enable_data_shuffling=false); docs/DATA.md")                                    \
   X(bool, enable_data_shuffling, enable_data_shuffling, true, any(), maxtext(),                     \
-    "first_fit: shuffle documents in windows, as grain (MaxText's default)")                       \
+    "first_fit: shuffle the documents as MaxText (default): grain's windows; hf: datasets' "      \
+    "streaming shuffle, MaxText's HF pipeline")                                                     \
   X(int64_t, grain_shuffle_buffer_size, grain_shuffle_buffer_size, 100, closed(1, kI64), maxtext(), \
-    "the shuffle window, in documents (MaxText's default)")                                         \
+    "the shuffle window, in documents (MaxText's default); not dataset_type=hf's (1000 rows)")     \
+  X(int64_t, hf_datasets_version, hf_datasets_version, 5, closed(4, 5), own(),                     \
+    "dataset_type=hf shuffles as this major version of Hugging Face datasets does: 5 (what MaxText "\
+    "0.2.5 installs today) or 4 (4.8.5 on, which it also accepts); docs/DATA.md")                  \
   X(bool, use_truncation, use_truncation, false, any(), maxtext(),                                  \
     "true: a document keeps its first max_target_length tokens, the rest is dropped (MaxText's "   \
     "default); false: cut into pieces")                                                             \

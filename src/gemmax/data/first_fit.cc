@@ -7,7 +7,7 @@
 
 namespace gemmax {
 
-void pack_first_fit(const Documents& docs, const WindowShuffle& order, const FirstFitOptions& o,
+void pack_first_fit(const Documents& docs, const DocumentOrder& order, const FirstFitOptions& o,
                     StreamCursor& cur, int64_t first_row, Batch& b) {
   const int64_t S = b.seq;
   GEMMAX_CHECK(first_row >= 0 && first_row + b.batch <= o.bins, "rows ", first_row, "..",

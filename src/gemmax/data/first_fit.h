@@ -12,7 +12,7 @@
 namespace gemmax {
 
 // Where the stream stands: the next piece starts at token `offset` of the document at stream
-// position `position` (WindowShuffle::document).
+// position `position` (DocumentOrder::document).
 struct StreamCursor {
   uint64_t position = 0, offset = 0;
   bool operator==(const StreamCursor&) const = default;
@@ -29,7 +29,7 @@ struct FirstFitOptions {
 // [first_row, first_row + b.batch) of it into b (inputs, positions, segment_ids, and loss_mask
 // when the caller sized it), each piece with the next segment id of its row and positions from
 // 0, the rest of each row padding.
-void pack_first_fit(const Documents& docs, const WindowShuffle& order, const FirstFitOptions& o,
+void pack_first_fit(const Documents& docs, const DocumentOrder& order, const FirstFitOptions& o,
                     StreamCursor& cur, int64_t first_row, Batch& b);
 
 }  // namespace gemmax

@@ -13,6 +13,7 @@
 #include "gemmax/base/rng.h"
 #include "gemmax/data/builtin_corpus.h"
 #include "gemmax/data/first_fit.h"
+#include "gemmax/data/hf_shuffle.h"
 #include "gemmax/data/packing.h"
 #include "gemmax/data/token_shard.h"
 #include "gemmax/data/tokenize_files.h"
@@ -51,9 +52,18 @@ bool first_fit(const DataOptions& o) {
   return o.packing && o.packing_type == "first_fit" && !o.eval;
 }
 
+// dataset_type=hf shuffles as MaxText's HF pipeline does (hf_shuffle.h), the others as its grain
+// pipeline.
+bool hf_order(const DataOptions& o) { return o.dataset_type == "hf" && o.shuffle && first_fit(o); }
+
 std::string packing_text(const DataOptions& o) {
   std::string s = o.packing ? first_fit(o) ? "packed first-fit" : "packed in order" : "unpacked";
-  if (first_fit(o) && o.shuffle)
+  if (hf_order(o))
+    s += str_cat(" in MaxText's HF-pipeline order (datasets ", o.hf_datasets_version,
+                 ".x's streaming shuffle: the files shuffled, each file's rows through a ",
+                 kHfShuffleBuffer, "-row buffer; seed ", o.seed, ", seed ", o.seed,
+                 " + e in epoch e)");
+  else if (first_fit(o) && o.shuffle)
     s += str_cat(" after a shuffle in windows of ", o.shuffle_buffer, " documents (seed ", o.seed,
                  ")");
   if (o.truncate) s += ", documents truncated to a row";
@@ -67,16 +77,25 @@ std::string packing_text(const DataOptions& o) {
 // Documents packed into rows; the built-in corpus and token shards.
 class PackedLoader final : public DataLoader {
  public:
+  // `order`: the documents' order for first-fit packing; null: grain's window shuffle.
   PackedLoader(const DataOptions& o, Documents docs, std::string what, std::string detail,
-               int32_t pad_fill, int32_t pad_id)
+               int32_t pad_fill, int32_t pad_id, std::shared_ptr<const DocumentOrder> order = {})
       : o_(o),
         docs_(std::move(docs)),
         what_(std::move(what)),
         detail_(std::move(detail)),
         pad_fill_(pad_fill),
-        pad_id_(pad_id) {
+        pad_id_(pad_id),
+        order_(std::move(order)) {
     if (docs_.size() == 0) fail(what_, " holds no documents");
-    order_ = WindowShuffle(docs_.size(), o_.shuffle ? uint64_t(o_.shuffle_buffer) : 0, o_.seed);
+    if (!order_)
+      order_ = std::make_shared<WindowShuffle>(
+          docs_.size(), o_.shuffle ? uint64_t(o_.shuffle_buffer) : 0, o_.seed);
+    if (order_->documents() != docs_.size())
+      fail(what_, " holds ", docs_.size(), " documents (split after each eos token) but ",
+           order_->documents(), " rows with text: a row's tokens hold the eos id, and MaxText's "
+           "HF order shuffles whole rows; remove the eos token from the text, or set "
+           "enable_data_shuffling=false");
     if (o_.completion_only && !docs_.has_loss_mask())
       fail("sft_train_on_completion_only=true but ", what_,
            " carries no loss mask (token shard version 1, or the built-in corpus): make the data "
@@ -137,7 +156,7 @@ class PackedLoader final : public DataLoader {
     const bool wrap = !o_.eval;
     if (first_fit(o_)) {
       // Every rank packs the global batch's rows together and keeps its own.
-      pack_first_fit(docs_, order_, {o_.ranks * o_.batch, o_.truncate, pad_fill_}, stream_, first,
+      pack_first_fit(docs_, *order_, {o_.ranks * o_.batch, o_.truncate, pad_fill_}, stream_, first,
                      b);
     } else {
       for (int64_t g = 0; g < o_.ranks * o_.batch; ++g) {
@@ -156,10 +175,13 @@ class PackedLoader final : public DataLoader {
     if (first_fit(o_))
       return {{"type", o_.dataset_type},
               {"packing", "first_fit"},
+              {"order", order_name()},
+              {"seed", o_.seed},
+              {"hf_datasets_version", hf_order(o_) ? o_.hf_datasets_version : 0},
               {"position", stream_.position},
               {"offset", stream_.offset},
-              {"epoch", order_.epoch(stream_.position)},
-              {"shuffle_buffer", o_.shuffle ? o_.shuffle_buffer : 0},
+              {"epoch", order_->epoch(stream_.position)},
+              {"shuffle_buffer", shuffle_buffer()},
               {"truncate", o_.truncate},
               {"batches", batches_},
               {"num_documents", docs_.size()},
@@ -189,13 +211,31 @@ class PackedLoader final : public DataLoader {
       fail("data loader state: the saved run packed its rows ", packing, " but this run packs ",
            ours, ": resume with the saved run's grain_packing_type, or start a new run");
     if (first_fit(o_)) {
-      expect_same(s, "shuffle_buffer", o_.shuffle ? o_.shuffle_buffer : int64_t(0),
+      // A state saved before the HF order existed has no "order": grain's.
+      const std::string order = s.contains("order") ? state_value<std::string>(s, "order") : "grain";
+      if (order != order_name())
+        fail("data loader state: the saved run read its documents in ",
+             order == "hf" ? "MaxText's HF-pipeline order" : "grain's window-shuffle order",
+             " but this run reads them in ",
+             hf_order(o_) ? "MaxText's HF-pipeline order (dataset_type=hf with "
+                            "enable_data_shuffling=true; before it, gemmax used grain's window "
+                            "shuffle for hf too)"
+                          : "grain's window-shuffle order",
+             ": resume with the saved run's dataset_type and enable_data_shuffling (and the gemmax "
+             "version that saved it), or start a new run");
+      if (hf_order(o_)) {
+        expect_same(s, "seed", o_.seed,
+                    "resume with the saved run's data_shuffle_seed, or start a new run");
+        expect_same(s, "hf_datasets_version", o_.hf_datasets_version,
+                    "resume with the saved run's hf_datasets_version, or start a new run");
+      }
+      expect_same(s, "shuffle_buffer", shuffle_buffer(),
                   "resume with the saved run's enable_data_shuffling and "
                   "grain_shuffle_buffer_size, or start a new run");
       expect_same(s, "truncate", o_.truncate,
                   "resume with the saved run's use_truncation, or start a new run");
       StreamCursor c{state_value<uint64_t>(s, "position"), state_value<uint64_t>(s, "offset")};
-      if (c.offset >= docs_[order_.document(c.position)].size() || (o_.truncate && c.offset > 0))
+      if (c.offset >= docs_[order_->document(c.position)].size() || (o_.truncate && c.offset > 0))
         fail("data loader state: offset ", c.offset, " at stream position ", c.position,
              " is outside its document of ", what_, ": corrupt state");
       stream_ = c;
@@ -219,12 +259,18 @@ class PackedLoader final : public DataLoader {
   bool exhausted() const override { return o_.eval && cur_.epoch > 0; }
 
  private:
+  std::string order_name() const { return hf_order(o_) ? "hf" : "grain"; }
+  // The shuffle's buffer in documents (0: unshuffled); the HF order's is datasets' default.
+  int64_t shuffle_buffer() const {
+    return !o_.shuffle ? 0 : hf_order(o_) ? int64_t(kHfShuffleBuffer) : o_.shuffle_buffer;
+  }
+
   DataOptions o_;
   Documents docs_;
   std::string what_, detail_;
   int32_t pad_fill_, pad_id_;
   PackCursor cur_;                // sequential packing
-  WindowShuffle order_{1, 0, 0};  // first-fit: the documents' order
+  std::shared_ptr<const DocumentOrder> order_;  // first-fit: the documents' order
   StreamCursor stream_;           // first-fit
   uint64_t batches_ = 0;
 };
@@ -347,7 +393,8 @@ std::vector<std::string> shard_paths(const std::string& spec, bool eval) {
 // Token shards of one tokenizer, as the loader's documents; `what` names them in the log.
 std::unique_ptr<DataLoader> shards_loader(const DataOptions& o,
                                           const std::vector<std::shared_ptr<const TokenShard>>& shards,
-                                          std::string what) {
+                                          std::string what,
+                                          std::shared_ptr<const DocumentOrder> order = {}) {
   Documents docs;
   std::shared_ptr<const TokenShard> first;
   for (const auto& shard : shards) {
@@ -376,7 +423,7 @@ std::unique_ptr<DataLoader> shards_loader(const DataOptions& o,
          "): the shards' tokenizer does not match the model");
   return std::make_unique<PackedLoader>(o, std::move(docs), what,
                                         str_cat(", tokenizer vocab ", h.vocab_size), pad_fill,
-                                        has_pad ? pad_fill : -1);
+                                        has_pad ? pad_fill : -1, std::move(order));
 }
 
 std::unique_ptr<DataLoader> shards_loader(const DataOptions& o) {
@@ -436,9 +483,15 @@ std::unique_ptr<DataLoader> hf_loader(const DataOptions& o) {
   } catch (const Error& e) {
     fail("the Hugging Face dataset's ", source, ", tokenized with ", r.tokenizer, ": ", e.what());
   }
+  // The shard holds the documents in file order; MaxText's HF order is over the dataset's rows.
+  std::shared_ptr<const DocumentOrder> order;
+  if (hf_order(o))
+    order = std::make_shared<HfShuffleOrder>(r.file_rows, r.row_document, o.seed,
+                                             o.hf_datasets_version);
   return shards_loader(o, {shard},
                        str_cat("Hugging Face dataset, ", source, " (", r.pairs, " pairs, ",
-                               r.conversations, " conversations, tokenizer ", r.tokenizer, ")"));
+                               r.conversations, " conversations, tokenizer ", r.tokenizer, ")"),
+                       std::move(order));
 }
 
 }  // namespace
@@ -468,6 +521,9 @@ std::unique_ptr<DataLoader> make_data_loader(const DataOptions& o) {
          o.packing_type == "best_fit" || o.packing_type == "concat_then_split"
              ? " (MaxText's best_fit and concat_then_split are not implemented)"
              : "");
+  if (o.dataset_type == "hf" && o.hf_datasets_version != 4 && o.hf_datasets_version != 5)
+    fail("hf_datasets_version=", o.hf_datasets_version,
+         ": gemmax follows the streaming shuffle of Hugging Face datasets 4.x or 5.x; set 4 or 5");
   if (o.shuffle && o.shuffle_buffer < 1)
     fail("grain_shuffle_buffer_size=", o.shuffle_buffer,
          " with enable_data_shuffling=true: the shuffle window needs at least 1 document");

@@ -29,6 +29,7 @@ struct DataOptions {
   std::string packing_type = "sequential";  // grain_packing_type
   bool shuffle = false;                     // enable_data_shuffling: grain's window shuffle
   int64_t shuffle_buffer = 100;             // grain_shuffle_buffer_size: the window, in documents
+  int hf_datasets_version = 5;  // hf: whose streaming shuffle (datasets 4.x or 5.x) to follow
   bool truncate = false;  // use_truncation: keep a document's first seq tokens, drop the rest
   int64_t batch = 1;  // rows per batch (per_device_batch_size)
   // Data parallelism: the global batch has `ranks` x `batch` rows, and this loader returns rows

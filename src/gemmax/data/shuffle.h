@@ -11,14 +11,24 @@ namespace gemmax {
 uint64_t grain_index_shuffle(uint64_t index, uint64_t max_index, uint32_t seed,
                              uint32_t rounds = 4);
 
+// Which document comes at each position of an endless stream of documents (epoch after epoch).
+class DocumentOrder {
+ public:
+  virtual ~DocumentOrder() = default;
+  virtual uint64_t document(uint64_t position) const = 0;
+  virtual uint64_t epoch(uint64_t position) const = 0;
+  virtual uint64_t documents() const = 0;  // per epoch
+};
+
 // The documents of an endless stream (0, 1, ..., N - 1, 0, 1, ...: one epoch after another), in
 // the order grain's WindowShuffleIterDataset(window_size = window, seed) hands them on: each
 // window of `window` stream positions is permuted with seed + its index. window = 0: in order.
-class WindowShuffle {
+class WindowShuffle final : public DocumentOrder {
  public:
   WindowShuffle(uint64_t num_documents, uint64_t window, uint64_t seed);
-  uint64_t document(uint64_t position) const;  // the document at `position` of the stream
-  uint64_t epoch(uint64_t position) const { return position / n_; }
+  uint64_t document(uint64_t position) const override;
+  uint64_t epoch(uint64_t position) const override { return position / n_; }
+  uint64_t documents() const override { return n_; }
 
  private:
   uint64_t n_, window_, seed_;

@@ -134,7 +134,12 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
   const bool single_text = columns.size() == 1 && columns[0] != "messages";
   const RecordEncoder encoder(*tok, chat.get(), single_text ? columns[0] : o.text_key, o.add_bos,
                               o.chat_spans_by_prefix_renders);
+  const bool hf = !o.hf_path.empty() || !o.hf_files.empty();
   auto add = [&](const EncodedDocument& d) {
+    if (hf)
+      r.row_document.push_back(d.kind == EncodedDocument::Kind::Empty
+                                   ? -1
+                                   : int64_t(writer.num_documents()));
     switch (d.kind) {
       case EncodedDocument::Kind::Empty: ++r.skipped_empty; return;
       case EncodedDocument::Kind::Pair: ++r.pairs; break;
@@ -177,7 +182,6 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
     if (block.size() == kBlock) flush();
   };
   std::vector<std::string> inputs = o.inputs;
-  const bool hf = !o.hf_path.empty() || !o.hf_files.empty();
   if (hf && !inputs.empty())
     fail("tokenize: give input files or a dataset (hf_path / hf_train_files), not both");
   if (hf) inputs = hf_split_files({o.hf_path, o.hf_data_dir, o.hf_files, o.split});
@@ -199,9 +203,11 @@ TokenizeResult tokenize_files(const TokenizeOptions& o) {
       // data columns are named; a dataset's rows are their columns.
       const std::vector<std::string> cols =
           !hf && jsonl && o.data_columns.empty() ? std::vector<std::string>() : columns;
+      if (hf) r.file_rows.push_back(0);
       for_each_hf_row(
           path, cols,
           [&](const nlohmann::ordered_json& record, const std::string& where) {
+            if (hf) ++r.file_rows.back();
             queue({record, where, {}, false});
           },
           [&](uint64_t read) { progress.set(before + double(read)); });

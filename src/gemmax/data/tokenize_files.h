@@ -46,6 +46,10 @@ struct TokenizeResult {
   uint64_t pairs = 0;          // prompt-completion documents (their completions masked in)
   uint64_t conversations = 0;  // `messages` documents (their assistant turns masked in)
   std::string tokenizer;       // Tokenizer::describe()
+  // A dataset's (hf_path / hf_files) rows: how many each data file holds, in reading order, and
+  // the document each row became (-1: empty, not written). MaxText's HF order shuffles rows.
+  std::vector<uint64_t> file_rows;
+  std::vector<int64_t> row_document;
 };
 
 TokenizeResult tokenize_files(const TokenizeOptions& options);

@@ -86,6 +86,7 @@ DataOptions run_data_options(const TrainConfig& c, int64_t vocab_size, int rank,
   d.packing_type = name_of(c.data.grain_packing_type);
   d.shuffle = c.data.enable_data_shuffling;
   d.shuffle_buffer = c.data.grain_shuffle_buffer_size;
+  d.hf_datasets_version = int(c.data.hf_datasets_version);
   d.truncate = c.data.use_truncation;
   d.batch = c.step.per_device_batch_size;
   d.seq = c.step.max_target_length;

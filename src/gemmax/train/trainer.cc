@@ -57,6 +57,7 @@ bool must_match_on_resume(const std::string& key) {
       "dtype",        "weight_dtype",   "freeze",         "max_target_length", "dataset_type",
       "dataset_path", "tokenizer_type", "tokenizer_path", "packing",           "data_shuffle_seed",
       "grain_packing_type", "enable_data_shuffling", "grain_shuffle_buffer_size", "use_truncation",
+      "hf_datasets_version",
       "embedding_table",
       // A LoRA run's adapters are what its checkpoint holds: their shape and targets stay.
       "enable_lora", "lora_rank", "lora_alpha", "lora_module_path", "lora_target_modules",
