@@ -32,7 +32,7 @@ Decoder::Decoder(const Gemma4Model& model, const Tensor& weights, const DecoderO
   if (c.has_per_layer_inputs())  // the table stays the master, as the embedding's does
     weights_.per_layer = {master.per_layer.table,
                           compute_copy(be_, master.per_layer.model_proj, act),
-                          master.per_layer.proj_norm};
+                          master.per_layer.proj_norm, {}};
   for (const LayerWeights& w : master.layers)
     weights_.layers.push_back(compute_weights(be_, w, act, model.options().float32_gate_logits));
   if (const BoundAdapters& lora = options_.lora) {

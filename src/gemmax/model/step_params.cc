@@ -45,7 +45,7 @@ PerLayerInputWeights StepParams::per_layer_grads() { return per_layer_weights();
 
 PerLayerInputWeights WholeParams::per_layer_weights() {
   const PerLayerInputWeights& w = weights_.per_layer;
-  return {w.table, compute_copy(be_, w.model_proj, opt_.act), w.proj_norm};
+  return {w.table, compute_copy(be_, w.model_proj, opt_.act), w.proj_norm, {}};
 }
 
 LayerWeights WholeParams::layer_grads(int64_t l) {

@@ -62,7 +62,7 @@ ModelWeights bind_model(const ParamTable& table, const Tensor& flat) {
   if (table.config().has_per_layer_inputs())
     m.per_layer = {table.view(flat, "embed_tokens_per_layer.weight"),
                    table.view(flat, "per_layer_model_projection.weight"),
-                   table.view(flat, "per_layer_projection_norm.weight")};
+                   table.view(flat, "per_layer_projection_norm.weight"), {}};
   for (int64_t l = 0; l < table.config().num_layers; ++l)
     m.layers.push_back(bind_layer(table, flat, l));
   return m;

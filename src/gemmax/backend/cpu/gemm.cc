@@ -15,6 +15,13 @@ namespace {
 constexpr int64_t kSharedBytes = int64_t(4) << 20;  // packed B of one column chunk; A^T blocks
 constexpr int64_t kRowBlocksPerUnit = 16;           // gemm: 224 rows of A reused from L2
 constexpr int64_t kThreadBytes = int64_t(2) << 20;  // per thread: packing of the serial forms
+// gemm: a reduction longer than kLongReduction runs in slices of at most kReductionSlice, added
+// into C in order. A packing round then holds many panels, so A's rows are read from memory a
+// few times per slice rather than once per few panels of the whole reduction: 2048 x 1536
+// outputs over k = 262144 (the head's dx) went from 0.66 to 0.85-0.88 TFLOP/s, k = 12288 from
+// 0.80 to 0.87; k = 6144 is faster whole (0.86 against 0.82), hence the threshold.
+constexpr int64_t kLongReduction = 8192;
+constexpr int64_t kReductionSlice = 4096;
 // gemm_tn: an fp32 C's reduction runs in pieces of this many rows; a group of C rows' packed
 // A^T piece stays within kTnGroupBytes (L2, beside C's rows and one B panel piece).
 constexpr int64_t kTnPieceRows = 1024;
@@ -75,7 +82,8 @@ void gemm(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> 
   const auto tile = tile_fn<TC>(K);
   const int64_t panel_elems = packed_elems(K, k);
   const int64_t panel_bytes = panel_elems * int64_t(sizeof(T));
-  if (panel_bytes > scratch.shared_bytes) return gemm_in_slices(isa, m, n, k, a, b, c, accumulate, scratch);
+  if (panel_bytes > scratch.shared_bytes || k > kLongReduction)
+    return gemm_in_slices(isa, m, n, k, a, b, c, accumulate, scratch);
   const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
   const int64_t chunk = std::max<int64_t>(1, scratch.shared_bytes / panel_bytes);
   const int64_t row_blocks = (m + kTileRows - 1) / kTileRows;
@@ -267,16 +275,17 @@ void gemm_tn_serial(Isa isa, int64_t n, int64_t k, int64_t m, Rows<const T> a, R
   }
 }
 
-// A reduction longer than one packed panel of the scratch holds (the head's dx over a
-// 262144-word vocabulary): slices of the reduction, each as long as a panel allows, added into
-// an fp32 C in order; a bf16 C gets the fp32 sum rounded once.
+// A long reduction (the head's dx over a 262144-word vocabulary, an MLP's input gradient through
+// its fused gate and up): slices of kReductionSlice (or what a packed panel allows, if less),
+// added into an fp32 C in order; a bf16 C gets the fp32 sum rounded once.
 template <class T, class TC>
 void gemm_in_slices(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, BMatrix<T> b,
                     Rows<TC> c, bool accumulate, const GemmScratch& scratch) {
   if constexpr (std::is_same_v<TC, float>) {
     const GemmKernels<T>& K = kernels<T>(isa);
-    const int64_t slice = scratch.shared_bytes / (kPanelCols * int64_t(sizeof(T)) * K.b_width) /
-                          kPair<T> * kPair<T>;
+    const int64_t slice = std::min(kReductionSlice, scratch.shared_bytes /
+                                                        (kPanelCols * int64_t(sizeof(T)) * K.b_width) /
+                                                        kPair<T> * kPair<T>);
     GEMMAX_CHECK(slice > 0, "gemm: the packing scratch holds no panel");
     for (int64_t k0 = 0; k0 < k; k0 += slice) {
       const Rows<const T> a_slice{a.base + k0, a.ld, a.map};
@@ -285,10 +294,9 @@ void gemm_in_slices(Isa isa, int64_t m, int64_t n, int64_t k, Rows<const T> a, B
                      accumulate || k0 > 0, scratch);
     }
   } else {
-    // The fp32 sum of the slices, rounded once. Allocated per call: this path runs only where
-    // k outgrows the packing scratch (the head's dx over a 262144-word vocabulary): a fresh
-    // page costs about a nanosecond per element, against over a microsecond per element for
-    // the element's 2k FLOPs, so borrowing workspace would not be measurable.
+    // The fp32 sum of the slices, rounded once. Allocated per call: this path runs only for
+    // reductions over 8192 long, where a fresh page's nanosecond per element is a few percent
+    // of the element's 2k FLOPs at most (the speeds above include it).
     std::vector<float> sum(size_t(m * n));
     gemm_in_slices<T, float>(isa, m, n, k, a, b, Rows<float>{sum.data(), n}, false, scratch);
     for (int64_t i = 0; i < m; ++i) {
