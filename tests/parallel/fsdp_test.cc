@@ -526,6 +526,30 @@ void run_ok(int ranks, const std::vector<std::string>& args) {
   ASSERT_EQ(launch(ranks, args, &out), 0) << out;
 }
 
+// Every rank of the run in `dir` measured the peaks its plan gave, in every category.
+void expect_plan_measured_by_every_rank(const std::string& dir, size_t ranks,
+                                        const std::string& what) {
+  std::ifstream in(dir + "/r/memory.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["measured_per_rank"].size(), ranks) << what << ": " << j.dump();
+  for (const auto& rank : j["measured_per_rank"])
+    for (const auto& [k, v] : j["planned"].items()) EXPECT_EQ(rank[k], v) << what << " " << k;
+}
+
+// The newest checkpoints of two runs hold the same tensors, element for element to `tol`.
+void expect_same_checkpoint_params(const std::string& a_dir, const std::string& b_dir, double tol,
+                                   const std::string& what) {
+  const TrainCheckpoint a = open_newest_train_checkpoint(a_dir + "/r");
+  const TrainCheckpoint b = open_newest_train_checkpoint(b_dir + "/r");
+  ASSERT_EQ(a.params.names(), b.params.names()) << what;
+  for (const std::string& name : a.params.names()) {
+    const Tensor x = a.params.read_as(name, DType::F64), y = b.params.read_as(name, DType::F64);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_NEAR(x.data<double>()[i], y.data<double>()[i], tol)
+          << what << ": " << name << "[" << i << "]";
+  }
+}
+
 // N ranks at per_device_batch_size=1 train the model one rank trains with the N rows: the same
 // losses (the cross-entropy normalised by the global batch's targets, the load-balance loss
 // averaged over its sequences) and the same weights. In fp64 the weights agree to 1e-10 after five
@@ -597,20 +621,8 @@ TEST(FsdpRun, LoraOnSeveralRanksTrainsWhatOneRankTrains) {
     if (!std::string(embedding).ends_with("vocab_parallel"))
       EXPECT_EQ(m[0]["perf/comm_reduce_scatter_bytes"].get<int64_t>(), 0) << "the base is frozen";
     EXPECT_GT(m[0]["perf/comm_all_reduce_bytes"].get<int64_t>(), 0) << "the adapters' gradients";
-    const TrainCheckpoint a = open_newest_train_checkpoint(one.str() + "/r");
-    const TrainCheckpoint b = open_newest_train_checkpoint(many.str() + "/r");
-    ASSERT_EQ(a.params.names(), b.params.names());
-    for (const std::string& name : a.params.names()) {
-      const Tensor x = a.params.read_as(name, DType::F64), y = b.params.read_as(name, DType::F64);
-      for (int64_t i = 0; i < x.numel(); ++i)
-        ASSERT_NEAR(x.data<double>()[i], y.data<double>()[i], 1e-10) << name << "[" << i << "]";
-    }
-    std::ifstream in(many / "r/memory.json");
-    const nlohmann::json j = nlohmann::json::parse(in);
-    ASSERT_EQ(j["measured_per_rank"].size(), 2u);
-    for (const auto& rank : j["measured_per_rank"])
-      for (const auto& [k, v] : j["planned"].items())
-        EXPECT_EQ(rank[k], v) << embedding << " " << k;
+    expect_same_checkpoint_params(one.str(), many.str(), 1e-10, embedding);
+    expect_plan_measured_by_every_rank(many.str(), 2, embedding);
     // The two ranks' checkpoint continues on one rank.
     std::vector<std::string> more = tiny(many.str(), 2, keys);
     more.push_back("steps=6");
@@ -650,19 +662,8 @@ TEST(FsdpRun, QloraOnSeveralRanksTrainsWhatOneRankTrains) {
   EXPECT_EQ(m[0]["perf/comm_reduce_scatter_bytes"].get<int64_t>(), 0) << "the base is frozen";
   EXPECT_GT(m[0]["perf/comm_all_gather_bytes"].get<int64_t>(), 0) << "the NF4 layers";
   EXPECT_GT(m[0]["perf/comm_all_reduce_bytes"].get<int64_t>(), 0) << "the adapters' gradients";
-  const TrainCheckpoint a = open_newest_train_checkpoint(one.str() + "/r");
-  const TrainCheckpoint b = open_newest_train_checkpoint(many.str() + "/r");
-  ASSERT_EQ(a.params.names(), b.params.names());
-  for (const std::string& name : a.params.names()) {
-    const Tensor x = a.params.read_as(name, DType::F64), y = b.params.read_as(name, DType::F64);
-    for (int64_t i = 0; i < x.numel(); ++i)
-      ASSERT_NEAR(x.data<double>()[i], y.data<double>()[i], 1e-10) << name << "[" << i << "]";
-  }
-  std::ifstream in(many / "r/memory.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
-  ASSERT_EQ(j["measured_per_rank"].size(), 2u);
-  for (const auto& rank : j["measured_per_rank"])
-    for (const auto& [k, v] : j["planned"].items()) EXPECT_EQ(rank[k], v) << k;
+  expect_same_checkpoint_params(one.str(), many.str(), 1e-10, "qlora");
+  expect_plan_measured_by_every_rank(many.str(), 2, "qlora");
   std::vector<std::string> more = tiny(many.str(), 2, with_eval(2));
   more.push_back("steps=6");
   run_ok(0, more);
@@ -699,11 +700,7 @@ TEST(FsdpRun, TheDenseMemberTrainsOnTwoRanks) {
                 m1[0]["learning/raw_grad_norm"].get<double>(),
                 1e-6 * m1[0]["learning/raw_grad_norm"].get<double>())
         << mode << ": the global gradient norm";
-    std::ifstream in(dir / "r/memory.json");
-    const nlohmann::json j = nlohmann::json::parse(in);
-    ASSERT_EQ(j["measured_per_rank"].size(), 2u) << j.dump();
-    for (const auto& rank : j["measured_per_rank"])
-      for (const auto& [k, v] : j["planned"].items()) EXPECT_EQ(rank[k], v) << mode << " " << k;
+    expect_plan_measured_by_every_rank(dir.str(), 2, mode);
   }
   TempDir one64, many64;
   const std::vector<std::string> f64 = {"num_experts=1", "dtype=float64", "weight_dtype=float64"};
@@ -849,11 +846,9 @@ TEST(FsdpRun, EveryRankMeasuresItsPlan) {
     more.insert(more.end(), keys.begin(), keys.end());
     const std::string mode = keys.back();
     run_ok(3, tiny(dir.str(), 1, more));
+    expect_plan_measured_by_every_rank(dir.str(), 3, mode);
     std::ifstream in(dir / "r/memory.json");
     const nlohmann::json j = nlohmann::json::parse(in);
-    ASSERT_EQ(j["measured_per_rank"].size(), 3u) << j.dump();
-    for (const auto& rank : j["measured_per_rank"])
-      for (const auto& [k, v] : j["planned"].items()) EXPECT_EQ(rank[k], v) << mode << " " << k;
     const MemoryPlan one = plan_of(tiny(dir.str(), 1, {"dtype=bfloat16"}), 1);
     const ParamTable table(one.input.model);
     const ShardLayout l = ShardLayout::fsdp(table, 3, 0, true);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -33,6 +34,27 @@ std::vector<double> losses_of(const TempDir& dir) {
   for (std::string line; std::getline(in, line);)
     losses.push_back(nlohmann::json::parse(line)["learning/loss"].get<double>());
   return losses;
+}
+
+using RunArgs = std::function<std::vector<std::string>(const TempDir&, int64_t)>;
+
+// A run of `steps` steps split at a checkpoint after `split_at` ends with the uninterrupted run's
+// losses and weights, bit for bit; the uninterrupted run's log holds `says`. `split` keeps the
+// split run's folder for what the caller checks next.
+void expect_split_run_is_whole(const RunArgs& args, int64_t steps, int64_t split_at,
+                               const TempDir& split, const std::string& says) {
+  TempDir whole;
+  std::ostringstream log;
+  Trainer a(Config::defaults(args(whole, steps)));
+  a.run(log);
+  EXPECT_NE(log.str().find(says), std::string::npos) << log.str();
+  Trainer(Config::defaults(args(split, split_at))).run(log);  // ends (and lets go of its folder)
+  Trainer resumed(Config::defaults(args(split, steps)));
+  EXPECT_EQ(resumed.start_step(), split_at);
+  resumed.run(log);
+  EXPECT_EQ(losses_of(whole), losses_of(split));
+  ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
+  EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
 }
 
 TEST(Train, TinyModelLossFallsClearly) {
@@ -77,15 +99,8 @@ TEST(Train, SmallBlockLearnsAndResumesBitForBit) {
   for (size_t i = 30; i < 40; ++i) tail += losses[i] / 10;
   EXPECT_LT(tail, s.first_loss - 1.0) << log.str();
   EXPECT_NE(log.str().find("gemmax: sample"), std::string::npos) << "the small block decodes";
-  TempDir whole, split;
-  Trainer a(Config::defaults(args(whole, 4)));
-  a.run(log);
-  Trainer(Config::defaults(args(split, 2))).run(log);  // ends (and lets go of its folder) here
-  Trainer resumed(Config::defaults(args(split, 4)));
-  EXPECT_EQ(resumed.start_step(), 2);
-  resumed.run(log);
-  ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
-  EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
+  TempDir split;
+  expect_split_run_is_whole(args, 4, 2, split, "gemmax: done");
 }
 
 // MaxText's grain pipeline (window shuffle, truncation, first-fit packing): a run split at a
@@ -99,21 +114,9 @@ TEST(Train, FirstFitPackingResumesBitForBit) {
                        "eval_interval=-1", "learning_rate_schedule_steps=4"});
     return v;
   };
-  TempDir whole, split;
+  TempDir split;
+  expect_split_run_is_whole(args, 4, 2, split, "packed first-fit after a shuffle in windows of 7");
   std::ostringstream log;
-  Trainer a(Config::defaults(args(whole, 4)));
-  a.run(log);
-  EXPECT_NE(log.str().find("packed first-fit after a shuffle in windows of 7"), std::string::npos)
-      << log.str();
-  Trainer(Config::defaults(args(split, 2))).run(log);
-  {
-    Trainer resumed(Config::defaults(args(split, 4)));
-    EXPECT_EQ(resumed.start_step(), 2);
-    resumed.run(log);
-    EXPECT_EQ(losses_of(whole), losses_of(split));
-    ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
-    EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
-  }
   std::vector<std::string> other = args(split, 6);
   other.push_back("grain_packing_type=sequential");
   other.push_back("enable_data_shuffling=false");
@@ -140,21 +143,9 @@ TEST(Train, HfOrderResumesBitForBit) {
                        "learning_rate_schedule_steps=6"});
     return v;
   };
-  TempDir whole, split;
+  TempDir split;
+  expect_split_run_is_whole(args, 6, 3, split, "MaxText's HF-pipeline order (datasets 5.x");
   std::ostringstream log;
-  Trainer a(Config::defaults(args(whole, 6)));
-  a.run(log);
-  EXPECT_NE(log.str().find("MaxText's HF-pipeline order (datasets 5.x"), std::string::npos)
-      << log.str();
-  Trainer(Config::defaults(args(split, 3))).run(log);
-  {
-    Trainer resumed(Config::defaults(args(split, 6)));
-    EXPECT_EQ(resumed.start_step(), 3);
-    resumed.run(log);
-    EXPECT_EQ(losses_of(whole), losses_of(split));
-    ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
-    EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
-  }
   std::vector<std::string> other = args(split, 8);
   other.push_back("hf_datasets_version=4");
   testing::expect_error([&] { Trainer(Config::defaults(other)).run(log); },

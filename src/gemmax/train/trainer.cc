@@ -181,14 +181,15 @@ Trainer::Trainer(const Config& config, Comm* comm, TrainHooks hooks)
     run_lock_ = std::make_unique<RunDirLock>(run_dir_);
     if (!run_lock_->recovered().empty()) notes_.push_back(run_lock_->recovered());
   }
+  // The kind named that MaxText's HF pipeline does not read (run_tokenizer_type): said once.
   if (const std::string named(name_of(cfg_.data.tokenizer_type));
       cfg_.data.dataset_type == DatasetType::Hf && named != "auto" &&
-      !cfg_.data.tokenizer_path.empty() &&
-      tokenizer_kind("auto", cfg_.data.tokenizer_path) != named)
-    notes_.push_back(str_cat("tokenizer_type=", named, " does not apply to dataset_type=hf (MaxText's HF "
-                             "pipeline loads tokenizer_path with AutoTokenizer): tokenizer_path is read "
-                             "as the ", tokenizer_kind("auto", cfg_.data.tokenizer_path),
-                             " file it is"));
+      !cfg_.data.tokenizer_path.empty())
+    if (const std::string kind = tokenizer_kind("auto", cfg_.data.tokenizer_path); kind != named)
+      notes_.push_back(str_cat("tokenizer_type=", named,
+                               " does not apply to dataset_type=hf (MaxText's HF pipeline loads "
+                               "tokenizer_path with AutoTokenizer): tokenizer_path is read as the ",
+                               kind, " file it is"));
 
   // Where the weights come from: the run's own latest checkpoint (resume), else released
   // weights (fine-tuning), else a fresh initialisation. Rank 0 picks the checkpoint for all.
