@@ -4,7 +4,7 @@
 # render by Python's jinja2 (transformers' settings) for scale. Both gemmax shards must be equal.
 #   bench/chat_spans.sh [build_dir] [turns...]     (default: build, 100 200 500)
 # TOOLS=1: each of the N rounds is a user turn, an assistant tool call, the tool's answer and the
-# assistant's reply (a tool-call turn reads the turns after it, so it is found the plain way).
+# assistant's reply. PLAIN_MAX=N skips the plain way (minutes) above N turns.
 set -euo pipefail
 BUILD=${1:-build}
 shift || true
@@ -32,8 +32,12 @@ for i in range(n):
 open(path, "w").write(json.dumps({"messages": m}) + "\n")
 PY
   one=$(secs "$GEMMAX" tokenize --out "$WORK/one.bin" --chat_template_path "$WORK/t.jinja" "$WORK/c.jsonl")
-  plain=$(secs "$GEMMAX" tokenize --out "$WORK/plain.bin" --chat_template_path "$WORK/t.jinja" \
-          --chat_spans_by_prefix_renders "$WORK/c.jsonl")
+  if [ "$n" -le "${PLAIN_MAX:-$n}" ]; then
+    plain=$(secs "$GEMMAX" tokenize --out "$WORK/plain.bin" --chat_template_path "$WORK/t.jinja" \
+            --chat_spans_by_prefix_renders "$WORK/c.jsonl")
+  else
+    plain=nan
+  fi
   j2=$(python3 - "$WORK/t.jinja" "$WORK/c.jsonl" <<'PY' 2>/dev/null || echo n/a
 import json, sys, time
 import jinja2
@@ -47,6 +51,6 @@ t.render(messages=msgs, bos_token="<bos>", eos_token="<eos>", add_generation_pro
 print(f"{time.time() - t0:.3f}")
 PY
 )
-  same=$(cmp -s "$WORK/one.bin" "$WORK/plain.bin" && echo yes || echo NO)
+  same=$([ "$plain" = nan ] && echo n/a || { cmp -s "$WORK/one.bin" "$WORK/plain.bin" && echo yes || echo NO; })
   printf "%6s %12.3f %14.3f %12s %s\n" "$n" "$one" "$plain" "$j2" "$same"
 done

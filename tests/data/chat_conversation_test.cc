@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -19,12 +20,14 @@ namespace {
 using json = nlohmann::ordered_json;
 using testing::TempDir;
 
-std::string gemma4_template() {
-  std::ifstream in(std::string(GEMMAX_SOURCE_DIR) + "/fuzz/corpus/chat_template_fuzz/gemma4.jinja");
+std::string corpus_template(const std::string& name) {
+  std::ifstream in(std::string(GEMMAX_SOURCE_DIR) + "/fuzz/corpus/chat_template_fuzz/" + name);
+  EXPECT_TRUE(in) << name;
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
+std::string gemma4_template() { return corpus_template("gemma4.jinja"); }
 
 const ChatTemplate& gemma4() {
   static const ChatTemplate t(ChatTemplateSource{gemma4_template(), "gemma4.jinja"});
@@ -187,6 +190,144 @@ TEST(ChatConversation, OneRenderMasksEqualPrefixRenderMasksOnALongConversation) 
   Shards s;
   const std::string line = json{{"messages", messages}}.dump() + "\n";
   EXPECT_EQ(s.tokenize(line, false), s.tokenize(line, true));
+}
+
+// Agent conversations: tool calls (several a turn, with or without text and reasoning), their
+// answers as tool messages (text or parts) or as Gemma 4's tool_responses, replies after the
+// answers, calls left unanswered. The one render gives the plain way's spans, and learns what
+// it needs once per kind of turn instead of rendering each turn's prefixes.
+json agent_conversation(std::mt19937& rng) {
+  auto pick = [&](int n) { return int(rng() % unsigned(n)); };
+  const char* words[] = {"Paris", " the sum\u3000", "ok",      "",
+                         "  ",    "こんにちは",     "<|turn>", "x\ny"};
+  auto text = [&] { return std::string(words[pick(8)]) + words[pick(8)]; };
+  json messages = json::array();
+  if (pick(3) == 0) messages.push_back({{"role", "system"}, {"content", "Be brief."}});
+  const int rounds = 1 + pick(4);
+  for (int round = 0; round < rounds; ++round) {
+    messages.push_back({{"role", "user"}, {"content", "Question " + text()}});
+    const int calls_in_a_row = pick(3);
+    for (int turn = 0; turn < calls_in_a_row; ++turn) {
+      json calls = json::array();
+      const int n = 1 + pick(3);
+      for (int c = 0; c < n; ++c)
+        calls.push_back({{"id", "c" + std::to_string(c)},
+                         {"type", "function"},
+                         {"function",
+                          {{"name", c % 2 ? "add" : "get_weather"},
+                           {"arguments", pick(4) == 0 ? json("{\"a\": 1}")
+                                                      : json{{"a", pick(100)}, {"b", text()}}}}}});
+      json call = {{"role", "assistant"}, {"tool_calls", calls}};
+      if (pick(6) == 0) call["content"] = "Let me check " + text();
+      if (pick(3) == 0) call["content"] = nullptr;
+      if (pick(6) == 0) call["reasoning_content"] = "think " + text();
+      const int shape = pick(5);
+      if (shape == 0) {  // Gemma 4's own field
+        call["tool_responses"] = json::array({{{"name", "add"}, {"response", {{"v", pick(9)}}}}});
+        messages.push_back(call);
+      } else {
+        messages.push_back(call);
+        const int answers = shape == 1 ? 0 : 1 + pick(n);
+        for (int a = 0; a < answers; ++a) {
+          json content = pick(3) == 0 ? json::array({{{"type", "text"}, {"text", text()}}})
+                                      : json(text() + std::to_string(a));
+          messages.push_back(
+              {{"role", "tool"}, {"tool_call_id", "c" + std::to_string(a)}, {"content", content}});
+        }
+      }
+    }
+    if (calls_in_a_row == 0 || pick(4) != 0)
+      messages.push_back({{"role", "assistant"}, {"content", "The answer: " + text()}});
+  }
+  json example = {{"messages", messages}};
+  if (pick(2) == 0)
+    example["tools"] = json::parse(R"([{"type": "function", "function": {"name": "add",
+        "description": "Adds", "parameters": {"type": "object", "properties": {"a": {"type":
+        "integer"}}, "required": ["a"]}}}])");
+  return example;
+}
+
+TEST(ChatConversation, OneRenderSpansEqualPrefixRenderSpansInAgentConversations) {
+  constexpr size_t npos = std::string::npos;
+  std::mt19937 rng(7);
+  size_t compared = 0, refused = 0, fast_only = 0, fewer_renders = 0;
+  for (const auto [name, count] :
+       {std::pair{"gemma4.jinja", 300}, {"gemma3.jinja", 100}, {"chatml.jinja", 100}}) {
+    const ChatTemplate t(ChatTemplateSource{corpus_template(name), name});
+    for (int k = 0; k < count; ++k) {
+      const json example = agent_conversation(rng);
+      const Conversation c = t.conversation(example);
+      std::string plain_error, fast_error;
+      RenderedChat plain, fast;
+      try {
+        plain = t.render(c, SpanSearch::kPrefixRenders);
+      } catch (const Error& e) {
+        plain_error = e.what();
+      }
+      try {
+        fast = t.render(c, SpanSearch::kOneRender);
+      } catch (const Error& e) {
+        fast_error = e.what();
+      }
+      if (!plain_error.empty()) {
+        ++refused;
+        // The template refuses the conversation (Gemma 3 wants alternating roles): both fail.
+        const bool split = plain_error.find("as an extension of the conversation") != npos;
+        if (!split) {
+          EXPECT_EQ(fast_error, plain_error) << name << " on " << example.dump();
+          continue;
+        }
+        // A turn the plain way cannot tell apart (Gemma 4 drops the reasoning of a call before
+        // the last user message once that message follows): the one render fails as well, or
+        // counts what its text holds, as transformers' mask would.
+        EXPECT_TRUE(fast_error.empty() || fast_error.find("as an extension") != npos) << fast_error;
+        fast_only += fast_error.empty();
+        continue;
+      }
+      ASSERT_EQ(fast_error, "") << name << " on " << example.dump();
+      EXPECT_EQ(fast.text, plain.text);
+      EXPECT_EQ(fast.assistant_spans, plain.assistant_spans) << name << " on " << example.dump();
+      fewer_renders += fast.renders < plain.renders;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 250u);
+  EXPECT_GE(fewer_renders, 200u);
+  std::printf(
+      "%zu agent conversations with equal spans (%zu in fewer renders), %zu the plain way "
+      "cannot split (%zu of them the one render can)\n",
+      compared, fewer_renders, refused, fast_only);
+}
+
+// A long agent conversation: a few renders, whatever its length.
+TEST(ChatConversation, AgentConversationSpansTakeAFewRendersWhateverItsLength) {
+  json messages = json::array();
+  for (int k = 0; k < 80; ++k) {
+    messages.push_back({{"role", "user"}, {"content", "What is " + std::to_string(k) + " + 1?"}});
+    messages.push_back(
+        {{"role", "assistant"},
+         {"tool_calls",
+          json::array({{{"id", "c"},
+                        {"type", "function"},
+                        {"function", {{"name", "add"}, {"arguments", {{"a", k}, {"b", 1}}}}}}})}});
+    messages.push_back(
+        {{"role", "tool"}, {"tool_call_id", "c"}, {"content", std::to_string(k + 1)}});
+    messages.push_back(
+        {{"role", "assistant"}, {"content", "It is " + std::to_string(k + 1) + "."}});
+  }
+  const Conversation c = gemma4().conversation(json{{"messages", messages}});
+  const RenderedChat plain = gemma4().render(c, SpanSearch::kPrefixRenders);
+  const RenderedChat fast = gemma4().render(c, SpanSearch::kOneRender);
+  EXPECT_EQ(fast.assistant_spans, plain.assistant_spans);
+  ASSERT_EQ(fast.assistant_spans.size(), 160u);
+  // The tool call's text and the end marker the model writes to hand over to the tool.
+  const auto [b, e] = fast.assistant_spans[2];
+  EXPECT_EQ(fast.text.substr(b, e - b),
+            "<|tool_call>call:add{a:1,b:1}<tool_call|><|tool_response>");
+  EXPECT_EQ(plain.renders, 1u + 2 * 160);
+  // The one render, the first turn's generation prompt (2), the reply's opener and the call's
+  // end, each learned on its kind's first turn and checked on its last (4).
+  EXPECT_EQ(fast.renders, 7u);
 }
 
 }  // namespace

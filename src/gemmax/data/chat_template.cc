@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "gemmax/base/error.h"
 #include "gemmax/data/tokenizer.h"
@@ -158,17 +160,43 @@ std::string ChatTemplate::render_text(const Conversation& c, bool add_generation
   return template_.render(context, limits_, trace);
 }
 
+namespace {
+
+using json = nlohmann::ordered_json;
+
+Conversation first_messages(const Conversation& c, size_t k) {
+  Conversation head = c;
+  head.messages = json::array();
+  for (size_t j = 0; j < k; ++j) head.messages.push_back(c.messages[j]);
+  return head;
+}
+
+// A message as far as the text a template writes around it goes: its role, and which of the
+// keys that steer the turn's shape (tool calls, tool responses, content) it fills.
+std::string message_kind(const json& m) {
+  std::string kind = m["role"].get<std::string>();
+  for (const char* key : {"tool_calls", "tool_responses", "content"}) {
+    const bool filled = m.contains(key) && !m[key].empty() &&
+                        !(m[key].is_string() && m[key].get_ref<const std::string&>().empty());
+    kind += filled ? '+' : '-';
+  }
+  return kind;
+}
+
+bool has_at(const std::string& text, size_t at, const std::string& part) {
+  return at <= text.size() && text.compare(at, part.size(), part) == 0;
+}
+
+}  // namespace
+
 std::pair<size_t, size_t> ChatTemplate::prefix_span(const Conversation& c, size_t k,
-                                                    const std::string& full) const {
+                                                    const std::string& full,
+                                                    size_t& renders) const {
   // An assistant turn's counted text is what rendering it adds to the conversation before it
   // followed by the generation prompt: MaxText's and TRL's completion of a prompt.
-  Conversation before = c, upto = c;
-  before.messages = nlohmann::ordered_json::array();
-  for (size_t j = 0; j < k; ++j) before.messages.push_back(c.messages[j]);
-  upto.messages = before.messages;
-  upto.messages.push_back(c.messages[k]);
-  const std::string prompt = k == 0 ? std::string() : render_text(before, true);
-  const std::string with_turn = render_text(upto, false);
+  const std::string prompt = k == 0 ? std::string() : render_text(first_messages(c, k), true);
+  const std::string with_turn = render_text(first_messages(c, k + 1), false);
+  renders += k == 0 ? 1 : 2;
   if (with_turn.compare(0, prompt.size(), prompt) != 0 ||
       full.compare(0, with_turn.size(), with_turn) != 0)
     fail("the chat template does not render message ", k,
@@ -182,6 +210,7 @@ RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) cons
   jinja::RenderTrace trace;
   RenderedChat r;
   r.text = render_text(c, false, &trace);
+  const std::string& full = r.text;
   if (template_.has_generation_blocks()) {
     if (trace.generation_elsewhere)
       fail(template_.name(),
@@ -193,36 +222,99 @@ RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) cons
     return r;
   }
   const size_t n = c.messages.size();
-  // The generation prompt as such: what add_generation_prompt adds after the first assistant
-  // turn's prompt. A traced turn that opens with it is counted from just after it.
-  std::optional<std::string> generation_prompt;
-  auto prompt_text = [&]() -> const std::optional<std::string>& {
-    if (generation_prompt || search != SpanSearch::kOneRender) return generation_prompt;
-    generation_prompt = std::string();  // none found: every turn the plain way
-    for (size_t k = 1; k < n; ++k) {
-      if (c.messages[k]["role"] != "assistant") continue;
-      Conversation before = c;
-      before.messages = nlohmann::ordered_json::array();
-      for (size_t j = 0; j < k; ++j) before.messages.push_back(c.messages[j]);
-      const std::string open = render_text(before, true), closed = render_text(before, false);
-      if (open.size() > closed.size() && open.compare(0, closed.size(), closed) == 0)
-        generation_prompt = open.substr(closed.size());
-      break;
-    }
-    return generation_prompt;
+  auto render_head = [&](size_t k, bool add_generation_prompt) {
+    ++r.renders;
+    return render_text(first_messages(c, k), add_generation_prompt);
   };
+  auto assistant = [&](size_t k) { return c.messages[k]["role"] == "assistant"; };
+  if (search == SpanSearch::kPrefixRenders) {
+    for (size_t k = 0; k < n; ++k)
+      if (assistant(k)) r.assistant_spans.push_back(prefix_span(c, k, full, r.renders));
+    return r;
+  }
+
+  // One traced render. A turn is counted from the end of the generation prompt that opens its
+  // iteration to the iteration's end (the text's end for the last turn). Two shapes need what
+  // a prefix render would write, learned once per kind of message from the first turn of the
+  // kind and checked on the last:
+  // - a turn opened by another text than the first turn's generation prompt (Gemma 4's reply
+  //   after a tool's answer continues the model's turn): the prompt, by the message before it;
+  // - a turn that reads the turns after it (Gemma 4 writes a call's answers in the call's
+  //   turn): what it writes, once it would read them, when none follow, by its own kind.
+  // A turn the trace cannot place is found the plain way.
+  auto traced = [&](size_t k) {
+    return k > 0 && trace.message_output[k].first != std::string::npos && !trace.repeated[k];
+  };
+  // The first turn's generation prompt: what add_generation_prompt adds after its prompt.
+  std::string generation_prompt;
+  for (size_t k = 1; k < n; ++k) {
+    if (!assistant(k)) continue;
+    const std::string open = render_head(k, true), closed = render_head(k, false);
+    if (open.size() > closed.size() && open.compare(0, closed.size(), closed) == 0)
+      generation_prompt = open.substr(closed.size());
+    break;
+  }
+  auto opens_as_first = [&](size_t k) {
+    return !generation_prompt.empty() &&
+           has_at(full, trace.message_output[k].first, generation_prompt);
+  };
+  struct Learned {
+    size_t first = std::string::npos, last = 0;
+    std::optional<std::string> text;
+  };
+  std::map<std::string, Learned> openers, tails;
   for (size_t k = 0; k < n; ++k) {
-    if (c.messages[k]["role"] != "assistant") continue;
-    const auto [begin, end] = trace.message_output[k];
-    if (search == SpanSearch::kOneRender && k > 0 && begin != std::string::npos &&
-        !trace.repeated[k] && !trace.reads_later[k]) {
-      const std::string& g = *prompt_text();
-      if (!g.empty() && r.text.compare(begin, g.size(), g) == 0) {
-        r.assistant_spans.emplace_back(begin + g.size(), k + 1 == n ? r.text.size() : end);
-        continue;
-      }
+    if (!assistant(k) || !traced(k)) continue;
+    for (auto [kinds, needed, of] : {std::tuple{&openers, !opens_as_first(k), k - 1},
+                                     std::tuple{&tails, bool(trace.reads_later[k]), k}}) {
+      if (!needed) continue;
+      Learned& l = (*kinds)[message_kind(c.messages[of])];
+      l.first = std::min(l.first, k);
+      l.last = k;
     }
-    r.assistant_spans.push_back(prefix_span(c, k, r.text));
+  }
+  // What a prefix render writes from `at` on, where it agrees with the full render before
+  // `at` and the full render writes it there too.
+  auto written_from = [&](const std::string& prefix, size_t at) -> std::optional<std::string> {
+    if (prefix.size() < at || prefix.compare(0, at, full, 0, at) != 0) return std::nullopt;
+    std::string rest = prefix.substr(at);
+    if (!has_at(full, at, rest)) return std::nullopt;
+    return rest;
+  };
+  auto learn = [&](Learned& l, auto&& written) {
+    l.text = written(l.first);
+    if (l.text && l.last != l.first && written(l.last) != l.text) l.text.reset();
+  };
+  for (auto& [kind, l] : openers)
+    learn(l, [&](size_t k) {
+      return written_from(render_head(k, true), trace.message_output[k].first);
+    });
+  for (auto& [kind, l] : tails)
+    learn(l, [&](size_t k) {
+      return written_from(render_head(k + 1, false), trace.lookahead_output[k]);
+    });
+
+  for (size_t k = 0; k < n; ++k) {
+    if (!assistant(k)) continue;
+    std::optional<std::pair<size_t, size_t>> span;
+    if (traced(k)) {
+      const auto [begin, end] = trace.message_output[k];
+      std::optional<size_t> from, to;
+      if (opens_as_first(k)) {
+        from = begin + generation_prompt.size();
+      } else if (const auto& opener = openers[message_kind(c.messages[k - 1])].text;
+                 opener && has_at(full, begin, *opener)) {
+        from = begin + opener->size();
+      }
+      if (!trace.reads_later[k]) {
+        to = k + 1 == n ? full.size() : end;
+      } else if (const auto& tail = tails[message_kind(c.messages[k])].text;
+                 tail && has_at(full, trace.lookahead_output[k], *tail)) {
+        to = trace.lookahead_output[k] + tail->size();
+      }
+      if (from && to && *from <= *to) span = std::pair{*from, *to};
+    }
+    r.assistant_spans.push_back(span ? *span : prefix_span(c, k, full, r.renders));
   }
   return r;
 }
@@ -274,6 +366,5 @@ void encode_rendered(const Tokenizer& tok, const ChatTemplate& t, std::string_vi
     text.remove_prefix(at + len);
   }
 }
-
 
 }  // namespace gemmax

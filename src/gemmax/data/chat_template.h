@@ -30,13 +30,17 @@ struct RenderedChat {
   // template's {% generation %} blocks where it has them (transformers' assistant mask), else
   // what the turn's rendering adds after the generation prompt (its content and closing text).
   std::vector<std::pair<size_t, size_t>> assistant_spans;
+  size_t renders = 1;  // the template renders it took to find them
 };
 
 // How the assistant spans are found, for templates without {% generation %} blocks. Both give
-// the same spans wherever the template renders each turn the same whatever follows it.
+// the same spans wherever the template renders each turn the same whatever follows it, and
+// writes the same text for every turn of one kind where the one render learns it.
 enum class SpanSearch {
-  kOneRender,      // the full render, its loop over the messages traced; the plain way where
-                   // the trace cannot tell a turn apart
+  kOneRender,      // the full render, its loop over the messages traced; what opens a turn
+                   // after a message of another kind (a reply after a tool's answer), and what
+                   // a turn that reads later turns writes when none follow (a tool call), are
+                   // rendered once per kind; the plain way where the trace cannot place a turn
   kPrefixRenders,  // the plain way: each turn's prompt and turn rendered alone (2 renders a turn)
 };
 
@@ -66,8 +70,8 @@ class ChatTemplate {
                           jinja::RenderTrace* trace = nullptr) const;
 
  private:
-  std::pair<size_t, size_t> prefix_span(const Conversation& c, size_t k,
-                                        const std::string& full) const;
+  std::pair<size_t, size_t> prefix_span(const Conversation& c, size_t k, const std::string& full,
+                                        size_t& renders) const;
 
   jinja::Template template_;
   jinja::Limits limits_;

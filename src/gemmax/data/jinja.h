@@ -38,8 +38,9 @@ struct RenderTrace {
   std::vector<std::pair<size_t, size_t>> message_output;
   std::vector<bool> repeated;
   // Whether the iteration wrote output after reading a later message (its text depends on the
-  // turns after it).
+  // turns after it), and the output size when it first read one (npos where it did not).
   std::vector<bool> reads_later;
+  std::vector<size_t> lookahead_output;
   // The output ranges of {% generation %} blocks (transformers' assistant-mask blocks), and
   // whether one was rendered elsewhere than the output itself (into a macro or a set block).
   std::vector<std::pair<size_t, size_t>> generation;

@@ -207,6 +207,7 @@ class Renderer {
     trace_->message_output.assign(n, {std::string::npos, std::string::npos});
     trace_->repeated.assign(n, false);
     trace_->reads_later.assign(n, false);
+    trace_->lookahead_output.assign(n, std::string::npos);
     trace_->generation.clear();
     trace_->generation_elsewhere = false;
     for (size_t k = 0; k < n; ++k)
@@ -441,8 +442,10 @@ class Renderer {
           auto& range = trace_->message_output[m];
           if (range.first != std::string::npos) trace_->repeated[m] = true;
           range = {begin, out.size()};
-          if (lookahead_at_ != std::string::npos && out.size() > lookahead_at_)
+          if (lookahead_at_ != std::string::npos && out.size() > lookahead_at_) {
             trace_->reads_later[m] = true;
+            trace_->lookahead_output[m] = lookahead_at_;
+          }
         }
       }
       if (f == Flow::Break) break;
