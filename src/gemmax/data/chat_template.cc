@@ -172,15 +172,29 @@ Conversation first_messages(const Conversation& c, size_t k) {
 }
 
 // A message as far as the text a template writes around it goes: its role, and which of the
-// keys that steer the turn's shape (tool calls, tool responses, content) it fills.
+// keys that steer the turn's shape (tool calls, tool responses, content, reasoning) it fills.
 std::string message_kind(const json& m) {
   std::string kind = m["role"].get<std::string>();
-  for (const char* key : {"tool_calls", "tool_responses", "content"}) {
+  for (const char* key : {"tool_calls", "tool_responses", "content", "reasoning_content"}) {
     const bool filled = m.contains(key) && !m[key].empty() &&
                         !(m[key].is_string() && m[key].get_ref<const std::string&>().empty());
     kind += filled ? '+' : '-';
   }
   return kind;
+}
+
+// What opens assistant turn k depends on the message before it and on the last one before it
+// that is not a tool's answer (a reply after answers continues the model's turn).
+std::string opener_kind(const json& messages, size_t k) {
+  size_t j = k - 1;
+  while (j > 0 && messages[j]["role"] == "tool") --j;
+  return message_kind(messages[k - 1]) + " after " + message_kind(messages[j]);
+}
+
+// What a turn writes once it reads the turns after it, when none follow, may hold its own
+// content (Gemma 4 writes a call's text after its answers).
+std::string tail_kind(const json& m) {
+  return message_kind(m) + (m.contains("content") ? m["content"].dump() : std::string());
 }
 
 bool has_at(const std::string& text, size_t at, const std::string& part) {
@@ -233,30 +247,15 @@ RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) cons
     return r;
   }
 
-  // One traced render. A turn is counted from the end of the generation prompt that opens its
-  // iteration to the iteration's end (the text's end for the last turn). Two shapes need what
-  // a prefix render would write, learned once per kind of message from the first turn of the
-  // kind and checked on the last:
-  // - a turn opened by another text than the first turn's generation prompt (Gemma 4's reply
-  //   after a tool's answer continues the model's turn): the prompt, by the message before it;
-  // - a turn that reads the turns after it (Gemma 4 writes a call's answers in the call's
-  //   turn): what it writes, once it would read them, when none follow, by its own kind.
-  // A turn the trace cannot place is found the plain way.
+  // One traced render. A turn is counted from the end of what opens its iteration (the
+  // generation prompt, or nothing where the turn continues the model's) to the iteration's end
+  // (the text's end for the last turn). A turn that reads the turns after it (Gemma 4 writes a
+  // call's answers in the call's turn) ends where it would once it read them, with what it
+  // writes from there when none follow. Both texts are what a prefix render writes there,
+  // learned once per kind (opener_kind, tail_kind) from the first turn of the kind and checked
+  // on the last; a turn the trace cannot place is found the plain way.
   auto traced = [&](size_t k) {
     return k > 0 && trace.message_output[k].first != std::string::npos && !trace.repeated[k];
-  };
-  // The first turn's generation prompt: what add_generation_prompt adds after its prompt.
-  std::string generation_prompt;
-  for (size_t k = 1; k < n; ++k) {
-    if (!assistant(k)) continue;
-    const std::string open = render_head(k, true), closed = render_head(k, false);
-    if (open.size() > closed.size() && open.compare(0, closed.size(), closed) == 0)
-      generation_prompt = open.substr(closed.size());
-    break;
-  }
-  auto opens_as_first = [&](size_t k) {
-    return !generation_prompt.empty() &&
-           has_at(full, trace.message_output[k].first, generation_prompt);
   };
   struct Learned {
     size_t first = std::string::npos, last = 0;
@@ -265,10 +264,11 @@ RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) cons
   std::map<std::string, Learned> openers, tails;
   for (size_t k = 0; k < n; ++k) {
     if (!assistant(k) || !traced(k)) continue;
-    for (auto [kinds, needed, of] : {std::tuple{&openers, !opens_as_first(k), k - 1},
-                                     std::tuple{&tails, bool(trace.reads_later[k]), k}}) {
+    for (auto [kinds, needed, kind] :
+         {std::tuple{&openers, true, opener_kind(c.messages, k)},
+          std::tuple{&tails, bool(trace.reads_later[k]), tail_kind(c.messages[k])}}) {
       if (!needed) continue;
-      Learned& l = (*kinds)[message_kind(c.messages[of])];
+      Learned& l = (*kinds)[kind];
       l.first = std::min(l.first, k);
       l.last = k;
     }
@@ -300,15 +300,12 @@ RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) cons
     if (traced(k)) {
       const auto [begin, end] = trace.message_output[k];
       std::optional<size_t> from, to;
-      if (opens_as_first(k)) {
-        from = begin + generation_prompt.size();
-      } else if (const auto& opener = openers[message_kind(c.messages[k - 1])].text;
-                 opener && has_at(full, begin, *opener)) {
+      if (const auto& opener = openers[opener_kind(c.messages, k)].text;
+          opener && has_at(full, begin, *opener))
         from = begin + opener->size();
-      }
       if (!trace.reads_later[k]) {
         to = k + 1 == n ? full.size() : end;
-      } else if (const auto& tail = tails[message_kind(c.messages[k])].text;
+      } else if (const auto& tail = tails[tail_kind(c.messages[k])].text;
                  tail && has_at(full, trace.lookahead_output[k], *tail)) {
         to = trace.lookahead_output[k] + tail->size();
       }

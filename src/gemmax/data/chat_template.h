@@ -38,9 +38,10 @@ struct RenderedChat {
 // writes the same text for every turn of one kind where the one render learns it.
 enum class SpanSearch {
   kOneRender,      // the full render, its loop over the messages traced; what opens a turn
-                   // after a message of another kind (a reply after a tool's answer), and what
-                   // a turn that reads later turns writes when none follow (a tool call), are
-                   // rendered once per kind; the plain way where the trace cannot place a turn
+                   // (the generation prompt, or nothing where a reply continues the model's
+                   // turn) and what a turn that reads later turns writes when none follow (a
+                   // tool call) are rendered once per kind; the plain way where the trace
+                   // cannot place a turn
   kPrefixRenders,  // the plain way: each turn's prompt and turn rendered alone (2 renders a turn)
 };
 

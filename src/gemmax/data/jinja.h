@@ -38,7 +38,7 @@ struct RenderTrace {
   std::vector<std::pair<size_t, size_t>> message_output;
   std::vector<bool> repeated;
   // Whether the iteration wrote output after reading a later message (its text depends on the
-  // turns after it), and the output size when it first read one (npos where it did not).
+  // turns after it), and then the output size when it first read one (else npos).
   std::vector<bool> reads_later;
   std::vector<size_t> lookahead_output;
   // The output ranges of {% generation %} blocks (transformers' assistant-mask blocks), and
