@@ -32,12 +32,13 @@ using namespace cpu;
 
 namespace {
 
-constexpr int64_t kKeyBlock = 128;   // keys per block
+constexpr int64_t kKeyBlock = 128;                      // keys per block
 constexpr int64_t kKeyPanels = kKeyBlock / kPanelCols;  // K^T panels of 32 keys per block
 static_assert(kKeyBlock % kPanelCols == 0);
 constexpr int64_t kQueryRows = 128;  // query rows (positions x group heads) per block
 
-// Bump allocation from one thread's scratch.
+// Bump allocation from one thread's scratch; with no memory (null), a dry run that lays the
+// blocks out to learn what fits.
 struct Arena {
   char* p;
   int64_t left;
@@ -46,7 +47,7 @@ struct Arena {
     const int64_t bytes = round_up(n * int64_t(sizeof(U)), 64);
     GEMMAX_CHECK(bytes <= left, "attention: block scratch exhausted (", bytes, " more bytes)");
     U* r = reinterpret_cast<U*>(p);
-    p += bytes;
+    if (p) p += bytes;
     left -= bytes;
     return r;
   }
@@ -104,11 +105,15 @@ void pack_keys(const GemmKernels<T>& K, T* panels, int64_t panel_elems, const T*
 template <class T>
 struct KeyPanels {
   T* data = nullptr;
-  int64_t per_block = 0;
-  bool* made = nullptr;  // null: one slot, repacked
+  int64_t per_block = 0, blocks = 0;
+  bool cached = false;   // else one slot, repacked per use
+  bool* made = nullptr;  // per block, when cached
+  void reset() {
+    if (cached) std::fill_n(made, blocks, false);
+  }
   template <class Pack>
   const T* get(int64_t kb, Pack&& pack) {
-    if (!made) {
+    if (!cached) {
       pack(data);
       return data;
     }
@@ -121,7 +126,8 @@ struct KeyPanels {
   }
 };
 
-// Room for `kinds` caches of nkb blocks of per_block elements each, cached if `budget` allows.
+// Room for `kinds` caches of nkb blocks of per_block elements each, cached if `budget` allows;
+// empty (reset) ones.
 template <class T>
 std::vector<KeyPanels<T>> key_panels(Arena& arena, int64_t nkb, std::vector<int64_t> per_block,
                                      int64_t budget) {
@@ -132,27 +138,40 @@ std::vector<KeyPanels<T>> key_panels(Arena& arena, int64_t nkb, std::vector<int6
   for (int64_t n : per_block) {
     KeyPanels<T> k;
     k.per_block = n;
+    k.blocks = nkb;
+    k.cached = cache;
     k.data = arena.take<T>(cache ? nkb * n : n);
-    if (cache) {
-      k.made = arena.take<bool>(nkb);
-      std::fill_n(k.made, nkb, false);
-    }
+    if (cache) k.made = arena.take<bool>(nkb);
+    if (arena.p) k.reset();
     out.push_back(k);
   }
   return out;
 }
 
+// Key j of a block starting at key j0 is visible from query i iff lo < j <= hi (causal and
+// window, as offsets into the block) and it is in the query's segment. Branch-free, on 32-bit
+// lanes, so that the loops over a row vectorise.
+struct RowMask {
+  int32_t lo, hi;
+  RowMask(int64_t i, int64_t j0, int64_t window)
+      : lo(window > 0 ? int32_t(std::max<int64_t>(i - window - j0, -1)) : -1),
+        hi(int32_t(std::min<int64_t>(i - j0, kKeyBlock))) {}
+  GEMMAX_SIMD_BODY bool visible(int32_t j, const int32_t* key_seg, int32_t query_seg) const {
+    return (j > lo) & (j <= hi) & (key_seg[j] == query_seg);
+  }
+};
+
 // Masks one row of scores over keys [j0, j0 + nk) for query i (causal, window, segment):
 // hidden scores become -inf. Returns the row's largest score.
 GEMMAX_SIMD_BODY float mask_row(float* s, int64_t nk, int64_t i, int64_t j0, int64_t window,
                                 const int32_t* key_seg, int32_t query_seg) {
+  const RowMask mask(i, j0, window);
   float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < nk; ++j) {
-    const int64_t key = j0 + j;
-    const bool visible = key <= i && (window == 0 || key > i - window) && key_seg[j] == query_seg;
-    s[j] = visible ? s[j] : -INFINITY;
-    mx = std::max(mx, s[j]);
+  for (int32_t j = 0; j < int32_t(nk); ++j) {
+    const float v = mask.visible(j, key_seg, query_seg) ? s[j] : -INFINITY;
+    s[j] = v;
+    mx = mx > v ? mx : v;
   }
   return mx;
 }
@@ -182,11 +201,10 @@ template <class T>
 GEMMAX_SIMD_BODY void grad_row(T* p, T* ds, const float* s, const float* dp, int64_t nk, int64_t i,
                                int64_t j0, int64_t window, const int32_t* key_seg,
                                int32_t query_seg, float lse, float delta) {
+  const RowMask mask(i, j0, window);
 #pragma omp simd
-  for (int64_t j = 0; j < nk; ++j) {
-    const int64_t key = j0 + j;
-    const bool visible = key <= i && (window == 0 || key > i - window) && key_seg[j] == query_seg;
-    const float pv = visible ? exp_approx(s[j] - lse) : 0.0f;
+  for (int32_t j = 0; j < int32_t(nk); ++j) {
+    const float pv = mask.visible(j, key_seg, query_seg) ? exp_approx(s[j] - lse) : 0.0f;
     p[j] = from_f32<T>(pv);
     ds[j] = from_f32<T>(pv * (dp[j] - delta));
   }
@@ -229,6 +247,22 @@ GEMMAX_AVX512 void grad_row_avx512(T* p, T* ds, const float* s, const float* dp,
   grad_row(p, ds, s, dp, nk, i, j0, window, key_seg, query_seg, lse, delta);
 }
 
+// The first query block of each of `parts` runs of consecutive blocks, and nqb after the last:
+// runs of about equal work (a block's work: the keys its rows see, causal and windowed).
+std::vector<int64_t> balanced_runs(const Geometry& g, int64_t nqb, int64_t parts) {
+  std::vector<double> upto(size_t(nqb) + 1, 0.0);
+  for (int64_t qb = 0; qb < nqb; ++qb) {
+    const int64_t i0 = qb * g.bq, i1 = std::min(g.S, i0 + g.bq);
+    upto[size_t(qb) + 1] = upto[size_t(qb)] + double(i1 - g.first_key(i0));
+  }
+  std::vector<int64_t> starts(size_t(parts) + 1, nqb);
+  for (int64_t p = 0; p < parts; ++p)
+    starts[size_t(p)] =
+        std::lower_bound(upto.begin(), upto.end() - 1, upto.back() * double(p) / double(parts)) -
+        upto.begin();
+  return starts;
+}
+
 template <class T>
 void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const int32_t* seg,
              T* o, float* lse, const std::vector<void*>& scratch, int64_t scratch_bytes) {
@@ -239,10 +273,11 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
   const int64_t kt_elems = packed_elems(K, g.hd);      // one K^T panel: 32 keys
   const int64_t v_elems = packed_elems(K, kKeyBlock);  // one V panel: 32 columns
   const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
-  // Each (sequence, kv head) in enough parts to keep every thread busy; a part packs the key
-  // blocks it needs once.
+  // Each (sequence, kv head) in enough runs of query blocks of equal work to keep every thread
+  // busy; a run packs the key blocks it needs once.
   const int64_t parts =
       std::min<int64_t>(nqb, (2 * omp_get_max_threads() + g.B * g.KV - 1) / (g.B * g.KV));
+  const std::vector<int64_t> runs = balanced_runs(g, nqb, parts);
   const int64_t tasks = g.B * g.KV * parts;
   const int64_t max_rows = g.bq * g.G;
 #pragma omp parallel for schedule(dynamic)
@@ -266,7 +301,7 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
       arows[r] = acc + r * g.hd;
     }
     const int32_t* sseg = seg + b * g.S;
-    for (int64_t qb = nqb * part / parts; qb < nqb * (part + 1) / parts; ++qb) {
+    for (int64_t qb = runs[size_t(part)]; qb < runs[size_t(part) + 1]; ++qb) {
       const int64_t i0 = qb * g.bq, i1 = std::min(g.S, i0 + g.bq), rows = (i1 - i0) * g.G;
       block_rows(q, g, b, kvh, i0, rows, qrows);
       std::fill_n(m, rows, -INFINITY);
@@ -305,55 +340,55 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
   }
 }
 
+// The backward's blocks in one thread's scratch (a dry run's arena lays them out with no
+// memory, to learn `chunk`).
 template <class T>
-void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const T* o,
-              const T* dout, const float* lse, const int32_t* seg, T* dq, T* dk, T* dv,
-              const std::vector<void*>& scratch, int64_t scratch_bytes) {
-  const GemmKernels<T>& K = kernels<T>(isa);
-  const bool avx512 = wide_vectors(isa);
-  constexpr int64_t P = kPair<T>;
-  const int64_t nqb = (g.S + g.bq - 1) / g.bq, tasks = g.B * g.KV;
-  const int64_t max_rows = g.bq * g.G, rows_pad = round_up(max_rows, P);
-  const int64_t kt_elems = packed_elems(K, g.hd);
-  const int64_t kp_elems = packed_elems(K, kKeyBlock);
-  const int64_t tn_elems = packed_elems(K, rows_pad);  // a panel of dO or Q reduced over rows
-  const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t b = task / g.KV, kvh = task % g.KV;
-    Arena arena{static_cast<char*>(scratch[size_t(omp_get_thread_num())]), scratch_bytes};
-    T* tn = arena.take<T>(tn_elems);              // one panel of dO or Q over the rows
-    T* at = arena.take<T>(rows_pad * kKeyBlock);  // P^T or dS^T packed
-    float* s = arena.take<float>(max_rows * kKeyBlock);
-    float* dp = arena.take<float>(max_rows * kKeyBlock);
-    T* p = arena.take<T>(max_rows * kKeyBlock);
-    T* ds = arena.take<T>(max_rows * kKeyBlock);
-    float* dqacc = arena.take<float>(max_rows * g.hd);
-    float* delta = arena.take<float>(g.S * g.G);
-    int32_t* rowmap = arena.take<int32_t>(max_rows);
-    const T** qrows = arena.take<const T*>(max_rows);
-    const T** dorows = arena.take<const T*>(max_rows);
-    const T** prows = arena.take<const T*>(max_rows);
-    const T** dsrows = arena.take<const T*>(max_rows);
-    float** srows = arena.take<float*>(max_rows);
-    float** dprows = arena.take<float*>(max_rows);
-    float** dqrows = arena.take<float*>(max_rows);
-    const T** arow = arena.take<const T*>(kTileRows);
-    float** crow = arena.take<float*>(kTileRows);
-    // The key blocks' K^T (scores), V^T (dP = dO . V^T) and K (dQ = dS . K) panels, cached if
-    // there is room beside fp32 dK and dV for the whole sequence; what is left holds dK and dV
-    // of a chunk of keys (the whole sequence when it fits).
+struct BackwardBlocks {
+  T *tn, *at, *p, *ds;  // a panel of dO or Q over the rows; P^T or dS^T packed; P and dS rows
+  float *s, *dp, *dqacc, *delta;
+  int32_t* rowmap;
+  const T **qrows, **dorows, **prows, **dsrows, **arow;
+  float **srows, **dprows, **dqrows, **crow;
+  std::vector<KeyPanels<T>> packs;  // K^T (scores), V^T (dP = dO . V^T), K (dQ = dS . K)
+  int64_t chunk;                    // keys whose fp32 dK and dV fit beside the rest
+  float *dkacc, *dvacc;
+
+  BackwardBlocks(Arena& arena, const GemmKernels<T>& K, const Geometry& g) {
+    constexpr int64_t P = kPair<T>;
+    const int64_t max_rows = g.bq * g.G, rows_pad = round_up(max_rows, P);
+    const int64_t kt_elems = packed_elems(K, g.hd), kp_elems = packed_elems(K, kKeyBlock);
+    const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
+    tn = arena.take<T>(packed_elems(K, rows_pad));
+    at = arena.take<T>(rows_pad * kKeyBlock);
+    s = arena.take<float>(max_rows * kKeyBlock);
+    dp = arena.take<float>(max_rows * kKeyBlock);
+    p = arena.take<T>(max_rows * kKeyBlock);
+    ds = arena.take<T>(max_rows * kKeyBlock);
+    dqacc = arena.take<float>(max_rows * g.hd);
+    delta = arena.take<float>(g.S * g.G);
+    rowmap = arena.take<int32_t>(max_rows);
+    qrows = arena.take<const T*>(max_rows);
+    dorows = arena.take<const T*>(max_rows);
+    prows = arena.take<const T*>(max_rows);
+    dsrows = arena.take<const T*>(max_rows);
+    srows = arena.take<float*>(max_rows);
+    dprows = arena.take<float*>(max_rows);
+    dqrows = arena.take<float*>(max_rows);
+    arow = arena.take<const T*>(kTileRows);
+    crow = arena.take<float*>(kTileRows);
+    // The key blocks' panels are cached if there is room beside fp32 dK and dV for the whole
+    // sequence; what is left holds dK and dV of a chunk of keys (the whole sequence when it
+    // fits).
     const int64_t nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
     const int64_t key_bytes = 2 * g.hd * int64_t(sizeof(float));  // a key's dK and dV rows
-    const int64_t whole = g.S * key_bytes + 128;
-    std::vector<KeyPanels<T>> packs = key_panels<T>(
-        arena, nkb, {kKeyPanels * kt_elems, kKeyPanels * kt_elems, hd_panels * kp_elems},
-        arena.left - whole);
-    const int64_t room = (arena.left - 128) / key_bytes;  // keys whose dK and dV fit
-    const int64_t chunk =
-        room >= g.S ? g.S : std::max<int64_t>(kKeyBlock, room / kKeyBlock * kKeyBlock);
-    float* dkacc = arena.take<float>(chunk * g.hd);
-    float* dvacc = arena.take<float>(chunk * g.hd);
+    packs = key_panels<T>(arena, nkb,
+                          {kKeyPanels * kt_elems, kKeyPanels * kt_elems, hd_panels * kp_elems},
+                          arena.left - (g.S * key_bytes + 128));
+    const int64_t room = (arena.left - 128) / key_bytes;
+    chunk = room >= g.S ? g.S : std::max<int64_t>(kKeyBlock, room / kKeyBlock * kKeyBlock);
+    dkacc = arena.take<float>(chunk * g.hd);
+    dvacc = arena.take<float>(chunk * g.hd);
+    if (!arena.p) return;
     for (int64_t r = 0; r < max_rows; ++r) {
       rowmap[r] = int32_t((r / g.G) * g.H + r % g.G);
       prows[r] = p + r * kKeyBlock;
@@ -362,90 +397,156 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
       dprows[r] = dp + r * kKeyBlock;
       dqrows[r] = dqacc + r * g.hd;
     }
+  }
+};
+
+template <class T>
+void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, const T* o,
+              const T* dout, const float* lse, const int32_t* seg, T* dq, T* dk, T* dv,
+              const std::vector<void*>& scratch, int64_t scratch_bytes) {
+  const GemmKernels<T>& K = kernels<T>(isa);
+  const bool avx512 = wide_vectors(isa);
+  constexpr int64_t P = kPair<T>;
+  const int64_t nqb = (g.S + g.bq - 1) / g.bq, groups = g.B * g.KV;
+  const int64_t kt_elems = packed_elems(K, g.hd);
+  const int64_t kp_elems = packed_elems(K, kKeyBlock);
+  Arena dry{nullptr, scratch_bytes};
+  const bool whole_fits = BackwardBlocks<T>(dry, K, g).chunk == g.S;
+  std::vector<float*> part_dk(scratch.size()), part_dv(scratch.size());
+
+  // One (sequence, kv head) over the query blocks [qb0, qb1): writes their dQ, and dK and dV
+  // unless `partial`, when its fp32 dK and dV sums stay in the thread's scratch for the caller.
+  auto group = [&](int64_t b, int64_t kvh, int64_t qb0, int64_t qb1, bool partial) {
+    const int thread = omp_get_thread_num();
+    Arena arena{static_cast<char*>(scratch[size_t(thread)]), scratch_bytes};
+    BackwardBlocks<T> x(arena, K, g);
     // delta_i = dO_i . O_i per query row.
-    for (int64_t i = 0; i < g.S; ++i)
+    for (int64_t i = qb0 * g.bq; i < std::min(g.S, qb1 * g.bq); ++i)
       for (int64_t hh = 0; hh < g.G; ++hh) {
         const int64_t off = ((b * g.S + i) * g.H + kvh * g.G + hh) * g.hd;
         float d = 0;
 #pragma omp simd reduction(+ : d)
         for (int64_t c = 0; c < g.hd; ++c) d += to_f32(dout[off + c]) * to_f32(o[off + c]);
-        delta[i * g.G + hh] = d;
+        x.delta[i * g.G + hh] = d;
       }
     const int32_t* sseg = seg + b * g.S;
-    const bool chunked = chunk < g.S;
+    const bool chunked = x.chunk < g.S;
+    GEMMAX_CHECK(!(chunked && partial), "attention backward: partial sums need the whole sequence");
     if (chunked)  // dQ adds up over the chunks
       for (int64_t i = 0; i < g.S; ++i)
         std::fill_n(dq + ((b * g.S + i) * g.H + kvh * g.G) * g.hd, g.G * g.hd, T{});
-    for (int64_t c0 = 0; c0 < g.S; c0 += chunk) {
-      const int64_t c1 = std::min(g.S, c0 + chunk);
-      std::fill_n(dkacc, (c1 - c0) * g.hd, 0.0f);
-      std::fill_n(dvacc, (c1 - c0) * g.hd, 0.0f);
-      for (int64_t qb = 0; qb < nqb; ++qb) {
+    for (int64_t c0 = 0; c0 < g.S; c0 += x.chunk) {
+      const int64_t c1 = std::min(g.S, c0 + x.chunk);
+      std::fill_n(x.dkacc, (c1 - c0) * g.hd, 0.0f);
+      std::fill_n(x.dvacc, (c1 - c0) * g.hd, 0.0f);
+      for (int64_t qb = qb0; qb < qb1; ++qb) {
         const int64_t i0 = qb * g.bq, i1 = std::min(g.S, i0 + g.bq), rows = (i1 - i0) * g.G;
         const int64_t lo = std::max(c0, g.first_key(i0)), hi = std::min(c1, i1);
         if (lo >= hi) continue;
-        block_rows(q, g, b, kvh, i0, rows, qrows);
-        block_rows(dout, g, b, kvh, i0, rows, dorows);
-        const Rows<const T> q_rows{q + ((b * g.S + i0) * g.H + kvh * g.G) * g.hd, g.hd, rowmap};
-        const Rows<const T> do_rows{dout + ((b * g.S + i0) * g.H + kvh * g.G) * g.hd, g.hd, rowmap};
-        std::fill_n(dqacc, rows * g.hd, 0.0f);
+        block_rows(q, g, b, kvh, i0, rows, x.qrows);
+        block_rows(dout, g, b, kvh, i0, rows, x.dorows);
+        const Rows<const T> q_rows{q + ((b * g.S + i0) * g.H + kvh * g.G) * g.hd, g.hd, x.rowmap};
+        const Rows<const T> do_rows{dout + ((b * g.S + i0) * g.H + kvh * g.G) * g.hd, g.hd,
+                                    x.rowmap};
+        std::fill_n(x.dqacc, rows * g.hd, 0.0f);
         for (int64_t kb = lo / kKeyBlock; kb * kKeyBlock < hi; ++kb) {
           const int64_t j0 = kb * kKeyBlock, j1 = std::min(hi, j0 + kKeyBlock), nk = j1 - j0;
           const int64_t jend = std::min(g.S, j0 + kKeyBlock);  // the packed block's keys
-          const T* kt = packs[0].get(
+          const T* kt = x.packs[0].get(
               kb, [&](T* dst) { pack_keys(K, dst, kt_elems, k, g, b, kvh, j0, jend, true); });
-          const T* vt = packs[1].get(
+          const T* vt = x.packs[1].get(
               kb, [&](T* dst) { pack_keys(K, dst, kt_elems, v, g, b, kvh, j0, jend, true); });
-          serial_product(K, rows, qrows, P, kt, kt_elems, g.hd, nk, srows, false);
-          if (g.round_scores) round_scores<T>(srows, rows, nk);
-          serial_product(K, rows, dorows, P, vt, kt_elems, g.hd, nk, dprows, false);
+          serial_product(K, rows, x.qrows, P, kt, kt_elems, g.hd, nk, x.srows, false);
+          if (g.round_scores) round_scores<T>(x.srows, rows, nk);
+          serial_product(K, rows, x.dorows, P, vt, kt_elems, g.hd, nk, x.dprows, false);
           for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse), dS = P (dP - delta)
             const int64_t i = i0 + r / g.G, h = kvh * g.G + r % g.G;
-            const float lse_r = lse[(b * g.H + h) * g.S + i], dl = delta[i * g.G + r % g.G];
+            const float lse_r = lse[(b * g.H + h) * g.S + i], dl = x.delta[i * g.G + r % g.G];
             if (avx512)
-              grad_row_avx512(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0,
-                              g.W, sseg + j0, sseg[i], lse_r, dl);
+              grad_row_avx512(x.p + r * kKeyBlock, x.ds + r * kKeyBlock, x.srows[r], x.dprows[r],
+                              nk, i, j0, g.W, sseg + j0, sseg[i], lse_r, dl);
             else
-              grad_row(p + r * kKeyBlock, ds + r * kKeyBlock, srows[r], dprows[r], nk, i, j0, g.W,
-                       sseg + j0, sseg[i], lse_r, dl);
+              grad_row(x.p + r * kKeyBlock, x.ds + r * kKeyBlock, x.srows[r], x.dprows[r], nk, i,
+                       j0, g.W, sseg + j0, sseg[i], lse_r, dl);
           }
           // dV[j] += sum_r P[r][j] dO[r];  dK[j] += sum_r dS[r][j] Q[r]: reduced over rows.
           const int64_t mc_pad = round_up(rows, P);
           for (int pass = 0; pass < 2; ++pass) {
-            const Rows<const T> a{pass == 0 ? p : ds, kKeyBlock};
-            const Rows<const T>& x = pass == 0 ? do_rows : q_rows;
-            float* accum = (pass == 0 ? dvacc : dkacc) + (j0 - c0) * g.hd;
-            K.pack_at(at, a, 0, rows, 0, nk);
+            const Rows<const T> a{pass == 0 ? x.p : x.ds, kKeyBlock};
+            const Rows<const T>& rows_x = pass == 0 ? do_rows : q_rows;
+            float* accum = (pass == 0 ? x.dvacc : x.dkacc) + (j0 - c0) * g.hd;
+            K.pack_at(x.at, a, 0, rows, 0, nk);
             for (int64_t c = 0; c < g.hd; c += kPanelCols) {
               const int64_t nj = std::min<int64_t>(kPanelCols, g.hd - c);
-              pack_rows_panel(K, tn, x, 0, rows, c, nj);
+              pack_rows_panel(K, x.tn, rows_x, 0, rows, c, nj);
               for (int64_t t0 = 0; t0 < nk; t0 += kTileRows) {
                 const int tr = int(std::min<int64_t>(kTileRows, nk - t0));
                 for (int t = 0; t < tr; ++t) {
-                  arow[t] = at + (t0 + t) * P;
-                  crow[t] = accum + (t0 + t) * g.hd + c;
+                  x.arow[t] = x.at + (t0 + t) * P;
+                  x.crow[t] = accum + (t0 + t) * g.hd + c;
                 }
-                K.tile_to_f32(tr, arow, nk * P, tn, mc_pad, crow, nj, true);
+                K.tile_to_f32(tr, x.arow, nk * P, x.tn, mc_pad, x.crow, nj, true);
               }
             }
           }
           // dQ += dS . K
-          const T* kp = packs[2].get(
+          const T* kp = x.packs[2].get(
               kb, [&](T* dst) { pack_keys(K, dst, kp_elems, k, g, b, kvh, j0, jend, false); });
-          serial_product(K, rows, dsrows, P, kp, kp_elems, nk, g.hd, dqrows, true);
+          serial_product(K, rows, x.dsrows, P, kp, kp_elems, nk, g.hd, x.dqrows, true);
         }
         for (int64_t r = 0; r < rows; ++r) {
           T* out = dq + ((b * g.S + i0 + r / g.G) * g.H + kvh * g.G + r % g.G) * g.hd;
           for (int64_t c = 0; c < g.hd; ++c)
-            out[c] = from_f32<T>(chunked ? to_f32(out[c]) + dqrows[r][c] : dqrows[r][c]);
+            out[c] = from_f32<T>(chunked ? to_f32(out[c]) + x.dqrows[r][c] : x.dqrows[r][c]);
         }
+      }
+      if (partial) {
+        part_dk[size_t(thread)] = x.dkacc;
+        part_dv[size_t(thread)] = x.dvacc;
+        continue;
       }
       for (int64_t j = c0; j < c1; ++j) {
         T* krow = dk + ((b * g.S + j) * g.KV + kvh) * g.hd;
         T* vrow = dv + ((b * g.S + j) * g.KV + kvh) * g.hd;
         for (int64_t c = 0; c < g.hd; ++c) {
-          krow[c] = from_f32<T>(dkacc[(j - c0) * g.hd + c]);
-          vrow[c] = from_f32<T>(dvacc[(j - c0) * g.hd + c]);
+          krow[c] = from_f32<T>(x.dkacc[(j - c0) * g.hd + c]);
+          vrow[c] = from_f32<T>(x.dvacc[(j - c0) * g.hd + c]);
+        }
+      }
+    }
+  };
+
+#pragma omp parallel
+  {
+    // Fewer (sequence, kv head) groups than threads: each group's query blocks are dealt to
+    // `parts` threads in runs of equal work, each summing its dK and dV over the whole sequence
+    // in its own scratch; then each thread adds the parts' sums, in part order, for a slice of
+    // the keys. Otherwise (or when those sums do not fit) a thread takes whole groups.
+    const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    const int64_t parts =
+        groups < threads && whole_fits ? std::min<int64_t>(nqb, threads / groups) : 1;
+    if (parts == 1) {
+#pragma omp for schedule(dynamic)
+      for (int64_t task = 0; task < groups; ++task) group(task / g.KV, task % g.KV, 0, nqb, false);
+    } else {
+      const std::vector<int64_t> runs = balanced_runs(g, nqb, parts);
+      const int64_t gi = thread / parts, part = thread % parts, b = gi / g.KV, kvh = gi % g.KV;
+      const bool works = gi < groups;
+      if (works) group(b, kvh, runs[size_t(part)], runs[size_t(part) + 1], true);
+#pragma omp barrier
+      if (works) {
+        for (int64_t j = g.S * part / parts; j < g.S * (part + 1) / parts; ++j) {
+          T* krow = dk + ((b * g.S + j) * g.KV + kvh) * g.hd;
+          T* vrow = dv + ((b * g.S + j) * g.KV + kvh) * g.hd;
+          for (int64_t c = 0; c < g.hd; ++c) {
+            float sk = 0, sv = 0;
+            for (int64_t from = gi * parts; from < (gi + 1) * parts; ++from) {
+              sk += part_dk[size_t(from)][j * g.hd + c];
+              sv += part_dv[size_t(from)][j * g.hd + c];
+            }
+            krow[c] = from_f32<T>(sk);
+            vrow[c] = from_f32<T>(sv);
+          }
         }
       }
     }

@@ -15,7 +15,7 @@ namespace {
 // Threads when num_threads is 0: the cores this process may use (its CPU affinity).
 int default_threads() { return omp_get_num_procs(); }
 
-constexpr int64_t kAttentionScratch = int64_t(8) << 20;  // per thread
+constexpr int64_t kAttentionScratch = int64_t(16) << 20;  // per thread
 
 }  // namespace
 
