@@ -3,7 +3,10 @@
 //
 // Work is split by (sequence, kv head): the query heads of one kv head attend together, so a
 // block of queries is `positions x group heads` rows sharing one K and V (GQA without copying
-// K/V per head). Keys come in blocks of 128; a block of queries visits only the key blocks that
+// K/V per head). With fewer such pairs than threads (one sequence on one kv head, as gemma4-e2b
+// trains at batch 1), a pair's query blocks are split into runs of equal work: the forward's
+// runs are independent, the backward's each sum dK and dV over the sequence in their thread's
+// scratch, added in run order after. Keys come in blocks of 128; a block of queries visits only the key blocks that
 // intersect its causal, windowed range: blocks above the diagonal or outside the sliding
 // window are skipped, never masked. Inside a visited block the mask (causal, window, segment)
 // is applied elementwise. Softmax statistics are fp32; probabilities enter the second product
