@@ -35,7 +35,7 @@ struct BackendOptions {
   std::string name = "cpu";  // a BackendKind's name: tests and tools make backends by name
   int num_threads = 0;       // 0: the cores this process may use
   std::string isa = "auto";  // a CpuKernels name (cpu/isa.h chooses and checks it)
-  // cpu: attention's scratch per thread (0: 8 MiB; twice that for avx512_fp32, whose packed
+  // cpu: attention's scratch per thread (0: 16 MiB; twice that for avx512_fp32, whose packed
   // panels are fp32). Tests shrink it to reach the paths that long sequences take: key panels
   // repacked per use, the backward's keys in chunks.
   int64_t attention_scratch_bytes = 0;

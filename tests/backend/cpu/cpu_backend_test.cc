@@ -3,7 +3,6 @@
 // attention with small scratch, the whole model against the reference, bit-identical steps, and
 // the run's report of its kernel family. Every op against the reference is the conformance suite
 // (op_conformance.h), which runs every backend.
-#include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/cpu/cpu_backend.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "gemmax/backend/backend_factory.h"
 #include "gemmax/backend/reference/reference_backend.h"
 #include "gemmax/base/convert.h"
 #include "gemmax/model/gemma4.h"
@@ -59,6 +59,20 @@ TEST_P(CpuAttentionScratch, SmallScratchMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CpuAttentionScratch, ::testing::ValuesIn(paths()),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// More threads than (sequence, kv head) pairs, by other counts than the machine's: 3 threads split
+// one pair's queries in 3 runs; 5 split each of two pairs' in 2, one thread idle, and one pair's
+// in 5. The same cases against the fp64 reference.
+TEST(CpuAttentionThreads, SplitPairsMatchTheReference) {
+  for (const int threads : {3, 5}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    BackendOptions o;
+    o.name = "cpu";
+    o.num_threads = threads;
+    conformance::Harness h(make_backend(o));
+    conformance::attention_over_many_blocks(h, /*forward_only=*/false);
+  }
+}
 
 }  // namespace
 }  // namespace gemmax

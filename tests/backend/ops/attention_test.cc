@@ -120,13 +120,15 @@ void attention_over_many_blocks(Harness& h, bool forward_only) {
     const AttentionShape s{2, S, 8, 2, 40, window};
     check_attention(h, DType::BF16, s, segs, 0.3, describe_attention(s, 3), forward_only);
   }
-  // One sequence and one kv head (gemma4-e2b's attention at batch 1): fewer (sequence, kv head)
-  // pairs than threads, so a backend may split one pair's queries among its threads.
+  // One sequence on one kv head (gemma4-e2b's attention at batch 1), and on two: fewer
+  // (sequence, kv head) pairs than threads, so a backend may split a pair's queries among its
+  // threads.
   const std::vector<int32_t> one(segs.begin() + S, segs.end());
-  for (int64_t window : {0, 100}) {
-    const AttentionShape s{1, S, 4, 1, 40, window};
-    check_attention(h, DType::BF16, s, one, 0.3, describe_attention(s, 3), forward_only);
-  }
+  for (const int64_t kv : {1, 2})
+    for (int64_t window : {0, 100}) {
+      const AttentionShape s{1, S, 4 * kv, kv, 40, window};
+      check_attention(h, DType::BF16, s, one, 0.3, describe_attention(s, 3), forward_only);
+    }
 }
 
 // Query blocks that see several key blocks, partly masked blocks and skipped ones.

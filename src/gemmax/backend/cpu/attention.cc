@@ -6,11 +6,11 @@
 // K/V per head). With fewer such pairs than threads (one sequence on one kv head, as gemma4-e2b
 // trains at batch 1), a pair's query blocks are split into runs of equal work: the forward's
 // runs are independent, the backward's each sum dK and dV over the sequence in their thread's
-// scratch, added in run order after. Keys come in blocks of 128; a block of queries visits only the key blocks that
-// intersect its causal, windowed range: blocks above the diagonal or outside the sliding
-// window are skipped, never masked. Inside a visited block the mask (causal, window, segment)
-// is applied elementwise. Softmax statistics are fp32; probabilities enter the second product
-// in the activation dtype, as MaxText's bf16 attention does.
+// scratch, added in run order after. Keys come in blocks of 128; a block of queries visits only the
+// key blocks that intersect its causal, windowed range: blocks above the diagonal or outside the
+// sliding window are skipped, never masked. Inside a visited block the mask (causal, window,
+// segment) is applied elementwise. Softmax statistics are fp32; probabilities enter the second
+// product in the activation dtype, as MaxText's bf16 attention does.
 //
 // Memory is O(block) per thread: packed K and V panels of one key block, the score and
 // probability blocks, the query block's output (or dQ) accumulator in fp32; the backward adds
@@ -251,18 +251,22 @@ GEMMAX_AVX512 void grad_row_avx512(T* p, T* ds, const float* s, const float* dp,
 }
 
 // The first query block of each of `parts` runs of consecutive blocks, and nqb after the last:
-// runs of about equal work (a block's work: the keys its rows see, causal and windowed).
+// runs of about equal work (a block's work: its rows times the keys its last row sees, causal
+// and windowed), each boundary the one nearest its share.
 std::vector<int64_t> balanced_runs(const Geometry& g, int64_t nqb, int64_t parts) {
   std::vector<double> upto(size_t(nqb) + 1, 0.0);
   for (int64_t qb = 0; qb < nqb; ++qb) {
     const int64_t i0 = qb * g.bq, i1 = std::min(g.S, i0 + g.bq);
-    upto[size_t(qb) + 1] = upto[size_t(qb)] + double(i1 - g.first_key(i0));
+    upto[size_t(qb) + 1] = upto[size_t(qb)] + double(i1 - i0) * double(i1 - g.first_key(i0));
   }
   std::vector<int64_t> starts(size_t(parts) + 1, nqb);
-  for (int64_t p = 0; p < parts; ++p)
-    starts[size_t(p)] =
-        std::lower_bound(upto.begin(), upto.end() - 1, upto.back() * double(p) / double(parts)) -
-        upto.begin();
+  starts[0] = 0;
+  for (int64_t p = 1; p < parts; ++p) {
+    const double share = upto.back() * double(p) / double(parts);
+    int64_t at = std::lower_bound(upto.begin(), upto.end(), share) - upto.begin();
+    if (at > 0 && share - upto[size_t(at) - 1] < upto[size_t(at)] - share) --at;
+    starts[size_t(p)] = std::max(starts[size_t(p) - 1], at);
+  }
   return starts;
 }
 
@@ -273,17 +277,19 @@ void forward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, con
   const bool avx512 = wide_vectors(isa);
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, nkb = (g.S + kKeyBlock - 1) / kKeyBlock;
+  if (g.B * g.KV == 0 || nqb == 0) return;
   const int64_t kt_elems = packed_elems(K, g.hd);      // one K^T panel: 32 keys
   const int64_t v_elems = packed_elems(K, kKeyBlock);  // one V panel: 32 columns
   const int64_t hd_panels = (g.hd + kPanelCols - 1) / kPanelCols;
   // Each (sequence, kv head) in enough runs of query blocks of equal work to keep every thread
   // busy; a run packs the key blocks it needs once.
   const int64_t parts =
-      std::min<int64_t>(nqb, (2 * omp_get_max_threads() + g.B * g.KV - 1) / (g.B * g.KV));
+      std::min<int64_t>(nqb, (2 * int64_t(scratch.size()) + g.B * g.KV - 1) / (g.B * g.KV));
   const std::vector<int64_t> runs = balanced_runs(g, nqb, parts);
   const int64_t tasks = g.B * g.KV * parts;
   const int64_t max_rows = g.bq * g.G;
-#pragma omp parallel for schedule(dynamic)
+  // One thread per scratch: the team is the backend's, whatever the process's OpenMP setting.
+#pragma omp parallel for schedule(dynamic) num_threads(int(scratch.size()))
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t b = task / (g.KV * parts), kvh = (task / parts) % g.KV, part = task % parts;
     Arena arena{static_cast<char*>(scratch[size_t(omp_get_thread_num())]), scratch_bytes};
@@ -411,6 +417,7 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
   const bool avx512 = wide_vectors(isa);
   constexpr int64_t P = kPair<T>;
   const int64_t nqb = (g.S + g.bq - 1) / g.bq, groups = g.B * g.KV;
+  if (groups == 0 || nqb == 0) return;
   const int64_t kt_elems = packed_elems(K, g.hd);
   const int64_t kp_elems = packed_elems(K, kKeyBlock);
   Arena dry{nullptr, scratch_bytes};
@@ -519,7 +526,7 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
     }
   };
 
-#pragma omp parallel
+#pragma omp parallel num_threads(int(scratch.size()))
   {
     // Fewer (sequence, kv head) groups than threads: each group's query blocks are dealt to
     // `parts` threads in runs of equal work, each summing its dK and dV over the whole sequence
@@ -528,7 +535,7 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
     const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
     const int64_t parts =
         groups < threads && whole_fits ? std::min<int64_t>(nqb, threads / groups) : 1;
-    if (parts == 1) {
+    if (parts <= 1) {
 #pragma omp for schedule(dynamic)
       for (int64_t task = 0; task < groups; ++task) group(task / g.KV, task % g.KV, 0, nqb, false);
     } else {
