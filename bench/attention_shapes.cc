@@ -2,40 +2,17 @@
 // 2048 (8 query heads on 1 kv head: sliding layers head_dim 256, window 512; global layers
 // head_dim 512, causal), bf16: milliseconds a call and GFLOP/s of the visible (causal,
 // windowed) score pairs, forward 4 and backward 10 FLOPs per pair and head dimension. Each
-// figure is the best of `rounds` runs of at least 0.5 s.
+// figure is the best of `rounds` runs of at least 0.1 s (base/timer.h's best_rate).
 //
 //   build/bin/attention_shapes [threads] [rounds] [seq]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 
 #include "gemmax/backend/backend_factory.h"
+#include "gemmax/base/timer.h"
 
 using namespace gemmax;
-
-namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Seconds a call of f takes, over runs filling at least 0.5 s.
-double seconds(const std::function<void()>& f) {
-  f();
-  int n = 0;
-  const double t0 = now();
-  double t = 0;
-  do {
-    f();
-    ++n;
-    t = now() - t0;
-  } while (t < 0.5);
-  return t / n;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   BackendOptions options;
@@ -71,27 +48,32 @@ int main(int argc, char** argv) {
                                .window = c.window};
     double pairs = 0;
     for (int64_t i = 0; i < S; ++i) pairs += double(c.window ? std::min(i + 1, c.window) : i + 1);
-    double fwd = 1e30, bwd = 1e30;
-    for (int r = 0; r < rounds; ++r) {
-      fwd = std::min(
-          fwd, seconds([&] {
-            be->attention_forward(
-                {.o = o, .lse = lse, .q = q, .k = k, .v = v, .segment_ids = seg, .shape = shape});
-          }));
-      bwd = std::min(bwd, seconds([&] {
-                       be->attention_backward({.dq = dq,
-                                               .dk = dk,
-                                               .dv = dv,
-                                               .dout = dout,
-                                               .q = q,
-                                               .k = k,
-                                               .v = v,
-                                               .o = o,
-                                               .lse = lse,
-                                               .segment_ids = seg,
-                                               .shape = shape});
-                     }));
-    }
+    // Seconds a call: the inverse of the best rate in calls per second.
+    const double fwd =
+        1 /
+        best_rate(
+            1,
+            [&] {
+              be->attention_forward(
+                  {.o = o, .lse = lse, .q = q, .k = k, .v = v, .segment_ids = seg, .shape = shape});
+            },
+            rounds);
+    const double bwd = 1 / best_rate(
+                               1,
+                               [&] {
+                                 be->attention_backward({.dq = dq,
+                                                         .dk = dk,
+                                                         .dv = dv,
+                                                         .dout = dout,
+                                                         .q = q,
+                                                         .k = k,
+                                                         .v = v,
+                                                         .o = o,
+                                                         .lse = lse,
+                                                         .segment_ids = seg,
+                                                         .shape = shape});
+                               },
+                               rounds);
     const double per_pair = double(hd * H * B) * pairs;
     std::printf("%-28s %10.2f %10.0f %10.2f %10.0f\n", c.what, fwd * 1e3, 4 * per_pair / fwd / 1e9,
                 bwd * 1e3, 10 * per_pair / bwd / 1e9);

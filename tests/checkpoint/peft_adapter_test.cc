@@ -26,6 +26,15 @@ using testing::expect_error;
 using testing::relative_l2;
 using testing::TempDir;
 
+// An adapter folder's target_modules, which must be written as a regex (a string, not a list).
+std::regex target_modules_regex(const std::string& dir) {
+  std::ifstream in(dir + "/adapter_config.json");
+  const nlohmann::json c = nlohmann::json::parse(in);
+  EXPECT_TRUE(c["target_modules"].is_string()) << c["target_modules"];
+  return std::regex(c["target_modules"].is_string() ? c["target_modules"].get<std::string>()
+                                                    : std::string("$^"));  // matches nothing
+}
+
 const std::string kFixtures = std::string(GEMMAX_SOURCE_DIR) + "/tests/reference/peft/fixtures";
 
 // The fixtures' batch: tokens.bin's rows, inputs [:, :-1], targets [:, 1:], one document a row.
@@ -192,10 +201,7 @@ TEST(PeftAdapter, ASelectionOfLayersIsWrittenAsARegexOfItsModules) {
   TempDir dir;
   write_peft_adapter(dir / "a", adapters, Tensor::zeros({adapters.params().total()}, DType::F32),
                      "b", "model.");
-  std::ifstream in(dir / "a/adapter_config.json");
-  const nlohmann::json c = nlohmann::json::parse(in);
-  ASSERT_TRUE(c["target_modules"].is_string()) << c["target_modules"];
-  const std::regex re(c["target_modules"].get<std::string>());
+  const std::regex re = target_modules_regex(dir / "a");
   EXPECT_TRUE(std::regex_match("model.layers.1.self_attn.q_proj", re));
   EXPECT_FALSE(std::regex_match("model.layers.2.self_attn.q_proj", re));
   EXPECT_FALSE(std::regex_match("model.layers.1.self_attn.k_proj", re));
@@ -205,14 +211,10 @@ TEST(PeftAdapter, ASelectionOfLayersIsWrittenAsARegexOfItsModules) {
   const AdapterTable all(table, LoraTargeting{"", {"q_proj"}, {}}, LoraShape{2, 4.0, false, 0.0});
   write_peft_adapter(dir / "mm", all, Tensor::zeros({all.params().total()}, DType::F32), "b",
                      "model.language_model.");
-  std::ifstream mm(dir / "mm/adapter_config.json");
-  const nlohmann::json m = nlohmann::json::parse(mm);
-  ASSERT_TRUE(m["target_modules"].is_string()) << m["target_modules"];
-  const std::regex mre(m["target_modules"].get<std::string>());
+  const std::regex mre = target_modules_regex(dir / "mm");
   EXPECT_TRUE(std::regex_match("model.language_model.layers.0.self_attn.q_proj", mre));
   EXPECT_FALSE(std::regex_match("model.vision_tower.encoder.layers.0.self_attn.q_proj", mre));
-  EXPECT_EQ(read_peft_adapter(dir / "mm", table, DType::F32).targets.size(),
-            all.targets().size());
+  EXPECT_EQ(read_peft_adapter(dir / "mm", table, DType::F32).targets.size(), all.targets().size());
 }
 
 // A lone expert wrapper (one of the experts' weights adapted) is read whichever way its config
@@ -276,9 +278,16 @@ TEST(PeftAdapter, BadFoldersAreRefusedNamingTheFileAndTheFix) {
   expect_error([&] { read(with_config({{"rank_pattern", {{"q_proj", 8}}}})); }, {"rank_pattern"});
   expect_error([&] { read(with_config({{"bias", "all"}})); }, {"bias"});
   // Activated LoRA applies after its invocation tokens only: not an ordinary adapter.
-  expect_error([&] { read(with_config({{"alora_invocation_tokens", {5, 6}}})); },
-               {"alora_invocation_tokens"});
-  expect_error([&] { read(with_config({{"use_rslora", "yes"}})); }, {"use_rslora", "true or false"});
+  expect_error(
+      [&] {
+        read(with_config({{"alora_invocation_tokens", {5, 6}}}));
+      },
+      {"alora_invocation_tokens"});
+  expect_error(
+      [&] {
+        read(with_config({{"use_rslora", "yes"}}));
+      },
+      {"use_rslora", "true or false"});
   read(with_config({{"use_rslora", nullptr}}));  // null: PEFT's default, false
   testing::write_file(dir / "y/adapter_config.json", "{not json");
   expect_error([&] { read(dir / "y"); }, {"adapter_config.json", "not JSON"});

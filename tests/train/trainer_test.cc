@@ -23,9 +23,14 @@ using testing::TempDir;
 
 // The tiny preset's structure (5 sliding + 1 global layer) at a width that trains in seconds.
 std::vector<std::string> small_run(const TempDir& dir, int64_t steps) {
-  return {"base_output_directory=" + dir.str(), "run_name=t", "base_emb_dim=64",
-          "max_target_length=64", "per_device_batch_size=4", "learning_rate=1e-2",
-          "steps=" + std::to_string(steps), "log_period=1000"};
+  return {"base_output_directory=" + dir.str(),
+          "run_name=t",
+          "base_emb_dim=64",
+          "max_target_length=64",
+          "per_device_batch_size=4",
+          "learning_rate=1e-2",
+          "steps=" + std::to_string(steps),
+          "log_period=1000"};
 }
 
 std::vector<double> losses_of(const TempDir& dir) {
@@ -55,6 +60,17 @@ void expect_split_run_is_whole(const RunArgs& args, int64_t steps, int64_t split
   EXPECT_EQ(losses_of(whole), losses_of(split));
   ASSERT_EQ(a.weights().nbytes(), resumed.weights().nbytes());
   EXPECT_EQ(0, std::memcmp(a.weights().raw(), resumed.weights().raw(), a.weights().nbytes()));
+}
+
+// Continuing `split`'s run to `steps` with `changes` made to its keys is refused, the error
+// naming each of `says`.
+void expect_resume_refused(const RunArgs& args, const TempDir& split, int64_t steps,
+                           const std::vector<std::string>& changes,
+                           const std::vector<std::string>& says) {
+  std::vector<std::string> other = args(split, steps);
+  other.insert(other.end(), changes.begin(), changes.end());
+  std::ostringstream log;
+  testing::expect_error([&] { Trainer(Config::defaults(other)).run(log); }, says);
 }
 
 TEST(Train, TinyModelLossFallsClearly) {
@@ -116,11 +132,8 @@ TEST(Train, FirstFitPackingResumesBitForBit) {
   };
   TempDir split;
   expect_split_run_is_whole(args, 4, 2, split, "packed first-fit after a shuffle in windows of 7");
-  std::ostringstream log;
-  std::vector<std::string> other = args(split, 6);
-  other.push_back("grain_packing_type=sequential");
-  other.push_back("enable_data_shuffling=false");
-  testing::expect_error([&] { Trainer(Config::defaults(other)).run(log); },
+  expect_resume_refused(args, split, 6,
+                        {"grain_packing_type=sequential", "enable_data_shuffling=false"},
                         {"was written with", "but this run has", "resuming needs the same value"});
 }
 
@@ -130,25 +143,22 @@ TEST(Train, FirstFitPackingResumesBitForBit) {
 TEST(Train, HfOrderResumesBitForBit) {
   TempDir data;
   int64_t id = 0;
-  for (const auto& [name, rows] : {std::pair{"train-00000-of-00002.jsonl", 40},
-                                   std::pair{"train-00001-of-00002.jsonl", 23}}) {
+  for (const auto& [name, rows] :
+       {std::pair{"train-00000-of-00002.jsonl", 40}, std::pair{"train-00001-of-00002.jsonl", 23}}) {
     std::ofstream out(data / name);
     for (int i = 0; i < rows; ++i, ++id)
       out << nlohmann::json{{"text", "row " + std::to_string(id)}}.dump() << "\n";
   }
   auto args = [&](const TempDir& dir, int64_t steps) {
     std::vector<std::string> v = small_run(dir, steps);
-    v.insert(v.end(), {"dataset_type=hf", "hf_path=" + data.str(), "use_truncation=true",
-                       "data_shuffle_seed=5", "eval_interval=-1",
-                       "learning_rate_schedule_steps=6"});
+    v.insert(v.end(),
+             {"dataset_type=hf", "hf_path=" + data.str(), "use_truncation=true",
+              "data_shuffle_seed=5", "eval_interval=-1", "learning_rate_schedule_steps=6"});
     return v;
   };
   TempDir split;
   expect_split_run_is_whole(args, 6, 3, split, "MaxText's HF-pipeline order (datasets 5.x");
-  std::ostringstream log;
-  std::vector<std::string> other = args(split, 8);
-  other.push_back("hf_datasets_version=4");
-  testing::expect_error([&] { Trainer(Config::defaults(other)).run(log); },
+  expect_resume_refused(args, split, 8, {"hf_datasets_version=4"},
                         {"hf_datasets_version", "was written with", "but this run has"});
 }
 

@@ -6,7 +6,6 @@
 #include <map>
 #include <optional>
 #include <sstream>
-#include <tuple>
 
 #include "gemmax/base/error.h"
 #include "gemmax/data/tokenizer.h"
@@ -261,17 +260,18 @@ RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) cons
     size_t first = std::string::npos, last = 0;
     std::optional<std::string> text;
   };
+  // Each traced turn's kinds (a map's entries stay where they are as it grows).
   std::map<std::string, Learned> openers, tails;
+  std::vector<const Learned*> opener_of(n), tail_of(n);
+  auto note = [](Learned& l, size_t k) {
+    l.first = std::min(l.first, k);
+    l.last = k;
+    return &l;
+  };
   for (size_t k = 0; k < n; ++k) {
     if (!assistant(k) || !traced(k)) continue;
-    for (auto [kinds, needed, kind] :
-         {std::tuple{&openers, true, opener_kind(c.messages, k)},
-          std::tuple{&tails, bool(trace.reads_later[k]), tail_kind(c.messages[k])}}) {
-      if (!needed) continue;
-      Learned& l = (*kinds)[kind];
-      l.first = std::min(l.first, k);
-      l.last = k;
-    }
+    opener_of[k] = note(openers[opener_kind(c.messages, k)], k);
+    if (trace.reads_later[k]) tail_of[k] = note(tails[tail_kind(c.messages[k])], k);
   }
   // What a prefix render writes from `at` on, where it agrees with the full render before
   // `at` and the full render writes it there too.
@@ -297,15 +297,14 @@ RenderedChat ChatTemplate::render(const Conversation& c, SpanSearch search) cons
   for (size_t k = 0; k < n; ++k) {
     if (!assistant(k)) continue;
     std::optional<std::pair<size_t, size_t>> span;
-    if (traced(k)) {
+    if (opener_of[k]) {
       const auto [begin, end] = trace.message_output[k];
       std::optional<size_t> from, to;
-      if (const auto& opener = openers[opener_kind(c.messages, k)].text;
-          opener && has_at(full, begin, *opener))
+      if (const auto& opener = opener_of[k]->text; opener && has_at(full, begin, *opener))
         from = begin + opener->size();
-      if (!trace.reads_later[k]) {
+      if (!tail_of[k]) {
         to = k + 1 == n ? full.size() : end;
-      } else if (const auto& tail = tails[tail_kind(c.messages[k])].text;
+      } else if (const auto& tail = tail_of[k]->text;
                  tail && has_at(full, trace.lookahead_output[k], *tail)) {
         to = trace.lookahead_output[k] + tail->size();
       }

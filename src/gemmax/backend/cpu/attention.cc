@@ -423,6 +423,25 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
   Arena dry{nullptr, scratch_bytes};
   const bool whole_fits = BackwardBlocks<T>(dry, K, g).chunk == g.S;
   std::vector<float*> part_dk(scratch.size()), part_dv(scratch.size());
+  // dK and dV of keys [j0, j1) of one (sequence, kv head): the sum, in their order, of `count`
+  // fp32 accumulators whose row 0 is key `first`.
+  auto store_kv = [&](int64_t b, int64_t kvh, int64_t j0, int64_t j1, const float* const* dks,
+                      const float* const* dvs, int64_t count, int64_t first) {
+    for (int64_t j = j0; j < j1; ++j) {
+      T* krow = dk + ((b * g.S + j) * g.KV + kvh) * g.hd;
+      T* vrow = dv + ((b * g.S + j) * g.KV + kvh) * g.hd;
+      const int64_t at = (j - first) * g.hd;
+      for (int64_t c = 0; c < g.hd; ++c) {
+        float sk = dks[0][at + c], sv = dvs[0][at + c];
+        for (int64_t p = 1; p < count; ++p) {
+          sk += dks[p][at + c];
+          sv += dvs[p][at + c];
+        }
+        krow[c] = from_f32<T>(sk);
+        vrow[c] = from_f32<T>(sv);
+      }
+    }
+  };
 
   // One (sequence, kv head) over the query blocks [qb0, qb1): writes their dQ, and dK and dV
   // unless `partial`, when its fp32 dK and dV sums stay in the thread's scratch for the caller.
@@ -515,14 +534,7 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
         part_dv[size_t(thread)] = x.dvacc;
         continue;
       }
-      for (int64_t j = c0; j < c1; ++j) {
-        T* krow = dk + ((b * g.S + j) * g.KV + kvh) * g.hd;
-        T* vrow = dv + ((b * g.S + j) * g.KV + kvh) * g.hd;
-        for (int64_t c = 0; c < g.hd; ++c) {
-          krow[c] = from_f32<T>(x.dkacc[(j - c0) * g.hd + c]);
-          vrow[c] = from_f32<T>(x.dvacc[(j - c0) * g.hd + c]);
-        }
-      }
+      store_kv(b, kvh, c0, c1, &x.dkacc, &x.dvacc, 1, c0);
     }
   };
 
@@ -544,21 +556,9 @@ void backward(Isa isa, const Geometry& g, const T* q, const T* k, const T* v, co
       const bool works = gi < groups;
       if (works) group(b, kvh, runs[size_t(part)], runs[size_t(part) + 1], true);
 #pragma omp barrier
-      if (works) {
-        for (int64_t j = g.S * part / parts; j < g.S * (part + 1) / parts; ++j) {
-          T* krow = dk + ((b * g.S + j) * g.KV + kvh) * g.hd;
-          T* vrow = dv + ((b * g.S + j) * g.KV + kvh) * g.hd;
-          for (int64_t c = 0; c < g.hd; ++c) {
-            float sk = 0, sv = 0;
-            for (int64_t from = gi * parts; from < (gi + 1) * parts; ++from) {
-              sk += part_dk[size_t(from)][j * g.hd + c];
-              sv += part_dv[size_t(from)][j * g.hd + c];
-            }
-            krow[c] = from_f32<T>(sk);
-            vrow[c] = from_f32<T>(sv);
-          }
-        }
-      }
+      if (works)
+        store_kv(b, kvh, g.S * part / parts, g.S * (part + 1) / parts, &part_dk[size_t(gi * parts)],
+                 &part_dv[size_t(gi * parts)], parts, 0);
     }
   }
 }
