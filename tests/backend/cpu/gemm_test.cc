@@ -2,13 +2,14 @@
 // family this CPU runs (isa.h; the AMX kernel through its emulated tiles), for bf16 and fp32, at
 // sizes that exercise every edge: odd reductions, partial tiles and panels, row maps, accumulation,
 // a reduction longer than one chunk, and a result independent of the thread count.
+#include "gemmax/backend/cpu/gemm.h"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <vector>
 
-#include "gemmax/backend/cpu/gemm.h"
 #include "gemmax/base/rng.h"
 
 namespace gemmax::cpu {
@@ -141,9 +142,12 @@ TEST(CpuGemm, ReductionsLongerThanTheScratchRunInSlices) {
       for (bool mapped : {false, true})
         for (bool accumulate : {false, true}) {
           check_gemm<bf16, bf16>(isa, 37, 45, 301, transposed, mapped, accumulate, 2 * slice_bytes);
-          check_gemm<bf16, float>(isa, 37, 45, 301, transposed, mapped, accumulate, 2 * slice_bytes);
-          check_gemm<float, float>(isa, 37, 45, 301, transposed, mapped, accumulate, 4 * slice_bytes);
-          check_gemm<float, bf16>(isa, 37, 45, 301, transposed, mapped, accumulate, 4 * slice_bytes);
+          check_gemm<bf16, float>(isa, 37, 45, 301, transposed, mapped, accumulate,
+                                  2 * slice_bytes);
+          check_gemm<float, float>(isa, 37, 45, 301, transposed, mapped, accumulate,
+                                   4 * slice_bytes);
+          check_gemm<float, bf16>(isa, 37, 45, 301, transposed, mapped, accumulate,
+                                  4 * slice_bytes);
         }
   }
 }
@@ -171,6 +175,53 @@ TEST(CpuGemm, EmptyReductionWritesZerosOrKeepsTheOutput) {
                        BMatrix<float>{nullptr, 0, true}, Rows<float>{c.data(), 3}, false, s.s);
     EXPECT_EQ(c[4], 0.0f);
   }
+}
+
+// gemm copies each group of A's rows into its thread's scratch (a padded row stride); a scratch
+// too small for one row block reads A in place. Several groups, groups that the split between
+// threads cuts in the middle, a short last group and row maps: the copies give the direct sum,
+// and bit for bit what reading A in place gives, at 1, 2 and 3 threads.
+TEST(CpuGemm, CopiedRowGroupsMatchReadingInPlace) {
+  const int saved = omp_get_max_threads();
+  for (Isa isa : isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    Rng rng(21);
+    const int64_t m = 300, n = 300, k = 301;  // 10 panels: A is copied (kCopyMinPanels)
+    const std::vector<bf16> a = random<bf16>((m + 5) * k, rng), w = random<bf16>(n * k, rng);
+    std::vector<int32_t> map(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) map[size_t(i)] = int32_t((i * 11 + 4) % (m + 5));
+    const int64_t block_bytes = 14 * (320 + 32) * int64_t(sizeof(bf16));  // one row block's copy
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3})
+      for (int64_t thread_bytes : {gemm_thread_bytes(isa), 3 * block_bytes, block_bytes - 2})
+        for (bool mapped : {false, true}) {
+          omp_set_num_threads(threads);
+          Scratch s(isa);
+          s.s.thread_bytes = thread_bytes;
+          std::vector<float> c(size_t(m * n));
+          gemm<bf16, float>(isa, m, n, k,
+                            Rows<const bf16>{a.data(), k, mapped ? map.data() : nullptr},
+                            BMatrix<bf16>{w.data(), k, true}, Rows<float>{c.data(), n}, false, s.s);
+          if (results.size() < 2) {
+            for (int64_t i = 0; i < m; i += 13)
+              for (int64_t j = 0; j < n; j += 7) {
+                const int64_t ai = mapped ? map[size_t(i)] : i;
+                double exact = 0, abs_sum = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                  const double x = d(a[size_t(ai * k + p)]) * d(w[size_t(j * k + p)]);
+                  exact += x, abs_sum += std::abs(x);
+                }
+                expect_close<float>(c[size_t(i * n + j)], exact, abs_sum,
+                                    "row " + std::to_string(i));
+              }
+          } else {
+            EXPECT_EQ(c, results[mapped ? 1 : 0])
+                << threads << " threads, " << thread_bytes << " bytes of thread scratch";
+          }
+          results.push_back(std::move(c));
+        }
+  }
+  omp_set_num_threads(saved);
 }
 
 // Each output is reduced by one thread in one fixed order: 1 and 2 threads agree bit for bit.

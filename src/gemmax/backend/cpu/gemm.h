@@ -7,8 +7,9 @@
 // and oneDNN's brgemm tile them: B is packed per 32 columns into the layout the
 // multiply-accumulate instruction reads (pairs of the reduction index for bf16 vdpbf16ps;
 // fp32 for the FMAs of avx512_fp32, bf16 widened once while packing),
-// A's rows are read in place, and a tile of up to 14 x 32 outputs lives in registers over the
-// whole reduction.
+// A's rows are read in place or, when many panels reuse them, from a copy whose row stride
+// keeps them from sharing cache sets, and a tile of up to 14 x 32 outputs lives in registers
+// over the whole reduction.
 //
 // Every output element is computed by one thread, over the reduction in one fixed order, so
 // results do not depend on the thread count or the schedule.

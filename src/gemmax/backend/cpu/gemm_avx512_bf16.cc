@@ -61,7 +61,11 @@ GEMMAX_AVX512 inline void store_row(float* c, __m512 lo, __m512 hi, int64_t nj, 
 template <int R, class TC>
 GEMMAX_AVX512 void tile_bf16(const bf16* const* a, int64_t a_step, const bf16* panel, int64_t kc,
                              TC* const* c, int64_t nj, bool accumulate) {
+  prefetch_tile_rows<R>(c);
+  // Every loop over the accumulators is unrolled, so they live in registers: one that was not
+  // kept a copy of them on the stack, stored at each tile's start.
   __m512 acc[R][2];
+#pragma GCC unroll 14
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const int64_t pairs = kc / 2;
   const bf16* b = panel;
@@ -78,12 +82,14 @@ GEMMAX_AVX512 void tile_bf16(const bf16* const* a, int64_t a_step, const bf16* p
   if (kc & 1) {  // an odd reduction: the last element alone (the panel pads its pair with 0)
     const __m512bh b0 = __m512bh(_mm512_loadu_si512(b));
     const __m512bh b1 = __m512bh(_mm512_loadu_si512(b + 32));
+#pragma GCC unroll 14
     for (int r = 0; r < R; ++r) {
       const __m512bh av = __m512bh(_mm512_set1_epi32(int(a[r][pairs * a_step].bits)));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
     }
   }
+#pragma GCC unroll 14
   for (int r = 0; r < R; ++r) store_row(c[r], acc[r][0], acc[r][1], nj, accumulate);
 }
 
@@ -169,7 +175,9 @@ GEMMAX_AVX512_PACK void pack_at_bf16(bf16* block, const Rows<const bf16>& a, int
 template <int R, class TC>
 GEMMAX_AVX512 void tile_f32(const float* const* a, int64_t a_step, const float* panel, int64_t kc,
                             TC* const* c, int64_t nj, bool accumulate) {
+  prefetch_tile_rows<R>(c);
   __m512 acc[R][2];
+#pragma GCC unroll 14
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const float* b = panel;
   for (int64_t p = 0; p < kc; ++p, b += 32) {
@@ -181,6 +189,7 @@ GEMMAX_AVX512 void tile_f32(const float* const* a, int64_t a_step, const float* 
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
     }
   }
+#pragma GCC unroll 14
   for (int r = 0; r < R; ++r) store_row(c[r], acc[r][0], acc[r][1], nj, accumulate);
 }
 

@@ -93,9 +93,14 @@ GEMMAX_AVX512_FMA inline void fma_block_buf(__m512 (&acc)[R][2], const float* a,
 template <int R, class TC>
 GEMMAX_AVX512_FMA void tile_f32(const float* const* a, int64_t a_step, const float* panel,
                                 int64_t kc, TC* const* c, int64_t nj, bool accumulate) {
+  prefetch_tile_rows<R>(c);
+  // Every loop over the accumulators is unrolled, so they live in registers: one that was not
+  // kept a copy of them on the stack, stored at each tile's start.
   __m512 acc[R][2];
+#pragma GCC unroll 14
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   fma_block<R>(acc, a, a_step, panel, kc);
+#pragma GCC unroll 14
   for (int r = 0; r < R; ++r) {
     store_half(c[r], acc[r][0], nj, accumulate);
     store_half(c[r] + 16, acc[r][1], nj - 16, accumulate);
@@ -139,7 +144,9 @@ GEMMAX_AVX512_FMA void tile_bf16(const bf16* const* a, int64_t a_step, const bf1
                                  int64_t kc, TC* const* c, int64_t nj, bool accumulate) {
   const float* panel = reinterpret_cast<const float*>(packed);  // fp32 panel (pack_b_wide)
   alignas(64) float aw[kChunk * 16 > R * kChunk ? kChunk * 16 : R * kChunk];
+  prefetch_tile_rows<R>(c);
   __m512 acc[R][2];
+#pragma GCC unroll 14
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t k0 = 0; k0 < kc; k0 += kChunk) {  // k0 even: chunks start at a pair
     const int64_t kk = kc - k0 < kChunk ? kc - k0 : kChunk;
@@ -148,6 +155,7 @@ GEMMAX_AVX512_FMA void tile_bf16(const bf16* const* a, int64_t a_step, const bf1
     else
       fma_block_buf<R, 1, 16>(acc, aw, panel + k0 * kPanelCols, kk);
   }
+#pragma GCC unroll 14
   for (int r = 0; r < R; ++r) {
     store_half(c[r], acc[r][0], nj, accumulate);
     store_half(c[r] + 16, acc[r][1], nj - 16, accumulate);
