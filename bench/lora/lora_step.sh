@@ -11,12 +11,14 @@
 #
 #   bench/lora/lora_step.sh [--layers 4] [--seq 2048] [--steps 4] [--threads N]
 #                           [--gemmax build/bin/gemmax] [--venv DIR] [--no-peer] [--no-full]
+#                           [--peer-modes bf16_compile,...]
 # --no-full: no full fine-tune on either side (at 20 layers its fp32 weights, gradients and
-# moments need about 40 GB).
+# moments need about 40 GB). --peer-modes: only these of the peer's modes (its best has been
+# bf16_compile in every run: a quicker comparison).
 # VENV (default ${TMPDIR:-/tmp}/gemmax-hf-venv) needs torch, transformers >= 5.5 and peft.
 set -euo pipefail
 
-layers=4 seq=2048 steps=4 threads=$(nproc) gemmax=build/bin/gemmax peer=1 full=1
+layers=4 seq=2048 steps=4 threads=$(nproc) gemmax=build/bin/gemmax peer=1 full=1 peer_modes=""
 venv="${VENV:-${TMPDIR:-/tmp}/gemmax-hf-venv}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -28,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --venv) venv=$2; shift 2 ;;
     --no-peer) peer=0; shift ;;
     --no-full) full=0; shift ;;
+    --peer-modes) peer_modes=$2; shift 2 ;;
     *) echo "lora_step.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -70,6 +73,7 @@ if ((full)); then run full_finetune_remat_none remat_policy=none; fi
 if ((peer)); then
   nofull=()
   if ((!full)); then nofull=(--no-full); fi
+  if [[ -n $peer_modes ]]; then nofull+=(--modes "$peer_modes"); fi
   OMP_NUM_THREADS=$threads "$venv/bin/python" "$(dirname "$0")/peft_step.py" --layers "$layers" \
       --seq "$seq" --threads "$threads" --steps "$steps" --json "$work/peer.json" "${nofull[@]}" 2>/dev/null |
     grep '^{'
