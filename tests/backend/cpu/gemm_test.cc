@@ -224,6 +224,42 @@ TEST(CpuGemm, CopiedRowGroupsMatchReadingInPlace) {
   omp_set_num_threads(saved);
 }
 
+// The copy of A's rows with every element type and output, accumulation, plain B and row maps;
+// over several column chunks (the last too short to copy); inside the slices of a long
+// reduction; and with a team larger than the scratch (threads past it read A in place).
+TEST(CpuGemm, CopiedRowsInEveryFormMatchTheDirectSum) {
+  for (Isa isa : isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    const int64_t panel = (302 * 32 * int64_t(sizeof(bf16))) * packed_width(isa);
+    for (bool transposed : {true, false})
+      for (bool accumulate : {false, true}) {
+        check_gemm<bf16, bf16>(isa, 45, 300, 301, transposed, true, accumulate);
+        check_gemm<float, float>(isa, 45, 300, 301, transposed, false, accumulate);
+        check_gemm<float, bf16>(isa, 45, 300, 301, transposed, true, accumulate);
+        check_gemm<bf16, float>(isa, 45, 600, 301, transposed, false, accumulate, 9 * panel);
+      }
+    check_gemm<bf16, bf16>(isa, 30, 256, 8300, true, true, false);
+    check_gemm<bf16, float>(isa, 30, 256, 8300, false, false, true);
+  }
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(3);
+  for (Isa isa : isas()) {
+    Rng rng(5);
+    const int64_t m = 100, n = 300, k = 64;
+    const std::vector<bf16> a = random<bf16>(m * k, rng), w = random<bf16>(n * k, rng);
+    std::vector<float> full(size_t(m * n)), short_team(size_t(m * n));
+    for (bool cut : {false, true}) {
+      Scratch s(isa);
+      if (cut) s.s.thread = {s.s.thread[0], s.s.thread[1]};  // a fresh vector: no spare slots
+      gemm<bf16, float>(isa, m, n, k, Rows<const bf16>{a.data(), k},
+                        BMatrix<bf16>{w.data(), k, true},
+                        Rows<float>{(cut ? short_team : full).data(), n}, false, s.s);
+    }
+    EXPECT_EQ(full, short_team) << isa_name(isa);
+  }
+  omp_set_num_threads(saved);
+}
+
 // Each output is reduced by one thread in one fixed order: 1 and 2 threads agree bit for bit.
 TEST(CpuGemm, ResultsDoNotDependOnTheThreadCount) {
   for (Isa isa : isas()) {

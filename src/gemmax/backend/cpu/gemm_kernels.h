@@ -13,6 +13,8 @@
 
 #include <xmmintrin.h>
 
+#include <cstdint>
+
 #include "gemmax/backend/cpu/gemm.h"
 
 namespace gemmax::cpu {
@@ -86,9 +88,10 @@ inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 template <int R, class TC>
 [[gnu::always_inline]] inline void prefetch_tile_rows(TC* const* c) {
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c[r]), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c[r] + kPanelCols - 1), _MM_HINT_T0);
+  for (int r = 0; r < R; ++r) {  // the row's last column as an address: it may be past C's end
+    const uintptr_t row = reinterpret_cast<uintptr_t>(c[r]);
+    _mm_prefetch(reinterpret_cast<const char*>(row), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + (kPanelCols - 1) * sizeof(TC)), _MM_HINT_T0);
   }
 }
 
