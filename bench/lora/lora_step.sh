@@ -71,10 +71,10 @@ run lora_remat_none "${lora[@]}" remat_policy=none
 run qlora_remat_none "${lora[@]}" remat_policy=none lora_weight_qtype=nf4
 if ((full)); then run full_finetune_remat_none remat_policy=none; fi
 if ((peer)); then
-  nofull=()
-  if ((!full)); then nofull=(--no-full); fi
-  if [[ -n $peer_modes ]]; then nofull+=(--modes "$peer_modes"); fi
+  peer_args=()
+  if ((!full)); then peer_args=(--no-full); fi
+  if [[ -n $peer_modes ]]; then peer_args+=(--modes "$peer_modes"); fi
   OMP_NUM_THREADS=$threads "$venv/bin/python" "$(dirname "$0")/peft_step.py" --layers "$layers" \
-      --seq "$seq" --threads "$threads" --steps "$steps" --json "$work/peer.json" "${nofull[@]}" 2>/dev/null |
+      --seq "$seq" --threads "$threads" --steps "$steps" --json "$work/peer.json" "${peer_args[@]}" 2>/dev/null |
     grep '^{'
 fi

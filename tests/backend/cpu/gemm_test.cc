@@ -177,6 +177,24 @@ TEST(CpuGemm, EmptyReductionWritesZerosOrKeepsTheOutput) {
   }
 }
 
+// C [m, n] = A . W^T of bf16 A (rows through `map` when given) and W [n, k], against the direct
+// fp64 sum at every `step`-th row and column.
+void expect_direct_sum(const std::vector<bf16>& a, const int32_t* map, const std::vector<bf16>& w,
+                       const std::vector<float>& c, int64_t m, int64_t n, int64_t k, int64_t step,
+                       const std::string& what) {
+  for (int64_t i = 0; i < m; i += step)
+    for (int64_t j = 0; j < n; j += step) {
+      const int64_t ai = map ? map[size_t(i)] : i;
+      double exact = 0, abs_sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = d(a[size_t(ai * k + p)]) * d(w[size_t(j * k + p)]);
+        exact += x, abs_sum += std::abs(x);
+      }
+      expect_close<float>(c[size_t(i * n + j)], exact, abs_sum,
+                          what + " at " + std::to_string(i) + "," + std::to_string(j));
+    }
+}
+
 // gemm copies each group of A's rows into its thread's scratch (a padded row stride); a scratch
 // too small for one row block reads A in place. Several groups, groups that the split between
 // threads cuts in the middle, a short last group and row maps: the copies give the direct sum,
@@ -203,17 +221,7 @@ TEST(CpuGemm, CopiedRowGroupsMatchReadingInPlace) {
                             Rows<const bf16>{a.data(), k, mapped ? map.data() : nullptr},
                             BMatrix<bf16>{w.data(), k, true}, Rows<float>{c.data(), n}, false, s.s);
           if (results.size() < 2) {
-            for (int64_t i = 0; i < m; i += 13)
-              for (int64_t j = 0; j < n; j += 7) {
-                const int64_t ai = mapped ? map[size_t(i)] : i;
-                double exact = 0, abs_sum = 0;
-                for (int64_t p = 0; p < k; ++p) {
-                  const double x = d(a[size_t(ai * k + p)]) * d(w[size_t(j * k + p)]);
-                  exact += x, abs_sum += std::abs(x);
-                }
-                expect_close<float>(c[size_t(i * n + j)], exact, abs_sum,
-                                    "row " + std::to_string(i));
-              }
+            expect_direct_sum(a, mapped ? map.data() : nullptr, w, c, m, n, k, 7, "1 thread");
           } else {
             EXPECT_EQ(c, results[mapped ? 1 : 0])
                 << threads << " threads, " << thread_bytes << " bytes of thread scratch";
@@ -255,7 +263,8 @@ TEST(CpuGemm, CopiedRowsInEveryFormMatchTheDirectSum) {
                         BMatrix<bf16>{w.data(), k, true},
                         Rows<float>{(cut ? short_team : full).data(), n}, false, s.s);
     }
-    EXPECT_EQ(full, short_team) << isa_name(isa);
+    expect_direct_sum(a, nullptr, w, full, m, n, k, 1, std::string(isa_name(isa)) + " 3 threads");
+    EXPECT_EQ(full, short_team) << isa_name(isa) << ": 3 threads, scratch for 2";
   }
   omp_set_num_threads(saved);
 }
